@@ -1,0 +1,3 @@
+"""The builtins, one module per doc category; importing this package registers them all."""
+from tapeml.builtins.registry import REGISTRY, Builtin, builtin  # noqa: F401
+from tapeml.builtins import core, math, arrays, nn, autodiff  # noqa: F401  (registration)

@@ -1,0 +1,123 @@
+"""Building and reshaping matrices."""
+from __future__ import annotations
+
+import numpy as np
+
+from tapeml import ops
+from tapeml.builtins.registry import P, builtin
+from tapeml.builtins.util import axis, check_size
+from tapeml.errors import ShapeError, TypeErr, ValueErr
+from tapeml.interpreter import make_range
+from tapeml.tape import raw
+from tapeml.values import describe, shape_text
+
+DIMS = P("dims", variadic=True, doc="sizes of each axis (whole numbers)")
+
+
+@builtin("zeros", "Arrays", "A matrix of zeros of the given sizes: zeros(3) is a vector, zeros(2, 3) a matrix.",
+         [DIMS], returns="[dims...]",
+         how="NumPy's `zeros` in float64. Sizes are checked before allocating.",
+         examples=["zeros(3)", "zeros(2, 3)", "size(zeros(2, 3, 4))"])
+def zeros(dims):
+    return np.zeros(check_size("zeros", dims))
+
+
+@builtin("ones", "Arrays", "A matrix of ones of the given sizes.", [DIMS], returns="[dims...]",
+         examples=["ones(3)", "ones(2, 2)"])
+def ones(dims):
+    return np.ones(check_size("ones", dims))
+
+
+@builtin("fill", "Arrays", "A matrix of the given sizes with every element equal to value.",
+         [P("value", "number"), DIMS], returns="[dims...]", examples=["fill(7, 2, 3)", "fill(0.5, 3)"])
+def fill(value, dims):
+    return np.full(check_size("fill", dims), float(raw(value)))
+
+
+@builtin("eye", "Arrays", "The n x n identity matrix.", [P("n", "int")], returns="[n, n]",
+         examples=["eye(2)", "eye(3) @ [1, 2, 3]"])
+def eye(n):
+    check_size("eye", (n, n))
+    return np.eye(n)
+
+
+@builtin("reshape", "Arrays", "The same elements in a new shape, filled in row-major (C) order.",
+         [P("x", "array"), DIMS], returns="[dims...]", differentiable=True,
+         how="NumPy's `reshape` (C order, as NumPy and PyTorch). One size may be -1 to be inferred.",
+         examples=["reshape(1:6, 2, 3)", "reshape([1, 2; 3, 4], 4)", "reshape(1:6, -1, 2)"])
+def reshape(x, dims):
+    shape = []
+    for d in dims:
+        d = raw(d)
+        if not isinstance(d, (float, int)) or isinstance(d, bool) or not float(d).is_integer() or d < -1:
+            raise ValueErr(f"reshape(): sizes must be whole numbers (or -1), got {d}")
+        shape.append(int(d))
+    n = np.size(raw(x))
+    known = int(np.prod([d for d in shape if d != -1])) if shape else 1
+    if shape.count(-1) > 1 or (-1 not in shape and known != n) or (-1 in shape and (known == 0 or n % known)):
+        raise ShapeError(f"reshape(): cannot put {n} elements ({shape_text(np.shape(raw(x)))}) "
+                         f"into shape {' x '.join(map(str, shape))}")
+    return ops.reshape(x, shape=tuple(shape))
+
+
+@builtin("transpose", "Arrays", "Swap the last two axes (x'); a vector becomes a column.",
+         [P("x", "array")], returns="x with the last two axes swapped", differentiable=True,
+         examples=["transpose([1, 2; 3, 4])", "transpose([1, 2])", "[1, 2; 3, 4]'"])
+def transpose(x):
+    return ops.transpose(x)
+
+
+def _join(name, prim, xs, dim):
+    if not xs:
+        raise TypeErr(f"{name}() needs at least one matrix")
+    for v in xs:
+        if not isinstance(raw(v), (float, np.ndarray)) or isinstance(raw(v), bool):
+            raise TypeErr(f"{name}() joins matrices, got {describe(v)}")
+    first = xs[0]
+    nd = len(ops.shape_of(first)) + (1 if name == "stack" else 0)
+    if nd == 0:
+        raise TypeErr(f"{name}() needs vectors or matrices; use [a, b] to join numbers")
+    if not -nd <= dim < nd:
+        raise ValueErr(f"{name}(): dim={dim} is out of range for {nd}-axis results")
+    try:
+        return prim(*xs, dim=dim % nd)
+    except ValueError:
+        shapes = ", ".join(shape_text(ops.shape_of(v)) for v in xs)
+        raise ShapeError(f"{name}(): the shapes do not fit along dim {dim}: {shapes}") from None
+
+
+@builtin("concat", "Arrays", "Join matrices end to end along an existing axis.",
+         [P("xs", variadic=True, doc="matrices with equal sizes except along dim"),
+          P("dim", "int", 0, doc="the axis to join along")], returns="joined matrix", differentiable=True,
+         examples=["concat([1, 2], [3])", "concat([1, 2; 3, 4], [5, 6; 7, 8], dim=1)"])
+def concat(xs, dim):
+    return _join("concat", ops.concat, xs, dim)
+
+
+@builtin("stack", "Arrays", "Stack equal-shaped matrices along a new axis.",
+         [P("xs", variadic=True, doc="matrices of one shape"), P("dim", "int", 0, doc="position of the new axis")],
+         returns="[len(xs), ...] for dim=0", differentiable=True,
+         examples=["stack([1, 2], [3, 4])", "size(stack(zeros(2, 3), ones(2, 3)))", "stack([1, 2], [3, 4], dim=1)"])
+def stack(xs, dim):
+    return _join("stack", ops.stack, xs, dim)
+
+
+@builtin("range", "Arrays", "range(n) is 0:n-1; range(a, b) is a:b-1 (the end excluded, as in Python).",
+         [P("a", "number"), P("b", "number", None), P("step", "number", 1.0)], returns="vector",
+         examples=["range(4)", "range(2, 5)", "range(0, 10, 3)", "range(0)"])
+def range_(a, b, step):
+    start, stop = (0.0, a) if b is None else (a, b)
+    if step == 0:
+        raise ValueErr("range(): step cannot be 0")
+    n = int(np.ceil((stop - start) / step)) if np.isfinite(start) and np.isfinite(stop) else -1
+    if n <= 0:
+        return np.zeros(0)
+    return make_range(start, step, start + (n - 1) * step)
+
+
+@builtin("linspace", "Arrays", "n evenly spaced numbers from a to b, both included.",
+         [P("a", "number"), P("b", "number"), P("n", "int", 50)], returns="[n]",
+         examples=["linspace(0, 1, 5)", "len(linspace(0, 1))"])
+def linspace(a, b, n):
+    check_size("linspace", (n,))
+    return np.linspace(a, b, n)

@@ -1,0 +1,67 @@
+"""Core builtins: printing, sizes and kinds of values."""
+from __future__ import annotations
+
+import numpy as np
+
+from tapeml.builtins.registry import P, builtin
+from tapeml.errors import TypeErr
+from tapeml.tape import raw
+from tapeml.values import Record, describe, format_value, type_name
+from tapeml.builtins.util import axis
+
+
+@builtin("print", "Core", "Print values separated by spaces, then a newline.",
+         [P("values", variadic=True, doc="any values; each is formatted as the REPL shows it")],
+         returns="none", interp=True,
+         what="Writes its arguments to standard output with the one printer of the language: "
+              "numbers with up to 7 significant digits, matrices as `[1, 2; 3, 4]`.",
+         how="Each argument goes through `format_value`; strings print without quotes at the top level.",
+         examples=['print("hello", 1 + 2, [1, 2; 3, 4])', 'print(1e-9, -1/0, 0/0, true, none)'])
+def print_(interp, values):
+    interp.out.write(" ".join(format_value(v) for v in values) + "\n")
+    return None
+
+
+@builtin("len", "Core", "Length of the first axis of a matrix, or of a tuple, string or record.",
+         [P("x", doc="a matrix, tuple, string or record")], returns="number",
+         examples=["len([1, 2, 3])", "len(zeros(4, 2))", 'len((1, "a"))', 'len("héllo")'])
+def len_(x):
+    r = raw(x)
+    if isinstance(r, np.ndarray):
+        return float(r.shape[0]) if r.ndim else 1.0
+    if isinstance(r, (tuple, str)):
+        return float(len(r))
+    if isinstance(r, Record):
+        return float(len(r.fields))
+    if isinstance(r, (float, int)) and not isinstance(r, bool):
+        return 1.0
+    raise TypeErr(f"len() needs a matrix, tuple, string or record, got {describe(x)}")
+
+
+@builtin("size", "Core", "The shape of a matrix as a tuple, or the size of one axis.",
+         [P("x", "array"), P("dim", "int", None, doc="an axis (negative counts from the end)")],
+         returns="tuple of numbers, or a number with dim",
+         examples=["size(zeros(2, 3))", "size(zeros(2, 3), 1)", "size([1, 2, 3])", "size(5)"])
+def size(x, dim):
+    shape = np.shape(raw(x))
+    if dim is None:
+        return tuple(float(n) for n in shape)
+    return float(shape[axis(x, dim)])
+
+
+@builtin("type", "Core", "The kind of a value: number, bool, none, string, matrix, tuple, record or function.",
+         [P("x")], returns="string",
+         examples=["type(1)", "type([1, 2])", 'type({a = 1})', "type(fn(x) -> x)"])
+def type_(x):
+    return type_name(x)
+
+
+@builtin("str", "Core", "A value formatted as print shows it, as a string.",
+         [P("x")], returns="string", examples=['str([1, 2]) + "!"', "len(str(pi()))"])
+def str_(x):
+    return format_value(x)
+
+
+@builtin("pi", "Core", "The number π.", [], returns="number", examples=["pi()", "cos(pi())"])
+def pi():
+    return float(np.pi)

@@ -1,0 +1,129 @@
+"""Elementwise math and reductions. Every one of these calls the primitive table (ops.py)."""
+from __future__ import annotations
+
+import numpy as np
+
+from tapeml import ops
+from tapeml.builtins.registry import P, builtin
+from tapeml.builtins.util import axis
+from tapeml.errors import TypeErr
+from tapeml.tape import raw
+from tapeml.values import describe
+
+X = P("x", "array", doc="a number or a matrix of any shape", shape="any")
+
+
+def _elementwise(name, prim, summary, formula, examples, kink=""):
+    @builtin(name, "Math", summary, [X], returns="same shape as x", differentiable=True,
+             how=f"Elementwise {formula}, by NumPy's `{name}`; its VJP is in the primitive table. {kink}".strip(),
+             examples=examples)
+    def fn(x):
+        return prim(x)
+    return fn
+
+
+_elementwise("exp", ops.exp, "e raised to each element.", "exp(x); d/dx = exp(x)", ["exp(0)", "exp([0, 1, 2])"])
+_elementwise("log", ops.log, "Natural logarithm of each element (log(0) = -inf).", "ln(x); d/dx = 1/x",
+             ["log(1)", "log([1, exp(1), 0])"], "In the backward pass a zero cotangent stays zero (0 x inf = 0).")
+_elementwise("sqrt", ops.sqrt, "Square root of each element.", "sqrt(x); d/dx = 1/(2 sqrt(x))",
+             ["sqrt(16)", "sqrt([1, 4, 9])"], "sqrt'(0) = inf, and 0 x inf = 0 in the backward pass.")
+_elementwise("tanh", ops.tanh, "Hyperbolic tangent of each element.", "tanh(x); d/dx = 1 - tanh(x)^2",
+             ["tanh(0)", "tanh([-1, 0, 1])"])
+_elementwise("sin", ops.sin, "Sine of each element (radians).", "sin(x); d/dx = cos(x)", ["sin(0)", "sin([0, pi() / 2])"])
+_elementwise("cos", ops.cos, "Cosine of each element (radians).", "cos(x); d/dx = -sin(x)", ["cos(0)", "cos([0, pi()])"])
+_elementwise("abs", ops.abs_, "Absolute value of each element.", "|x|; d/dx = sign(x)",
+             ["abs(-3)", "abs([-1, 0, 2])"], "abs'(0) = 0.")
+
+
+@builtin("round", "Math", "Round to the nearest integer, or to a number of decimals (ties to even).",
+         [X, P("digits", "int", 0, doc="decimal places")], returns="same shape as x",
+         how="NumPy's `round` (round half to even). Not differentiable: the tape records nothing.",
+         examples=["round(2.567)", "round(2.567, 2)", "round([0.5, 1.5, -2.25], 1)"])
+def round_(x, digits):
+    return ops.round_(x, digits=digits) + 0.0
+
+
+def _reduction(name, prim, summary, how, examples, differentiable=True):
+    @builtin(name, "Math", summary,
+             [X, P("dim", "int", None, doc="the axis to reduce (negative counts from the end); none reduces all")],
+             returns="a number, or x with axis dim removed", differentiable=differentiable, how=how,
+             examples=examples)
+    def fn(x, dim):
+        r = raw(x)
+        if isinstance(r, np.ndarray) and r.size == 0 and name in ("max", "min", "argmax", "argmin"):
+            raise TypeErr(f"{name}() of an empty matrix")
+        return prim(x, dim=axis(x, dim))
+    return fn
+
+
+_reduction("sum", ops.sum_, "Sum of all elements, or along one axis.",
+           "Adds the elements; the VJP broadcasts the cotangent back over the reduced axis.",
+           ["sum([1, 2, 3])", "sum([1, 2; 3, 4], dim=0)", "sum([1, 2; 3, 4], 1)"])
+
+
+def _mean(x, dim=None):
+    n = raw(x).size if dim is None else np.shape(raw(x))[dim]
+    return ops.div(ops.sum_(x, dim=dim), float(n))
+
+
+_reduction("mean", _mean, "Arithmetic mean of all elements, or along one axis.",
+           "sum(x, dim) / n, composed from primitives.", ["mean([1, 2, 3, 4])", "mean([1, 2; 3, 4], dim=1)"])
+_reduction("max", ops.amax, "Largest element, or the largest along one axis.",
+           "At ties the gradient is split evenly among the maxima, as PyTorch's `amax` does.",
+           ["max([3, 1, 4, 1, 5])", "max([1, 5; 7, 2], dim=0)"])
+_reduction("min", ops.amin, "Smallest element, or the smallest along one axis.",
+           "At ties the gradient is split evenly among the minima, as PyTorch's `amin` does.",
+           ["min([3, 1, 4])", "min([1, 5; 7, 2], dim=1)"])
+
+
+def _arg(fn):
+    def impl(x, dim=None):
+        r = raw(x)
+        out = fn(r, axis=dim)
+        return float(out) if np.ndim(out) == 0 else out.astype(np.float64)
+    return impl
+
+
+_reduction("argmax", _arg(np.argmax), "0-based position of the largest element (the first at ties).",
+           "NumPy's argmax; over the flattened matrix when dim is none. Not differentiable.",
+           ["argmax([3, 1, 4, 1])", "argmax([1, 5; 7, 2], dim=1)"], differentiable=False)
+_reduction("argmin", _arg(np.argmin), "0-based position of the smallest element (the first at ties).",
+           "NumPy's argmin; over the flattened matrix when dim is none. Not differentiable.",
+           ["argmin([3, 1, 4, 1])", "argmin([1, 5; 7, 2], dim=0)"], differentiable=False)
+
+
+@builtin("clip", "Math", "Limit each element to the interval [lo, hi].",
+         [X, P("lo", "number", -np.inf, doc="lower bound"), P("hi", "number", np.inf, doc="upper bound")],
+         returns="same shape as x", differentiable=True,
+         how="min(max(x, lo), hi). The gradient is 1 where lo <= x <= hi and 0 outside, as PyTorch's `clamp`.",
+         examples=["clip([-2, 0.5, 3], 0, 1)", "clip([-2, 5], lo=0)"])
+def clip(x, lo, hi):
+    if lo > hi:
+        raise TypeErr(f"clip(): lo ({lo}) is greater than hi ({hi})")
+    return ops.clip(x, lo=lo, hi=hi)
+
+
+@builtin("where", "Math", "Pick from a where cond is true and from b elsewhere.",
+         [P("cond", "array", doc="bool matrix (or bool)"), P("a", "array"), P("b", "array")],
+         returns="the broadcast shape of cond, a and b", differentiable=True,
+         how="NumPy's `where`. The cotangent goes to a where cond holds and to b elsewhere, never "
+             "to the branch not taken, so a NaN or inf there does not reach the gradient.",
+         examples=["where([true, false, true], [1, 2, 3], 0)", "x = [-1, 4, 9]\nwhere(x > 0, sqrt(x), 0)"])
+def where(cond, a, b):
+    c = raw(cond)
+    if not (isinstance(c, (bool, np.bool_)) or (isinstance(c, np.ndarray) and c.dtype == np.bool_)):
+        raise TypeErr(f"where(): cond must be a bool or a bool matrix (a comparison), got {describe(c)}")
+    return ops.where(c, a, b)
+
+
+def _bool_reduce(name, fn, summary):
+    @builtin(name, "Math", summary, [P("x", "array", doc="bool matrix")], returns="bool",
+             how=f"NumPy's `{name}` over every element.",
+             examples=[f"{name}([1, 2, 3] > 2)", f"{name}([true, true])"])
+    def impl(x):
+        return bool(fn(raw(x)))
+    return impl
+
+
+_bool_reduce("any", np.any, "True when at least one element is true (nonzero).")
+_bool_reduce("all", np.all, "True when every element is true (nonzero).")

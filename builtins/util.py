@@ -1,0 +1,76 @@
+"""Helpers shared by builtin modules: axis arguments, size limits, tree walking."""
+from __future__ import annotations
+
+import numpy as np
+
+from tapeml.errors import TypeErr, ValueErr
+from tapeml.ops import shape_of
+from tapeml.tape import raw
+from tapeml.values import Record, describe, shape_text
+
+MAX_ELEMENTS = 1_000_000_000        # 8 GB of float64: refused before allocating
+
+
+def axis(x, dim, name: str = "dim"):
+    """Normalize an axis argument (negative counts from the end); None stays None."""
+    if dim is None:
+        return None
+    nd = len(shape_of(x))
+    d = int(dim)
+    if not -max(nd, 1) <= d < max(nd, 1):
+        raise ValueErr(f"{name}={d} is out of range for {describe(x)} (it has {nd} "
+                       f"ax{'is' if nd == 1 else 'es'}: 0 to {nd - 1})")
+    return d % max(nd, 1)
+
+
+def check_size(fname: str, dims) -> tuple:
+    """Validate a list of sizes; refuse shapes that would not fit in memory."""
+    out = []
+    for d in dims:
+        d = raw(d)
+        if isinstance(d, tuple):
+            return check_size(fname, d)
+        if isinstance(d, bool) or not isinstance(d, (float, int)) or not float(d).is_integer() or d < 0:
+            raise ValueErr(f"{fname}(): sizes must be whole numbers >= 0, got {describe(d) if not isinstance(d, (float, int)) else d}")
+        out.append(int(d))
+    n = 1
+    for d in out:
+        n *= d
+    if n > MAX_ELEMENTS:
+        raise ValueErr(f"{fname}({', '.join(map(str, out))}) would need {n * 8:.3g} bytes "
+                       f"({n * 8 / 1e9:.3g} GB of float64); the limit is {MAX_ELEMENTS * 8 / 1e9:.0f} GB")
+    return tuple(out)
+
+
+def tree_leaves(value, path: str, kinds=("number", "array")):
+    """(path, leaf) pairs of a number/matrix/tuple/record tree, in order."""
+    r = raw(value)
+    if isinstance(r, Record):
+        out = []
+        for k, v in r.fields.items():
+            out.extend(tree_leaves(v, f"{path}.{k}", kinds))
+        return out
+    if isinstance(r, tuple):
+        out = []
+        for i, v in enumerate(r):
+            out.extend(tree_leaves(v, f"{path}[{i}]", kinds))
+        return out
+    if isinstance(r, (float, int)) and not isinstance(r, (bool, np.bool_)):
+        return [(path, value)]
+    if isinstance(r, np.ndarray) and r.dtype != np.bool_:
+        return [(path, value)]
+    raise TypeErr(f"{path} is {describe(r)}; only numbers and matrices (in tuples and records) "
+                  f"can be differentiated")
+
+
+def tree_map(fn, value):
+    """Rebuild a tree with fn applied to each number/matrix leaf."""
+    r = raw(value)
+    if isinstance(r, Record):
+        return Record({k: tree_map(fn, v) for k, v in r.fields.items()})
+    if isinstance(r, tuple):
+        return tuple(tree_map(fn, v) for v in r)
+    return fn(value)
+
+
+__all__ = ["axis", "check_size", "tree_leaves", "tree_map", "shape_text"]

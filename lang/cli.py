@@ -1,0 +1,136 @@
+"""The `tapeml` command: scripts, -c, the REPL, and the docs builder.
+
+    tapeml FILE.ml [ARGS...]   run a script (ARGS are available as the tuple `ARGS`)
+    tapeml -c CODE             run a string
+    tapeml -i FILE.ml          run a file, then open the REPL with its variables
+    tapeml                     the REPL (reads a script from stdin when it is not a terminal)
+    tapeml docs build|check    build or check the generated docs
+
+Exit status: 0 success, 1 language error, 2 bad usage, 130 interrupted (Ctrl-C).
+"""
+from __future__ import annotations
+
+import os
+import sys
+
+USAGE = """usage: tapeml [--debug] [--dtype float32|float64] FILE.ml [ARGS...]
+       tapeml [--debug] -c CODE
+       tapeml [--debug] -i FILE.ml
+       tapeml                      (interactive session)
+       tapeml docs build|check [--root DIR]"""
+
+
+def _usage_error(message: str) -> int:
+    print(f"tapeml: {message}\n{USAGE}", file=sys.stderr)
+    return 2
+
+
+def run_source(interp, source: str, filename: str, debug: bool = False) -> int:
+    """Run one program; print a language error the way users see it. Returns the exit code."""
+    from .errors import InternalError, LangError, render
+    try:
+        interp.run(source, filename)
+    except LangError as e:
+        sys.stdout.flush()
+        print(render(e, interp.sources), file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        sys.stdout.flush()
+        print("Interrupted (Ctrl-C)", file=sys.stderr)
+        return 130
+    except RecursionError:
+        print("RecursionError: the program nests too deeply", file=sys.stderr)
+        return 1
+    except MemoryError:
+        print("MemoryError: the computation ran out of memory", file=sys.stderr)
+        return 1
+    except Exception as e:  # a bug in tapeml: say so, without a traceback unless --debug
+        if debug:
+            raise
+        kind = "InternalError" if isinstance(e, InternalError) else type(e).__name__
+        print(f"InternalError: {kind}: {e}\n  this is a bug in tapeml; run with --debug for the "
+              f"Python traceback", file=sys.stderr)
+        return 1
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    sys.setrecursionlimit(max(sys.getrecursionlimit(), 200_000))
+    debug = False
+    dtype = None
+    while argv and argv[0].startswith("--"):
+        flag = argv.pop(0)
+        if flag == "--debug":
+            debug = True
+        elif flag == "--version":
+            from . import __version__
+            print(f"tapeml {__version__}")
+            return 0
+        elif flag == "--help":
+            print(USAGE)
+            return 0
+        elif flag == "--dtype":
+            if not argv:
+                return _usage_error("--dtype needs float32 or float64")
+            dtype = argv.pop(0)
+        else:
+            return _usage_error(f"unknown option '{flag}'")
+    if argv and argv[0] == "docs":
+        from . import docgen
+        return docgen.main(argv[1:])
+    from .interpreter import Interpreter
+    if dtype is not None:
+        return _usage_error("--dtype is not supported yet")
+    if argv and argv[0] == "-c":
+        if len(argv) < 2:
+            return _usage_error("-c needs the code to run")
+        interp = Interpreter()
+        interp.globals.vars["ARGS"] = tuple(argv[2:])
+        return exit_code(run_source(interp, argv[1], "<string>", debug))
+    if argv and argv[0] == "-i":
+        if len(argv) < 2:
+            return _usage_error("-i needs a file")
+        interp = Interpreter()
+        code = run_file(interp, argv[1], argv[2:], debug)
+        if code == 2:
+            return code
+        from .repl import run_repl
+        return run_repl(interp)
+    if argv and argv[0].startswith("-"):
+        return _usage_error(f"unknown option '{argv[0]}'")
+    if argv:
+        interp = Interpreter()
+        return exit_code(run_file(interp, argv[0], argv[1:], debug))
+    interp = Interpreter()
+    if not sys.stdin.isatty():
+        return exit_code(run_source(interp, sys.stdin.read(), "<stdin>", debug))
+    from .repl import run_repl
+    return run_repl(interp)
+
+
+def run_file(interp, path: str, args: list[str], debug: bool) -> int:
+    if not os.path.isfile(path):
+        print(f"tapeml: cannot open '{path}': no such file", file=sys.stderr)
+        return 2
+    try:
+        with open(path, encoding="utf-8") as f:
+            source = f.read()
+    except (OSError, UnicodeDecodeError) as e:
+        print(f"tapeml: cannot read '{path}': {e}", file=sys.stderr)
+        return 2
+    interp.globals.vars["ARGS"] = tuple(args)
+    return run_source(interp, source, path, debug)
+
+
+def exit_code(code: int) -> int:
+    sys.stdout.flush()
+    return code
+
+
+def entry() -> None:
+    sys.exit(main())
+
+
+if __name__ == "__main__":
+    entry()

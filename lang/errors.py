@@ -1,0 +1,132 @@
+"""Language errors: every failure a user can cause is a LangError with a kind and a Span.
+
+`render(error, source)` turns one into the message users see:
+
+    script.ml:3:12: ShapeError: ...
+      3 | y = [1, 2] @ [1, 2, 3]
+        |            ^
+      called from script.ml:7:1 in f
+
+InternalError is reserved for bugs in tapeml itself.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Span:
+    """A place in a source: 1-based line and column of the first character, and the end
+    (line, column one past the last character). `file` is the name shown to users."""
+    file: str
+    line: int
+    col: int
+    end_line: int
+    end_col: int
+
+    def to(self, other: "Span") -> "Span":
+        """The span from the start of self to the end of other."""
+        return Span(self.file, self.line, self.col, other.end_line, other.end_col)
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}:{self.col}"
+
+
+class LangError(Exception):
+    """A user-facing error. `kind` is what users see (SyntaxError, ShapeError, ...)."""
+    kind = "Error"
+
+    def __init__(self, message: str, span: Span | None = None):
+        super().__init__(message)
+        self.message = message
+        self.span = span
+        self.trace: list[tuple[str, Span]] = []   # (function name, call site), innermost first
+
+    def with_span(self, span: Span | None) -> "LangError":
+        if self.span is None and span is not None:
+            self.span = span
+        return self
+
+    def __str__(self) -> str:
+        where = f"{self.span}: " if self.span else ""
+        return f"{where}{self.kind}: {self.message}"
+
+
+
+class LangSyntaxError(LangError):
+    kind = "SyntaxError"
+
+
+class IncompleteInput(LangSyntaxError):
+    """The input ended inside a bracket, block or string: more lines would complete it."""
+
+
+class NameErr(LangError):
+    kind = "NameError"
+
+
+class TypeErr(LangError):
+    kind = "TypeError"
+
+
+class ShapeError(LangError):
+    kind = "ShapeError"
+
+
+class IndexErr(LangError):
+    kind = "IndexError"
+
+
+class ValueErr(LangError):
+    kind = "ValueError"
+
+
+class RecursionErr(LangError):
+    kind = "RecursionError"
+
+
+class IOErr(LangError):
+    kind = "IOError"
+
+
+class Interrupted(LangError):
+    kind = "Interrupted"
+
+
+class InternalError(Exception):
+    """A bug in tapeml, never the user's fault."""
+
+
+def caret_lines(span: Span, source: str | None) -> list[str]:
+    """The source line of `span` with a caret run under the blamed part."""
+    if source is None:
+        return []
+    lines = source.splitlines()
+    if not (1 <= span.line <= len(lines)):
+        return []
+    text = lines[span.line - 1].expandtabs(1)
+    end = span.end_col if span.end_line == span.line else len(text) + 1
+    width = max(1, min(end, len(text) + 1) - span.col)
+    gutter = str(span.line)
+    return [f"  {gutter} | {text}", f"  {' ' * len(gutter)} | {' ' * (span.col - 1)}{'^' * width}"]
+
+
+def render(error: LangError, sources: dict[str, str] | str | None = None) -> str:
+    """The full message of a language error: place, kind, message, source line, caret, call chain.
+
+    `sources` maps file names to their text (or is the text of the error's own file)."""
+    def source_of(span):
+        if isinstance(sources, dict):
+            return sources.get(span.file)
+        return sources
+    out = []
+    if error.span is not None:
+        out.append(f"{error.span}: {error.kind}: {error.message}")
+        out.extend(caret_lines(error.span, source_of(error.span)))
+    else:
+        out.append(f"{error.kind}: {error.message}")
+    for name, site in error.trace[:20]:
+        out.append(f"  called from {site} in {name}")
+    if len(error.trace) > 20:
+        out.append(f"  ... and {len(error.trace) - 20} more calls")
+    return "\n".join(out)

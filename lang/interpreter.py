@@ -1,0 +1,741 @@
+"""The tree-walking evaluator: one method per node kind, dispatched through a table.
+
+Scopes: a script's top level is one environment; each function call opens a new one whose
+parent is the environment the function was defined in (closures). Blocks do not open scopes.
+Builtins and the stdlib prelude live below the globals.
+"""
+from __future__ import annotations
+
+import difflib
+import math
+import os
+import sys
+
+import numpy as np
+
+from . import ast as A
+from . import ops
+from .errors import (IOErr, IndexErr, InternalError, LangError, NameErr, RecursionErr, ShapeError,
+                     TypeErr, ValueErr)
+from .lexer import KEYWORDS
+from .parser import parse
+from .tape import Box, raw
+from .values import Function, Record, describe, format_value, shape_text
+
+MAX_DEPTH = 20000       # tapeml call depth before a RecursionError
+
+
+class BreakSignal(Exception):
+    pass
+
+
+class ContinueSignal(Exception):
+    pass
+
+
+class ReturnSignal(Exception):
+    def __init__(self, value):
+        self.value = value
+
+
+class Env:
+    """A scope: a dict of names and the enclosing scope."""
+    __slots__ = ("vars", "parent")
+
+    def __init__(self, parent=None, vars=None):
+        self.vars = {} if vars is None else vars
+        self.parent = parent
+
+    def lookup(self, name):
+        env = self
+        while env is not None:
+            v = env.vars
+            if name in v:
+                return v[name]
+            env = env.parent
+        raise KeyError(name)
+
+    def names(self):
+        out, env = set(), self
+        while env is not None:
+            out.update(env.vars)
+            env = env.parent
+        return out
+
+
+BINARY = {"+": ops.add, "-": ops.sub, "*": ops.mul, "/": ops.div, "%": ops.mod, "^": ops.pow_,
+          "@": ops.matmul, "==": ops.eq, "!=": ops.ne, "<": ops.lt, "<=": ops.le, ">": ops.gt,
+          ">=": ops.ge}
+OP_WORDS = {"+": "add", "-": "subtract", "*": "multiply elementwise", "/": "divide", "%": "take the remainder of",
+            "^": "raise", "==": "compare", "!=": "compare", "<": "compare", "<=": "compare", ">": "compare",
+            ">=": "compare"}
+
+
+def is_numeric(v) -> bool:
+    t = type(v)
+    return t is float or t is np.ndarray or t is Box or t is bool or t is np.float64 or t is int \
+        or isinstance(v, (float, np.bool_))
+
+
+class Interpreter:
+    def __init__(self, out=None, load_prelude: bool = True):
+        from tapeml.builtins import REGISTRY  # registers every builtin module
+        self.out = out if out is not None else sys.stdout
+        self.sources: dict[str, str] = {}
+        self.depth = 0
+        self.modules: dict[str, Record] = {}
+        self.importing: list[str] = []
+        self.base = Env(None, dict(REGISTRY))
+        self.prelude = Env(self.base)
+        self.globals = Env(self.prelude)
+        self.end_stack: list = []
+        self.current_call = None
+        self.dir_stack: list[str] = []
+        self.dispatch = {cls: getattr(self, "eval_" + cls.__name__.lower())
+                         for cls in vars(A).values()
+                         if isinstance(cls, type) and issubclass(cls, A.Node) and cls is not A.Node
+                         and hasattr(self, "eval_" + cls.__name__.lower())}
+        if load_prelude:
+            self.load_stdlib()
+
+    # ---- entry points ----------------------------------------------------------------------
+    def load_stdlib(self) -> None:
+        """Run stdlib/*.ml into the prelude scope (below user globals)."""
+        from importlib import resources
+        try:
+            files = sorted(p for p in resources.files("tapeml.stdlib").iterdir() if p.name.endswith(".ml"))
+        except (ModuleNotFoundError, FileNotFoundError):
+            return
+        for path in files:
+            text = path.read_text(encoding="utf-8")
+            name = f"<stdlib>/{path.name}"
+            self.sources[name] = text
+            self.exec_block(parse(text, name).body, self.prelude)
+
+    def run(self, source: str, filename: str = "<input>", echo=None, env: Env | None = None):
+        """Parse and run a program. `echo(value)` is called for each top-level expression
+        statement with a non-none value that did not end in ';' (the REPL)."""
+        self.sources[filename] = source
+        program = parse(source, filename)
+        env = env or self.globals
+        if filename not in ("<input>", "<string>") and os.path.exists(filename):
+            self.dir_stack.append(os.path.dirname(os.path.abspath(filename)))
+        else:
+            self.dir_stack.append(os.getcwd())
+        try:
+            for stmt in program.body:
+                if echo is not None and type(stmt) is A.ExprStmt:
+                    value = self.eval(stmt.expr, env)
+                    if value is not None and not stmt.silent:
+                        echo(value)
+                else:
+                    self.exec_stmt(stmt, env)
+        finally:
+            self.dir_stack.pop()
+
+    # ---- evaluation core -------------------------------------------------------------------
+    def eval(self, node, env):
+        return self.dispatch[type(node)](node, env)
+
+    def exec_stmt(self, node, env):
+        return self.dispatch[type(node)](node, env)
+
+    def exec_block(self, body, env):
+        dispatch = self.dispatch
+        for stmt in body:
+            dispatch[type(stmt)](stmt, env)
+
+    # ---- statements ------------------------------------------------------------------------
+    def eval_exprstmt(self, node, env):
+        return self.eval(node.expr, env)
+
+    def eval_assign(self, node, env):
+        value = self.eval(node.value, env)
+        if node.op is not None:
+            current = self.eval(node.target, env)
+            value = self.binary(node.op, current, value, node.span)
+        self.assign(node.target, value, env)
+
+    def eval_destructure(self, node, env):
+        value = self.eval(node.value, env)
+        r = raw(value)
+        if not isinstance(r, tuple):
+            raise TypeErr(f"cannot unpack {describe(value)} into {len(node.targets)} names; "
+                          f"the right side must be a tuple", node.value.span)
+        if len(r) != len(node.targets):
+            raise ValueErr(f"cannot unpack a tuple of {len(r)} into {len(node.targets)} names", node.span)
+        for target, v in zip(node.targets, r):
+            self.assign(target, v, env)
+
+    def assign(self, target, value, env):
+        t = type(target)
+        if t is A.Name:
+            if target.name in KEYWORDS:
+                raise TypeErr(f"cannot assign to the keyword '{target.name}'", target.span)
+            env.vars[target.name] = value
+        elif t is A.Field:
+            container = self.eval(target.obj, env)
+            c = raw(container)
+            if not isinstance(c, Record):
+                raise TypeErr(f"cannot set field '{target.name}' of {describe(container)}; "
+                              f"only records have fields", target.span)
+            self.assign(target.obj, c.with_field(target.name, value), env)
+        elif t is A.Index:
+            container = self.eval(target.obj, env)
+            c = raw(container)
+            if isinstance(c, tuple):
+                i = self.tuple_position(c, target, env)
+                self.assign(target.obj, c[:i] + (value,) + c[i + 1:], env)
+                return
+            if not isinstance(c, np.ndarray):
+                raise TypeErr(f"cannot assign into {describe(container)} by index", target.span)
+            idx = self.index_tuple(c, target, env)
+            if not is_numeric(value):
+                raise TypeErr(f"cannot store {describe(value)} in a matrix", target.span)
+            try:
+                new = ops.setitem(container, value, idx=idx)
+            except (ValueError, TypeError) as e:
+                shape = np.shape(c[idx])
+                raise ShapeError(f"cannot assign {describe(value)} to a part of shape "
+                                 f"{shape_text(shape)}", target.span) from e
+            self.assign(target.obj, new, env)
+        else:
+            raise InternalError(f"assignment to {t.__name__}")
+
+    def eval_if(self, node, env):
+        for cond, body in node.branches:
+            if self.condition(cond, env, "if"):
+                self.exec_block(body, env)
+                return
+        if node.orelse is not None:
+            self.exec_block(node.orelse, env)
+
+    def condition(self, node, env, what: str) -> bool:
+        v = self.eval(node, env)
+        if v is True or v is False:
+            return v
+        r = raw(v)
+        if isinstance(r, (bool, np.bool_)):
+            return bool(r)
+        if isinstance(r, np.ndarray) and r.dtype == np.bool_:
+            raise TypeErr(f"the {what} condition must be a single true or false, got {describe(r)}; "
+                          f"use any(...) or all(...)", node.span)
+        raise TypeErr(f"the {what} condition must be true or false, got {describe(r)}"
+                      + ("; compare it, e.g. x != 0" if isinstance(r, float) else ""), node.span)
+
+    def eval_while(self, node, env):
+        body = node.body
+        while self.condition(node.cond, env, "while"):
+            try:
+                self.exec_block(body, env)
+            except BreakSignal:
+                break
+            except ContinueSignal:
+                continue
+
+    def eval_for(self, node, env):
+        seq = self.eval(node.iterable, env)
+        r = raw(seq)
+        if isinstance(r, np.ndarray):
+            if r.ndim == 0:
+                items = [r[()]]
+            elif type(seq) is Box:
+                items = (ops.index(seq, idx=(i,)) for i in range(r.shape[0]))
+            else:
+                items = r.tolist() if r.ndim == 1 else list(r)
+                if r.ndim == 1 and r.dtype == np.bool_:
+                    items = [bool(b) for b in items]
+        elif isinstance(r, tuple):
+            items = r
+        elif isinstance(r, str):
+            items = list(r)
+        elif isinstance(r, (float, int)) and not isinstance(r, bool):
+            items = [r]
+        else:
+            raise TypeErr(f"cannot loop over {describe(seq)}; loop over a range, a matrix, "
+                          f"a tuple or a string", node.iterable.span)
+        name, body, vars_ = node.var, node.body, env.vars
+        for item in items:
+            vars_[name] = item
+            try:
+                self.exec_block(body, env)
+            except BreakSignal:
+                break
+            except ContinueSignal:
+                continue
+
+    def eval_break(self, node, env):
+        raise BreakSignal()
+
+    def eval_continue(self, node, env):
+        raise ContinueSignal()
+
+    def eval_return(self, node, env):
+        raise ReturnSignal(None if node.value is None else self.eval(node.value, env))
+
+    def eval_fndef(self, node, env):
+        fn = Function(node.name, node.fn.params, node.fn.body, env, node.span)
+        env.vars[node.name] = fn
+
+    def eval_program(self, node, env):
+        self.exec_block(node.body, env)
+
+    # ---- expressions -----------------------------------------------------------------------
+    def eval_number(self, node, env):
+        return node.value
+
+    def eval_bool(self, node, env):
+        return node.value
+
+    def eval_nonelit(self, node, env):
+        return None
+
+    def eval_string(self, node, env):
+        parts = node.parts
+        if len(parts) == 1 and type(parts[0]) is str:
+            return parts[0]
+        return "".join(p if type(p) is str else format_value(self.eval(p, env)) for p in parts)
+
+    def eval_name(self, node, env):
+        try:
+            return env.lookup(node.name)
+        except KeyError:
+            raise self.unknown_name(node.name, node.span, env) from None
+
+    def unknown_name(self, name, span, env) -> NameErr:
+        names = env.names()
+        close = difflib.get_close_matches(name, names, 1, 0.7)
+        hint = f"; did you mean '{close[0]}'?" if close else ""
+        return NameErr(f"undefined name '{name}'{hint}", span)
+
+    def eval_tuplelit(self, node, env):
+        return tuple(self.eval(x, env) for x in node.items)
+
+    def eval_recordlit(self, node, env):
+        return Record({name: self.eval(x, env) for name, x in node.fields})
+
+    def eval_lambda(self, node, env):
+        return Function("<anonymous>", node.params, node.body, env, node.span)
+
+    def eval_logical(self, node, env):
+        left = self.condition(node.left, env, f"'{node.op}' operand")
+        if node.op == "and":
+            return left and self.condition(node.right, env, "'and' operand")
+        return left or self.condition(node.right, env, "'or' operand")
+
+    def eval_unary(self, node, env):
+        v = self.eval(node.operand, env)
+        if node.op == "not":
+            r = raw(v)
+            if isinstance(r, (bool, np.bool_)) or (isinstance(r, np.ndarray) and r.dtype == np.bool_):
+                return ops.logical_not(r)
+            raise TypeErr(f"'not' needs true/false or a bool matrix, got {describe(v)}", node.span)
+        if not is_numeric(v):
+            raise TypeErr(f"unary '{node.op}' needs a number or a matrix, got {describe(v)}", node.span)
+        return ops.neg(v) if node.op == "-" else v
+
+    def eval_binary(self, node, env):
+        return self.binary(node.op, self.eval(node.left, env), self.eval(node.right, env),
+                           node.op_span or node.span)
+
+    def binary(self, op, a, b, span):
+        ta, tb = type(a), type(b)
+        if (ta is float or ta is np.ndarray or ta is Box) and (tb is float or tb is np.ndarray or tb is Box):
+            try:
+                return BINARY[op](a, b)
+            except (ValueError, TypeError) as e:
+                raise self.shape_error(op, a, b, span) from e
+        if is_numeric(a) and is_numeric(b):
+            try:
+                return BINARY[op](a, b)
+            except (ValueError, TypeError) as e:
+                raise self.shape_error(op, a, b, span) from e
+        ra, rb = raw(a), raw(b)
+        if op in ("==", "!="):
+            same = values_equal(ra, rb)
+            return same if op == "==" else not same
+        if op == "+" and isinstance(ra, str) and isinstance(rb, str):
+            return ra + rb
+        if op == "*" and isinstance(ra, str) and isinstance(rb, float):
+            return self.repeat_string(ra, rb, span)
+        if op in ("<", "<=", ">", ">=") and isinstance(ra, str) and isinstance(rb, str):
+            return {"<": ra < rb, "<=": ra <= rb, ">": ra > rb, ">=": ra >= rb}[op]
+        hint = ""
+        if op == "+" and (isinstance(ra, str) or isinstance(rb, str)):
+            hint = '; to build a string use interpolation: "{x}"'
+        raise TypeErr(f"cannot apply '{op}' to {describe(a)} and {describe(b)}{hint}", span)
+
+    def repeat_string(self, s, n, span):
+        if not float(n).is_integer() or n < 0:
+            raise ValueErr(f"a string can only be repeated a whole, non-negative number of times, got {format_value(n)}", span)
+        size = len(s.encode("utf-8")) * n
+        if size > 100_000_000:
+            raise ValueErr(f"the repeated string would take {size / 1e9:.3g} GB; the limit is 0.1 GB", span)
+        return s * int(n)
+
+    def shape_error(self, op, a, b, span) -> LangError:
+        sa, sb = np.shape(raw(a)), np.shape(raw(b))
+        if op == "@":
+            if len(sa) == 0 or len(sb) == 0:
+                return TypeErr("'@' is the matrix product and needs a vector or matrix on both sides; "
+                               "use '*' to scale by a number", span)
+            inner_a = sa[-1]
+            inner_b = sb[0] if len(sb) == 1 else sb[-2]
+            return ShapeError(f"matrix product {shape_text(sa)} @ {shape_text(sb)}: the inner sizes "
+                              f"{inner_a} and {inner_b} differ", span)
+        msg = f"cannot {OP_WORDS.get(op, op)} {shape_text(sa)} and {shape_text(sb)}: the shapes do not broadcast"
+        if op == "*" and len(sa) == 2 and len(sb) == 2 and sa[1] == sb[0]:
+            msg += "; for the matrix product use '@'"
+        return ShapeError(msg, span)
+
+    def eval_transpose(self, node, env):
+        v = self.eval(node.operand, env)
+        if not is_numeric(v):
+            raise TypeErr(f"cannot transpose {describe(v)}", node.span)
+        return ops.transpose(v)
+
+    def eval_range(self, node, env):
+        start = self.range_bound(node.start, env, "start")
+        stop = self.range_bound(node.stop, env, "end")
+        step = 1.0 if node.step is None else self.range_bound(node.step, env, "step")
+        return make_range(start, step, stop, node.span)
+
+    def range_bound(self, node, env, what):
+        v = raw(self.eval(node, env))
+        if isinstance(v, np.ndarray) and v.size == 1:
+            v = float(v.reshape(()))
+        if not isinstance(v, (float, int)) or isinstance(v, bool):
+            raise TypeErr(f"the {what} of a range must be a number, got {describe(v)}", node.span)
+        return float(v)
+
+    def eval_field(self, node, env):
+        obj = self.eval(node.obj, env)
+        r = raw(obj)
+        if isinstance(r, Record):
+            try:
+                return r.fields[node.name]
+            except KeyError:
+                close = difflib.get_close_matches(node.name, list(r.fields), 1)
+                hint = f"; did you mean '{close[0]}'?" if close else ""
+                raise NameErr(f"the record has no field '{node.name}'{hint} "
+                              f"(fields: {', '.join(r.fields) or 'none'})", node.span) from None
+        raise TypeErr(f"cannot read field '{node.name}' of {describe(obj)}; only records have fields",
+                      node.span)
+
+    def eval_matrix(self, node, env):
+        rows = [[self.eval(x, env) for x in row] for row in node.rows]
+        if not rows:
+            return np.zeros(0)
+        for row, row_nodes in zip(rows, node.rows):
+            for v, n in zip(row, row_nodes):
+                if not is_numeric(v):
+                    raise TypeErr(f"a matrix holds numbers, got {describe(v)}", n.span)
+        plain = all(type(v) is float for row in rows for v in row)
+        if plain:
+            if node.stacked:
+                n0 = len(rows[0])
+                for i, row in enumerate(rows):
+                    if len(row) != n0:
+                        raise ShapeError(f"the rows of a matrix literal differ in length: row 0 has {n0} "
+                                         f"elements, row {i} has {len(row)}", node.span)
+                return np.array(rows, dtype=np.float64)
+            return np.array(rows[0], dtype=np.float64)
+        try:
+            built = [self.matrix_row(row) for row in rows]
+            if not node.stacked:
+                return built[0]
+            built = [ops.reshape(r, shape=(1, -1)) if len(ops.shape_of(r)) < 2 else r for r in built]
+            return ops.concat(*built, dim=0)
+        except ValueError as e:
+            raise ShapeError(f"cannot build the matrix: the pieces do not fit "
+                             f"({'; '.join(', '.join(shape_text(ops.shape_of(v)) for v in row) for row in rows)})",
+                             node.span) from e
+
+    def matrix_row(self, row):
+        shapes = [ops.shape_of(v) for v in row]
+        if all(len(s) == 0 for s in shapes):
+            if all(isinstance(raw(v), (bool, np.bool_)) for v in row):
+                return np.array([bool(raw(v)) for v in row])
+            return ops.stack(*row, dim=0)
+        if len(row) == 1:
+            return row[0]
+        if any(len(s) >= 2 for s in shapes):
+            parts = [ops.reshape(v, shape=(1, 1)) if len(s) == 0 else
+                     ops.reshape(v, shape=(1, -1)) if len(s) == 1 else v for v, s in zip(row, shapes)]
+            return ops.concat(*parts, dim=-1)
+        parts = [ops.reshape(v, shape=(1,)) if len(s) == 0 else v for v, s in zip(row, shapes)]
+        return ops.concat(*parts, dim=0)
+
+    # ---- indexing ---------------------------------------------------------------------------
+    def eval_index(self, node, env):
+        obj = self.eval(node.obj, env)
+        r = raw(obj)
+        if isinstance(r, np.ndarray):
+            idx = self.index_tuple(r, node, env)
+            return ops.index(obj, idx=idx)
+        if isinstance(r, tuple):
+            if len(node.indices) == 1 and not isinstance(node.indices[0], (A.Range, A.Colon)):
+                return r[self.tuple_position(r, node, env)]
+            idx = self.index_tuple(np.empty(len(r)), node, env)
+            picked = np.arange(len(r))[idx]
+            return tuple(r[i] for i in np.atleast_1d(picked))
+        if isinstance(r, str):
+            idx = self.index_tuple(np.empty(len(r)), node, env)
+            picked = np.arange(len(r))[idx]
+            return "".join(r[i] for i in np.atleast_1d(picked))
+        if isinstance(r, (float, int)) and not isinstance(r, bool):
+            idx = self.index_tuple(np.zeros(1), node, env)
+            return ops.index(ops.reshape(obj, shape=(1,)), idx=idx)
+        if isinstance(r, Record):
+            raise TypeErr("records are read by field name (r.name), not by index", node.span)
+        raise TypeErr(f"cannot index {describe(obj)}", node.span)
+
+    def tuple_position(self, t, node, env) -> int:
+        if len(node.indices) != 1:
+            raise IndexErr(f"a tuple takes one index, got {len(node.indices)}", node.span)
+        idx = self.index_tuple(np.empty(len(t)), node, env)
+        i = idx[0]
+        if not isinstance(i, (int, np.integer)):
+            raise IndexErr("use a single whole-number index to pick a tuple item", node.span)
+        return int(i)
+
+    def index_tuple(self, arr: np.ndarray, node, env) -> tuple:
+        """The NumPy index for `arr[...]`, after checking every part (0-based, inclusive ranges,
+        `end`). Several index vectors pick the sub-matrix of all their combinations."""
+        items = node.indices
+        shape = arr.shape
+        if len(items) > max(len(shape), 1) and not (len(shape) == 0):
+            raise IndexErr(f"{len(items)} indices for {describe(arr)}", node.span)
+        out = []
+        arrays = 0
+        for axis, item in enumerate(items):
+            n = shape[axis] if axis < len(shape) else 1
+            t = type(item)
+            if t is A.Colon:
+                out.append(slice(None))
+                continue
+            if t is A.Range:
+                self.end_stack.append(n - 1)
+                try:
+                    out.append(self.range_index(item, n, env, arr))
+                finally:
+                    self.end_stack.pop()
+                continue
+            self.end_stack.append(n - 1)
+            try:
+                v = raw(self.eval(item, env))
+            finally:
+                self.end_stack.pop()
+            if isinstance(v, (bool, np.bool_)):
+                raise IndexErr("an index must be a number, a vector of numbers or a bool mask, got a bool",
+                               item.span)
+            if isinstance(v, (float, int)):
+                out.append(self.whole_index(v, n, item.span, arr, axis))
+                continue
+            if isinstance(v, np.ndarray):
+                if v.dtype == np.bool_:
+                    if len(items) == 1 and v.shape == shape and len(shape) > 1:
+                        return (v,)
+                    if v.ndim != 1 or v.shape[0] != n:
+                        raise IndexErr(f"a bool mask must match the indexed axis: mask {shape_text(v.shape)}, "
+                                       f"axis of length {n}", item.span)
+                    out.append(np.flatnonzero(v))
+                    arrays += 1
+                    continue
+                if v.ndim > 1:
+                    raise IndexErr(f"an index vector must be a vector, got {describe(v)}", item.span)
+                ints = np.asarray(v, dtype=np.float64)
+                if ints.size and (not np.all(np.isfinite(ints)) or np.any(ints != np.floor(ints))):
+                    raise IndexErr("indices must be whole numbers", item.span)
+                if ints.size and (ints.min() < 0 or ints.max() > n - 1):
+                    bad = ints[(ints < 0) | (ints > n - 1)][0]
+                    raise IndexErr(f"index {format_value(bad)} is out of range for {self.axis_text(arr, axis)}",
+                                   item.span)
+                out.append(ints.astype(np.intp))
+                arrays += 1
+                continue
+            raise IndexErr(f"an index must be a number, a vector or a bool mask, got {describe(v)}", item.span)
+        if arrays > 1:
+            # several index vectors: every combination (MATLAB's sub-matrix), not NumPy's zip.
+            # Slices become index vectors too; single numbers stay and drop their axis.
+            grid_axes = [i for i, o in enumerate(out) if not isinstance(o, int)]
+            m = len(grid_axes)
+            for j, i in enumerate(grid_axes):
+                o = out[i]
+                vec = np.arange(shape[i])[o] if isinstance(o, slice) else o
+                out[i] = vec.reshape([1] * j + [-1] + [1] * (m - j - 1))
+        return tuple(out)
+
+    def axis_text(self, arr, axis):
+        if arr.ndim <= 1:
+            return f"{describe(arr)}" if arr.ndim == 1 else "a number"
+        return f"axis {axis} of length {arr.shape[axis]} ({describe(arr)})"
+
+    def whole_index(self, v, n, span, arr, axis) -> int:
+        if not math.isfinite(v) or not float(v).is_integer():
+            raise IndexErr(f"indices must be whole numbers, got {format_value(v)}", span)
+        if v < 0 or v > n - 1:
+            hint = " (indices start at 0; the last is 'end')" if v == n or v < 0 else ""
+            raise IndexErr(f"index {format_value(v)} is out of range for {self.axis_text(arr, axis)}{hint}", span)
+        return int(v)
+
+    def range_index(self, item, n, env, arr):
+        start = self.range_bound(item.start, env, "start")
+        stop = self.range_bound(item.stop, env, "end")
+        step = 1.0 if item.step is None else self.range_bound(item.step, env, "step")
+        for v in (start, stop, step):
+            if not math.isfinite(v) or not float(v).is_integer():
+                raise IndexErr(f"index ranges need whole numbers, got {format_value(v)}", item.span)
+        if step == 0:
+            raise ValueErr("a range step cannot be 0", item.span)
+        start, stop, step = int(start), int(stop), int(step)
+        empty = (stop < start) if step > 0 else (stop > start)
+        if empty:
+            return slice(0, 0)
+        for v in (start, stop):
+            if v < 0 or v > n - 1:
+                raise IndexErr(f"index {v} is out of range for {describe(arr)}"
+                               + (" (indices start at 0; the last is 'end')" if v == n else ""), item.span)
+        end = stop + 1 if step > 0 else (stop - 1 if stop > 0 else None)
+        return slice(start, end, step)
+
+    def eval_end(self, node, env):
+        if not self.end_stack:
+            raise IndexErr("'end' only means the last index inside brackets", node.span)
+        return float(self.end_stack[-1])
+
+    def eval_colon(self, node, env):
+        raise IndexErr("a bare ':' only means a whole axis inside brackets", node.span)
+
+    # ---- calls ------------------------------------------------------------------------------
+    def eval_call(self, node, env):
+        fn = self.eval(node.func, env)
+        args = [self.eval(a, env) for a in node.args]
+        kwargs = {k: self.eval(v, env) for k, v in node.kwargs} if node.kwargs else {}
+        self.current_call = node
+        return self.call(fn, args, kwargs, node.span)
+
+    def call(self, fn, args, kwargs, span):
+        """Call a tapeml function or builtin; errors get `span` (the call site)."""
+        t = type(fn)
+        if t is Function:
+            return self.call_function(fn, args, kwargs, span)
+        from tapeml.builtins.registry import Builtin
+        if t is Builtin:
+            try:
+                bound = fn.bind(args, kwargs)
+                if fn.interp:
+                    return fn.fn(self, *bound)
+                return fn.fn(*bound)
+            except LangError as e:
+                raise e.with_span(span)
+            except (ReturnSignal, BreakSignal, ContinueSignal, KeyboardInterrupt):
+                raise
+            except MemoryError:
+                raise ValueErr(f"{fn.name}(): not enough memory for this computation", span) from None
+            except (ValueError, TypeError, IndexError, ZeroDivisionError, OverflowError) as e:
+                raise ValueErr(f"{fn.name}(): {e}", span) from e
+        raise TypeErr(f"cannot call {describe(fn)}; only functions can be called", span)
+
+    def call_function(self, fn: Function, args, kwargs, span):
+        params = fn.params
+        if len(args) > len(params):
+            raise TypeErr(f"{fn.name}() takes {len(params)} argument{'s' * (len(params) != 1)} "
+                          f"({fn.signature()}), got {len(args)}", span)
+        local = Env(fn.env)
+        vars_ = local.vars
+        for p, a in zip(params, args):
+            vars_[p.name] = a
+        if kwargs:
+            names = [p.name for p in params]
+            for k, v in kwargs.items():
+                if k not in names:
+                    close = difflib.get_close_matches(k, names, 1)
+                    hint = f"; did you mean '{close[0]}'?" if close else ""
+                    raise TypeErr(f"{fn.name}() has no parameter '{k}'{hint} ({fn.signature()})", span)
+                if k in vars_:
+                    raise TypeErr(f"{fn.name}() got '{k}' both by position and by keyword", span)
+                vars_[k] = v
+        if len(vars_) < len(params):
+            for p in params:
+                if p.name not in vars_:
+                    if p.default is None:
+                        raise TypeErr(f"{fn.name}() is missing the argument '{p.name}' ({fn.signature()})", span)
+                    vars_[p.name] = self.eval(p.default, local)
+        self.depth += 1
+        if self.depth > MAX_DEPTH:
+            self.depth = 0
+            raise RecursionErr(f"more than {MAX_DEPTH} nested calls (in {fn.name}); "
+                               f"is a recursion missing its base case?", span)
+        try:
+            body = fn.body
+            if type(body) is tuple:
+                try:
+                    self.exec_block(body, local)
+                except ReturnSignal as r:
+                    return r.value
+                return None
+            return self.eval(body, local)
+        except LangError as e:
+            if len(e.trace) < 1000:
+                e.trace.append((fn.name, span))
+            raise
+        except RecursionError:
+            raise RecursionErr(f"the computation nests too deeply (in {fn.name})", span) from None
+        finally:
+            self.depth -= 1 if self.depth > 0 else 0
+
+    def eval_import(self, node, env):
+        path = raw(self.eval(node.path, env))
+        if not isinstance(path, str):
+            raise TypeErr(f"import needs a file name string, got {describe(path)}", node.span)
+        base = self.dir_stack[-1] if self.dir_stack else os.getcwd()
+        full = os.path.abspath(os.path.join(base, path))
+        if full in self.modules:
+            return self.modules[full]
+        if full in self.importing:
+            raise ValueErr(f"circular import of {full}", node.span)
+        if not os.path.isfile(full):
+            raise IOErr(f"import: no file at {full} (from \"{path}\")", node.span)
+        try:
+            with open(full, encoding="utf-8") as f:
+                text = f.read()
+        except (OSError, UnicodeDecodeError) as e:
+            raise IOErr(f"import: cannot read {full}: {e}", node.span) from None
+        module_env = Env(self.prelude)
+        self.importing.append(full)
+        try:
+            self.run(text, full, env=module_env)
+        finally:
+            self.importing.pop()
+        record = Record(dict(module_env.vars))
+        self.modules[full] = record
+        return record
+
+
+def make_range(start: float, step: float, stop: float, span=None) -> np.ndarray:
+    """The inclusive range start:step:stop as a float vector (`1:0` is empty)."""
+    if step == 0:
+        raise ValueErr("a range step cannot be 0", span)
+    if not (math.isfinite(start) and math.isfinite(stop) and math.isfinite(step)):
+        raise ValueErr("a range needs finite start, step and end", span)
+    n = math.floor((stop - start) / step + 1e-10) + 1
+    if n <= 0:
+        return np.zeros(0)
+    if n > 100_000_000:
+        raise ValueErr(f"the range would have {n:.3g} elements; the limit is 1e8", span)
+    return start + step * np.arange(n, dtype=np.float64)
+
+
+def values_equal(a, b) -> bool:
+    """Structural equality for non-array values (strings, none, tuples, records)."""
+    if type(a) is not type(b) and not (isinstance(a, (float, int)) and isinstance(b, (float, int))):
+        return False
+    if isinstance(a, tuple):
+        return len(a) == len(b) and all(values_equal(raw(x), raw(y)) for x, y in zip(a, b))
+    if isinstance(a, Record):
+        return list(a.fields) == list(b.fields) and all(values_equal(raw(a.fields[k]), raw(b.fields[k]))
+                                                        for k in a.fields)
+    if isinstance(a, np.ndarray):
+        return a.shape == b.shape and bool(np.all(a == b))
+    return a is b or a == b

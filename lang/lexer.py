@@ -1,0 +1,308 @@
+"""The tokenizer: source text -> list[Token], each token with its Span.
+
+Newlines end statements only outside brackets and not after a binary operator or a comma;
+the lexer drops the others, so the parser sees one NEWLINE per statement end. A string token's
+value is a list of parts: plain text, or the token list of an interpolated `{expr}`.
+"""
+from __future__ import annotations
+
+import unicodedata
+from dataclasses import dataclass
+
+from .errors import IncompleteInput, LangSyntaxError, Span
+
+# --- token kinds ----------------------------------------------------------------------
+# literals and names
+NUMBER, STRING, NAME = "NUMBER", "STRING", "NAME"
+# layout
+NEWLINE, EOF = "NEWLINE", "EOF"
+# keywords: their kind is their own text. The Pygments lexer imports this set.
+KEYWORDS = frozenset("fn end if elif else for in while return break continue "
+                     "true false none and or not import".split())
+# operators and punctuation, longest first so that `==` wins over `=`
+OPERATORS = ["==", "!=", "<=", ">=", "+=", "-=", "*=", "/=", "->",
+             "+", "-", "*", "/", "%", "@", "^", "<", ">", "=", ":", ",", ";", ".", "'",
+             "(", ")", "[", "]", "{", "}"]
+# after these a newline does not end the statement
+CONTINUES = frozenset(["+", "-", "*", "/", "%", "@", "^", "==", "!=", "<", "<=", ">", ">=",
+                       "=", "+=", "-=", "*=", "/=", "->", ":", ",", ".", "and", "or", "not"])
+# a token of these kinds ends a value, so a following `'` is a transpose
+ENDS_VALUE = frozenset([NUMBER, STRING, NAME, ")", "]", "}", "'", "end", "true", "false", "none"])
+OPENERS = {"(": ")", "[": "]", "{": "}"}
+CLOSERS = {")": "(", "]": "[", "}": "{"}
+
+# Characters that look like ASCII operators but are not, with the ASCII one to use.
+LOOKALIKES = {
+    "\u2212": "-", "\u2013": "-", "\u2014": "-", "\u2010": "-", "\u2011": "-",
+    "\uff03": "#", "\u201c": '"', "\u201d": '"', "\u201e": '"', "\u2018": "'", "\u2019": "'",
+    "\u00d7": "*", "\u22c5": "*", "\u00b7": "*", "\u2215": "/", "\u00f7": "/",
+    "\u00a0": "a space", "\uff08": "(", "\uff09": ")", "\uff0c": ",", "\uff1d": "=",
+    "\uff3b": "[", "\uff3d": "]", "\uff1b": ";", "\uff1a": ":", "\u2264": "<=", "\u2265": ">=",
+    "\u2260": "!=",
+}
+# ASCII spellings from other languages, with what tapeml writes instead
+FOREIGN = {"**": "^", "&&": "and", "||": "or", "~=": "!=", ".*": "*", "./": "/", ".^": "^",
+           "!": "not", "&": "and", "|": "or", "~": "not", "'": None}
+
+
+@dataclass(frozen=True)
+class Token:
+    kind: str
+    text: str
+    value: object
+    span: Span
+    space_before: bool = False
+
+    def __repr__(self):
+        return f"Token({self.kind!r}, {self.text!r}, {self.span.line}:{self.span.col})"
+
+
+class Lexer:
+    """A cursor scanner (advance / peek / match) over one source text."""
+
+    def __init__(self, source: str, filename: str = "<input>", pos: int = 0, line: int = 1, col: int = 1):
+        self.src = source
+        self.file = filename
+        self.pos, self.line, self.col = pos, line, col
+        self.tokens: list[Token] = []
+        self.brackets: list[Token] = []
+
+    # cursor helpers
+    def peek(self, k: int = 0) -> str:
+        p = self.pos + k
+        return self.src[p] if p < len(self.src) else ""
+
+    def advance(self) -> str:
+        ch = self.src[self.pos]
+        self.pos += 1
+        if ch == "\n":
+            self.line += 1
+            self.col = 1
+        else:
+            self.col += 1
+        return ch
+
+    def at_end(self) -> bool:
+        return self.pos >= len(self.src)
+
+    def span_from(self, line: int, col: int) -> Span:
+        return Span(self.file, line, col, self.line, self.col)
+
+    def here(self, width: int = 1) -> Span:
+        return Span(self.file, self.line, self.col, self.line, self.col + width)
+
+    def error(self, message: str, span: Span | None = None, incomplete: bool = False):
+        cls = IncompleteInput if incomplete else LangSyntaxError
+        return cls(message, span or self.here())
+
+    # the scanner
+    def run(self, stop_at_brace: bool = False) -> list[Token]:
+        space = True
+        while not self.at_end():
+            ch = self.peek()
+            if ch in " \t\r":
+                self.advance()
+                space = True
+                continue
+            if ch == "#":
+                while not self.at_end() and self.peek() != "\n":
+                    self.advance()
+                continue
+            if ch == "\\" and self.peek(1) == "\n":
+                self.advance(); self.advance()
+                space = True
+                continue
+            if ch == "\n":
+                line, col = self.line, self.col
+                self.advance()
+                space = True
+                if self.brackets or stop_at_brace:
+                    continue
+                prev = self.tokens[-1] if self.tokens else None
+                if prev is None or prev.kind in (NEWLINE, ";") or prev.kind in CONTINUES:
+                    continue
+                self.tokens.append(Token(NEWLINE, "\n", None, Span(self.file, line, col, line, col + 1)))
+                continue
+            if stop_at_brace and ch == "}" and not self.brackets:
+                return self.tokens
+            self.scan_token(space)
+            space = False
+        if stop_at_brace:
+            raise self.error("unterminated '{' in string interpolation", self.here(), incomplete=False)
+        if self.brackets:
+            b = self.brackets[-1]
+            raise self.error(f"'{b.text}' opened at {b.span.line}:{b.span.col} is never closed",
+                             b.span, incomplete=True)
+        line, col = self.line, self.col
+        if self.tokens and self.tokens[-1].kind in CONTINUES - {"not"} - {"."}:
+            t = self.tokens[-1]
+            raise self.error(f"the input ends after '{t.text}'; an operand must follow", t.span,
+                             incomplete=True)
+        self.tokens.append(Token(EOF, "", None, Span(self.file, line, col, line, col)))
+        return self.tokens
+
+    def add(self, kind: str, text: str, value, line: int, col: int, space: bool) -> Token:
+        tok = Token(kind, text, value, self.span_from(line, col), space)
+        self.tokens.append(tok)
+        return tok
+
+    def scan_token(self, space: bool) -> None:
+        line, col = self.line, self.col
+        ch = self.peek()
+        if ch.isdigit() or (ch == "." and self.peek(1).isdigit() and not self.prev_ends_value()):
+            self.scan_number(line, col, space)
+        elif ch.isascii() and (ch.isalpha() or ch == "_"):
+            start = self.pos
+            while not self.at_end() and self.peek().isascii() and (self.peek().isalnum() or self.peek() == "_"):
+                self.advance()
+            text = self.src[start:self.pos]
+            self.add(text if text in KEYWORDS else NAME, text, text, line, col, space)
+        elif ch == '"':
+            self.scan_string(line, col, space)
+        elif ch == "'":
+            if not self.prev_ends_value():
+                raise self.error("strings use double quotes: write \"...\" (a ' only means transpose, "
+                                 "right after a value)")
+            self.advance()
+            self.add("'", "'", None, line, col, space)
+        else:
+            self.scan_operator(line, col, space)
+
+    def prev_ends_value(self) -> bool:
+        return bool(self.tokens) and self.tokens[-1].kind in ENDS_VALUE
+
+    def scan_number(self, line: int, col: int, space: bool) -> None:
+        start = self.pos
+        while self.peek().isdigit():
+            self.advance()
+        if self.peek() == "." and self.peek(1).isdigit():
+            self.advance()
+            while self.peek().isdigit():
+                self.advance()
+        elif self.peek() == "." and not (self.peek(1).isalpha() or self.peek(1) == "_"):
+            self.advance()   # `3.` is 3.0
+        if self.peek() in ("e", "E"):
+            k = 1
+            if self.peek(1) in "+-" and self.peek(1):
+                k = 2
+            if self.peek(k).isdigit():
+                for _ in range(k):
+                    self.advance()
+                while self.peek().isdigit():
+                    self.advance()
+        text = self.src[start:self.pos]
+        nxt = self.peek()
+        if nxt and nxt.isascii() and (nxt.isalpha() or nxt == "_"):
+            raise self.error(f"a name cannot follow the number {text} directly; "
+                             f"did you mean {text} * {nxt}...?", self.here())
+        self.add(NUMBER, text, float(text), line, col, space)
+
+    def scan_string(self, line: int, col: int, space: bool) -> None:
+        self.advance()  # opening quote
+        parts: list = []
+        buf: list[str] = []
+        while True:
+            if self.at_end() or self.peek() == "\n":
+                raise self.error("unterminated string: a string must close with \" on the line "
+                                 "it starts (use \\n for a newline)", Span(self.file, line, col, line, col + 1))
+            ch = self.peek()
+            if ch == '"':
+                self.advance()
+                break
+            if ch == "\\":
+                esc_line, esc_col = self.line, self.col
+                self.advance()
+                e = self.peek()
+                table = {"n": "\n", "t": "\t", '"': '"', "\\": "\\", "{": "{", "}": "}"}
+                if e not in table or not e:
+                    raise self.error(f"unknown escape '\\{e}' in string; the escapes are \\n \\t \\\" \\\\",
+                                     Span(self.file, esc_line, esc_col, esc_line, esc_col + 2))
+                self.advance()
+                buf.append(table[e])
+                continue
+            if ch == "{" and self.peek(1) == "{":
+                self.advance(); self.advance()
+                buf.append("{")
+                continue
+            if ch == "}" and self.peek(1) == "}":
+                self.advance(); self.advance()
+                buf.append("}")
+                continue
+            if ch == "}":
+                raise self.error("a single '}' in a string; write '}}' for a literal brace")
+            if ch == "{":
+                if buf:
+                    parts.append("".join(buf))
+                    buf = []
+                open_line, open_col = self.line, self.col
+                self.advance()
+                sub = Lexer(self.src, self.file, self.pos, self.line, self.col)
+                try:
+                    toks = sub.run(stop_at_brace=True)
+                except LangSyntaxError as err:
+                    if "unterminated '{'" in err.message or sub.at_end():
+                        raise self.error("unterminated '{' in string interpolation: close it with '}'",
+                                         Span(self.file, open_line, open_col, open_line, open_col + 1))
+                    raise
+                self.pos, self.line, self.col = sub.pos, sub.line, sub.col
+                end_span = self.here()
+                self.advance()  # the closing brace
+                if not toks:
+                    raise self.error("empty '{}' in string; write '{{}}' for literal braces",
+                                     Span(self.file, open_line, open_col, self.line, self.col))
+                toks.append(Token(EOF, "", None, end_span))
+                parts.append((toks, Span(self.file, open_line, open_col, self.line, self.col)))
+                continue
+            buf.append(self.advance())
+        if buf or not parts:
+            parts.append("".join(buf))
+        text = self.src_between(line, col)
+        self.add(STRING, text, parts, line, col, space)
+
+    def src_between(self, line: int, col: int) -> str:
+        return ""  # the raw text of strings is not needed; parts carry the content
+
+    def scan_operator(self, line: int, col: int, space: bool) -> None:
+        ch = self.peek()
+        if ch in LOOKALIKES:
+            name = unicodedata.name(ch, "unknown")
+            ascii_ = LOOKALIKES[ch]
+            use = ascii_ if ascii_ == "a space" else f"'{ascii_}'"
+            raise self.error(f"look-alike character '{ch}' (U+{ord(ch):04X} {name}) at column {col}; "
+                             f"use {use} instead")
+        two = ch + self.peek(1)
+        if two in FOREIGN and two not in OPERATORS:
+            raise self.error(f"'{two}' is not a tapeml operator; write '{FOREIGN[two]}'", self.here(2))
+        for op in OPERATORS:
+            if self.src.startswith(op, self.pos):
+                break
+        else:
+            if ch in FOREIGN and FOREIGN[ch]:
+                raise self.error(f"'{ch}' is not a tapeml operator; write '{FOREIGN[ch]}'")
+            if not ch.isascii():
+                name = unicodedata.name(ch, "unknown")
+                raise self.error(f"unexpected character '{ch}' (U+{ord(ch):04X} {name}) outside a string")
+            raise self.error(f"unexpected character '{ch}'")
+        if op in ("+", "-") and self.brackets and self.brackets[-1].text == "[" and space \
+                and self.peek(1) not in (" ", "\t", "\n", "") and self.prev_ends_value():
+            prev = self.tokens[-1].text
+            raise self.error(f"ambiguous '{op}' inside brackets: matrix elements need commas; write "
+                             f"'[{prev}, {op}...]' for two elements or '[{prev} {op} ...]' for a difference")
+        for _ in op:
+            self.advance()
+        tok = self.add(op, op, None, line, col, space)
+        if op in OPENERS:
+            self.brackets.append(tok)
+        elif op in CLOSERS:
+            if not self.brackets:
+                raise self.error(f"unmatched '{op}': there is no open '{CLOSERS[op]}' before it", tok.span)
+            opener = self.brackets.pop()
+            if opener.text != CLOSERS[op]:
+                raise self.error(f"'{opener.text}' opened at {opener.span.line}:{opener.span.col} "
+                                 f"is closed by '{op}'; expected '{OPENERS[opener.text]}'", tok.span)
+
+
+def tokenize(source: str, filename: str = "<input>") -> list[Token]:
+    """Split `source` into tokens. Raises LangSyntaxError (IncompleteInput when more input
+    would complete it: an open bracket, or a trailing binary operator)."""
+    return Lexer(source, filename).run()

@@ -1,0 +1,591 @@
+"""The one primitive table: every differentiable operation, its NumPy forward and its VJP.
+
+Operators (`+`, `@`, indexing, `'`) and builtins both call these primitives; there is no
+other arithmetic path. VJPs are written with primitives, so they are themselves recorded
+when an outer `grad` is running (grad of grad).
+
+Conventions at kinks, shared with docs/language.md:
+- relu'(0) = 0, abs'(0) = 0 (sign(0) = 0), sqrt'(0) = inf;
+- max/min (reductions) split the cotangent evenly among tied maxima, as PyTorch's `amax`;
+- in the backward pass a zero factor wins: `zmul(0, inf) = 0`. The VJPs of `/`, `^`, log and
+  sqrt use it, so a branch that `where` did not take (cotangent 0) never brings a NaN or inf
+  into the gradient, and grad(sqrt(sum(x^2))) at x = 0 is 0 (the subgradient, like `norm`);
+- softmax of a row that is all -inf (every key masked) is all zeros, forward and backward.
+"""
+from __future__ import annotations
+
+import math
+import operator
+
+import numpy as np
+
+from .tape import Box, Primitive, raw
+
+np.seterr(all="ignore")
+
+TABLE: dict[str, Primitive] = {}
+
+
+def primitive(name, impl, vjp=None, fwd=None, nondiff=False) -> Primitive:
+    prim = Primitive(name, impl, vjp, fwd, nondiff)
+    TABLE[name] = prim
+    return prim
+
+
+def shape_of(v) -> tuple:
+    v = raw(v)
+    return v.shape if type(v) is np.ndarray else ()
+
+
+def _f(a):
+    """Booleans take part in arithmetic as 0 and 1."""
+    t = type(a)
+    if t is bool:
+        return float(a)
+    if t is np.ndarray and a.dtype == np.bool_:
+        return a.astype(np.float64)
+    return a
+
+
+def _num(r):
+    """Keep scalars as Python-compatible floats (np.float64 is a float)."""
+    if type(r) is np.ndarray and r.ndim == 0:
+        return r[()]
+    return r
+
+
+# ---- elementwise arithmetic -------------------------------------------------------------
+def _add(a, b):
+    return _f(a) + _f(b)
+
+
+def _sub(a, b):
+    return _f(a) - _f(b)
+
+
+def _mul(a, b):
+    return _f(a) * _f(b)
+
+
+def _div(a, b):
+    a, b = _f(a), _f(b)
+    try:
+        return a / b
+    except ZeroDivisionError:
+        return np.float64(a) / np.float64(b)
+
+
+def _mod(a, b):
+    a, b = _f(a), _f(b)
+    try:
+        return a % b
+    except ZeroDivisionError:
+        return math.nan
+
+
+def _pow(a, b):
+    a, b = _f(a), _f(b)
+    if type(a) is not np.ndarray and type(b) is not np.ndarray:
+        return np.float64(a) ** np.float64(b)
+    return np.power(a, b)
+
+
+def _neg(a):
+    return -_f(a)
+
+
+def unbroadcast(g, shape):
+    """Sum the cotangent `g` down to `shape`, undoing NumPy broadcasting. The one helper."""
+    gshape = shape_of(g)
+    if gshape == shape:
+        return g
+    extra = len(gshape) - len(shape)
+    axes = tuple(range(extra)) + tuple(i + extra for i, n in enumerate(shape) if n == 1 and gshape[i + extra] != 1)
+    g = sum_(g, dim=axes) if axes else g
+    return reshape(g, shape=shape) if shape_of(g) != shape else g
+
+
+def _vjp_add(g, ans, res, needs, a, b):
+    return (unbroadcast(g, shape_of(a)) if needs[0] else None,
+            unbroadcast(g, shape_of(b)) if needs[1] else None)
+
+
+def _vjp_sub(g, ans, res, needs, a, b):
+    return (unbroadcast(g, shape_of(a)) if needs[0] else None,
+            unbroadcast(neg(g), shape_of(b)) if needs[1] else None)
+
+
+def _vjp_mul(g, ans, res, needs, a, b):
+    return (unbroadcast(mul(g, b), shape_of(a)) if needs[0] else None,
+            unbroadcast(mul(g, a), shape_of(b)) if needs[1] else None)
+
+
+def _vjp_div(g, ans, res, needs, a, b):
+    return (unbroadcast(zmul(g, div(1.0, b)), shape_of(a)) if needs[0] else None,
+            unbroadcast(neg(zmul(g, div(ans, b))), shape_of(b)) if needs[1] else None)
+
+
+def _vjp_mod(g, ans, res, needs, a, b):
+    return (unbroadcast(g, shape_of(a)) if needs[0] else None,
+            unbroadcast(neg(mul(g, floor(div(a, b)))), shape_of(b)) if needs[1] else None)
+
+
+def _vjp_pow(g, ans, res, needs, a, b):
+    ga = gb = None
+    if needs[0]:
+        ga = unbroadcast(zmul(g, mul(b, pow_(a, sub(b, 1.0)))), shape_of(a))
+    if needs[1]:
+        pos = gt(a, 0.0)
+        gb = unbroadcast(zmul(g, where(pos, mul(ans, log(where(pos, a, 1.0))), 0.0)), shape_of(b))
+    return ga, gb
+
+
+def _zmul(a, b):
+    r = _f(a) * _f(b)
+    if type(r) is np.ndarray:
+        if not np.isfinite(r).all():
+            r = np.where((a == 0) | (b == 0), 0.0, r)
+    elif not math.isfinite(r) and (a == 0 or b == 0):
+        r = 0.0
+    return r
+
+
+def _vjp_zmul(g, ans, res, needs, a, b):
+    return (unbroadcast(zmul(g, b), shape_of(a)) if needs[0] else None,
+            unbroadcast(zmul(g, a), shape_of(b)) if needs[1] else None)
+
+
+add = primitive("add", _add, _vjp_add)
+sub = primitive("sub", _sub, _vjp_sub)
+mul = primitive("mul", _mul, _vjp_mul)
+div = primitive("div", _div, _vjp_div)
+mod = primitive("mod", _mod, _vjp_mod)
+pow_ = primitive("pow", _pow, _vjp_pow)
+zmul = primitive("zmul", _zmul, _vjp_zmul)
+neg = primitive("neg", _neg, lambda g, ans, res, needs, a: (neg(g),))
+
+
+# ---- comparisons and other non-differentiable operations ---------------------------------
+def _cmp(op):
+    def impl(a, b):
+        r = op(a, b)
+        return bool(r) if type(r) is np.bool_ else r
+    return impl
+
+
+eq = primitive("eq", _cmp(operator.eq), nondiff=True)
+ne = primitive("ne", _cmp(operator.ne), nondiff=True)
+lt = primitive("lt", _cmp(operator.lt), nondiff=True)
+le = primitive("le", _cmp(operator.le), nondiff=True)
+gt = primitive("gt", _cmp(operator.gt), nondiff=True)
+ge = primitive("ge", _cmp(operator.ge), nondiff=True)
+sign = primitive("sign", lambda x: _num(np.sign(x)), nondiff=True)
+floor = primitive("floor", lambda x: _num(np.floor(x)), nondiff=True)
+round_ = primitive("round", lambda x, digits=0: _num(np.round(x, int(digits))), nondiff=True)
+logical_not = primitive("not", lambda x: _num(np.logical_not(x)) if type(x) is np.ndarray else not x,
+                        nondiff=True)
+
+
+# ---- elementwise functions ----------------------------------------------------------------
+def _unary(name, impl, deriv):
+    """An elementwise primitive whose VJP is g * deriv(x, ans)."""
+    return primitive(name, impl, lambda g, ans, res, needs, x: (deriv(g, x, ans),))
+
+
+exp = _unary("exp", lambda x: _num(np.exp(x)), lambda g, x, ans: mul(g, ans))
+log = _unary("log", lambda x: _num(np.log(x)), lambda g, x, ans: zmul(g, div(1.0, x)))
+sqrt = _unary("sqrt", lambda x: _num(np.sqrt(x)), lambda g, x, ans: zmul(g, div(0.5, ans)))
+sin = _unary("sin", lambda x: _num(np.sin(x)), lambda g, x, ans: mul(g, cos(x)))
+cos = _unary("cos", lambda x: _num(np.cos(x)), lambda g, x, ans: neg(mul(g, sin(x))))
+tanh = _unary("tanh", lambda x: _num(np.tanh(x)), lambda g, x, ans: mul(g, sub(1.0, mul(ans, ans))))
+abs_ = _unary("abs", lambda x: _num(np.abs(_f(x))), lambda g, x, ans: mul(g, sign(x)))
+relu = _unary("relu", lambda x: _num(np.maximum(x, 0.0)), lambda g, x, ans: mul(g, gt(x, 0.0)))
+
+
+def _sigmoid(x):
+    # exp of a negative argument only: no overflow for large |x|
+    e = np.exp(-np.abs(x))
+    return _num(np.where(np.greater_equal(x, 0), 1.0 / (1.0 + e), e / (1.0 + e)))
+
+
+sigmoid = _unary("sigmoid", _sigmoid, lambda g, x, ans: mul(g, mul(ans, sub(1.0, ans))))
+
+_erf_vec = np.frompyfunc(math.erf, 1, 1)
+
+
+def _erf(x):
+    if type(x) is np.ndarray:
+        return _erf_vec(x).astype(x.dtype if x.dtype.kind == "f" else np.float64)
+    return math.erf(x)
+
+
+erf = _unary("erf", _erf, lambda g, x, ans: mul(g, mul(2.0 / math.sqrt(math.pi), exp(neg(mul(x, x))))))
+
+
+def _gelu(x):
+    return _num(0.5 * x * (1.0 + _erf(x / math.sqrt(2.0))))
+
+
+def _vjp_gelu(g, ans, res, needs, x):
+    cdf = mul(0.5, add(1.0, erf(mul(x, 1.0 / math.sqrt(2.0)))))
+    pdf = mul(1.0 / math.sqrt(2.0 * math.pi), exp(mul(-0.5, mul(x, x))))
+    return (mul(g, add(cdf, mul(x, pdf))),)
+
+
+gelu = primitive("gelu", _gelu, _vjp_gelu)
+
+
+def _clip(x, lo=-math.inf, hi=math.inf):
+    return _num(np.clip(x, lo, hi))
+
+
+clip = primitive("clip", _clip,
+                 lambda g, ans, res, needs, x, lo=-math.inf, hi=math.inf:
+                 (mul(g, mul(ge(x, lo), le(x, hi))),))
+
+
+def _where(c, a, b):
+    return _num(np.where(c, a, b))
+
+
+def _vjp_where(g, ans, res, needs, c, a, b):
+    return (None,
+            unbroadcast(where(c, g, 0.0), shape_of(a)) if needs[1] else None,
+            unbroadcast(where(c, 0.0, g), shape_of(b)) if needs[2] else None)
+
+
+where = primitive("where", _where, _vjp_where)
+
+
+# ---- shapes ---------------------------------------------------------------------------------
+def _transpose(x):
+    x = _f(x)
+    if type(x) is not np.ndarray or x.ndim == 0:
+        return x
+    if x.ndim == 1:
+        return x.reshape(-1, 1)
+    return np.swapaxes(x, -1, -2)
+
+
+def _vjp_transpose(g, ans, res, needs, x):
+    return (reshape(g, shape=shape_of(x)) if len(shape_of(x)) < 2 else transpose(g),)
+
+
+transpose = primitive("transpose", _transpose, _vjp_transpose)
+
+
+def _reshape(x, shape):
+    return np.reshape(x, shape)
+
+
+reshape = primitive("reshape", _reshape,
+                    lambda g, ans, res, needs, x, shape: (reshape(g, shape=shape_of(x)),))
+
+
+def _broadcast_to(x, shape):
+    return np.broadcast_to(x, shape).copy() if shape else x
+
+
+broadcast_to = primitive("broadcast_to", _broadcast_to,
+                         lambda g, ans, res, needs, x, shape: (unbroadcast(g, shape_of(x)),))
+
+
+def _concat(*xs, dim=0):
+    return np.concatenate(xs, axis=dim)
+
+
+def _vjp_concat(g, ans, res, needs, *xs, dim=0):
+    out, start = [], 0
+    nd = len(shape_of(ans))
+    for x, need in zip(xs, needs):
+        n = shape_of(x)[dim]
+        if need:
+            idx = tuple(slice(start, start + n) if ax == dim % nd else slice(None) for ax in range(nd))
+            out.append(index(g, idx=idx))
+        else:
+            out.append(None)
+        start += n
+    return tuple(out)
+
+
+concat = primitive("concat", _concat, _vjp_concat)
+
+
+def _stack(*xs, dim=0):
+    return np.stack(xs, axis=dim)
+
+
+def _vjp_stack(g, ans, res, needs, *xs, dim=0):
+    nd = len(shape_of(ans))
+    d = dim % nd
+    return tuple(index(g, idx=tuple(i if ax == d else slice(None) for ax in range(nd))) if need else None
+                 for i, need in enumerate(needs))
+
+
+stack = primitive("stack", _stack, _vjp_stack)
+
+
+# ---- indexing -------------------------------------------------------------------------------
+def _index(x, idx):
+    r = x[idx]
+    t = type(r)
+    if t is np.bool_:
+        return bool(r)
+    if t is np.ndarray:
+        return r.copy() if r.base is not None else r
+    return r
+
+
+def _scatter_add(g, idx, shape):
+    out = np.zeros(shape, dtype=np.result_type(g, np.float64) if np.ndim(g) else np.float64)
+    np.add.at(out, idx, g)
+    return out
+
+
+index = primitive("index", _index,
+                  lambda g, ans, res, needs, x, idx: (scatter_add(g, idx=idx, shape=shape_of(x)),))
+scatter_add = primitive("scatter_add", _scatter_add,
+                        lambda g, ans, res, needs, gg, idx, shape: (index(g, idx=idx),))
+
+
+def _setitem(x, v, idx):
+    x = _f(x)
+    out = np.array(x, dtype=np.result_type(x, _f(v)), copy=True)
+    out[idx] = v
+    return out
+
+
+def _vjp_setitem(g, ans, res, needs, x, v, idx):
+    return (setitem(g, 0.0, idx=idx) if needs[0] else None,
+            unbroadcast(index(g, idx=idx), shape_of(v)) if needs[1] else None)
+
+
+setitem = primitive("setitem", _setitem, _vjp_setitem)
+
+
+# ---- reductions -----------------------------------------------------------------------------
+def _sum(x, dim=None, keepdims=False):
+    return _num(np.sum(_f(x), axis=dim, keepdims=keepdims))
+
+
+def _expand(g, shape, dim, keepdims):
+    """Broadcast a reduced cotangent back to `shape`."""
+    if dim is not None and not keepdims:
+        dims = (dim,) if isinstance(dim, int) else dim
+        kshape = tuple(1 if i in [d % len(shape) for d in dims] else n for i, n in enumerate(shape))
+        g = reshape(g, shape=kshape)
+    return broadcast_to(g, shape=shape)
+
+
+sum_ = primitive("sum", _sum,
+                 lambda g, ans, res, needs, x, dim=None, keepdims=False:
+                 (_expand(g, shape_of(x), dim, keepdims),))
+
+
+def _amax(x, dim=None, keepdims=False):
+    return _num(np.max(x, axis=dim, keepdims=keepdims))
+
+
+def _amin(x, dim=None, keepdims=False):
+    return _num(np.min(x, axis=dim, keepdims=keepdims))
+
+
+def _vjp_extreme(g, ans, res, needs, x, dim=None, keepdims=False):
+    shape = shape_of(x)
+    hit = eq(x, _expand(ans, shape, dim, keepdims))          # ties: split evenly
+    count = _expand(sum_(hit, dim=dim, keepdims=keepdims), shape, dim, keepdims)
+    return (div(mul(_expand(g, shape, dim, keepdims), hit), count),)
+
+
+amax = primitive("max", _amax, _vjp_extreme)
+amin = primitive("min", _amin, _vjp_extreme)
+
+
+# ---- linear algebra -------------------------------------------------------------------------
+def _matmul(a, b):
+    return _num(np.matmul(_f(a), _f(b)))
+
+
+def _vjp_matmul(g, ans, res, needs, a, b):
+    sa, sb = shape_of(a), shape_of(b)
+    a2 = reshape(a, shape=(1,) + sa) if len(sa) == 1 else a
+    b2 = reshape(b, shape=sb + (1,)) if len(sb) == 1 else b
+    gshape = shape_of(g)
+    if len(sa) == 1 and len(sb) == 1:
+        g2 = reshape(g, shape=(1, 1))
+    elif len(sa) == 1:
+        g2 = reshape(g, shape=gshape[:-1] + (1, gshape[-1]))
+    elif len(sb) == 1:
+        g2 = reshape(g, shape=gshape + (1,))
+    else:
+        g2 = g
+    ga = gb = None
+    if needs[0]:
+        ga = unbroadcast(matmul(g2, transpose(b2)), shape_of(a2))
+        if len(sa) == 1:
+            ga = reshape(ga, shape=sa)
+    if needs[1]:
+        a2s, g2s = shape_of(a2), shape_of(g2)
+        if len(a2s) > 2 and len(shape_of(b2)) == 2:   # a batch against one matrix: fold the batch
+            gb = matmul(transpose(reshape(a2, shape=(-1, a2s[-1]))), reshape(g2, shape=(-1, g2s[-1])))
+        else:
+            gb = unbroadcast(matmul(transpose(a2), g2), shape_of(b2))
+        if len(sb) == 1:
+            gb = reshape(gb, shape=sb)
+    return ga, gb
+
+
+matmul = primitive("matmul", _matmul, _vjp_matmul)
+
+
+# ---- the transformer primitives -------------------------------------------------------------
+def _softmax_impl(x, dim=-1):
+    x = _f(x)
+    m = np.max(x, axis=dim, keepdims=True)
+    m = np.where(np.isfinite(m), m, 0.0)        # a row of all -inf: exp gives zeros, not NaN
+    e = np.exp(x - m)
+    s = np.sum(e, axis=dim, keepdims=True)
+    return _num(e / np.where(s == 0, 1.0, s))
+
+
+def _vjp_softmax(g, ans, res, needs, x, dim=-1):
+    return (mul(ans, sub(g, sum_(mul(g, ans), dim=dim, keepdims=True))),)
+
+
+softmax = primitive("softmax", _softmax_impl, _vjp_softmax)
+
+
+def _log_softmax_impl(x, dim=-1):
+    x = _f(x)
+    m = np.max(x, axis=dim, keepdims=True)
+    m = np.where(np.isfinite(m), m, 0.0)
+    z = x - m
+    return _num(z - np.log(np.sum(np.exp(z), axis=dim, keepdims=True)))
+
+
+def _vjp_log_softmax(g, ans, res, needs, x, dim=-1):
+    return (sub(g, mul(exp(ans), sum_(g, dim=dim, keepdims=True))),)
+
+
+log_softmax = primitive("log_softmax", _log_softmax_impl, _vjp_log_softmax)
+
+
+def _layer_norm_impl(x, gamma, beta, eps=1e-5):
+    x = _f(x)
+    mu = np.mean(x, axis=-1, keepdims=True)
+    xc = x - mu
+    var = np.mean(xc * xc, axis=-1, keepdims=True)      # two-pass: exact for 1e8 + small
+    out = xc / np.sqrt(var + eps) * gamma
+    return out + beta if beta is not None else out
+
+
+def _ln_stats(x, eps):
+    """xhat and 1/std over the last axis, with primitives (used by the VJP)."""
+    d = shape_of(x)[-1]
+    xc = sub(x, div(sum_(x, dim=-1, keepdims=True), float(d)))
+    var = div(sum_(mul(xc, xc), dim=-1, keepdims=True), float(d))
+    rstd = div(1.0, sqrt(add(var, eps)))
+    return mul(xc, rstd), rstd
+
+
+def _fwd_layer_norm(x, gamma, beta, eps=1e-5):
+    if type(x) is not Box and type(gamma) is not Box and type(beta) is not Box:
+        return _layer_norm_impl(x, gamma, beta, eps), None
+    xhat, _ = _ln_stats(x, eps)
+    out = mul(xhat, gamma)
+    return (add(out, beta) if beta is not None else out), None
+
+
+def _vjp_layer_norm(g, ans, res, needs, x, gamma, beta, eps=1e-5):
+    xhat, rstd = _ln_stats(x, eps)
+    gx = ggamma = gbeta = None
+    if needs[0]:
+        d = float(shape_of(x)[-1])
+        dxhat = mul(g, gamma)
+        m1 = div(sum_(dxhat, dim=-1, keepdims=True), d)
+        m2 = div(sum_(mul(dxhat, xhat), dim=-1, keepdims=True), d)
+        gx = mul(rstd, sub(sub(dxhat, m1), mul(xhat, m2)))
+    if needs[1]:
+        ggamma = unbroadcast(mul(g, xhat), shape_of(gamma))
+    if needs[2]:
+        gbeta = unbroadcast(g, shape_of(beta))
+    return gx, ggamma, gbeta
+
+
+layer_norm = primitive("layer_norm", _layer_norm_impl, _vjp_layer_norm, _fwd_layer_norm)
+
+
+def _dense_impl(x, w, b=None):
+    out = np.matmul(_f(x), w)
+    return _num(out + b) if b is not None else _num(out)
+
+
+def _vjp_dense(g, ans, res, needs, x, w, b=None):
+    gx, gw = _vjp_matmul(g, None, None, needs[:2], x, w)
+    gb = unbroadcast(g, shape_of(b)) if len(needs) > 2 and needs[2] else None
+    return gx, gw, gb
+
+
+dense = primitive("dense", _dense_impl, _vjp_dense)
+
+
+def _attn_scores(q, k, bias, scale):
+    s = mul(matmul(q, transpose(k)), scale)
+    return add(s, bias) if bias is not None else s
+
+
+def _allowed(mask, causal, lq, lk):
+    """The boolean 'may attend' matrix from a mask and/or causality (None when all allowed)."""
+    allowed = None
+    if causal:
+        allowed = np.tril(np.ones((lq, lk), dtype=bool), k=lk - lq)   # bottom-right aligned
+    if mask is not None:
+        m = raw(mask).astype(bool)
+        allowed = m if allowed is None else (allowed & m)
+    return allowed
+
+
+def _masked_softmax_impl(s, allowed):
+    if allowed is None:
+        return _softmax_impl(s)
+    return _softmax_impl(np.where(allowed, s, -np.inf))
+
+
+masked_softmax = primitive(
+    "masked_softmax", _masked_softmax_impl,
+    lambda g, ans, res, needs, s, allowed: (_vjp_softmax(g, ans, None, needs, s)[0],))
+
+
+def _sdpa_impl(q, k, v, bias=None, mask=None, causal=False, scale=None):
+    q, k, v = _f(q), _f(k), _f(v)
+    lq, lk = q.shape[-2], k.shape[-2]
+    s = np.matmul(q, np.swapaxes(k, -1, -2)) * scale
+    if bias is not None:
+        s = s + bias
+    p = _masked_softmax_impl(s, _allowed(mask, causal, lq, lk))
+    return np.matmul(p, v)
+
+
+def _fwd_sdpa(q, k, v, bias=None, mask=None, causal=False, scale=None):
+    lq, lk = shape_of(q)[-2], shape_of(k)[-2]
+    p = masked_softmax(_attn_scores(q, k, bias, scale), allowed=_allowed(mask, causal, lq, lk))
+    return matmul(p, v), p
+
+
+def _vjp_sdpa(g, ans, p, needs, q, k, v, bias=None, mask=None, causal=False, scale=None):
+    gq = gk = gv = gbias = None
+    if needs[2]:
+        gv = unbroadcast(matmul(transpose(p), g), shape_of(v))
+    if needs[0] or needs[1] or (len(needs) > 3 and needs[3]):
+        dp = matmul(g, transpose(v))
+        ds = mul(p, sub(dp, sum_(mul(dp, p), dim=-1, keepdims=True)))
+        if needs[0]:
+            gq = unbroadcast(mul(matmul(ds, k), scale), shape_of(q))
+        if needs[1]:
+            gk = unbroadcast(mul(matmul(transpose(ds), q), scale), shape_of(k))
+        if len(needs) > 3 and needs[3]:
+            gbias = unbroadcast(ds, shape_of(bias))
+    return gq, gk, gv, gbias
+
+
+sdpa = primitive("scaled_dot_product_attention", _sdpa_impl, _vjp_sdpa, _fwd_sdpa)

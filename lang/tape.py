@@ -1,0 +1,164 @@
+"""The reverse-mode tape.
+
+A differentiable operation is a `Primitive`: a NumPy forward (`impl`) and one VJP. Calling a
+primitive with no tracked argument runs `impl` directly (one type check per argument: rule 5).
+While `grad` runs, its inputs are wrapped in `Box`es of a fresh *level*; a primitive applied to
+a Box of the highest level present records a `TapeNode` and returns a Box of that level.
+Boxes of lower levels stay boxed inside, so nested `grad`s record into their own tapes and
+never mix (the scheme of HIPS autograd).
+
+VJPs are written with primitives (see ops.py), so the backward pass of an inner `grad` is
+itself recorded while an outer `grad` runs: grad of grad works (DESIGN.md rule 4).
+
+`backward` is an iterative topological sort plus a dict of pending cotangents: no recursion,
+no mutation of nodes, so it is idempotent and safe on graphs of any depth.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .errors import InternalError
+
+
+class Box:
+    """A value tracked by the `grad` call of level `level`; `node` is where it came from."""
+    __slots__ = ("value", "level", "node")
+
+    def __init__(self, value, level: int, node: "TapeNode"):
+        self.value = value
+        self.level = level
+        self.node = node
+
+    def __repr__(self):
+        return f"Box(level={self.level}, {self.value!r})"
+
+
+class TapeNode:
+    """One recorded application: `prim(*args, **kw) = ans`, with `res` saved by the forward
+    for the VJP, and the parent nodes of the tracked arguments as (argnum, node)."""
+    __slots__ = ("prim", "args", "kw", "ans", "res", "parents")
+
+    def __init__(self, prim, args, kw, ans, res, parents):
+        self.prim, self.args, self.kw, self.ans, self.res, self.parents = prim, args, kw, ans, res, parents
+
+
+class LeafNode:
+    """The node of a `grad` input."""
+    __slots__ = ("parents", "prim")
+
+    def __init__(self):
+        self.parents = ()
+        self.prim = None
+
+
+class Primitive:
+    """A differentiable operation: forward `impl(*args, **kw)` on raw NumPy values, and
+    `vjp(g, ans, res, needs, *args, **kw) -> tuple` giving one cotangent per positional
+    argument (None where `needs[i]` is false or the argument is not differentiable).
+
+    `fwd`, when given, is the forward used while recording: written with primitives, it
+    returns (ans, res) and lets the VJP reuse intermediate results."""
+
+    def __init__(self, name: str, impl, vjp=None, fwd=None, nondiff: bool = False):
+        self.name = name
+        self.impl = impl
+        self.vjp = vjp
+        self.fwd = fwd
+        self.nondiff = nondiff or vjp is None
+
+    def __call__(self, *args, **kw):
+        for a in args:
+            if type(a) is Box:
+                return self.traced(args, kw)
+        return self.impl(*args, **kw)
+
+    def traced(self, args, kw):
+        if self.nondiff:
+            return self.impl(*[raw(a) for a in args], **kw)
+        top = max(a.level for a in args if type(a) is Box)
+        unboxed = list(args)
+        parents = []
+        for i, a in enumerate(args):
+            if type(a) is Box and a.level == top:
+                unboxed[i] = a.value
+                parents.append((i, a.node))
+        if self.fwd is not None:
+            ans, res = self.fwd(*unboxed, **kw)
+        else:
+            ans, res = self(*unboxed, **kw), None
+        return Box(ans, top, TapeNode(self, unboxed, kw, ans, res, parents))
+
+    def __repr__(self):
+        return f"<primitive {self.name}>"
+
+
+def raw(v):
+    """The plain value under any number of Boxes."""
+    while type(v) is Box:
+        v = v.value
+    return v
+
+
+_levels = [0]
+
+
+def new_level() -> int:
+    _levels[0] += 1
+    return _levels[0]
+
+
+def leaf(value, level: int) -> Box:
+    return Box(value, level, LeafNode())
+
+
+def toposort(end_node) -> list:
+    """Nodes reachable from end_node, each after all nodes that use it (children first)."""
+    child_counts: dict = {}
+    stack = [end_node]
+    while stack:
+        node = stack.pop()
+        if node in child_counts:
+            child_counts[node] += 1
+            continue
+        child_counts[node] = 1
+        stack.extend(p for _, p in node.parents)
+    order = []
+    ready = [end_node]
+    while ready:
+        node = ready.pop()
+        order.append(node)
+        for _, parent in node.parents:
+            if child_counts[parent] == 1:
+                ready.append(parent)
+            else:
+                child_counts[parent] -= 1
+    return order
+
+
+def backward(out: Box, g, add, shape_of) -> dict:
+    """Propagate the cotangent `g` of `out` to every node; return {LeafNode: cotangent}.
+
+    `add` accumulates cotangents (a primitive, so that nested tapes record it)."""
+    pending = {out.node: g}
+    leaves = {}
+    for node in toposort(out.node):
+        g = pending.pop(node, None)
+        if g is None:
+            continue
+        if node.prim is None:
+            leaves[node] = g
+            continue
+        needs = [False] * len(node.args)
+        for i, _ in node.parents:
+            needs[i] = True
+        grads = node.prim.vjp(g, node.ans, node.res, needs, *node.args, **node.kw)
+        for i, parent in node.parents:
+            gi = grads[i]
+            if gi is None:
+                continue
+            if shape_of(gi) != shape_of(node.args[i]):
+                raise InternalError(f"VJP of {node.prim.name} gave a cotangent of shape {shape_of(gi)} "
+                                    f"for argument {i} of shape {shape_of(node.args[i])}")
+            prev = pending.get(parent)
+            pending[parent] = gi if prev is None else add(prev, gi)
+    return leaves
