@@ -59,7 +59,7 @@ class Parser:
         if tok.kind == EOF and self.open_blocks:
             b = self.open_blocks[-1]
             return IncompleteInput(f"{message} (the '{b.text}' block opened at "
-                                   f"{b.span.line}:{b.span.col} is missing 'end')", tok.span)
+                                   f"{b.span.line}:{b.span.col} is missing 'end')", b.span)
         if tok.kind == EOF:
             return IncompleteInput(message, tok.span)
         return LangSyntaxError(message, tok.span)
@@ -166,6 +166,9 @@ class Parser:
         self.open_blocks.append(tok)
 
     def close_block(self, opener: Token) -> Token:
+        if self.check(EOF):
+            raise IncompleteInput(f"the '{opener.text}' block opened at {opener.span.line}:{opener.span.col} "
+                                  f"is missing 'end'", opener.span)
         if not self.check("end"):
             raise self.error(f"expected 'end' to close the '{opener.text}' at "
                              f"{opener.span.line}:{opener.span.col}, found {self.describe(self.peek())}")

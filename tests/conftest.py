@@ -1,0 +1,27 @@
+import io
+import contextlib
+import os
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SHARED = os.path.join(os.path.dirname(ROOT), "shared")
+
+
+def run_cli(args, stdin_text=None):
+    """Run the tapeml CLI in-process; return (exit code, combined stdout+stderr)."""
+    from tapeml import cli
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf), contextlib.redirect_stderr(buf):
+        code = cli.main(list(args))
+    return code, buf.getvalue()
+
+
+def run_ml(source):
+    """Run tapeml source in-process; return (exit code, combined output)."""
+    return run_cli(["-c", source])
+
+
+@pytest.fixture
+def ml():
+    return run_ml

@@ -1,0 +1,10 @@
+x = [1, -2; 3, -4]
+print(len(x), size(x), size(x, 0), size(x, -1), type(x), type(1), type("s"), type(true), type(none))
+print(str(x), round([1.25, 2.5, -0.5]), abs(x), sum(x), sum(x, dim=0), sum(x, 1), mean(x), mean(x, dim=1))
+print(max(x), min(x), max(x, dim=1), min(x, dim=0), argmax([3, 9, 2]), argmin(x, dim=1))
+print(exp(0), log(exp(2)), sqrt(9), tanh(0), sin(0), cos(0))
+print(zeros(2), ones(2, 2), eye(2), fill(7, 1, 3), reshape(1:6, 2, 3), transpose([1, 2; 3, 4]))
+print(concat([1, 2], [3]), concat([1; 2], [3; 4], dim=1), stack([1, 2], [3, 4]), range(3), range(2, 5), linspace(0, 1, 3))
+print(any([0, 1] > 0), all([0, 1] > 0), where([1, -1, 2] > 0, [1, -1, 2], 0), clip([-5, 0.5, 5], 0, 1))
+print(relu([-1, 0, 2]), softmax([0, 0]), round(softmax([1, 2, 3]), 4), dense([1, 2], [1, 0; 0, 1], [1, 1]))
+print(round(gelu([-1, 0, 1]), 6), round(sigmoid([0, 100]), 6), round(log_softmax([0, 0]), 6))

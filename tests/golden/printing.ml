@@ -1,0 +1,13 @@
+print(1, 0, -0, 2.5, -1.224736, 1/3, 123456789, 1e-9, 2.5e-12, 1e21, 1e300 * 10, -1/0, 0/0)
+print(true, false, none, "plain")
+print([1, 2, 3], [1, 2; 3, 4], [true, false], [1, 2] > 1, [], zeros(0, 3))
+print((1, 2), (1,), (), ("s", [1], {a = 1}))
+print({a = 1, b = [1, 2], c = "str", d = (1,), e = {f = none}})
+print("a\tb\\c \"q\" {1 + 1} {{x}} {[1, 2]}")
+print(fn(x) -> x, sqrt)
+print(zeros(2, 2, 3))
+print(reshape(0:9999, 100, 100))
+print(0:1999)
+print(str(0.1 + 0.2), 0.1 + 0.2 == 0.3, round(2.5), round(3.14159, 2))
+x = 42
+print("x is {x}, doubled {2 * x}, vector {[x, x] / 2}, nested {"in {x}"}")

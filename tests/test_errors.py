@@ -1,0 +1,104 @@
+"""Every error a user can cause: kind, message and line:col, and never a Python traceback."""
+import pytest
+
+from conftest import run_ml
+
+CASES = [
+    # (source, kind, message fragment, "line:col")
+    ('\nx = "abc', "SyntaxError", "unterminated string", "2:5"),
+    ('\nx = (1 + 2', "SyntaxError", "'(' opened at 2:5 is never closed", "2:5"),
+    ('\nx = [1, 2)', "SyntaxError", "'[' opened at 2:5 is closed by ')'", "2:10"),
+    ('\nx = 1)', "SyntaxError", "unmatched ')'", "2:6"),
+    ('\ny = lenn([1, 2])', "NameError", "undefined name 'lenn'; did you mean 'len'?", "2:5"),
+    ('\nprint(undefined_thing)', "NameError", "undefined name 'undefined_thing'", "2:7"),
+    ('\nfn f(a, b) -> a + b\nf(1, 2, 3)', "TypeError", "f() takes 2 arguments (f(a, b)), got 3", "3:1"),
+    ('\nfn f(a, b) -> a + b\nf(1)', "TypeError", "f() is missing the argument 'b'", "3:1"),
+    ('\nfn f(a, b = 1) -> a + b\nf(1, c = 2)', "TypeError", "f() has no parameter 'c'", "3:1"),
+    ('\nlayer_norm([1, 2], [1, 1], [0, 0], epsilon = 1)', "TypeError",
+     "layer_norm() has no parameter 'epsilon'; did you mean 'eps'?", "2:1"),
+    ('\nsoftmax()', "TypeError", "softmax() is missing the argument 'x'", "2:1"),
+    ('\nsqrt(1, 2)', "TypeError", "sqrt() takes at most 1 argument, got 2", "2:1"),
+    ('\ny = [1, 2] @ [1, 2, 3]', "ShapeError",
+     "matrix product a vector of length 2 @ a vector of length 3: the inner sizes 2 and 3 differ", "2:12"),
+    ('\ny = [1, 2] + [1, 2, 3]', "ShapeError",
+     "cannot add a vector of length 2 and a vector of length 3", "2:12"),
+    ('\na = ones(2, 3)\nb = ones(3, 2)\nc = a * b', "ShapeError", "for the matrix product use '@'", "4:7"),
+    ('\nx = [1, 2, 3]\ny = x[5]', "IndexError", "index 5 is out of range for a vector of length 3", "3:7"),
+    ('\nx = [1, 2, 3]\ny = x[3]', "IndexError", "(indices start at 0; the last is 'end')", "3:7"),
+    ('\nx = [1, 2, 3]\ny = x[1.5]', "IndexError", "indices must be whole numbers", "3:7"),
+    ('\nx = [1, 2, 3]\nif x > 1\n  print(1)\nend', "TypeError",
+     "the if condition must be a single true or false, got a bool vector of length 3; use any(...) or all(...)", "3:4"),
+    ('\nwhile 1\nend', "TypeError", "the while condition must be true or false, got a number", "2:7"),
+    ('\ne = [1, 0; 0, 1]\nh = {wq = e, wk = e, wv = e, wo = e}\nmulti_head_attention(e, (h,), 2)',
+     "ValueError", "n_heads is 2 but heads has 1 record; they must be equal", "4:1"),
+    ('\ne = [1, 0; 0, 1]\nh = {wq = e, wk = e, wo = e}\nmulti_head_attention(e, (h,), 1)',
+     "ValueError", "heads[0] is missing the field 'wv'", "4:1"),
+    ('\nx = [1 -2]', "SyntaxError", "matrix elements need commas", "2:8"),
+    ('\nx = 3 > 2 > 1', "SyntaxError", "comparisons do not chain: write 'a > b and b > c'", "2:11"),
+    ('\nx = 1 \u2212 2', "SyntaxError", "U+2212 MINUS SIGN", "2:7"),
+    ('\nx = 1 \uff03 comment', "SyntaxError", "U+FF03", "2:7"),
+    ("\nx = 'abc'", "SyntaxError", "strings use double quotes", "2:5"),
+    ('\nx = [1 2]', "SyntaxError", "matrix elements need commas", "2:8"),
+    ('\nbreak', "SyntaxError", "'break' outside a loop", "2:1"),
+    ('\nreturn 1', "SyntaxError", "'return' outside a function", "2:1"),
+    ('\nif true\n  x = 1\n', "SyntaxError", "the 'if' block opened at 2:1 is missing 'end'", "2:1"),
+    ('\nx = {a = 1}\ny = x.b', "NameError", "the record has no field 'b'", "3:5"),
+    ('\nx = 5\nx(1)', "TypeError", "cannot call a number", "3:1"),
+    ('\nx = "a" + 1', "TypeError", "cannot apply '+' to a string and a number", "2:9"),
+    ('\nfn f(n) -> f(n + 1)\nf(0)', "RecursionError", "nested calls", "2:12"),
+    ('\nzeros(1e6, 1e6)', "ValueError", "would need 8e+12 bytes", "2:1"),
+    ('\nx = import("no_such_file.ml")', "IOError", "no_such_file.ml", "2:5"),
+    ('\na, b = (1, 2, 3)', "ValueError", "cannot unpack a tuple of 3 into 2 names", "2:1"),
+    ('\n1 = x', "SyntaxError", "cannot assign to this expression", "2:1"),
+    ('\nx = 2x', "SyntaxError", "did you mean 2 * x", "2:6"),
+    ('\nx = [1, 2] ** 2', "SyntaxError", "'**' is not a tapeml operator; write '^'", "2:12"),
+    ('\nx = grad(fn(v) -> v, [1, 2])', "ValueError",
+     "grad needs f to return a number, but it returned a vector of length 2", "2:5"),
+    ('\nw = {a = [1, 2], name = "x"}\ng = grad(fn(w) -> sum(w.a), w)', "TypeError", "w.name is a string", "3:5"),
+]
+
+
+@pytest.mark.parametrize("source,kind,fragment,place", CASES, ids=[c[2][:40] for c in CASES])
+def test_error(source, kind, fragment, place):
+    code, out = run_ml(source)
+    assert code == 1, out
+    first = out.splitlines()[0]
+    assert first.startswith(f"<string>:{place}: {kind}: "), out
+    assert fragment in first, out
+    assert "Traceback" not in out
+    # the source line and a caret follow
+    lines = out.splitlines()
+    assert "|" in lines[1] and "^" in lines[2], out
+
+
+def test_caret_points_at_operator():
+    code, out = run_ml("\ny = [1, 2] @ [1, 2, 3]")
+    lines = out.splitlines()
+    assert lines[1] == "  2 | y = [1, 2] @ [1, 2, 3]"
+    assert lines[2] == "    |            ^"
+
+
+def test_call_chain_is_shown():
+    code, out = run_ml("\nfn inner(m) -> m @ [1, 2, 3]\nfn outer(m) -> inner(m) + 1\nouter([1, 2])")
+    assert code == 1
+    assert "called from <string>:3:16 in inner" in out
+    assert "called from <string>:4:1 in outer" in out
+
+
+def test_usage_errors_exit_2(tmp_path):
+    from conftest import run_cli
+    assert run_cli([str(tmp_path / "missing.ml")])[0] == 2
+    assert run_cli(["--no-such-flag"])[0] == 2
+    assert run_cli(["-c"])[0] == 2
+
+
+def test_keyboard_interrupt_in_script_is_one_line(monkeypatch):
+    from tapeml import interpreter
+    from conftest import run_cli
+
+    def boom(self, node, env):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(interpreter.Interpreter, "eval_while", boom)
+    code, out = run_cli(["-c", "while true\nend"])
+    assert code == 130
+    assert out == "Interrupted (Ctrl-C)\n"
