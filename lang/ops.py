@@ -7,8 +7,8 @@ when an outer `grad` is running (grad of grad).
 Conventions at kinks, shared with docs/language.md:
 - relu'(0) = 0, abs'(0) = 0 (sign(0) = 0), sqrt'(0) = inf;
 - max/min (reductions) split the cotangent evenly among tied maxima, as PyTorch's `amax`;
-- in the backward pass a zero factor wins: `zmul(0, inf) = 0`. The VJPs of `/`, `^`, log and
-  sqrt use it, so a branch that `where` did not take (cotangent 0) never brings a NaN or inf
+- in the backward pass a zero factor wins: `zmul(0, inf) = zmul(0, nan) = 0`. The VJPs of
+  `*`, `/`, `^`, exp, log and sqrt use it, so a branch that `where` did not take (cotangent 0) never brings a NaN or inf
   into the gradient, and grad(sqrt(sum(x^2))) at x = 0 is 0 (the subgradient, like `norm`);
 - softmax of a row that is all -inf (every key masked) is all zeros, forward and backward.
 """
@@ -116,8 +116,8 @@ def _vjp_sub(g, ans, res, needs, a, b):
 
 
 def _vjp_mul(g, ans, res, needs, a, b):
-    return (unbroadcast(mul(g, b), shape_of(a)) if needs[0] else None,
-            unbroadcast(mul(g, a), shape_of(b)) if needs[1] else None)
+    return (unbroadcast(zmul(g, b), shape_of(a)) if needs[0] else None,
+            unbroadcast(zmul(g, a), shape_of(b)) if needs[1] else None)
 
 
 def _vjp_div(g, ans, res, needs, a, b):
@@ -192,7 +192,7 @@ def _unary(name, impl, deriv):
     return primitive(name, impl, lambda g, ans, res, needs, x: (deriv(g, x, ans),))
 
 
-exp = _unary("exp", lambda x: _num(np.exp(x)), lambda g, x, ans: mul(g, ans))
+exp = _unary("exp", lambda x: _num(np.exp(x)), lambda g, x, ans: zmul(g, ans))
 log = _unary("log", lambda x: _num(np.log(x)), lambda g, x, ans: zmul(g, div(1.0, x)))
 sqrt = _unary("sqrt", lambda x: _num(np.sqrt(x)), lambda g, x, ans: zmul(g, div(0.5, ans)))
 sin = _unary("sin", lambda x: _num(np.sin(x)), lambda g, x, ans: mul(g, cos(x)))
@@ -215,7 +215,7 @@ _erf_vec = np.frompyfunc(math.erf, 1, 1)
 
 def _erf(x):
     if type(x) is np.ndarray:
-        return _erf_vec(x).astype(x.dtype if x.dtype.kind == "f" else np.float64)
+        return np.asarray(_erf_vec(x), dtype=x.dtype if x.dtype.kind == "f" else np.float64)
     return math.erf(x)
 
 
@@ -589,3 +589,41 @@ def _vjp_sdpa(g, ans, p, needs, q, k, v, bias=None, mask=None, causal=False, sca
 
 
 sdpa = primitive("scaled_dot_product_attention", _sdpa_impl, _vjp_sdpa, _fwd_sdpa)
+
+
+# ==== rms_norm (transformer_block options, issue 6) ============================================
+# y = x / sqrt(mean(x^2) + eps) * gamma over the last axis (Zhang & Sennrich 2019; PyTorch's
+# nn.RMSNorm). The mean square is accumulated in float64. The VJP is written with primitives:
+# with r = 1/sqrt(mean(x^2) + eps) and gh = g * gamma,
+#     dx = r * gh - x * r^3 * mean(gh * x),     dgamma = sum over positions of g * x * r.
+def _rms_norm_impl(x, gamma, eps=1e-5):
+    x = _f(x)
+    ms = np.mean(np.square(x, dtype=np.float64), axis=-1, keepdims=True)
+    return _num(x / np.sqrt(ms + eps) * gamma)
+
+
+def _rms_rstd(x, eps):
+    d = float(shape_of(x)[-1])
+    return div(1.0, sqrt(add(div(sum_(mul(x, x), dim=-1, keepdims=True), d), eps)))
+
+
+def _fwd_rms_norm(x, gamma, eps=1e-5):
+    if type(x) is not Box and type(gamma) is not Box:
+        return _rms_norm_impl(x, gamma, eps), None
+    return mul(mul(x, _rms_rstd(x, eps)), gamma), None
+
+
+def _vjp_rms_norm(g, ans, res, needs, x, gamma, eps=1e-5):
+    r = _rms_rstd(x, eps)
+    gx = ggamma = None
+    if needs[0]:
+        d = float(shape_of(x)[-1])
+        gh = mul(g, gamma)
+        m = div(sum_(mul(gh, x), dim=-1, keepdims=True), d)
+        gx = sub(mul(r, gh), mul(mul(x, mul(r, mul(r, r))), m))
+    if needs[1]:
+        ggamma = unbroadcast(mul(g, mul(x, r)), shape_of(gamma))
+    return gx, ggamma
+
+
+rms_norm = primitive("rms_norm", _rms_norm_impl, _vjp_rms_norm, _fwd_rms_norm)

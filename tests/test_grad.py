@@ -1,0 +1,367 @@
+"""The reverse-mode tape: every primitive against central finite differences (including
+broadcast shapes, batches, ties, zeros and masked rows), higher order, nesting, structure."""
+import math
+
+import numpy as np
+import pytest
+
+from tapeml import ops
+from tapeml.builtins.autodiff import value_and_grad_impl
+from tapeml.builtins import nn
+from tapeml.tape import Box, raw
+from tapeml.values import Record
+
+from conftest import run_ml
+
+
+class PyInterp:
+    """Calls Python functions where the builtins expect the interpreter."""
+    current_call = None
+
+    def call(self, f, args, kwargs, span):
+        return f(*args, **kwargs)
+
+
+def grad(f, x):
+    return value_and_grad_impl(PyInterp(), f, x)[1]
+
+
+def fd_grad(f, x, h=1e-6):
+    """Central differences of scalar f at array x."""
+    x = np.asarray(x, dtype=np.float64)
+    g = np.zeros_like(x)
+    for i in range(x.size):
+        xp, xm = x.copy(), x.copy()
+        xp.flat[i] += h
+        xm.flat[i] -= h
+        g.flat[i] = (float(raw(f(xp))) - float(raw(f(xm)))) / (2 * h)
+    return g
+
+
+def check(f, *inputs, tol=1e-6):
+    """d/d(input k) of sum(f(...) * R) for every input, tape vs finite differences."""
+    rng = np.random.default_rng(1)
+    out = raw(f(*inputs))
+    R = rng.standard_normal(np.shape(out))
+
+    for k in range(len(inputs)):
+        def loss(xk, k=k):
+            args = list(inputs)
+            args[k] = xk
+            return ops.sum_(ops.mul(f(*args), R))
+        tape = np.asarray(raw(grad(loss, inputs[k])), dtype=np.float64)
+        fd = fd_grad(loss, inputs[k])
+        assert tape.shape == np.shape(inputs[k])
+        assert np.all(np.isfinite(tape))
+        err = np.max(np.abs(tape - fd) / np.maximum(1.0, np.abs(fd))) if fd.size else 0.0
+        assert err < tol, (k, tape, fd)
+
+
+rng = np.random.default_rng(0)
+
+
+def r(*shape):
+    return rng.standard_normal(shape) if shape else float(rng.standard_normal())
+
+
+def pos(*shape):
+    return np.abs(r(*shape)) + 0.5 if shape else abs(r()) + 0.5
+
+
+BROADCAST_PAIRS = [((), (4,)), ((4,), ()), ((3, 4), (4,)), ((3, 4), (1, 4)), ((3, 1), (1, 4)),
+                   ((3, 4), (3, 4)), ((2, 3, 4), (4,)), ((2, 3, 4), (3, 1))]
+
+
+@pytest.mark.parametrize("name", ["add", "sub", "mul", "div", "pow", "zmul", "mod"])
+@pytest.mark.parametrize("sa,sb", BROADCAST_PAIRS)
+def test_binary_broadcast(name, sa, sb):
+    prim = ops.TABLE[name]
+    a = pos(*sa) if name in ("pow", "div", "mod") else r(*sa)
+    b = pos(*sb) + 0.3 if name in ("div", "mod") else (r(*sb) if name != "pow" else pos(*sb))
+    if name == "mod":
+        a = a + 0.05  # keep away from the jumps of the floor
+        check(lambda x: prim(x, b), a)
+        return
+    check(prim, a, b)
+
+
+UNARY = {
+    "neg": (ops.neg, r), "exp": (ops.exp, r), "log": (ops.log, pos), "sqrt": (ops.sqrt, pos),
+    "sin": (ops.sin, r), "cos": (ops.cos, r), "tanh": (ops.tanh, r), "abs": (ops.abs_, r),
+    "relu": (ops.relu, r), "sigmoid": (ops.sigmoid, r), "erf": (ops.erf, r), "gelu": (ops.gelu, r),
+    "transpose": (ops.transpose, r),
+}
+
+
+@pytest.mark.parametrize("name", sorted(UNARY))
+@pytest.mark.parametrize("shape", [(), (4,), (3, 4), (2, 3, 4)])
+def test_unary(name, shape):
+    prim, gen = UNARY[name]
+    if name == "transpose" and shape == ():
+        return
+    check(prim, gen(*shape))
+
+
+@pytest.mark.parametrize("shape,dim", [((4,), None), ((3, 4), None), ((3, 4), 0), ((3, 4), 1),
+                                       ((2, 3, 4), 2), ((2, 3, 4), (0, 2))])
+@pytest.mark.parametrize("name", ["sum", "max", "min"])
+def test_reductions(name, shape, dim):
+    check(lambda x: ops.TABLE[name](x, dim=dim), r(*shape))
+
+
+def test_max_ties_split_evenly():
+    g = grad(lambda x: ops.amax(x), np.array([1.0, 3.0, 3.0, 2.0]))
+    assert np.array_equal(g, [0, 0.5, 0.5, 0])
+    g = grad(lambda x: ops.sum_(ops.amin(x, dim=1)), np.array([[1.0, 1.0], [2.0, 5.0]]))
+    assert np.array_equal(g, [[0.5, 0.5], [1, 0]])
+
+
+def test_kinks():
+    assert grad(lambda x: ops.abs_(x), 0.0) == 0
+    assert grad(lambda x: ops.relu(x), 0.0) == 0
+    assert grad(lambda x: ops.sqrt(x), 0.0) == math.inf
+    assert np.array_equal(grad(lambda x: ops.sqrt(ops.sum_(ops.mul(x, x))), np.zeros(2)), [0, 0])
+
+
+def test_clip_where():
+    x = np.array([-2.0, 0.3, 0.7, 5.0])
+    check(lambda v: ops.clip(v, lo=0.0, hi=1.0), x)
+    c = x > 0
+    check(lambda a, b: ops.where(c, a, b), r(4), r(4))
+    check(lambda a: ops.where(c, a, 0.0), r(4))
+
+
+def test_where_blocks_nan_from_untaken_branch():
+    x = np.array([-1.0, 0.0, 4.0])
+    g = grad(lambda v: ops.sum_(ops.where(ops.gt(v, 0.0), ops.mul(v, ops.sqrt(v)), 0.0)), x)
+    assert np.array_equal(g, [0, 0, 3])
+    g = grad(lambda v: ops.sum_(ops.where(ops.gt(v, 0.0), ops.log(v), 0.0)), x)
+    assert np.array_equal(g, [0, 0, 0.25])
+
+
+@pytest.mark.parametrize("sa,sb", [((3,), (3,)), ((2, 3), (3,)), ((3,), (3, 2)), ((2, 3), (3, 4)),
+                                   ((2, 2, 3), (3, 4)), ((2, 2, 3), (2, 3, 4)), ((2, 3), (2, 3, 4))])
+def test_matmul(sa, sb):
+    check(ops.matmul, r(*sa), r(*sb))
+
+
+def test_shapes_and_indexing():
+    check(lambda x: ops.reshape(x, shape=(2, 6)), r(3, 4))
+    check(lambda x: ops.broadcast_to(x, shape=(3, 4)), r(1, 4))
+    check(lambda a, b: ops.concat(a, b, dim=0), r(2, 3), r(1, 3))
+    check(lambda a, b: ops.concat(a, b, dim=1), r(2, 3), r(2, 2))
+    check(lambda a, b: ops.stack(a, b, dim=1), r(2, 3), r(2, 3))
+    check(lambda x: ops.index(x, idx=(slice(0, 2), 1)), r(3, 4))
+    check(lambda x: ops.index(x, idx=(np.array([0, 2, 0, 0]),)), r(3, 4))   # repeats accumulate
+    g = grad(lambda x: ops.sum_(ops.index(x, idx=(np.array([0, 0, 1]),))), np.zeros(3))
+    assert np.array_equal(g, [2, 1, 0])
+    check(lambda x, v: ops.setitem(x, v, idx=(slice(1, 3),)), r(4), r(2))
+    check(lambda x, v: ops.setitem(x, v, idx=(slice(None), 0)), r(3, 4), r())
+    check(lambda g: ops.scatter_add(g, idx=(np.array([0, 0, 2]),), shape=(3,)), r(3))
+
+
+@pytest.mark.parametrize("shape", [(5,), (3, 5), (2, 3, 5)])
+def test_softmax_family(shape):
+    check(lambda x: ops.softmax(x, dim=-1), r(*shape))
+    check(lambda x: ops.log_softmax(x, dim=-1), r(*shape))
+    if len(shape) > 1:
+        check(lambda x: ops.softmax(x, dim=0), r(*shape))
+
+
+@pytest.mark.parametrize("shape", [(4,), (3, 4), (2, 3, 4)])
+def test_layer_norm_and_dense(shape):
+    check(lambda x, g, b: ops.layer_norm(x, g, b, eps=1e-5), r(*shape), r(4), r(4))
+    check(lambda x, w, b: ops.dense(x, w, b), r(*shape), r(4, 3), r(3))
+    check(lambda x, w: ops.dense(x, w, None), r(*shape), r(4, 3))
+
+
+@pytest.mark.parametrize("batch", [(), (2,)])
+@pytest.mark.parametrize("causal", [False, True])
+def test_sdpa(batch, causal):
+    q, k, v = r(*batch, 3, 4), r(*batch, 5, 4), r(*batch, 5, 2)
+    check(lambda q, k, v: nn.attention(q, k, v, causal=causal), q, k, v)
+    bias = r(3, 5)
+    check(lambda q, k, v, b: ops.sdpa(q, k, v, b, scale=0.5), q, k, v, bias)
+
+
+def test_fully_masked_row_gives_zeros_forward_and_backward():
+    q, k, v = r(3, 2), r(3, 2), r(3, 2)
+    mask = np.array([[False, False, False], [True, False, True], [True, True, True]])
+    out = nn.attention(q, k, v, mask=mask)
+    assert np.array_equal(out[0], [0, 0])
+    for argnum in range(3):
+        def loss(x, argnum=argnum):
+            args = [q, k, v]
+            args[argnum] = x
+            return ops.sum_(nn.attention(*args, mask=mask))
+        g = grad(loss, [q, k, v][argnum])
+        assert np.all(np.isfinite(g))
+    gq = grad(lambda x: ops.sum_(nn.attention(x, k, v, mask=mask)), q)
+    assert np.array_equal(gq[0], [0, 0])
+    check(lambda q, k, v: nn.attention(q, k, v, mask=mask), q, k, v)
+
+
+def test_every_differentiable_primitive_is_checked_here():
+    tested = set(UNARY) | {"add", "sub", "mul", "div", "pow", "zmul", "mod", "sum", "max", "min",
+                           "clip", "where", "matmul", "reshape", "broadcast_to", "concat", "stack",
+                           "index", "setitem", "scatter_add", "softmax", "log_softmax", "layer_norm",
+                           "dense", "scaled_dot_product_attention", "masked_softmax"}
+    extra = {"rms_norm"}    # checked in test_block_options.py
+    diff = {n for n, p in ops.TABLE.items() if not p.nondiff}
+    assert diff - tested - extra == set()
+
+
+def test_composites_have_no_vjp():
+    assert "multi_head_attention" not in ops.TABLE
+    assert "transformer_block" not in ops.TABLE
+    # and the block's tape holds only primitives of the table
+    from tapeml.tape import toposort
+    seen = set()
+
+    def f(x):
+        out = nn.mha(x, (head(),))
+        seen.update(n.prim.name for n in toposort(out.node) if n.prim is not None)
+        return ops.sum_(out)
+    grad(f, r(3, 2))
+    assert seen and seen <= set(ops.TABLE)
+    assert "multi_head_attention" not in seen
+
+
+def head(d=2, dk=2):
+    return Record({"wq": r(d, dk), "wk": r(d, dk), "wv": r(d, dk), "wo": r(dk, d)})
+
+
+def block_weights(d=4, n_heads=2, hidden=8):
+    return Record({"heads": tuple(head(d, d // n_heads) for _ in range(n_heads)),
+                   "ln1_gamma": 1 + 0.1 * r(d), "ln1_beta": 0.1 * r(d), "w1": r(d, hidden), "b1": r(hidden),
+                   "w2": r(hidden, d), "b2": r(d), "ln2_gamma": 1 + 0.1 * r(d), "ln2_beta": 0.1 * r(d),
+                   "unused": r(3)})
+
+
+def test_block_gradient_structure_and_finite_differences():
+    from tapeml.builtins.util import tree_leaves
+    w = block_weights()
+    x = r(5, 4)
+    R = r(5, 4)
+    f = lambda w: ops.sum_(ops.mul(nn.transformer_block(x, w), R))
+    g = grad(f, w)
+    assert isinstance(g, Record) and list(g.fields) == list(w.fields)
+    assert isinstance(g.fields["heads"], tuple) and len(g.fields["heads"]) == 2
+    assert np.array_equal(g.fields["unused"], np.zeros(3))
+    for (path, leaf), (_, gl) in zip(tree_leaves(w, "w"), tree_leaves(g, "w")):
+        assert np.shape(gl) == np.shape(leaf), path
+        if path == "w.unused":
+            continue
+
+        def loss_at(v, path=path):
+            def swap(p, val):
+                return v if p == path else val
+            from tapeml.builtins.util import tree_map
+            leaves = iter(tree_leaves(w, "w"))
+            return f(tree_map(lambda val: swap(next(leaves)[0], val), w))
+        fd = fd_grad(loss_at, leaf)
+        assert np.max(np.abs(gl - fd)) < 1e-6 * max(1.0, np.max(np.abs(fd))), path
+
+
+def test_fresh_gradients_each_call():
+    for _ in range(3):
+        assert np.array_equal(grad(lambda x: ops.sum_(ops.mul(ops.mul(x, x), x)), np.array([1.0, 2, 3])), [3, 12, 27])
+
+
+def test_reused_intermediate_and_backward_idempotent():
+    def f(a):
+        b = ops.add(a, a)
+        return ops.add(b, b)
+    assert grad(f, 1.0) == 4
+    assert grad(f, 1.0) == 4
+
+
+def test_deep_chain_does_not_recurse():
+    def f(x):
+        for _ in range(5000):
+            x = ops.mul(x, 1.0001)
+        return x
+    assert abs(grad(f, 1.0) - 1.0001 ** 5000) < 1e-9
+
+
+# ---- higher order ------------------------------------------------------------------------
+def d(f):
+    return lambda x: grad(f, x)
+
+
+@pytest.mark.parametrize("f,d2", [
+    (lambda x: ops.pow_(x, 3.0), lambda x: 6 * x),
+    (ops.sin, lambda x: -math.sin(x)),
+    (ops.exp, math.exp),
+    (ops.log, lambda x: -1 / x ** 2),
+    (ops.tanh, lambda x: -2 * math.tanh(x) * (1 - math.tanh(x) ** 2)),
+])
+def test_second_derivatives(f, d2):
+    for x in (0.3, 1.7):
+        assert abs(d(d(f))(x) - d2(x)) < 1e-9
+    if f is ops.sin:
+        assert abs(d(d(d(f)))(0.3) + math.cos(0.3)) < 1e-9
+
+
+def test_softmax_hessian_vector_product():
+    x0, v, c = r(4), r(4), r(4)
+    f = lambda x: ops.sum_(ops.mul(ops.softmax(x, dim=-1), c))
+    hvp = grad(lambda x: ops.sum_(ops.mul(grad(f, x), v)), x0)
+    h = 1e-5
+    fd = (np.asarray(grad(f, x0 + h * v)) - np.asarray(grad(f, x0 - h * v))) / (2 * h)
+    assert np.max(np.abs(hvp - fd)) < 1e-8
+
+
+def test_mlp_hessian_vector_product():
+    x, y = r(6, 3), r(6, 1)
+    params = Record({"w1": r(3, 5), "b1": r(5), "w2": r(5, 1), "b2": r(1)})
+    vec = Record({k: r(*np.shape(v)) for k, v in params.fields.items()})
+
+    def loss(p):
+        h = ops.tanh(ops.dense(x, p.fields["w1"], p.fields["b1"]))
+        e = ops.sub(ops.dense(h, p.fields["w2"], p.fields["b2"]), y)
+        return ops.div(ops.sum_(ops.mul(e, e)), 6.0)
+
+    def gv(p):
+        g = grad(loss, p)
+        total = 0.0
+        for k in g.fields:
+            total = ops.add(total, ops.sum_(ops.mul(g.fields[k], vec.fields[k])))
+        return total
+    hvp = grad(gv, params)
+    h = 1e-5
+    plus = Record({k: v + h * vec.fields[k] for k, v in params.fields.items()})
+    minus = Record({k: v - h * vec.fields[k] for k, v in params.fields.items()})
+    gp, gm = grad(loss, plus), grad(loss, minus)
+    for k in params.fields:
+        fd = (gp.fields[k] - gm.fields[k]) / (2 * h)
+        assert np.max(np.abs(hvp.fields[k] - fd)) < 1e-7, k
+
+
+def test_nested_grads_do_not_confuse_tapes():
+    # d/dx [x * d/dy (x * y)] = d/dx [x * x] = 2x  (the perturbation-confusion test)
+    assert grad(lambda x: ops.mul(x, grad(lambda y: ops.mul(x, y), 2.0)), 3.0) == 6.0
+
+
+def test_untracked_calls_return_plain_values():
+    out = ops.add(np.ones(2), np.ones(2))
+    assert type(out) is np.ndarray
+    assert type(nn.transformer_block(r(3, 4), block_weights())) is np.ndarray
+
+
+# ---- through the language ----------------------------------------------------------------
+def test_language_grad_forms():
+    code, out = run_ml("""
+print(grad(fn(x) -> x^2, 3))
+print(grad(fn(x) -> grad(fn(y) -> y^3, x), 2))
+w = {a = 2, b = (1, [1, 2]), unused = [5, 5]}
+print(grad(fn(w) -> w.a * w.b[0] * sum(w.b[1]), w))
+v, g = value_and_grad(fn(x) -> sum(x^2), [1, 2])
+print(v, g)
+print(grad(fn(x) -> x * stop_gradient(x), 3))
+print(all([check_grad(fn(x) -> sum(sin(x) * x), [0.5, 1, 2]) < 1e-6]))
+print(grad(fn(x) -> sum(where(x > 0, sqrt(x), 0)), [-1, 0, 4]))
+""")
+    assert code == 0, out
+    assert out.splitlines() == ["6", "12", "{a = 3, b = (6, [2, 2]), unused = [0, 0]}",
+                                "5 [2, 4]", "3", "true", "[0, 0, 0.25]"]
