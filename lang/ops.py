@@ -26,14 +26,16 @@ np.seterr(all="ignore")
 TABLE: dict[str, Primitive] = {}
 
 
-def primitive(name, impl, vjp=None, fwd=None, nondiff=False) -> Primitive:
-    prim = Primitive(name, impl, vjp, fwd, nondiff)
+def primitive(name, impl, vjp=None, fwd=None, nondiff=False, arity=None):
+    """Declare a primitive in the table; returns the plain function that calls it."""
+    prim = Primitive(name, impl, vjp, fwd, nondiff, arity)
     TABLE[name] = prim
-    return prim
+    return prim.call
 
 
 def shape_of(v) -> tuple:
-    v = raw(v)
+    while type(v) is Box:
+        v = v.value
     return v.shape if type(v) is np.ndarray else ()
 
 
@@ -56,14 +58,20 @@ def _num(r):
 
 # ---- elementwise arithmetic -------------------------------------------------------------
 def _add(a, b):
+    if type(a) is float and type(b) is float:
+        return a + b
     return _f(a) + _f(b)
 
 
 def _sub(a, b):
+    if type(a) is float and type(b) is float:
+        return a - b
     return _f(a) - _f(b)
 
 
 def _mul(a, b):
+    if type(a) is float and type(b) is float:
+        return a * b
     return _f(a) * _f(b)
 
 
@@ -141,6 +149,9 @@ def _vjp_pow(g, ans, res, needs, a, b):
 
 
 def _zmul(a, b):
+    tb = type(b)
+    if (tb is float or tb is np.float64) and b != 0 and math.isfinite(b):
+        return _f(a) * b          # a finite, nonzero number: no 0 x inf can arise
     r = _f(a) * _f(b)
     if type(r) is np.ndarray:
         if not np.isfinite(r).all():
@@ -155,14 +166,14 @@ def _vjp_zmul(g, ans, res, needs, a, b):
             unbroadcast(zmul(g, a), shape_of(b)) if needs[1] else None)
 
 
-add = primitive("add", _add, _vjp_add)
-sub = primitive("sub", _sub, _vjp_sub)
-mul = primitive("mul", _mul, _vjp_mul)
-div = primitive("div", _div, _vjp_div)
-mod = primitive("mod", _mod, _vjp_mod)
-pow_ = primitive("pow", _pow, _vjp_pow)
-zmul = primitive("zmul", _zmul, _vjp_zmul)
-neg = primitive("neg", _neg, lambda g, ans, res, needs, a: (neg(g),))
+add = primitive("add", _add, _vjp_add, arity=2)
+sub = primitive("sub", _sub, _vjp_sub, arity=2)
+mul = primitive("mul", _mul, _vjp_mul, arity=2)
+div = primitive("div", _div, _vjp_div, arity=2)
+mod = primitive("mod", _mod, _vjp_mod, arity=2)
+pow_ = primitive("pow", _pow, _vjp_pow, arity=2)
+zmul = primitive("zmul", _zmul, _vjp_zmul, arity=2)
+neg = primitive("neg", _neg, lambda g, ans, res, needs, a: (neg(g),), arity=1)
 
 
 # ---- comparisons and other non-differentiable operations ---------------------------------
@@ -189,7 +200,7 @@ logical_not = primitive("not", lambda x: _num(np.logical_not(x)) if type(x) is n
 # ---- elementwise functions ----------------------------------------------------------------
 def _unary(name, impl, deriv):
     """An elementwise primitive whose VJP is g * deriv(x, ans)."""
-    return primitive(name, impl, lambda g, ans, res, needs, x: (deriv(g, x, ans),))
+    return primitive(name, impl, lambda g, ans, res, needs, x: (deriv(g, x, ans),), arity=1)
 
 
 exp = _unary("exp", lambda x: _num(np.exp(x)), lambda g, x, ans: zmul(g, ans))

@@ -57,35 +57,69 @@ class Primitive:
     argument (None where `needs[i]` is false or the argument is not differentiable).
 
     `fwd`, when given, is the forward used while recording: written with primitives, it
-    returns (ans, res) and lets the VJP reuse intermediate results."""
+    returns (ans, res) and lets the VJP reuse intermediate results.
 
-    def __init__(self, name: str, impl, vjp=None, fwd=None, nondiff: bool = False):
+    `call` is the plain function the rest of tapeml calls: it checks its arguments for Boxes
+    (the one check the plain interpreter pays) and otherwise runs `impl` directly."""
+
+    def __init__(self, name: str, impl, vjp=None, fwd=None, nondiff: bool = False, arity: int | None = None):
         self.name = name
         self.impl = impl
         self.vjp = vjp
         self.fwd = fwd
         self.nondiff = nondiff or vjp is None
+        self.call = self._make_call(arity)
+
+    def _make_call(self, arity):
+        impl, traced = self.impl, self.traced
+        if arity == 1:
+            def call(x, **kw):
+                if type(x) is Box:
+                    return traced((x,), kw)
+                return impl(x, **kw)
+        elif arity == 2:
+            def call(a, b):
+                if type(a) is Box or type(b) is Box:
+                    return traced((a, b), {})
+                return impl(a, b)
+        else:
+            def call(*args, **kw):
+                for a in args:
+                    if type(a) is Box:
+                        return traced(args, kw)
+                return impl(*args, **kw)
+        call.__name__ = self.name
+        call.primitive = self
+        return call
 
     def __call__(self, *args, **kw):
-        for a in args:
-            if type(a) is Box:
-                return self.traced(args, kw)
-        return self.impl(*args, **kw)
+        return self.call(*args, **kw)
 
     def traced(self, args, kw):
         if self.nondiff:
             return self.impl(*[raw(a) for a in args], **kw)
-        top = max(a.level for a in args if type(a) is Box)
+        top = 0
+        for a in args:
+            if type(a) is Box and a.level > top:
+                top = a.level
         unboxed = list(args)
         parents = []
+        lower = False
         for i, a in enumerate(args):
-            if type(a) is Box and a.level == top:
-                unboxed[i] = a.value
-                parents.append((i, a.node))
+            if type(a) is Box:
+                if a.level == top:
+                    unboxed[i] = a.value
+                    parents.append((i, a.node))
+                    if type(a.value) is Box:
+                        lower = True
+                else:
+                    lower = True
         if self.fwd is not None:
             ans, res = self.fwd(*unboxed, **kw)
+        elif lower:
+            ans, res = self.call(*unboxed, **kw), None     # records on the lower tapes too
         else:
-            ans, res = self(*unboxed, **kw), None
+            ans, res = self.impl(*unboxed, **kw), None
         return Box(ans, top, TapeNode(self, unboxed, kw, ans, res, parents))
 
     def __repr__(self):
@@ -156,7 +190,7 @@ def backward(out: Box, g, add, shape_of) -> dict:
             gi = grads[i]
             if gi is None:
                 continue
-            if shape_of(gi) != shape_of(node.args[i]):
+            if shape_of(gi) != shape_of(node.args[i]):   # every VJP must undo its broadcasting
                 raise InternalError(f"VJP of {node.prim.name} gave a cotangent of shape {shape_of(gi)} "
                                     f"for argument {i} of shape {shape_of(node.args[i])}")
             prev = pending.get(parent)

@@ -1,0 +1,280 @@
+"""tapeml benchmark suite: ratios against hand-written NumPy (the floor) and PyTorch eager.
+
+    python tests/perf/bench.py [--quick] [--write docs/performance.md]
+
+Every figure is the median of repeated runs after warm-up, measured in this one run. The hand
+NumPy block's gradients are checked against tapeml's before anything is timed.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import resource
+import statistics
+import subprocess
+import sys
+import textwrap
+import time
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, HERE)
+import handblock  # noqa: E402
+
+from tapeml.interpreter import Interpreter  # noqa: E402
+from tapeml.values import Record  # noqa: E402
+
+try:
+    import torch
+except ImportError:  # PyTorch is only a reference, never a dependency
+    torch = None
+
+
+def median_time(fn, repeat, warmup=2):
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def tapeml_setup(W, x, R, dtype="float64"):
+    interp = Interpreter()
+    if dtype != "float64":
+        interp.run(f'set_dtype("{dtype}")', "<bench>")
+    f = handblock.to_record_fields(W)
+    heads = tuple(Record(h) for h in f.pop("heads"))
+    interp.globals.vars.update(w=Record({"heads": heads, **f}), x=x, R=R)
+    interp.run(textwrap.dedent("""
+        loss = fn(w) -> sum(transformer_block(x, w) * R)
+        fn step() -> value_and_grad(loss, w)
+        fn forward() -> transformer_block(x, w)
+    """), "<bench>")
+    g = interp.globals.vars
+    return (lambda: interp.call(g["step"], [], {}, None)), (lambda: interp.call(g["forward"], [], {}, None))
+
+
+def check_against_hand(step, W, x, R):
+    value, g = step()
+    out, G = handblock.block_fwd_bwd(x, W, R)
+    H = W["H"]
+    dk = W["Wq"].shape[1] // H
+    pairs = [(g.fields["ln1_gamma"], G["g1"]), (g.fields["ln1_beta"], G["b1n"]), (g.fields["w1"], G["w1"]),
+             (g.fields["b1"], G["b1"]), (g.fields["w2"], G["w2"]), (g.fields["b2"], G["b2"]),
+             (g.fields["ln2_gamma"], G["g2"]), (g.fields["ln2_beta"], G["b2n"])]
+    for h, head in enumerate(g.fields["heads"]):
+        sl = slice(h * dk, (h + 1) * dk)
+        pairs += [(head.fields["wq"], G["Wq"][:, sl]), (head.fields["wk"], G["Wk"][:, sl]),
+                  (head.fields["wv"], G["Wv"][:, sl]), (head.fields["wo"], G["Wo"][sl, :])]
+    tol = 1e-9 if x.dtype == np.float64 else 2e-3
+    for a, b in pairs:
+        err = np.max(np.abs(a - b)) / max(1e-12, np.max(np.abs(b)))
+        assert err < tol, f"tapeml and hand NumPy gradients differ ({err:.2e})"
+    assert abs(float(value) - float(np.sum(out * R))) < tol * max(1.0, abs(float(value)))
+
+
+def torch_setup(W, x, R, hidden):
+    dt = torch.float64 if x.dtype == np.float64 else torch.float32
+    D = x.shape[1]
+    layer = torch.nn.TransformerEncoderLayer(D, W["H"], dim_feedforward=hidden, dropout=0.0,
+                                             batch_first=True, dtype=dt)
+    with torch.no_grad():
+        layer.self_attn.in_proj_weight.copy_(torch.from_numpy(np.concatenate([W["Wq"], W["Wk"], W["Wv"]], 1).T))
+        layer.self_attn.in_proj_bias.zero_()
+        layer.self_attn.out_proj.weight.copy_(torch.from_numpy(W["Wo"].T))
+        layer.self_attn.out_proj.bias.zero_()
+        layer.linear1.weight.copy_(torch.from_numpy(W["w1"].T)); layer.linear1.bias.copy_(torch.from_numpy(W["b1"]))
+        layer.linear2.weight.copy_(torch.from_numpy(W["w2"].T)); layer.linear2.bias.copy_(torch.from_numpy(W["b2"]))
+        layer.norm1.weight.copy_(torch.from_numpy(W["g1"])); layer.norm1.bias.copy_(torch.from_numpy(W["b1n"]))
+        layer.norm2.weight.copy_(torch.from_numpy(W["g2"])); layer.norm2.bias.copy_(torch.from_numpy(W["b2n"]))
+    tx = torch.from_numpy(x)[None]
+    tR = torch.from_numpy(R)[None]
+
+    def step():
+        layer.zero_grad(set_to_none=True)
+        loss = (layer(tx) * tR).sum()
+        loss.backward()
+        return loss
+
+    def forward():
+        with torch.no_grad():
+            return layer(tx)
+    return step, forward
+
+
+def block_rows(sizes, dtype, repeat_scale):
+    rows = []
+    for (T, D, H) in sizes:
+        rng = np.random.default_rng(0)
+        hidden = 4 * D
+        W = handblock.make_weights(D, H, hidden, rng, dtype)
+        x = rng.standard_normal((T, D)).astype(dtype)
+        R = rng.standard_normal((T, D)).astype(dtype)
+        step, forward = tapeml_setup(W, x, R, np.dtype(dtype).name)
+        check_against_hand(step, W, x, R)
+        repeat = max(5, int(repeat_scale * 2000 / (T * D) ** 0.75))
+        t_tml = median_time(step, repeat)
+        t_hand = median_time(lambda: handblock.block_fwd_bwd(x, W, R), repeat)
+        t_torch = None
+        if torch is not None:
+            tstep, _ = torch_setup(W, x, R, hidden)
+            t_torch = median_time(tstep, repeat)
+        rows.append((f"fwd+bwd T={T}, D={D}, {H} heads", t_tml, t_hand, t_torch))
+        if (T, D) == (128, 256):
+            t_f = median_time(forward, repeat)
+            t_hf = median_time(lambda: handblock.block_fwd(x, W), repeat)
+            t_tf = None
+            if torch is not None:
+                _, tfwd = torch_setup(W, x, R, hidden)
+                t_tf = median_time(tfwd, repeat)
+            rows.append((f"forward only T={T}, D={D}, {H} heads", t_f, t_hf, t_tf))
+    return rows
+
+
+def run_ml_timed(code, repeat=3):
+    interp = Interpreter()
+    interp.run(code, "<bench>")
+    fn = interp.globals.vars["bench"]
+    return median_time(lambda: interp.call(fn, [], {}, None), repeat, warmup=1)
+
+
+def python_loop(n):
+    s = 0.0
+    for i in range(1, n + 1):
+        s = s + i
+    return s
+
+
+def fib(n):
+    return n if n < 2 else fib(n - 1) + fib(n - 2)
+
+
+def startup(cmd, repeat=7):
+    return median_time(lambda: subprocess.run(cmd, check=True, capture_output=True), repeat, warmup=1)
+
+
+def peak_rss(code):
+    out = subprocess.run([sys.executable, "-c", code + "\nimport resource;print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)"],
+                         check=True, capture_output=True, text=True)
+    return int(out.stdout.strip().splitlines()[-1])
+
+
+def fmt(t):
+    return "—" if t is None else (f"{t * 1e3:.3g} ms" if t >= 1e-3 else f"{t * 1e6:.3g} µs")
+
+
+def ratio(a, b):
+    return "—" if (a is None or b is None) else f"{a / b:.2f}x"
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--quick", action="store_true", help="smaller sizes and fewer repeats")
+    ap.add_argument("--write", help="write the markdown table to this file")
+    args = ap.parse_args()
+    scale = 0.3 if args.quick else 1.0
+    sizes = [(8, 16, 2), (128, 256, 8)] + ([] if args.quick else [(512, 512, 8)])
+    lines = []
+
+    def out(s=""):
+        print(s, flush=True)
+        lines.append(s)
+
+    out("# tapeml performance")
+    out()
+    out("Generated by `python tests/perf/bench.py --write docs/performance.md`; medians of repeated runs "
+        "after warm-up, all measured in the same run. Ratios below 1 mean tapeml is faster.")
+    out()
+    out(f"- machine: {platform.machine()}, {os.cpu_count()} cores, {platform.system()} {platform.release()}")
+    out(f"- Python {platform.python_version()}, NumPy {np.__version__}"
+        + (f", PyTorch {torch.__version__}" if torch else ", PyTorch not installed"))
+    out(f"- MALLOC settings: tapeml sets M_MMAP_THRESHOLD/M_TRIM_THRESHOLD at start-up; "
+        f"both sides run in this one process under the same setting")
+    out()
+    for dtype in ("float64", "float32"):
+        try:
+            rows = block_rows(sizes, np.float32 if dtype == "float32" else np.float64, scale)
+        except Exception as e:  # float32 mode may be missing
+            out(f"({dtype}: not measured: {e})")
+            continue
+        out(f"## Post-norm transformer block, {dtype}, value_and_grad from a .ml script")
+        out()
+        out("| case | tapeml | hand NumPy | PyTorch eager | tapeml / NumPy | tapeml / PyTorch |")
+        out("| --- | --- | --- | --- | --- | --- |")
+        for name, a, b, c in rows:
+            out(f"| {name} | {fmt(a)} | {fmt(b)} | {fmt(c)} | {ratio(a, b)} | {ratio(a, c)} |")
+        out()
+
+    out("## Interpreter and tape overheads")
+    out()
+    out("| case | tapeml | reference | ratio |")
+    out("| --- | --- | --- | --- |")
+    n_ops = 10000 if not args.quick else 2000
+    t_tape = run_ml_timed(f"""
+x = [1, 2; 3, 4]
+fn f(x)
+  y = x
+  for i in 1:{n_ops}
+    y = y * 1.0001
+  end
+  return sum(y)
+end
+fn bench() -> grad(f, x)
+""")
+    t_plain = run_ml_timed(f"""
+x = [1, 2; 3, 4]
+fn f(x)
+  y = x
+  for i in 1:{n_ops}
+    y = y * 1.0001
+  end
+  return sum(y)
+end
+fn bench() -> f(x)
+""")
+    ref = None
+    if torch is not None:
+        def torch_ops():
+            x = torch.tensor([[1.0, 2], [3, 4]], dtype=torch.float64, requires_grad=True)
+            y = x
+            for _ in range(n_ops):
+                y = y * 1.0001
+            y.sum().backward()
+        ref = median_time(torch_ops, 3, 1) / n_ops
+    out(f"| tape: one 2x2 elementwise op, forward + backward (.ml loop) | {fmt(t_tape / n_ops)} | "
+        f"PyTorch {fmt(ref)} | {ratio(t_tape / n_ops, ref)} |")
+    out(f"| the same loop without grad (nothing recorded) | {fmt(t_plain / n_ops)} | | |")
+    n = 1_000_000 if not args.quick else 200_000
+    t_loop = run_ml_timed(f"fn bench()\n  s = 0\n  for i in 1:{n}\n    s = s + i\n  end\n  return s\nend")
+    t_py = median_time(lambda: python_loop(n), 3, 1)
+    out(f"| `s = s + i`, {n:,} iterations | {fmt(t_loop)} | CPython {fmt(t_py)} | {ratio(t_loop, t_py)} |")
+    t_fib = run_ml_timed("fn fib(n)\n  if n < 2\n    return n\n  end\n  return fib(n - 1) + fib(n - 2)\nend\nfn bench() -> fib(22)")
+    t_pyfib = median_time(lambda: fib(22), 3, 1)
+    out(f"| recursive fib(22) | {fmt(t_fib)} | CPython {fmt(t_pyfib)} | {ratio(t_fib, t_pyfib)} |")
+    tml = os.path.join(os.path.dirname(sys.executable), "tapeml")
+    t_start = startup([tml, "-c", "1"])
+    t_np = startup([sys.executable, "-c", "import numpy"])
+    out(f"| start-up `tapeml -c \"1\"` | {fmt(t_start)} | `python -c \"import numpy\"` {fmt(t_np)} | {ratio(t_start, t_np)} |")
+    if not args.quick:
+        setup = (f"import sys; sys.path.insert(0, {HERE!r}); import numpy as np, handblock; "
+                 "rng = np.random.default_rng(0); W = handblock.make_weights(512, 8, 2048, rng); "
+                 "x = rng.standard_normal((512, 512)); R = rng.standard_normal((512, 512))\n")
+        hand_rss = peak_rss(setup + "for _ in range(3): handblock.block_fwd_bwd(x, W, R)")
+        tml_rss = peak_rss(setup + f"sys.argv=['bench']; import bench\n"
+                                   "step, _ = bench.tapeml_setup(W, x, R)\nfor _ in range(3): step()")
+        out(f"| peak resident memory, T=512 D=512 fwd+bwd | {tml_rss / 1024:.0f} MB | hand NumPy "
+            f"{hand_rss / 1024:.0f} MB | {tml_rss / hand_rss:.2f}x |")
+    out()
+    if args.write:
+        with open(args.write, "w", encoding="utf-8") as f:
+            f.write("\n".join(lines) + "\n")
+
+
+if __name__ == "__main__":
+    main()
