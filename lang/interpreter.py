@@ -66,6 +66,11 @@ class Env:
 BINARY = {"+": ops.add, "-": ops.sub, "*": ops.mul, "/": ops.div, "%": ops.mod, "^": ops.pow_,
           "@": ops.matmul, "==": ops.eq, "!=": ops.ne, "<": ops.lt, "<=": ops.le, ">": ops.gt,
           ">=": ops.ge}
+# Two plain floats are never on a tape: the interpreter calls the primitive's declared
+# scalar form (ops.primitive(..., scalar=)) directly.
+FLOAT_OPS = {sym: ops.TABLE[name].scalar for sym, name in
+             (("+", "add"), ("-", "sub"), ("*", "mul"), ("<", "lt"), ("<=", "le"), (">", "gt"),
+              (">=", "ge"), ("==", "eq"), ("!=", "ne"))}
 OP_WORDS = {"+": "add", "-": "subtract", "*": "multiply elementwise", "/": "divide", "%": "take the remainder of",
             "^": "raise", "==": "compare", "!=": "compare", "<": "compare", "<=": "compare", ">": "compare",
             ">=": "compare"}
@@ -150,7 +155,11 @@ class Interpreter:
         return self.eval(node.expr, env)
 
     def eval_assign(self, node, env):
-        value = self.eval(node.value, env)
+        value = self.dispatch[type(node.value)](node.value, env)
+        target = node.target
+        if node.op is None and type(target) is A.Name:
+            env.vars[target.name] = value
+            return
         if node.op is not None:
             current = self.eval(node.target, env)
             value = self.binary(node.op, current, value, node.span)
@@ -254,11 +263,12 @@ class Interpreter:
         else:
             raise TypeErr(f"cannot loop over {describe(seq)}; loop over a range, a matrix, "
                           f"a tuple or a string", node.iterable.span)
-        name, body, vars_ = node.var, node.body, env.vars
+        name, body, vars_, d = node.var, node.body, env.vars, self.dispatch
         for item in items:
             vars_[name] = item
             try:
-                self.exec_block(body, env)
+                for stmt in body:
+                    d[type(stmt)](stmt, env)
             except BreakSignal:
                 break
             except ContinueSignal:
@@ -297,10 +307,14 @@ class Interpreter:
         return "".join(p if type(p) is str else format_value(self.eval(p, env)) for p in parts)
 
     def eval_name(self, node, env):
-        try:
-            return env.lookup(node.name)
-        except KeyError:
-            raise self.unknown_name(node.name, node.span, env) from None
+        name = node.name
+        e = env
+        while e is not None:
+            v = e.vars
+            if name in v:
+                return v[name]
+            e = e.parent
+        raise self.unknown_name(name, node.span, env)
 
     def unknown_name(self, name, span, env) -> NameErr:
         names = env.names()
@@ -335,8 +349,15 @@ class Interpreter:
         return ops.neg(v) if node.op == "-" else v
 
     def eval_binary(self, node, env):
-        return self.binary(node.op, self.eval(node.left, env), self.eval(node.right, env),
-                           node.op_span or node.span)
+        d = self.dispatch
+        left, right = node.left, node.right
+        a = d[type(left)](left, env)
+        b = d[type(right)](right, env)
+        if type(a) is float and type(b) is float:
+            fast = FLOAT_OPS.get(node.op)
+            if fast is not None:
+                return fast(a, b)
+        return self.binary(node.op, a, b, node.op_span or node.span)
 
     def binary(self, op, a, b, span):
         ta, tb = type(a), type(b)

@@ -26,9 +26,11 @@ np.seterr(all="ignore")
 TABLE: dict[str, Primitive] = {}
 
 
-def primitive(name, impl, vjp=None, fwd=None, nondiff=False, arity=None):
-    """Declare a primitive in the table; returns the plain function that calls it."""
-    prim = Primitive(name, impl, vjp, fwd, nondiff, arity)
+def primitive(name, impl, vjp=None, fwd=None, nondiff=False, arity=None, scalar=None):
+    """Declare a primitive in the table; returns the plain function that calls it.
+    `scalar` is the same operation on two Python floats, which the interpreter calls directly
+    for plain numbers (they are never tracked, so nothing is lost for the tape)."""
+    prim = Primitive(name, impl, vjp, fwd, nondiff, arity, scalar)
     TABLE[name] = prim
     return prim.call
 
@@ -166,9 +168,9 @@ def _vjp_zmul(g, ans, res, needs, a, b):
             unbroadcast(zmul(g, a), shape_of(b)) if needs[1] else None)
 
 
-add = primitive("add", _add, _vjp_add, arity=2)
-sub = primitive("sub", _sub, _vjp_sub, arity=2)
-mul = primitive("mul", _mul, _vjp_mul, arity=2)
+add = primitive("add", _add, _vjp_add, arity=2, scalar=operator.add)
+sub = primitive("sub", _sub, _vjp_sub, arity=2, scalar=operator.sub)
+mul = primitive("mul", _mul, _vjp_mul, arity=2, scalar=operator.mul)
 div = primitive("div", _div, _vjp_div, arity=2)
 mod = primitive("mod", _mod, _vjp_mod, arity=2)
 pow_ = primitive("pow", _pow, _vjp_pow, arity=2)
@@ -177,19 +179,19 @@ neg = primitive("neg", _neg, lambda g, ans, res, needs, a: (neg(g),), arity=1)
 
 
 # ---- comparisons and other non-differentiable operations ---------------------------------
-def _cmp(op):
+def _cmp(name, op):
     def impl(a, b):
         r = op(a, b)
         return bool(r) if type(r) is np.bool_ else r
-    return impl
+    return primitive(name, impl, nondiff=True, arity=2, scalar=op)
 
 
-eq = primitive("eq", _cmp(operator.eq), nondiff=True)
-ne = primitive("ne", _cmp(operator.ne), nondiff=True)
-lt = primitive("lt", _cmp(operator.lt), nondiff=True)
-le = primitive("le", _cmp(operator.le), nondiff=True)
-gt = primitive("gt", _cmp(operator.gt), nondiff=True)
-ge = primitive("ge", _cmp(operator.ge), nondiff=True)
+eq = _cmp("eq", operator.eq)
+ne = _cmp("ne", operator.ne)
+lt = _cmp("lt", operator.lt)
+le = _cmp("le", operator.le)
+gt = _cmp("gt", operator.gt)
+ge = _cmp("ge", operator.ge)
 sign = primitive("sign", lambda x: _num(np.sign(x)), nondiff=True)
 floor = primitive("floor", lambda x: _num(np.floor(x)), nondiff=True)
 round_ = primitive("round", lambda x, digits=0: _num(np.round(x, int(digits))), nondiff=True)

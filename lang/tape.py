@@ -62,9 +62,11 @@ class Primitive:
     `call` is the plain function the rest of tapeml calls: it checks its arguments for Boxes
     (the one check the plain interpreter pays) and otherwise runs `impl` directly."""
 
-    def __init__(self, name: str, impl, vjp=None, fwd=None, nondiff: bool = False, arity: int | None = None):
+    def __init__(self, name: str, impl, vjp=None, fwd=None, nondiff: bool = False, arity: int | None = None,
+                 scalar=None):
         self.name = name
         self.impl = impl
+        self.scalar = scalar      # the same operation on two Python floats (never tracked), if any
         self.vjp = vjp
         self.fwd = fwd
         self.nondiff = nondiff or vjp is None
