@@ -1,0 +1,223 @@
+"""IO: save and load parameter trees (records and tuples of matrices) as .npz checkpoints.
+
+Format: a plain NumPy .npz (a zip of .npy files), one array per leaf, named by its field
+path from the root: `tok`, `heads[0].wq`, `blocks[1].ln1_gamma`; a tuple at the root gives
+keys `[0]`, `[1].w`, ... Numbers are stored as 0-d float64 arrays and come back as numbers.
+Any NumPy can read the file (`numpy.load(path)["heads[0].wq"]`), and `load` never unpickles.
+
+`save` writes to a temporary file in the target's directory and renames it over the target
+(`os.replace`, atomic on POSIX and Windows), so a crash mid-write never leaves a
+half-written checkpoint behind.
+"""
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+import zipfile
+
+import numpy as np
+
+from tapeml.builtins.registry import P, builtin
+from tapeml.builtins.train import resolve_path
+from tapeml.errors import IOErr, TypeErr
+from tapeml.tape import raw
+from tapeml.values import Record, describe
+
+CAT = "IO"
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_PART = re.compile(r"\.([A-Za-z_][A-Za-z0-9_]*)|\[([0-9]+)\]")
+
+
+def flatten(value, path: str = "") -> list:
+    """(key, ndarray) pairs of a record/tuple tree, in order."""
+    r = raw(value)
+    if isinstance(r, Record):
+        if not r.fields:
+            raise TypeErr(f"save(): {path or 'the value'} is an empty record; checkpoints store matrices, "
+                          f"so every record needs at least one field")
+        out = []
+        for k, v in r.fields.items():
+            out.extend(flatten(v, f"{path}.{k}" if path else k))
+        return out
+    if isinstance(r, tuple):
+        if not r:
+            raise TypeErr(f"save(): {path or 'the value'} is an empty tuple; checkpoints store matrices")
+        out = []
+        for i, v in enumerate(r):
+            out.extend(flatten(v, f"{path}[{i}]"))
+        return out
+    if isinstance(r, bool) or isinstance(r, np.bool_):
+        return [(path, np.array(bool(r)))]
+    if isinstance(r, (float, int)):
+        return [(path, np.array(float(r), dtype=np.float64))]
+    if isinstance(r, np.ndarray):
+        return [(path, r)]
+    raise TypeErr(f"save(): {path} is {describe(r)}; a checkpoint holds numbers and matrices "
+                  f"(in records and tuples)")
+
+
+def _parse_key(key: str, where: str) -> list:
+    """'heads[0].wq' -> ['heads', 0, 'wq']; '[1].w' -> [1, 'w']."""
+    parts: list = []
+    pos = 0
+    m = _NAME.match(key)
+    if m:
+        parts.append(m.group(0))
+        pos = m.end()
+    while pos < len(key):
+        m = _PART.match(key, pos)
+        if not m:
+            raise IOErr(f"load(): {where} holds an array named '{key}', which is not a field path "
+                        f"(like 'heads[0].wq'); it was not written by save()")
+        parts.append(m.group(1) if m.group(1) is not None else int(m.group(2)))
+        pos = m.end()
+    if not parts:
+        raise IOErr(f"load(): {where} holds an array with an empty name; it was not written by save()")
+    return parts
+
+
+def unflatten(items: list, where: str):
+    """Rebuild the tree from (key, value) pairs written by `flatten` (in order)."""
+    root: dict | None = None
+
+    def container(kind):
+        return {"kind": kind, "items": {}}
+
+    for key, value in items:
+        parts = _parse_key(key, where)
+        kind = "record" if isinstance(parts[0], str) else "tuple"
+        if root is None:
+            root = container(kind)
+        node = root
+        for i, part in enumerate(parts):
+            want = "record" if isinstance(part, str) else "tuple"
+            if node["kind"] != want:
+                raise IOErr(f"load(): {where} mixes record fields and tuple items at '{key}'")
+            last = i == len(parts) - 1
+            if last:
+                if part in node["items"]:
+                    raise IOErr(f"load(): {where} holds '{key}' twice")
+                node["items"][part] = value
+            else:
+                nxt = parts[i + 1]
+                child = node["items"].get(part)
+                if child is None:
+                    child = container("record" if isinstance(nxt, str) else "tuple")
+                    node["items"][part] = child
+                elif not isinstance(child, dict):
+                    raise IOErr(f"load(): {where} holds both a matrix and a tree at '{key}'")
+                node = child
+
+    def build(node):
+        if not isinstance(node, dict):
+            return node
+        if node["kind"] == "record":
+            return Record({k: build(v) for k, v in node["items"].items()})
+        n = len(node["items"])
+        if sorted(node["items"]) != list(range(n)):
+            raise IOErr(f"load(): {where} has a tuple with missing items "
+                        f"(indices {sorted(node['items'])})")
+        return tuple(build(node["items"][i]) for i in range(n))
+
+    if root is None:
+        raise IOErr(f"load(): {where} holds no arrays")
+    return build(root)
+
+
+@builtin("save", CAT, "Write a record or tuple of matrices to a .npz checkpoint, atomically.",
+         [P("path", "string", doc="the file to write (relative paths start at the script's directory)"),
+          P("value", doc="a record or tuple (nested) of numbers and matrices, e.g. model parameters")],
+         returns="none", interp=True,
+         what="Saves model parameters (or an optimizer state) so that load(path) gives back exactly the "
+              "same values. Each matrix is stored under its field path, e.g. \"heads[0].wq\", so Python can "
+              "read the file with numpy.load.",
+         how="A NumPy .npz archive (uncompressed zip of .npy files, no pickles), written to a temporary "
+             "file in the same directory and renamed over `path` with os.replace: a crash while saving "
+             "leaves the old file (or none), never a half-written one. float64 values are stored bit for "
+             "bit.",
+         errors=["TypeError naming the path of a leaf that is not a number or matrix (a string, a function)",
+                 "TypeError when value is not a record or tuple",
+                 "IOError when the directory does not exist or cannot be written"],
+         examples=["params = {w = [1, 2; 3, 4], heads = ({wq = [0.5, 0.25]},), step = 3}\n"
+                   "save(\"/tmp/tapeml_doc_ckpt.npz\", params)\n"
+                   "load(\"/tmp/tapeml_doc_ckpt.npz\")"])
+def save(interp, path, value):
+    r = raw(value)
+    if not isinstance(r, (Record, tuple)):
+        raise TypeErr(f"save(): value must be a record or a tuple of matrices, got {describe(value)}")
+    items = flatten(r)
+    full = resolve_path(interp, path)
+    directory = os.path.dirname(os.path.abspath(full))
+    if not os.path.isdir(directory):
+        raise IOErr(f"save(): the directory {directory} does not exist")
+    if os.path.isdir(full):
+        raise IOErr(f"save(): {full} is a directory")
+    try:
+        fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(full) + ".", suffix=".tmp", dir=directory)
+    except OSError as e:
+        raise IOErr(f"save(): cannot write in {directory}: {e.strerror}") from None
+    try:
+        with os.fdopen(fd, "wb") as f:
+            with zipfile.ZipFile(f, "w", compression=zipfile.ZIP_STORED, allowZip64=True) as zf:
+                for key, arr in items:
+                    with zf.open(key + ".npy", "w", force_zip64=True) as member:
+                        np.lib.format.write_array(member, np.asarray(arr), allow_pickle=False)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, full)
+    except BaseException as e:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        if isinstance(e, OSError):
+            raise IOErr(f"save(): cannot write {full}: {e.strerror or e}") from None
+        raise
+    return None
+
+
+@builtin("load", CAT, "Read a checkpoint written by save: the same record or tuple of matrices.",
+         [P("path", "string", doc="a .npz file written by save (relative paths start at the script's directory)")],
+         returns="the record or tuple that was saved", interp=True,
+         what="The inverse of save: load(path) equals the value given to save, field for field and bit for bit.",
+         how="numpy.load with allow_pickle=False (a checkpoint can never run code), then the tree is "
+             "rebuilt from the field paths of the array names (\"heads[0].wq\" is field wq of item 0 of "
+             "field heads). 0-d arrays come back as numbers.",
+         errors=["IOError when the file is missing, truncated, or not an .npz archive",
+                 "IOError when an array name is not a field path (a file not written by save)"],
+         examples=["save(\"/tmp/tapeml_doc_ckpt2.npz\", ([1, 2], {b = 0.5}))\n"
+                   "load(\"/tmp/tapeml_doc_ckpt2.npz\")"])
+def load(interp, path):
+    full = resolve_path(interp, path)
+    if not os.path.exists(full):
+        raise IOErr(f"load(): no file at {full}")
+    if os.path.isdir(full):
+        raise IOErr(f"load(): {full} is a directory, not a checkpoint")
+    if not zipfile.is_zipfile(full):
+        raise IOErr(f"load(): {full} is not a checkpoint (.npz archive written by save); it may be "
+                    f"truncated or another kind of file")
+    items = []
+    try:
+        with np.load(full, allow_pickle=False) as data:
+            if not isinstance(data, np.lib.npyio.NpzFile):
+                raise IOErr(f"load(): {full} is not an .npz archive")
+            for key in data.files:
+                items.append((key, data[key]))
+    except IOErr:
+        raise
+    except ValueError as e:
+        if "pickle" in str(e).lower():
+            raise IOErr(f"load(): {full} holds pickled objects, which load() refuses to read") from None
+        raise IOErr(f"load(): {full} is damaged or not a checkpoint: {e}") from None
+    except (OSError, EOFError, zipfile.BadZipFile, KeyError) as e:
+        raise IOErr(f"load(): {full} is damaged or truncated: {e}") from None
+    out = []
+    for key, a in items:
+        if a.dtype.kind not in "fb" and a.dtype.kind not in "iu":
+            raise IOErr(f"load(): '{key}' in {full} has dtype {a.dtype}; checkpoints hold numbers")
+        if a.dtype.kind in "iu" or (a.dtype.kind == "f" and a.dtype != np.float64):
+            a = a.astype(np.float64)
+        out.append((key, float(a) if a.ndim == 0 and a.dtype.kind == "f" else
+                    bool(a) if a.ndim == 0 else a))
+    return unflatten(out, full)

@@ -1,0 +1,29 @@
+# A character-level tokenizer. The vocabulary is a string holding each distinct character
+# once, in code-point order; a character's id is its 0-based position in that string.
+
+# The vocabulary of a text: its distinct characters, sorted by code point.
+fn char_vocab(text)
+    return from_char_codes(unique(char_codes(text)))
+end
+
+# The ids of the characters of text (a vector; ids are 0-based positions in vocab).
+fn encode(vocab, text)
+    codes = char_codes(text)
+    if len(codes) == 0
+        return zeros(0)
+    end
+    vcodes = char_codes(vocab)
+    lookup = fill(-1, max([max(vcodes), max(codes)]) + 1)
+    lookup[vcodes] = range(len(vcodes))
+    ids = lookup[codes]
+    if any(ids < 0)
+        missing = from_char_codes(codes[ids < 0][0])
+        error("encode(): the character \"{missing}\" is not in the vocabulary")
+    end
+    return ids
+end
+
+# The text that a vector of ids (or one id) stands for.
+fn decode(vocab, ids)
+    return from_char_codes(char_codes(vocab)[ids])
+end
