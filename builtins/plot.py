@@ -1,0 +1,332 @@
+"""Plotting: thin builtins over matplotlib's pyplot.
+
+matplotlib is imported lazily, on the first plotting call (DESIGN.md rule 10). Scripts and the
+docs builder draw with the non-interactive Agg backend. In the REPL (`set_mode("repl")`, or
+when tapeml.repl is loaded) `show()` opens a window when a display is available and otherwise
+saves a PNG and says where it went.
+
+Figures are deterministic: a fixed size, dpi and font (DejaVu Sans, shipped with matplotlib),
+no hinting-dependent layout, and PNGs saved without the "Software" metadata, so rebuilding the
+docs gives byte-identical images with the same matplotlib version.
+"""
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+
+import numpy as np
+
+from tapeml.builtins.registry import P, builtin, positive
+from tapeml.errors import IOErr, ShapeError, TypeErr, ValueErr
+from tapeml.tape import raw
+from tapeml.values import describe
+
+CAT = "Plotting"
+
+FIGSIZE = (6.0, 4.0)        # inches
+DPI = 100
+PNG_METADATA = {"Software": None}   # matplotlib writes its version here otherwise
+
+_pyplot = None
+_mode = "script"            # "script", "docs" or "repl"
+_shown = 0                  # PNGs written by show() without a display
+
+
+def set_mode(mode: str) -> None:
+    """'script' (default), 'docs' (the docs builder: show() does nothing) or 'repl'."""
+    global _mode
+    if mode not in ("script", "docs", "repl"):
+        raise ValueError(mode)
+    _mode = mode
+
+
+def _style() -> dict:
+    return {"figure.figsize": FIGSIZE, "figure.dpi": DPI, "savefig.dpi": DPI,
+            "font.family": "DejaVu Sans", "font.size": 10, "axes.titlesize": 11,
+            "svg.hashsalt": "tapeml", "image.cmap": "viridis", "axes.grid": False,
+            "figure.autolayout": False, "text.hinting_factor": 8}
+
+
+def plt():
+    """pyplot, imported on first use with the Agg backend and the fixed style."""
+    global _pyplot
+    if _pyplot is None:
+        import matplotlib
+        if not os.environ.get("MPLBACKEND"):
+            matplotlib.use("Agg")
+        import matplotlib.pyplot as pyplot
+        pyplot.rcParams.update(_style())
+        _pyplot = pyplot
+    return _pyplot
+
+
+def loaded() -> bool:
+    """True once a plotting builtin has imported matplotlib."""
+    return _pyplot is not None
+
+
+def close_all() -> None:
+    if _pyplot is not None:
+        _pyplot.close("all")
+
+
+def open_figures() -> list:
+    """The open figures, in the order they were created (the docs builder saves them)."""
+    if _pyplot is None:
+        return []
+    return [_pyplot.figure(n) for n in _pyplot.get_fignums()]
+
+
+def save_png(fig, path: str) -> None:
+    """Save one figure as a deterministic PNG."""
+    fig.savefig(path, format="png", dpi=DPI, metadata=PNG_METADATA)
+
+
+def _vec(v, fname: str, pname: str) -> np.ndarray:
+    r = raw(v)
+    if isinstance(r, (float, int)) and not isinstance(r, bool):
+        return np.array([float(r)])
+    if not isinstance(r, np.ndarray):
+        raise TypeErr(f"{fname}(): {pname} must be a vector of numbers, got {describe(v)}")
+    if r.ndim > 1 and min(r.shape) == 1:
+        r = r.reshape(-1)
+    if r.ndim != 1:
+        raise ShapeError(f"{fname}(): {pname} must be a vector, got {describe(v)}")
+    return r.astype(np.float64)
+
+
+def _xy(fname, x, y):
+    if y is None:
+        yv = _vec(x, fname, "y")
+        return np.arange(len(yv), dtype=np.float64), yv
+    xv, yv = _vec(x, fname, "x"), _vec(y, fname, "y")
+    if len(xv) != len(yv):
+        raise ShapeError(f"{fname}(): x has {len(xv)} points and y has {len(yv)}; they must match")
+    return xv, yv
+
+
+def _ax():
+    return plt().gca()
+
+
+def _text(fname, s):
+    if not isinstance(raw(s), str):
+        raise TypeErr(f"{fname}() needs a string, got {describe(s)}")
+    return raw(s)
+
+
+LABEL = P("label", "string", None, doc="the name shown by legend()")
+
+
+@builtin("plot", CAT, "Draw a line: plot(y) against 0, 1, 2, ..., or plot(x, y).",
+         [P("x", "array", shape="[N]", doc="the x values, or the y values when y is omitted"),
+          P("y", "array", None, shape="[N]", doc="the y values"), LABEL],
+         returns="none",
+         what="A line through the points (x[i], y[i]) on the current axes; several calls draw several "
+              "lines on the same axes, each in the next colour of the cycle.",
+         how="matplotlib's `Axes.plot`. With one argument the x values are the positions 0 to N-1, "
+             "matching tapeml's 0-based indexing.",
+         errors=["ShapeError when x and y differ in length or are not vectors"],
+         examples=["plot([1, 4, 9, 16, 25])",
+                   'x = linspace(0, 2 * pi(), 50)\nplot(x, sin(x), label="sin")\n'
+                   'plot(x, cos(x), label="cos")\nlegend()\ntitle("two waves")'])
+def plot(x, y, label):
+    xv, yv = _xy("plot", x, y)
+    _ax().plot(xv, yv, label=label)
+
+
+@builtin("scatter", CAT, "Draw the points (x[i], y[i]) as unconnected markers.",
+         [P("x", "array", shape="[N]"), P("y", "array", shape="[N]"), LABEL],
+         returns="none",
+         how="matplotlib's `Axes.scatter` with its default marker size.",
+         errors=["ShapeError when x and y differ in length"],
+         examples=["scatter([0, 1, 2, 3], [1, 3, 2, 4])"])
+def scatter(x, y, label):
+    xv, yv = _xy("scatter", x, y)
+    _ax().scatter(xv, yv, label=label)
+
+
+@builtin("hist", CAT, "Histogram of the elements of x (all of them, whatever the shape).",
+         [P("x", "array", shape="any", doc="the values; a matrix is flattened"),
+          P("bins", "int", 10, doc="number of equal-width bins", check=positive, constraint="> 0"),
+          LABEL],
+         returns="none",
+         how="matplotlib's `Axes.hist`: the range min(x)..max(x) cut into `bins` equal intervals, each "
+             "bar as high as the count of elements inside it.",
+         errors=["TypeError when x is not a number or matrix"],
+         examples=["hist([1, 2, 2, 3, 3, 3, 4, 4, 5], bins=5)"])
+def hist(x, bins, label):
+    r = raw(x)
+    v = np.asarray(r, dtype=np.float64).reshape(-1)
+    _ax().hist(v, bins=bins, label=label, alpha=0.75 if label else 1.0)
+
+
+@builtin("bar", CAT, "Bar chart: one bar per element of heights, at positions 0, 1, 2, ...",
+         [P("heights", "array", shape="[N]"),
+          P("labels", "tuple", None, doc="a tuple of N strings written under the bars"), LABEL],
+         returns="none",
+         how="matplotlib's `Axes.bar` at positions 0..N-1 (0-based, like indexing).",
+         errors=["ValueError when labels does not have one string per bar"],
+         examples=['bar([3, 1, 2], labels=("a", "b", "c"))'])
+def bar(heights, labels, label):
+    h = _vec(heights, "bar", "heights")
+    ax = _ax()
+    ax.bar(np.arange(len(h)), h, label=label)
+    if labels is not None:
+        if len(labels) != len(h) or not all(isinstance(s, str) for s in labels):
+            raise ValueErr(f"bar(): labels must be a tuple of {len(h)} strings, got {describe(labels)}")
+        ax.set_xticks(np.arange(len(h)), list(labels))
+
+
+@builtin("imshow", CAT, "Show a matrix as a heat map with a colour bar; ticks mark row and column positions.",
+         [P("m", "array", shape="[R, C]", doc="the matrix; row 0 is drawn at the top"),
+          P("colorbar", "bool", True, doc="draw the colour bar that maps colours to values")],
+         returns="none",
+         what="The picture of a matrix: one cell per element, coloured by value. Made for attention "
+              "weights: rows are queries, columns are keys, and the ticks are the positions 0, 1, 2, ...",
+         how="matplotlib's `Axes.imshow` with the viridis colour map and nearest-neighbour cells, integer "
+             "ticks at every position (up to 20 per axis, then evenly spaced), and `Figure.colorbar`.",
+         errors=["ShapeError when m is not a matrix"],
+         examples=["imshow([1, 2, 3; 4, 5, 6])",
+                   "x = [1.0, 0.5; -0.5, 1.0; 0.2, -0.3]\nimshow(softmax(x @ x' / sqrt(2)))\n"
+                   'title("attention weights")\nxlabel("key")\nylabel("query")'])
+def imshow(m, colorbar):
+    r = raw(m)
+    if isinstance(r, np.ndarray) and r.ndim == 1:
+        r = r.reshape(1, -1)
+    if not isinstance(r, np.ndarray) or r.ndim != 2:
+        raise ShapeError(f"imshow(): m must be a matrix, got {describe(m)}")
+    fig, ax = plt().gcf(), _ax()
+    im = ax.imshow(np.asarray(r, dtype=np.float64), interpolation="nearest", aspect="auto")
+    for n, setter in ((r.shape[1], ax.set_xticks), (r.shape[0], ax.set_yticks)):
+        step = 1 if n <= 20 else int(np.ceil(n / 10))
+        setter(np.arange(0, n, step))
+    if colorbar:
+        fig.colorbar(im, ax=ax)
+
+
+@builtin("title", CAT, "Set the title of the current axes.", [P("text", "string")], returns="none",
+         how="matplotlib's `Axes.set_title`.", examples=['plot([1, 2, 3])\ntitle("a line")'])
+def title(text):
+    _ax().set_title(text)
+
+
+@builtin("xlabel", CAT, "Label the x axis of the current axes.", [P("text", "string")], returns="none",
+         how="matplotlib's `Axes.set_xlabel`.", examples=['plot([1, 2, 3])\nxlabel("step")'])
+def xlabel(text):
+    _ax().set_xlabel(text)
+
+
+@builtin("ylabel", CAT, "Label the y axis of the current axes.", [P("text", "string")], returns="none",
+         how="matplotlib's `Axes.set_ylabel`.", examples=['plot([1, 2, 3])\nylabel("loss")'])
+def ylabel(text):
+    _ax().set_ylabel(text)
+
+
+@builtin("legend", CAT, "Show a legend of the labelled lines, points and bars of the current axes.",
+         [], returns="none",
+         how="matplotlib's `Axes.legend` at the best location.",
+         errors=["ValueError when nothing on the axes has a label"],
+         examples=['plot([1, 2, 3], label="up")\nplot([3, 2, 1], label="down")\nlegend()'])
+def legend():
+    ax = _ax()
+    handles, _ = ax.get_legend_handles_labels()
+    if not handles:
+        raise ValueErr("legend(): nothing on these axes has a label; pass label=\"...\" to plot, "
+                       "scatter, hist or bar")
+    ax.legend(loc="best")
+
+
+@builtin("figure", CAT, "Start a new, empty figure; later drawing goes there.",
+         [P("width", "number", FIGSIZE[0], doc="inches", check=positive, constraint="> 0"),
+          P("height", "number", FIGSIZE[1], doc="inches", check=positive, constraint="> 0")],
+         returns="none",
+         what="Each figure is one picture (one PNG). Without figure(), the first drawing call opens one.",
+         how="matplotlib's `pyplot.figure` with the fixed dpi.",
+         examples=["figure(width=4, height=2)\nplot([0, 1, 0, 1])"])
+def figure(width, height):
+    plt().figure(figsize=(width, height), dpi=DPI)
+
+
+@builtin("subplot", CAT, "Split the figure into a rows x cols grid and draw in cell index (0-based, row by row).",
+         [P("rows", "int", check=positive, constraint="> 0"), P("cols", "int", check=positive, constraint="> 0"),
+          P("index", "int", doc="0 is the top left cell; counts along each row",
+            constraint="0 <= index < rows * cols")],
+         returns="none",
+         how="matplotlib's `pyplot.subplot(rows, cols, index + 1)`: the index is 0-based like every "
+             "index in tapeml.",
+         errors=["IndexError when index is outside the grid"],
+         examples=['subplot(1, 2, 0)\nplot([1, 2, 3])\ntitle("left")\nsubplot(1, 2, 1)\n'
+                   'plot([3, 2, 1])\ntitle("right")'])
+def subplot(rows, cols, index):
+    from tapeml.errors import IndexErr
+    if not 0 <= index < rows * cols:
+        raise IndexErr(f"subplot(): index {index} is outside a {rows}x{cols} grid "
+                       f"(0 to {rows * cols - 1})")
+    plt().subplot(rows, cols, index + 1)
+
+
+@builtin("savefig", CAT, "Save the current figure to a PNG file.",
+         [P("path", "string", doc="the file to write; .png is added when missing")],
+         returns="none",
+         how="matplotlib's `Figure.savefig` as PNG with fixed dpi and without the software-version "
+             "metadata, so saving the same drawing twice gives the same bytes.",
+         errors=["IOError when the file cannot be written"],
+         examples=['plot([1, 2, 3])\nsavefig("line.png")'])
+def savefig(path):
+    if not path.lower().endswith(".png"):
+        path += ".png"
+    try:
+        save_png(plt().gcf(), path)
+    except OSError as e:
+        raise IOErr(f"savefig(): cannot write '{path}': {e.strerror or e}") from None
+
+
+def _display_available() -> bool:
+    if sys.platform in ("darwin", "win32"):
+        return True
+    return bool(os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"))
+
+
+def _to_window() -> bool:
+    """Switch pyplot to an interactive backend (REPL with a display); False when none works."""
+    p = plt()
+    if p.get_backend().lower() != "agg":
+        return True
+    for backend in ("QtAgg", "TkAgg", "GTK4Agg", "GTK3Agg", "MacOSX", "WXAgg"):
+        try:
+            p.switch_backend(backend)
+            return True
+        except Exception:  # the toolkit is not installed: try the next one
+            continue
+    p.switch_backend("Agg")
+    return False
+
+
+@builtin("show", CAT, "Show the figures: a window in the REPL when a display exists, otherwise a PNG file.",
+         [], returns="none", interp=True,
+         what="In the REPL with a display, opens the drawn figures in a window and returns at once. "
+              "Elsewhere (scripts, no display) saves each figure as a PNG in the temporary directory and "
+              "prints where; the docs builder captures figures itself, so there show() does nothing.",
+         how="pyplot's `show(block=False)` on an interactive backend (Qt, Tk, GTK, macOS, in that order); "
+             "otherwise `savefig` to tapeml-figure-N.png. The figures are closed after saving.",
+         examples=["plot([1, 2, 3])\nshow()"])
+def show(interp):
+    global _shown
+    if _pyplot is None or not _pyplot.get_fignums():
+        return None
+    if _mode == "docs":
+        return None
+    repl = _mode == "repl" or "tapeml.repl" in sys.modules
+    if repl and _display_available() and _to_window():
+        _pyplot.show(block=False)
+        _pyplot.pause(0.001)
+        return None
+    for fig in open_figures():
+        _shown += 1
+        path = os.path.join(tempfile.gettempdir(), f"tapeml-figure-{os.getpid()}-{_shown}.png")
+        save_png(fig, path)
+        interp.out.write(f"figure saved to {path}\n")
+    close_all()
+    return None
