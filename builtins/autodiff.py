@@ -7,6 +7,8 @@ nothing accumulates across calls; nested calls use nested levels (grad of grad).
 """
 from __future__ import annotations
 
+import gc
+
 import numpy as np
 
 from tapeml import ops
@@ -39,6 +41,18 @@ def value_and_grad_impl(interp, f, x, root="x"):
         return b
 
     boxed = tree_map(box, x)
+    # The tape holds no reference cycles (nodes point only to their parents), so reference
+    # counting frees it; the cyclic collector would only rescan the growing tape.
+    gc_was_on = gc.isenabled()
+    gc.disable()
+    try:
+        return _run_and_backward(interp, f, x, boxed, boxes, level)
+    finally:
+        if gc_was_on:
+            gc.enable()
+
+
+def _run_and_backward(interp, f, x, boxed, boxes, level):
     out = interp.call(f, [boxed], {}, None)
     r = raw(out)
     if isinstance(r, np.ndarray) and r.ndim == 0:

@@ -59,22 +59,25 @@ def _num(r):
 
 
 # ---- elementwise arithmetic -------------------------------------------------------------
-def _add(a, b):
-    if type(a) is float and type(b) is float:
-        return a + b
-    return _f(a) + _f(b)
+def _arith(op):
+    """NumPy's operator, with booleans taking part as 0 and 1 (bool + bool is 2, not 'or')."""
+    def impl(a, b):
+        try:
+            r = op(a, b)
+        except TypeError:          # NumPy refuses bool - bool
+            return op(_f(a), _f(b))
+        t = type(r)
+        if t is float or t is np.float64:
+            return r
+        if t is np.ndarray:
+            return r if r.dtype.kind != "b" else op(_f(a), _f(b))
+        return op(_f(a), _f(b))    # Python ints from bools
+    return impl
 
 
-def _sub(a, b):
-    if type(a) is float and type(b) is float:
-        return a - b
-    return _f(a) - _f(b)
-
-
-def _mul(a, b):
-    if type(a) is float and type(b) is float:
-        return a * b
-    return _f(a) * _f(b)
+_add = _arith(operator.add)
+_sub = _arith(operator.sub)
+_mul = _arith(operator.mul)
 
 
 def _div(a, b):
@@ -106,6 +109,11 @@ def _neg(a):
 
 def unbroadcast(g, shape):
     """Sum the cotangent `g` down to `shape`, undoing NumPy broadcasting. The one helper."""
+    if type(g) is np.ndarray:
+        if g.shape == shape:
+            return g
+    elif type(g) is float and shape == ():
+        return g
     gshape = shape_of(g)
     if gshape == shape:
         return g
@@ -153,7 +161,7 @@ def _vjp_pow(g, ans, res, needs, a, b):
 def _zmul(a, b):
     tb = type(b)
     if (tb is float or tb is np.float64) and b != 0 and math.isfinite(b):
-        return _f(a) * b          # a finite, nonzero number: no 0 x inf can arise
+        return a * b          # a finite, nonzero number: no 0 x inf can arise (a is a cotangent)
     r = _f(a) * _f(b)
     if type(r) is np.ndarray:
         if not np.isfinite(r).all():

@@ -10,10 +10,14 @@ never mix (the scheme of HIPS autograd).
 VJPs are written with primitives (see ops.py), so the backward pass of an inner `grad` is
 itself recorded while an outer `grad` runs: grad of grad works (DESIGN.md rule 4).
 
-`backward` is an iterative topological sort plus a dict of pending cotangents: no recursion,
-no mutation of nodes, so it is idempotent and safe on graphs of any depth.
+`backward` walks nodes newest first (creation order is a topological order) with a dict of
+pending cotangents: no recursion, no mutation of nodes, so it is idempotent and safe on graphs
+of any depth. `toposort` is kept for tools that list a tape's nodes.
 """
 from __future__ import annotations
+
+import heapq
+import itertools
 
 import numpy as np
 
@@ -33,22 +37,34 @@ class Box:
         return f"Box(level={self.level}, {self.value!r})"
 
 
+_counter = itertools.count()
+
+
 class TapeNode:
     """One recorded application: `prim(*args, **kw) = ans`, with `res` saved by the forward
-    for the VJP, and the parent nodes of the tracked arguments as (argnum, node)."""
-    __slots__ = ("prim", "args", "kw", "ans", "res", "parents")
+    for the VJP, and the parent nodes of the tracked arguments as (argnum, node). `idx` grows
+    with creation, so a node's parents always have smaller indices than the node."""
+    __slots__ = ("prim", "args", "kw", "ans", "res", "parents", "needs", "idx")
 
-    def __init__(self, prim, args, kw, ans, res, parents):
-        self.prim, self.args, self.kw, self.ans, self.res, self.parents = prim, args, kw, ans, res, parents
+    def __init__(self, prim, args, kw, ans, res, parents, needs):
+        self.prim, self.args, self.kw, self.ans, self.res = prim, args, kw, ans, res
+        self.parents, self.needs = parents, needs   # needs[i]: argument i is tracked at this level
+        self.idx = next(_counter)
+
+
+NO_KW: dict = {}
+NEEDS_0 = (True, False)
+NEEDS_1 = (False, True)
 
 
 class LeafNode:
     """The node of a `grad` input."""
-    __slots__ = ("parents", "prim")
+    __slots__ = ("parents", "prim", "idx")
 
     def __init__(self):
         self.parents = ()
         self.prim = None
+        self.idx = next(_counter)
 
 
 class Primitive:
@@ -73,15 +89,30 @@ class Primitive:
         self.call = self._make_call(arity)
 
     def _make_call(self, arity):
-        impl, traced = self.impl, self.traced
+        impl, traced, prim = self.impl, self.traced, self
+        plain = self.fwd is None and not self.nondiff   # may record with the one-Box fast path
         if arity == 1:
             def call(x, **kw):
                 if type(x) is Box:
+                    v = x.value
+                    if plain and type(v) is not Box:
+                        ans = impl(v, **kw)
+                        return Box(ans, x.level, TapeNode(prim, (v,), kw, ans, None, ((0, x.node),), NEEDS_0))
                     return traced((x,), kw)
                 return impl(x, **kw)
         elif arity == 2:
             def call(a, b):
-                if type(a) is Box or type(b) is Box:
+                if type(a) is Box:
+                    v = a.value
+                    if plain and type(b) is not Box and type(v) is not Box:
+                        ans = impl(v, b)
+                        return Box(ans, a.level, TapeNode(prim, (v, b), NO_KW, ans, None, ((0, a.node),), NEEDS_0))
+                    return traced((a, b), {})
+                if type(b) is Box:
+                    v = b.value
+                    if plain and type(v) is not Box:
+                        ans = impl(a, v)
+                        return Box(ans, b.level, TapeNode(prim, (a, v), NO_KW, ans, None, ((1, b.node),), NEEDS_1))
                     return traced((a, b), {})
                 return impl(a, b)
         else:
@@ -107,22 +138,27 @@ class Primitive:
         unboxed = list(args)
         parents = []
         lower = False
-        for i, a in enumerate(args):
+        i = 0
+        for a in args:
             if type(a) is Box:
                 if a.level == top:
-                    unboxed[i] = a.value
+                    v = unboxed[i] = a.value
                     parents.append((i, a.node))
-                    if type(a.value) is Box:
+                    if type(v) is Box:
                         lower = True
                 else:
                     lower = True
+            i += 1
         if self.fwd is not None:
             ans, res = self.fwd(*unboxed, **kw)
         elif lower:
             ans, res = self.call(*unboxed, **kw), None     # records on the lower tapes too
         else:
             ans, res = self.impl(*unboxed, **kw), None
-        return Box(ans, top, TapeNode(self, unboxed, kw, ans, res, parents))
+        needs = [False] * len(args)
+        for i, _ in parents:
+            needs[i] = True
+        return Box(ans, top, TapeNode(self, unboxed, kw, ans, res, parents, needs))
 
     def __repr__(self):
         return f"<primitive {self.name}>"
@@ -174,27 +210,40 @@ def toposort(end_node) -> list:
 def backward(out: Box, g, add, shape_of) -> dict:
     """Propagate the cotangent `g` of `out` to every node; return {LeafNode: cotangent}.
 
-    `add` accumulates cotangents (a primitive, so that nested tapes record it)."""
+    Nodes are visited newest first (a heap on the creation index), so each node's cotangent is
+    complete before its VJP runs; only nodes that receive a cotangent are visited. `add`
+    accumulates cotangents (a primitive, so that nested tapes record it)."""
     pending = {out.node: g}
+    heap = [(-out.node.idx, out.node)]
     leaves = {}
-    for node in toposort(out.node):
-        g = pending.pop(node, None)
-        if g is None:
-            continue
+    pop, push = heapq.heappop, heapq.heappush
+    while heap:
+        node = pop(heap)[1]
+        g = pending.pop(node)
         if node.prim is None:
             leaves[node] = g
             continue
-        needs = [False] * len(node.args)
-        for i, _ in node.parents:
-            needs[i] = True
-        grads = node.prim.vjp(g, node.ans, node.res, needs, *node.args, **node.kw)
+        args = node.args
+        if node.kw:
+            grads = node.prim.vjp(g, node.ans, node.res, node.needs, *args, **node.kw)
+        else:
+            grads = node.prim.vjp(g, node.ans, node.res, node.needs, *args)
         for i, parent in node.parents:
             gi = grads[i]
             if gi is None:
                 continue
-            if shape_of(gi) != shape_of(node.args[i]):   # every VJP must undo its broadcasting
+            a = args[i]
+            if type(gi) is np.ndarray and type(a) is np.ndarray:
+                ok = gi.shape == a.shape
+            else:
+                ok = shape_of(gi) == shape_of(a)
+            if not ok:   # every VJP must undo its broadcasting
                 raise InternalError(f"VJP of {node.prim.name} gave a cotangent of shape {shape_of(gi)} "
-                                    f"for argument {i} of shape {shape_of(node.args[i])}")
+                                    f"for argument {i} of shape {shape_of(a)}")
             prev = pending.get(parent)
-            pending[parent] = gi if prev is None else add(prev, gi)
+            if prev is None:
+                pending[parent] = gi
+                push(heap, (-parent.idx, parent))
+            else:
+                pending[parent] = add(prev, gi)
     return leaves
