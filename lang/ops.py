@@ -303,6 +303,14 @@ reshape = primitive("reshape", _reshape,
                     lambda g, ans, res, needs, x, shape: (reshape(g, shape=shape_of(x)),))
 
 
+def _permute(x, axes):
+    return np.ascontiguousarray(np.transpose(x, axes))    # contiguous: the matmuls after it are faster
+
+
+permute = primitive("permute", _permute,
+                    lambda g, ans, res, needs, x, axes: (permute(g, axes=tuple(np.argsort(axes))),))
+
+
 def _broadcast_to(x, shape):
     return np.broadcast_to(x, shape).copy() if shape else x
 

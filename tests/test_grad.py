@@ -155,6 +155,7 @@ def test_matmul(sa, sb):
 def test_shapes_and_indexing():
     check(lambda x: ops.reshape(x, shape=(2, 6)), r(3, 4))
     check(lambda x: ops.broadcast_to(x, shape=(3, 4)), r(1, 4))
+    check(lambda x: ops.permute(x, axes=(1, 2, 0)), r(2, 3, 4))
     check(lambda a, b: ops.concat(a, b, dim=0), r(2, 3), r(1, 3))
     check(lambda a, b: ops.concat(a, b, dim=1), r(2, 3), r(2, 2))
     check(lambda a, b: ops.stack(a, b, dim=1), r(2, 3), r(2, 3))
@@ -210,7 +211,7 @@ def test_fully_masked_row_gives_zeros_forward_and_backward():
 
 def test_every_differentiable_primitive_is_checked_here():
     tested = set(UNARY) | {"add", "sub", "mul", "div", "pow", "zmul", "mod", "sum", "max", "min",
-                           "clip", "where", "matmul", "reshape", "broadcast_to", "concat", "stack",
+                           "clip", "where", "matmul", "reshape", "broadcast_to", "permute", "concat", "stack",
                            "index", "setitem", "scatter_add", "softmax", "log_softmax", "layer_norm",
                            "dense", "scaled_dot_product_attention", "masked_softmax"}
     extra = {"rms_norm"}    # checked in test_block_options.py
