@@ -12,7 +12,7 @@ import math
 import numpy as np
 
 from tapeml import ops
-from tapeml.builtins.registry import P, builtin, positive
+from tapeml.builtins.registry import P, builtin, non_negative, one_of, positive
 from tapeml.builtins.util import axis
 from tapeml.errors import ShapeError, TypeErr, ValueErr
 from tapeml.tape import raw
@@ -187,65 +187,228 @@ def attention(q, k, v, mask=None, bias=None, causal=False):
     return ops.sdpa(q, k, v, bias, mask=mask, causal=causal, scale=scale)
 
 
-HEAD_FIELDS = "wq, wk, wv, wo"
+HEAD_FIELDS = "wq, wk, wv, wo (optional bq, bk, bv)"
+HEAD_ALLOWED = ("wq", "wk", "wv", "wo", "bq", "bk", "bv")
+
+
+def schema_shape(v, path: str, expected: tuple):
+    """A weights-record field of the wrong shape: a ValueError naming the path and both shapes."""
+    got = _shape(v)
+    if got != expected:
+        raise ValueErr(f"{path} is {shape_text(got)}, expected {shape_text(expected)}")
+
+
+def _schema_matrix(v, path: str, rows: int, what: str):
+    """A 2-D field whose row count is fixed and whose column count is free; returns the columns."""
+    s = _shape(v)
+    if len(s) != 2 or s[0] != rows:
+        raise ValueErr(f"{path} is {shape_text(s)}, expected {rows}x{what}")
+    return s[1]
 
 
 def check_heads(heads, d_model: int, path: str = "heads"):
+    """Check a tuple of head records against the model width; every head must have the width
+    (d_k, d_v) of the first. Errors name the path and both shapes."""
     r = raw(heads)
     if not isinstance(r, tuple) or not r:
         raise TypeErr(f"{path} must be a non-empty tuple of head records {{{HEAD_FIELDS}}}, got {describe(heads)}")
-    d_k = None
+    d_k = d_v = None
     for i, h in enumerate(r):
         hp = f"{path}[{i}]"
-        wq = need_field(h, "wq", hp, HEAD_FIELDS)
-        for f in ("wk", "wv", "wo"):
+        for f in ("wq", "wk", "wv", "wo"):
             need_field(h, f, hp, HEAD_FIELDS)
-        s = _shape(wq)
-        if len(s) != 2 or s[0] != d_model:
-            raise ShapeError(f"{hp}.wq is {shape_text(s)}, expected {d_model}xd_k (d_model = {d_model})")
+        fields = raw(h).fields
+        if "bo" in fields:
+            raise ValueErr(f"{hp}.bo: the output bias is one vector for all heads (PyTorch's out_proj.bias), "
+                           f"so it is not stored in a head: put it in the block's weights.bo, or pass "
+                           f"multi_head_attention(..., bo=)")
+        extra = [k for k in fields if k not in HEAD_ALLOWED]
+        if extra:
+            raise ValueErr(f"{hp} has an unknown field '{extra[0]}' (a head has {HEAD_FIELDS})")
         if d_k is None:
-            d_k = s[1]
-        need_shape(raw(h).fields["wq"], f"{hp}.wq", (d_model, d_k))
-        need_shape(raw(h).fields["wk"], f"{hp}.wk", (d_model, d_k))
-        sv = _shape(raw(h).fields["wv"])
-        if len(sv) != 2 or sv[0] != d_model:
-            raise ShapeError(f"{hp}.wv is {shape_text(sv)}, expected {d_model}xd_v")
-        need_shape(raw(h).fields["wo"], f"{hp}.wo", (sv[1], d_model))
-        for b, n in (("bq", d_k), ("bk", d_k), ("bv", sv[1]), ("bo", d_model)):
-            if b in raw(h).fields:
-                need_shape(raw(h).fields[b], f"{hp}.{b}", (n,))
+            d_k = _schema_matrix(fields["wq"], f"{hp}.wq", d_model, "d_k")
+            d_v = _schema_matrix(fields["wv"], f"{hp}.wv", d_model, "d_v")
+        schema_shape(fields["wq"], f"{hp}.wq", (d_model, d_k))
+        schema_shape(fields["wk"], f"{hp}.wk", (d_model, d_k))
+        schema_shape(fields["wv"], f"{hp}.wv", (d_model, d_v))
+        schema_shape(fields["wo"], f"{hp}.wo", (d_v, d_model))
+        for b, n in (("bq", d_k), ("bk", d_k), ("bv", d_v)):
+            if b in fields:
+                schema_shape(need_field(h, b, hp, HEAD_FIELDS), f"{hp}.{b}", (n,))
     return r
 
 
-def mha(x, heads, causal=False):
-    """Sum over heads of sdpa(x wq, x wk, x wv) wo, composed from primitives."""
+# ---- dropout and the activations the block offers -----------------------------------------
+def apply_dropout(x, p: float, training: bool):
+    """Inverted dropout: x * mask / (1 - p), mask true with probability 1 - p, drawn from the
+    language's seeded generator. The mask is a constant of the mul primitive, so the gradient
+    is g * mask / (1 - p). Identity (the same value, no draw) when not training or p = 0."""
+    if not training or p == 0:
+        return x
+    from tapeml.builtins.random import bernoulli_mask
+    keep = 1.0 - p
+    s = _shape(x)
+    scale = bernoulli_mask(s, keep) / keep
+    return ops.mul(x, float(scale) if not s else scale)
+
+
+def dropout_range(v):
+    return None if 0 <= v < 1 else "must be >= 0 and < 1"
+
+
+def at_least_one(v):
+    return None if v >= 1 else "must be >= 1"
+
+
+@builtin("dropout", CAT, "Inverted dropout: zero each element with probability p, scale the rest by 1 / (1 - p).",
+         [P("x", "array", shape="any"),
+          P("p", "number", 0.5, doc="probability of zeroing an element", check=dropout_range,
+            constraint=">= 0 and < 1"),
+          P("training", "bool", True, doc="false returns x unchanged (evaluation mode)")],
+         returns="same shape as x", differentiable=True,
+         what="Regularization for training: each element survives with probability 1 - p and is then "
+              "divided by 1 - p, so the expected value of every element is unchanged and evaluation "
+              "needs no rescaling.",
+         how="y = x * m / (1 - p) with m ~ Bernoulli(1 - p) elementwise (Srivastava et al. 2014, in the "
+             "'inverted' form PyTorch's nn.Dropout uses). The mask comes from the seeded generator "
+             "(`seed(n)`) and is a constant of the mul primitive: the gradient is g * m / (1 - p). "
+             "With training = false or p = 0 the input is returned exactly, with no random draw.",
+         errors=["ValueError when p is not in [0, 1)"],
+         examples=["seed(0)\ndropout(ones(8), 0.5)", "dropout([1, 2, 3], 0.5, training=false)",
+                   "seed(1)\nabs(mean(dropout(ones(100000), 0.3)) - 1) < 0.01"])
+def dropout(x, p, training):
+    return apply_dropout(x, p, training)
+
+
+SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
+
+
+def gelu_tanh_(x):
+    inner = ops.mul(SQRT_2_OVER_PI, ops.add(x, ops.mul(0.044715, ops.mul(x, ops.mul(x, x)))))
+    return ops.mul(ops.mul(0.5, x), ops.add(1.0, ops.tanh(inner)))
+
+
+def silu_(x):
+    return ops.mul(x, ops.sigmoid(x))
+
+
+def quick_gelu_(x):
+    return ops.mul(x, ops.sigmoid(ops.mul(1.702, x)))
+
+
+@builtin("gelu_tanh", CAT, "The tanh approximation of gelu (GPT-2's activation).",
+         [P("x", "array", shape="any")], returns="same shape as x", differentiable=True,
+         how="gelu_tanh(x) = x/2 * (1 + tanh(sqrt(2/pi) * (x + 0.044715 x^3))) (Hendrycks & Gimpel 2016, "
+             "eq. 2; PyTorch's gelu(approximate='tanh')). A composite of mul, add and tanh: its gradient "
+             "comes from theirs.",
+         examples=["round(gelu_tanh([-1, 0, 1]), 6)", "abs(gelu_tanh(1) - gelu(1)) < 1e-3"])
+def gelu_tanh(x):
+    return gelu_tanh_(x)
+
+
+@builtin("silu", CAT, "Sigmoid linear unit x * sigmoid(x), also called swish.",
+         [P("x", "array", shape="any")], returns="same shape as x", differentiable=True,
+         how="silu(x) = x * sigmoid(x) (Elfwing et al. 2018; Ramachandran et al. 2017 'swish'; PyTorch's "
+             "nn.SiLU). A composite of mul and sigmoid.",
+         examples=["round(silu([-1, 0, 1]), 6)"])
+def silu(x):
+    return silu_(x)
+
+
+@builtin("quick_gelu", CAT, "The sigmoid approximation of gelu: x * sigmoid(1.702 x) (CLIP's activation).",
+         [P("x", "array", shape="any")], returns="same shape as x", differentiable=True,
+         how="quick_gelu(x) = x * sigmoid(1.702 x) (Hendrycks & Gimpel 2016, §2; OpenAI CLIP's QuickGELU). "
+             "A composite of mul and sigmoid.",
+         examples=["round(quick_gelu([-1, 0, 1]), 6)"])
+def quick_gelu(x):
+    return quick_gelu_(x)
+
+
+ACTIVATIONS = {"relu": ops.relu, "gelu": ops.gelu, "gelu_tanh": gelu_tanh_, "silu": silu_,
+               "quick_gelu": quick_gelu_}
+NORMS = ("layer_norm", "rms_norm")
+
+
+@builtin("rms_norm", CAT, "Divide each row (last axis) by its root mean square, then scale.",
+         [P("x", "array", shape="[..., D]"), P("gamma", "array", shape="[D]", doc="gain"),
+          P("eps", "number", 1e-5, doc="added to the mean square inside the square root", check=positive,
+            constraint="> 0")],
+         returns="[..., D]", differentiable=True,
+         what="Root-mean-square normalization: like layer_norm without centering and without a bias; "
+              "the normalization of LLaMA-style decoders.",
+         how="y = x / sqrt(mean(x^2) + eps) * gamma over the last axis (Zhang & Sennrich 2019; PyTorch's "
+             "nn.RMSNorm). The mean square is accumulated in float64. One primitive with a VJP written with "
+             "primitives: dx = r (g gamma) - x r^3 mean(g gamma x), r = 1/sqrt(mean(x^2) + eps).",
+         errors=["ShapeError when gamma is not a vector of length D", "ValueError when eps <= 0"],
+         examples=["rms_norm([3, 4], [1, 1])", "round(rms_norm([1, 2; 3, 4], [1, 2]), 4)"])
+def rms_norm(x, gamma, eps):
+    d = _last_dim(x, "rms_norm")
+    need_shape(gamma, "rms_norm(): gamma", (d,))
+    return ops.rms_norm(x, gamma, eps=eps)
+
+
+# ---- multi-head attention ---------------------------------------------------------------------
+def _attend(q, k, v, causal, p, training):
+    """sdpa, or, when attention dropout is active, the same computation composed from primitives
+    with dropout applied to the attention weights (as PyTorch's MultiheadAttention does)."""
+    if not training or p == 0:
+        return attention(q, k, v, causal=causal)
+    lq, lk = _shape(q)[-2], _shape(k)[-2]
+    s = ops.mul(ops.matmul(q, ops.transpose(k)), 1.0 / math.sqrt(_shape(q)[-1]))
+    allowed = np.tril(np.ones((lq, lk), dtype=bool), k=lk - lq) if causal else None
+    w = apply_dropout(ops.masked_softmax(s, allowed=allowed), p, True)
+    return ops.matmul(w, v)
+
+
+def mha(x, heads, causal=False, p=0.0, training=False, bo=None):
+    """sum over heads of attention(x wq + bq, x wk + bk, x wv + bv) wo, plus bo: composed from
+    primitives (dense, sdpa or softmax/matmul with dropout, add); no gradient rule of its own."""
     out = None
     for h in heads:
         f = raw(h).fields
         q = ops.dense(x, f["wq"], f.get("bq"))
         k = ops.dense(x, f["wk"], f.get("bk"))
         v = ops.dense(x, f["wv"], f.get("bv"))
-        o = ops.dense(attention(q, k, v, causal=causal), f["wo"], f.get("bo"))
+        o = ops.dense(_attend(q, k, v, causal, p, training), f["wo"])
         out = o if out is None else ops.add(out, o)
-    return out
+    return ops.add(out, bo) if bo is not None else out
+
+
+_DROPOUT = P("dropout", "number", 0.0, doc="probability of dropping an attention weight (training only)",
+             check=dropout_range, constraint=">= 0 and < 1")
+_TRAINING = P("training", "bool", False, doc="apply dropout (true) or not (false, evaluation)")
 
 
 @builtin("multi_head_attention", CAT, "Self-attention with several heads: sum over heads of sdpa(x wq, x wk, x wv) wo.",
-         [P("x", "array", shape="[..., T, D]", doc="the sequence, one row per position"),
-          P("heads", "tuple", doc="a tuple of records {wq, wk, wv, wo} (wq, wk: D x d_k; wv: D x d_v; wo: d_v x D)"),
+         [P("x", "array", shape="[T, D] or [B, T, D]", doc="the sequence, one row per position"),
+          P("heads", "tuple", doc="a tuple of records {wq, wk, wv, wo} (wq, wk: D x d_k; wv: D x d_v; "
+                                  "wo: d_v x D), each optionally with biases bq, bk [d_k] and bv [d_v]"),
           P("n_heads", "int", doc="must equal len(heads)"),
-          P("causal", "bool", False, doc="each position attends only to itself and earlier ones")],
-         returns="[..., T, D]", differentiable=True,
+          P("causal", "bool", False, doc="each position attends only to itself and earlier ones"),
+          _DROPOUT, _TRAINING,
+          P("bo", "array", None, shape="[D]", doc="the one output bias, added after the heads are summed")],
+         returns="same shape as x", differentiable=True,
          what="Runs one scaled_dot_product_attention per head on projections of x and adds up the heads' "
               "projected outputs. With one identity head it is plain self-attention.",
-         how="MultiHead(x) = sum_h Attention(x Wq_h, x Wk_h, x Wv_h) Wo_h (Vaswani et al. 2017, §3.2.2; the "
-             "sum over heads equals Concat(head_1..head_h) W^O with W^O split by rows). A composite: built "
-             "from dense and scaled_dot_product_attention, it has no gradient rule of its own.",
-         errors=["ValueError when n_heads differs from len(heads) or a head lacks a field",
-                 "ShapeError when a head's matrices do not fit D"],
+         how="MultiHead(x) = sum_h Attention(x Wq_h + bq_h, x Wk_h + bk_h, x Wv_h + bv_h) Wo_h + bo "
+             "(Vaswani et al. 2017, §3.2.2; the sum over heads equals Concat(head_1..head_h) W^O with W^O "
+             "split by rows). Layout against PyTorch's nn.MultiheadAttention: wq_h = in_proj_weight[h*d_k:"
+             "(h+1)*d_k]' (likewise wk, wv from the next D rows), bq_h = in_proj_bias[h*d_k:(h+1)*d_k], "
+             "wo_h = out_proj.weight[:, h*d_v:(h+1)*d_v]', and bo = out_proj.bias — one vector, which is "
+             "why it is an argument here and the field weights.bo of a transformer_block record, not a "
+             "field of each head. With training = true and dropout = p the attention weights go through "
+             "inverted dropout (as PyTorch's dropout inside MultiheadAttention). A composite: built from "
+             "dense and scaled_dot_product_attention, it has no gradient rule of its own.",
+         errors=["ValueError when n_heads differs from len(heads)",
+                 "ValueError naming the path and both shapes when a head is missing a field or a field "
+                 "has the wrong shape (heads[1].wq is 4x3, expected 4x2)",
+                 "ValueError when dropout is not in [0, 1)"],
          examples=["eye2 = [1.0, 0.0; 0.0, 1.0]\nhead = {wq = eye2, wk = eye2, wv = eye2, wo = eye2}\n"
-                   "q = [1.0, 0.5; -0.5, 1.0; 0.2, -0.3]\nmulti_head_attention(q, (head,), 1)"])
-def multi_head_attention(x, heads, n_heads, causal):
+                   "q = [1.0, 0.5; -0.5, 1.0; 0.2, -0.3]\nmulti_head_attention(q, (head,), 1)",
+                   "eye2 = [1.0, 0.0; 0.0, 1.0]\nhead = {wq = eye2, wk = eye2, wv = eye2, wo = eye2}\n"
+                   "x = [1.0, 0.5; -0.5, 1.0; 0.2, -0.3]\n"
+                   "round(multi_head_attention(x, (head,), 1, causal=true, bo=[0.5, 0]), 3)"])
+def multi_head_attention(x, heads, n_heads, causal, dropout, training, bo):
     if n_heads != len(raw(heads)):
         raise ValueErr(f"multi_head_attention(): n_heads is {n_heads} but heads has {len(raw(heads))} "
                        f"record{'s' * (len(raw(heads)) != 1)}; they must be equal")
@@ -253,60 +416,298 @@ def multi_head_attention(x, heads, n_heads, causal):
     if len(s) < 2:
         raise ShapeError(f"multi_head_attention(): x must be T x D (or B x T x D), got {describe(x)}")
     check_heads(heads, s[-1])
-    return mha(x, raw(heads), causal)
+    if bo is not None:
+        schema_shape(bo, "bo", (s[-1],))
+    return mha(x, raw(heads), causal, dropout, training, bo)
 
 
+# ---- the transformer block ----------------------------------------------------------------------
 BLOCK_FIELDS = "heads, ln1_gamma, ln1_beta, w1, b1, w2, b2, ln2_gamma, ln2_beta"
+BLOCK_OPTIONAL = ("bo", "gamma1", "gamma2")
 
 
-@builtin("transformer_block", CAT, "One post-norm Transformer encoder block: attention and a ReLU feed-forward, each with a residual add and layer_norm.",
+def check_block(weights, d: int, norm: str) -> dict:
+    """Check a transformer_block weights record against the model width d; return its fields.
+
+    Layout: heads (tuple of head records), optional bo [D]; ln1_gamma, ln2_gamma [D]; w1 [D, H],
+    w2 [H, D]; the biases b1 [H], b2 [D] and (layer_norm only) ln1_beta, ln2_beta [D] are all
+    present or all absent (PyTorch's bias=False); optional layer scale gamma1, gamma2 [D], both or
+    neither. rms_norm records have no ln*_beta. Unknown fields are errors (they catch typos)."""
+    w = raw(weights)
+    fields = w.fields
+    betas = ("ln1_beta", "ln2_beta")
+    if norm == "rms_norm":
+        for b in betas:
+            if b in fields:
+                raise ValueErr(f"weights.{b}: an rms_norm block has no norm bias; remove the field "
+                               f"or use norm=\"layer_norm\"")
+        needed = "heads, ln1_gamma, w1, w2, ln2_gamma (biases b1, b2 and bo, layer scale gamma1, gamma2 optional)"
+        bias_names = ("b1", "b2")
+    else:
+        needed = BLOCK_FIELDS + " (bo, gamma1, gamma2 optional; no biases at all for a bias-free block)"
+        bias_names = ("ln1_beta", "b1", "b2", "ln2_beta")
+    allowed = ("heads", "ln1_gamma", "w1", "w2", "ln2_gamma") + bias_names + BLOCK_OPTIONAL
+    extra = [k for k in fields if k not in allowed]
+    if extra:
+        raise ValueErr(f"weights has an unknown field '{extra[0]}' (a {norm} block has {needed})")
+    if "heads" not in fields:
+        raise ValueErr(f"weights is missing the field 'heads' (it needs {needed})")
+    check_heads(fields["heads"], d, "weights.heads")
+    for name in ("ln1_gamma", "ln2_gamma"):
+        schema_shape(need_field(w, name, "weights", needed), f"weights.{name}", (d,))
+    hidden = _schema_matrix(need_field(w, "w1", "weights", needed), "weights.w1", d, "hidden")
+    schema_shape(need_field(w, "w2", "weights", needed), "weights.w2", (hidden, d))
+    present = [b for b in bias_names if b in fields]
+    if present and len(present) < len(bias_names):
+        missing = next(b for b in bias_names if b not in fields)
+        raise ValueErr(f"weights is missing the field '{missing}': it has {', '.join(present)}, and a "
+                       f"{norm} block has all of {', '.join(bias_names)} or none of them (bias-free)")
+    for b in present:
+        schema_shape(need_field(w, b, "weights", needed), f"weights.{b}", (hidden if b == "b1" else d,))
+    if "bo" in fields:
+        schema_shape(need_field(w, "bo", "weights", needed), "weights.bo", (d,))
+    ls = [g for g in ("gamma1", "gamma2") if g in fields]
+    if len(ls) == 1:
+        other = "gamma2" if ls[0] == "gamma1" else "gamma1"
+        raise ValueErr(f"weights is missing the field '{other}': layer scale needs both gamma1 "
+                       f"(attention branch) and gamma2 (feed-forward branch), or neither")
+    for g in ls:
+        schema_shape(need_field(w, g, "weights", needed), f"weights.{g}", (d,))
+    return fields
+
+
+def block(x, f, norm_first=False, norm="layer_norm", causal=False, activation="relu", p=0.0,
+          training=False, eps=1e-5):
+    """The block on checked fields `f`, composed from primitives (no gradient rule of its own)."""
+    act = ACTIVATIONS[activation]
+
+    def normed(h, i):
+        if norm == "rms_norm":
+            return ops.rms_norm(h, f[f"ln{i}_gamma"], eps=eps)
+        return ops.layer_norm(h, f[f"ln{i}_gamma"], f.get(f"ln{i}_beta"), eps=eps)
+
+    def scaled(h, name):
+        return ops.mul(h, f[name]) if name in f else h
+
+    def attn(h):
+        return scaled(mha(h, raw(f["heads"]), causal, p, training, f.get("bo")), "gamma1")
+
+    def ffn(h):
+        hidden = apply_dropout(act(ops.dense(h, f["w1"], f.get("b1"))), p, training)
+        return scaled(ops.dense(hidden, f["w2"], f.get("b2")), "gamma2")
+
+    if norm_first:
+        h = ops.add(x, attn(normed(x, 1)))
+        return ops.add(h, ffn(normed(h, 2)))
+    h = normed(ops.add(x, attn(x)), 1)
+    return normed(ops.add(h, ffn(h)), 2)
+
+
+_ACTIVATION_NAMES = ("relu", "gelu", "gelu_tanh", "silu", "quick_gelu")
+
+
+@builtin("transformer_block", CAT, "One Transformer encoder block: attention and a feed-forward, each with a "
+         "residual add and a normalization (post-norm by default, pre-norm with norm_first).",
          [P("x", "array", shape="[T, D] or [B, T, D]"),
-          P("weights", "record", doc=f"a record with {BLOCK_FIELDS}")],
+          P("weights", "record", doc="a record with heads, ln1_gamma, ln1_beta, w1, b1, w2, b2, ln2_gamma, "
+                                     "ln2_beta (optional bo, gamma1, gamma2); transformer_block_init makes one"),
+          P("norm_first", "bool", False, doc="pre-norm (true) or the original post-norm (false)"),
+          P("norm", "string", "layer_norm", doc="the normalization", check=one_of(*NORMS),
+            constraint='one of "layer_norm", "rms_norm"'),
+          P("causal", "bool", False, doc="position t attends only to positions <= t"),
+          P("activation", "string", "relu", doc="the feed-forward nonlinearity",
+            check=one_of(*_ACTIVATION_NAMES), constraint="one of " + ", ".join(f'"{a}"' for a in _ACTIVATION_NAMES)),
+          P("dropout", "number", 0.0, doc="dropout on the attention weights and after the feed-forward "
+                                          "activation (training only)", check=dropout_range,
+            constraint=">= 0 and < 1"),
+          P("training", "bool", False, doc="apply dropout (true) or not (false, evaluation)"),
+          P("eps", "number", 1e-5, doc="epsilon of both normalizations", check=positive, constraint="> 0")],
          returns="same shape as x", differentiable=True,
-         what="One transformer block on a T x D input: multi-head self-attention plus a two-layer "
-              "feed-forward network, each wrapped in a residual connection and a layer_norm. weights.heads "
-              "is the tuple multi_head_attention takes (n_heads is its length); ln1_*/ln2_* are the two "
-              "layer norms' gains and biases; w1, b1, w2, b2 the feed-forward layers.",
-         how="The post-norm block of Vaswani et al. 2017, §3.1:\n\n"
-             "    a  = multi_head_attention(x, weights.heads, len(weights.heads))\n"
-             "    h1 = layer_norm(x + a, ln1_gamma, ln1_beta)\n"
-             "    f  = dense(relu(dense(h1, w1, b1)), w2, b2)\n"
-             "    out = layer_norm(h1 + f, ln2_gamma, ln2_beta)\n\n"
-             "A composite of recorded primitives: its gradient comes from the tape's ordinary reverse walk, "
-             "with no rule of its own. Matches PyTorch's nn.TransformerEncoderLayer(norm_first=False, "
-             "activation='relu', dropout=0).",
-         errors=["ValueError naming the path of a missing field", "ShapeError naming the path and both shapes"],
+         what="One transformer block on a T x D input (or a batch B x T x D): multi-head self-attention "
+              "plus a two-layer feed-forward network, each wrapped in a residual connection and a "
+              "normalization. weights.heads is the tuple multi_head_attention takes (n_heads is its "
+              "length); ln1_*/ln2_* are the two norms' gains and biases; w1, b1, w2, b2 the feed-forward "
+              "layers; bo the attention output bias; gamma1/gamma2 the layer-scale gains. "
+              "transformer_block_init makes such a record; param_count and summary count it.",
+         how="Post-norm (default; Vaswani et al. 2017, §3.1, PyTorch's nn.TransformerEncoderLayer "
+             "with norm_first=False):\n\n"
+             "    h   = norm1(x + ls1 * attn(x))\n"
+             "    out = norm2(h + ls2 * ffn(h))\n\n"
+             "Pre-norm (norm_first = true; Xiong et al. 2020, GPT-2, ViT):\n\n"
+             "    h   = x + ls1 * attn(norm1(x))\n"
+             "    out = h + ls2 * ffn(norm2(h))\n\n"
+             "with attn = multi_head_attention(., heads, causal, dropout, training, bo), "
+             "ffn(h) = dense(drop(act(dense(h, w1, b1))), w2, b2), norm = layer_norm (gain ln*_gamma, bias "
+             "ln*_beta) or rms_norm (gain only), and ls1, ls2 the layer-scale vectors gamma1, gamma2 "
+             "when the record has them (CaiT, Touvron et al. 2021), else 1. Dropout acts on the attention "
+             "weights and after the activation, only with training = true, drawing from seed(n)'s "
+             "generator. A composite of recorded primitives: its gradient comes from the tape's "
+             "ordinary reverse walk, with no rule of its own; checked against PyTorch 2.13 to 1e-10 "
+             "(tests/test_parity.py).",
+         errors=["ValueError naming the path of a missing or unknown field",
+                 "ValueError naming the path and both shapes (weights.heads[1].wq is 4x3, expected 4x2)",
+                 'ValueError when norm or activation is not one of the allowed names (they are listed)',
+                 "ValueError when dropout is not in [0, 1) or eps <= 0"],
          examples=["eye2 = [1.0, 0.0; 0.0, 1.0]\nhead = {wq = eye2, wk = eye2, wv = eye2, wo = eye2}\n"
                    "weights = {heads = (head,), ln1_gamma = [1.0, 1.0], ln1_beta = [0.0, 0.0],\n"
                    "           w1 = [0.2, -0.1; 0.1, 0.3], b1 = [0.0, 0.0],\n"
                    "           w2 = [0.1, -0.2; 0.3, 0.1], b2 = [0.0, 0.0],\n"
                    "           ln2_gamma = [1.0, 1.0], ln2_beta = [0.0, 0.0]}\n"
-                   "q = [1.0, 0.5; -0.5, 1.0; 0.2, -0.3]\nround(transformer_block(q, weights), 3)"])
-def transformer_block(x, weights):
+                   "q = [1.0, 0.5; -0.5, 1.0; 0.2, -0.3]\nround(transformer_block(q, weights), 3)",
+                   "w = transformer_block_init(8, 2, seed=0)\nx = reshape(0:47, 2, 3, 8) / 10\n"
+                   "y = transformer_block(x, w, norm_first=true, causal=true, activation=\"gelu\")\nsize(y)"])
+def transformer_block(x, weights, norm_first, norm, causal, activation, dropout, training, eps):
     s = _shape(x)
     if len(s) < 2:
         raise ShapeError(f"transformer_block(): x must be T x D (or B x T x D), got {describe(x)}")
-    d = s[-1]
-    w = raw(weights)
-    heads = need_tuple(w, "heads")
-    check_heads(heads, d, "weights.heads")
-    for name in ("ln1_gamma", "ln1_beta", "ln2_gamma", "ln2_beta", "b2"):
-        need_shape(need_field(w, name, "weights", BLOCK_FIELDS), f"weights.{name}", (d,))
-    w1 = need_field(w, "w1", "weights", BLOCK_FIELDS)
-    s1 = _shape(w1)
-    if len(s1) != 2 or s1[0] != d:
-        raise ShapeError(f"weights.w1 is {shape_text(s1)}, expected {d}xhidden")
-    hidden = s1[1]
-    need_shape(need_field(w, "b1", "weights", BLOCK_FIELDS), "weights.b1", (hidden,))
-    need_shape(need_field(w, "w2", "weights", BLOCK_FIELDS), "weights.w2", (hidden, d))
-    f = w.fields
-    a = mha(x, heads)
-    h1 = ops.layer_norm(ops.add(x, a), f["ln1_gamma"], f["ln1_beta"], eps=1e-5)
-    ff = ops.dense(ops.relu(ops.dense(h1, f["w1"], f["b1"])), f["w2"], f["b2"])
-    return ops.layer_norm(ops.add(h1, ff), f["ln2_gamma"], f["ln2_beta"], eps=1e-5)
+    f = check_block(weights, s[-1], norm)
+    return block(x, f, norm_first, norm, causal, activation, dropout, training, eps)
 
 
 def need_tuple(w, name):
     if name not in w.fields:
         raise ValueErr(f"weights is missing the field '{name}' (it needs {BLOCK_FIELDS})")
     return w.fields[name]
+
+
+# ---- making and counting weights ----------------------------------------------------------------
+def _uniform(gen, bound, shape):
+    return gen.uniform(-bound, bound, shape)
+
+
+@builtin("transformer_block_init", CAT, "A transformer_block weights record, initialised as PyTorch's "
+         "nn.TransformerEncoderLayer.",
+         [P("d_model", "int", doc="model width D", check=positive, constraint="> 0"),
+          P("n_heads", "int", doc="number of heads; must divide d_model", check=positive,
+            constraint="> 0, divides d_model"),
+          P("mlp_ratio", "int", 4, doc="feed-forward width as a multiple of D", check=at_least_one,
+            constraint=">= 1"),
+          P("norm", "string", "layer_norm", check=one_of(*NORMS), constraint='one of "layer_norm", "rms_norm"'),
+          P("bias", "bool", True, doc="attention biases bq, bk, bv, bo, feed-forward biases b1, b2 and "
+                                      "layer_norm biases (false: none of them, PyTorch's bias=False)"),
+          P("layer_scale", "bool", False, doc="add layer-scale gains gamma1, gamma2"),
+          P("layer_scale_init", "number", 1e-5, doc="the value the gains start at", check=non_negative,
+            constraint=">= 0"),
+          P("seed", "int", None, doc="seed of a private generator; none draws from seed(n)'s generator",
+            check=non_negative, constraint=">= 0")],
+         returns="a weights record for transformer_block",
+         what="Makes the record transformer_block takes, for d_model D, n_heads heads of width D / n_heads "
+              "and a feed-forward of width H = mlp_ratio * D:\n\n"
+              "    {heads = ({wq, wk, wv: DxD/h, wo: D/hxD, bq, bk, bv: D/h}, ...), bo: D,\n"
+              "     ln1_gamma, ln1_beta: D, w1: DxH, b1: H, w2: HxD, b2: D, ln2_gamma, ln2_beta: D,\n"
+              "     gamma1, gamma2: D (layer_scale only)}\n\n"
+              "rms_norm records have no ln*_beta; bias = false drops every bias. The default bias = true "
+              "keeps all four attention projections biased and both norms affine with a bias, as the "
+              "network card's counts assume: one block of D = 32, 4 heads, mlp_ratio 4 has 12,704 numbers "
+              "(4*32*32 + 4*32 attention, 2*2*32 norms, 32*128 + 128 + 128*32 + 32 feed-forward).",
+         how="PyTorch 2.13's nn.TransformerEncoderLayer initialisation (torch/nn/modules/activation.py "
+             "MultiheadAttention._reset_parameters and torch/nn/modules/linear.py Linear.reset_parameters): "
+             "the packed in_proj_weight [3D, D] is xavier_uniform, U(+-sqrt(6 / (D + 3D))), and is split "
+             "by rows into wq, wk, wv and by heads; in_proj_bias and out_proj.bias are zeros; out_proj."
+             "weight [D, D] and linear1/linear2 use nn.Linear's default kaiming_uniform(a = sqrt(5)), "
+             "U(+-1/sqrt(fan_in)), and their biases U(+-1/sqrt(fan_in)); LayerNorm and RMSNorm gains are "
+             "ones and LayerNorm biases zeros. The matrices are drawn in PyTorch's shapes in that order "
+             "and transposed into this layout. Layer scale (Touvron et al. 2021, CaiT) fills gamma1 and "
+             "gamma2 with layer_scale_init.",
+         errors=["ValueError when n_heads does not divide d_model",
+                 "ValueError when mlp_ratio < 1, d_model or n_heads < 1, or norm is unknown"],
+         examples=["w = transformer_block_init(32, 4, seed=0)\nparam_count(w)",
+                   "w = transformer_block_init(16, 2, norm=\"rms_norm\", seed=0)\nsize(w.heads[0].wq)",
+                   "param_count(transformer_block_init(16, 2, mlp_ratio=2, layer_scale=true, seed=0))"])
+def transformer_block_init(d_model, n_heads, mlp_ratio, norm, bias, layer_scale, layer_scale_init, seed):
+    d = d_model
+    if d % n_heads:
+        raise ValueErr(f"transformer_block_init(): n_heads must divide d_model, got n_heads = {n_heads} "
+                       f"and d_model = {d} ({d} / {n_heads} is not a whole number)")
+    from tapeml.builtins.random import rng
+    gen = np.random.default_rng(seed) if seed is not None else rng()
+    dk, hidden = d // n_heads, mlp_ratio * d
+    in_proj = _uniform(gen, math.sqrt(6.0 / (d + 3 * d)), (3 * d, d))      # xavier_uniform_
+    out_proj = _uniform(gen, 1.0 / math.sqrt(d), (d, d))                  # kaiming_uniform_(a=sqrt(5))
+    lin1_w = _uniform(gen, 1.0 / math.sqrt(d), (hidden, d))
+    lin1_b = _uniform(gen, 1.0 / math.sqrt(d), (hidden,))
+    lin2_w = _uniform(gen, 1.0 / math.sqrt(hidden), (d, hidden))
+    lin2_b = _uniform(gen, 1.0 / math.sqrt(hidden), (d,))
+    heads = []
+    for h in range(n_heads):
+        rows = slice(h * dk, (h + 1) * dk)
+        head = {"wq": in_proj[:d][rows].T.copy(), "wk": in_proj[d:2 * d][rows].T.copy(),
+                "wv": in_proj[2 * d:][rows].T.copy(), "wo": out_proj[:, rows].T.copy()}
+        if bias:
+            head.update(bq=np.zeros(dk), bk=np.zeros(dk), bv=np.zeros(dk))
+        heads.append(Record(head))
+    fields = {"heads": tuple(heads)}
+    if bias:
+        fields["bo"] = np.zeros(d)
+    fields["ln1_gamma"] = np.ones(d)
+    if bias and norm == "layer_norm":
+        fields["ln1_beta"] = np.zeros(d)
+    fields["w1"] = lin1_w.T.copy()
+    if bias:
+        fields["b1"] = lin1_b
+    fields["w2"] = lin2_w.T.copy()
+    if bias:
+        fields["b2"] = lin2_b
+    fields["ln2_gamma"] = np.ones(d)
+    if bias and norm == "layer_norm":
+        fields["ln2_beta"] = np.zeros(d)
+    if layer_scale:
+        fields["gamma1"] = np.full(d, float(layer_scale_init))
+        fields["gamma2"] = np.full(d, float(layer_scale_init))
+    return Record(fields)
+
+
+def _leaves(value, path):
+    """(path, shape, count) of every number and float matrix in a record/tuple tree."""
+    r = raw(value)
+    if isinstance(r, Record):
+        out = []
+        for k, v in r.fields.items():
+            out.extend(_leaves(v, f"{path}.{k}" if path else k))
+        return out
+    if isinstance(r, tuple):
+        out = []
+        for i, v in enumerate(r):
+            out.extend(_leaves(v, f"{path}[{i}]"))
+        return out
+    if isinstance(r, np.ndarray) and r.dtype != np.bool_:
+        return [(path, r.shape, int(r.size))]
+    if isinstance(r, (float, int)) and not isinstance(r, (bool, np.bool_)):
+        return [(path, (), 1)]
+    return []
+
+
+@builtin("param_count", CAT, "How many numbers a value holds: the parameter count of a weights record.",
+         [P("value", doc="a number, matrix, tuple or record, nested")], returns="number",
+         how="The sum of the element counts of every number and float matrix in the tree (a number counts "
+             "1). Strings, bools, bool matrices, none and functions count 0.",
+         examples=["param_count({w = zeros(8, 16), b = zeros(16)})",
+                   "param_count(transformer_block_init(32, 4, seed=0))",
+                   "param_count((transformer_block_init(16, 2, norm=\"rms_norm\"), transformer_block_init(16, 2, norm=\"rms_norm\")))"])
+def param_count(value):
+    return float(sum(n for _, _, n in _leaves(value, "")))
+
+
+def _fmt_shape(shape):
+    return "x".join(str(n) for n in shape) if shape else "number"
+
+
+@builtin("summary", CAT, "Print a table of a weights value's parameters: path, shape and count, with the total.",
+         [P("weights", doc="a record, tuple or matrix of parameters")], returns="none", interp=True,
+         what="One row per number or matrix in the tree, named by its path (heads[0].wq, w1, ...), then the "
+              "total, which is param_count(weights).",
+         how="Walks the tree in field order; counts as param_count. Shapes print as rows x columns.",
+         examples=["summary({w = zeros(8, 16), b = zeros(16)})",
+                   "summary(transformer_block_init(8, 2, mlp_ratio=2, seed=0))"])
+def summary(interp, weights):
+    rows = [(p or "(value)", _fmt_shape(s), f"{n:,}") for p, s, n in _leaves(weights, "")]
+    total = f"{sum(n for _, _, n in _leaves(weights, '')):,}"
+    wp = max([len("parameter")] + [len(r[0]) for r in rows] + [len("total")])
+    ws = max([len("shape")] + [len(r[1]) for r in rows])
+    wc = max([len("count"), len(total)] + [len(r[2]) for r in rows])
+    lines = [f"{'parameter':<{wp}}  {'shape':<{ws}}  {'count':>{wc}}"]
+    lines += [f"{p:<{wp}}  {s:<{ws}}  {c:>{wc}}" for p, s, c in rows]
+    lines.append("-" * (wp + ws + wc + 4))
+    lines.append(f"{'total':<{wp}}  {'':<{ws}}  {total:>{wc}}")
+    interp.out.write("\n".join(lines) + "\n")
+    return None

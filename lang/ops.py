@@ -622,13 +622,17 @@ sdpa = primitive("scaled_dot_product_attention", _sdpa_impl, _vjp_sdpa, _fwd_sdp
 
 # ==== rms_norm (transformer_block options, issue 6) ============================================
 # y = x / sqrt(mean(x^2) + eps) * gamma over the last axis (Zhang & Sennrich 2019; PyTorch's
-# nn.RMSNorm). The mean square is accumulated in float64. The VJP is written with primitives:
+# nn.RMSNorm). The mean square is accumulated in float64 and the scale cast back to x's float
+# type (float32 sessions stay float32). The VJP is written with primitives:
 # with r = 1/sqrt(mean(x^2) + eps) and gh = g * gamma,
 #     dx = r * gh - x * r^3 * mean(gh * x),     dgamma = sum over positions of g * x * r.
 def _rms_norm_impl(x, gamma, eps=1e-5):
     x = _f(x)
     ms = np.mean(np.square(x, dtype=np.float64), axis=-1, keepdims=True)
-    return _num(x / np.sqrt(ms + eps) * gamma)
+    r = 1.0 / np.sqrt(ms + eps)
+    if type(x) is np.ndarray and x.dtype != np.float64:
+        r = r.astype(x.dtype)
+    return _num(x * r * gamma)
 
 
 def _rms_rstd(x, eps):

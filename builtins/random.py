@@ -1,0 +1,95 @@
+"""Random: the language's one seeded random number generator.
+
+All randomness in tapeml (rand, randn, randint, dropout masks, transformer_block_init without
+its own seed, and sampling) draws from ONE NumPy `Generator` kept in module state. It starts
+seeded from OS entropy; `seed(n)` replaces it with `numpy.random.default_rng(n)`, so a program
+that calls `seed(n)` first prints the same numbers on every run and every machine.
+
+Python code elsewhere gets the generator with `rng()` (never caching it: `seed` swaps it).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from tapeml.builtins.registry import P, builtin, non_negative
+from tapeml.builtins.util import check_size
+from tapeml.errors import ValueErr
+from tapeml.tape import raw
+
+CAT = "Random"
+
+_STATE = {"gen": np.random.default_rng()}
+
+
+def rng() -> np.random.Generator:
+    """The current generator (replaced by every `seed(n)`)."""
+    return _STATE["gen"]
+
+
+def _out(a: np.ndarray, dims):
+    """No sizes: one number; otherwise the array."""
+    return float(a) if not dims else a
+
+
+DIMS = P("dims", variadic=True, doc="sizes of each axis (whole numbers); none for a single number")
+
+
+@builtin("seed", CAT, "Restart the random number generator from the whole number n.",
+         [P("n", "int", doc="the seed, a whole number >= 0", check=non_negative, constraint=">= 0")],
+         returns="none",
+         what="After seed(n) every random draw (rand, randn, randint, dropout masks, "
+              "transformer_block_init) repeats exactly from run to run. Without a call to seed the "
+              "generator starts from operating-system entropy.",
+         how="Replaces the one generator with NumPy's `default_rng(n)` (PCG64), so the streams are "
+             "those of `numpy.random.default_rng(n)`: `seed(0); rand()` equals "
+             "`numpy.random.default_rng(0).random()`.",
+         errors=["ValueError when n is negative or not a whole number"],
+         examples=["seed(0)\nrand(3)", "seed(1)\na = randn(2)\nseed(1)\nall(a == randn(2))"])
+def seed(n):
+    _STATE["gen"] = np.random.default_rng(int(n))
+    return None
+
+
+@builtin("rand", CAT, "Uniform random numbers in [0, 1): rand() is one number, rand(2, 3) a 2x3 matrix.",
+         [DIMS], returns="a number, or [dims...]",
+         how="`Generator.random` of the one seeded generator (float64, half-open interval [0, 1)).",
+         errors=["ValueError when a size is negative or not a whole number"],
+         examples=["seed(0)\nrand()", "seed(0)\nsize(rand(2, 3))"])
+def rand(dims):
+    shape = check_size("rand", dims)
+    return _out(rng().random(shape), shape)
+
+
+@builtin("randn", CAT, "Standard normal random numbers (mean 0, variance 1).",
+         [DIMS], returns="a number, or [dims...]",
+         how="`Generator.standard_normal` of the one seeded generator (float64).",
+         errors=["ValueError when a size is negative or not a whole number"],
+         examples=["seed(0)\nround(randn(3), 3)", "seed(0)\nabs(mean(randn(10000))) < 0.05"])
+def randn(dims):
+    shape = check_size("randn", dims)
+    return _out(rng().standard_normal(shape), shape)
+
+
+@builtin("randint", CAT, "Random whole numbers from lo up to but excluding hi.",
+         [P("lo", "int", doc="smallest value drawn"), P("hi", "int", doc="one past the largest value drawn"),
+          DIMS],
+         returns="a number, or [dims...] of whole numbers (as float64)",
+         how="`Generator.integers(lo, hi)` of the one seeded generator: uniform over lo, ..., hi - 1 "
+             "(hi is exclusive, as in NumPy and PyTorch), returned as float64 like every number.",
+         errors=["ValueError when hi <= lo", "ValueError when a size is negative or not a whole number"],
+         examples=["seed(0)\nrandint(0, 10, 5)", "seed(0)\nrandint(1, 7)"])
+def randint(lo, hi, dims):
+    if hi <= lo:
+        raise ValueErr(f"randint(): hi must be greater than lo (hi is exclusive), got lo = {lo}, hi = {hi}")
+    shape = check_size("randint", dims)
+    return _out(rng().integers(int(lo), int(hi), size=shape).astype(np.float64), shape)
+
+
+def bernoulli_mask(shape: tuple, keep: float) -> np.ndarray:
+    """A bool array, each element true with probability `keep` (dropout's mask)."""
+    return rng().random(shape) < keep
+
+
+__all__ = ["rng", "seed", "rand", "randn", "randint", "bernoulli_mask", "raw"]
+
+# ---- sampling (added by the training work) ---------------------------------------------------

@@ -1,0 +1,165 @@
+"""PyTorch parity: transformer_block (post-norm relu grid, pre-norm gelu, causal, other
+activations, an rms_norm block) and rms_norm against nn.TransformerEncoderLayer / nn.RMSNorm.
+
+The fixtures tests/reference/*.npz are written by tests/reference/make_torch_reference.py (torch
+2.13, float64). Forward output and the gradient of sum(out * R) with respect to x and every
+weight, all computed by tapeml's `grad` through the interpreter, must agree to 1e-10 relative.
+The second test regenerates cases live when torch is importable.
+"""
+import glob
+import io
+import json
+import os
+import re
+
+import numpy as np
+import pytest
+
+from tapeml.interpreter import Interpreter
+from tapeml.values import Record
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REF = os.path.join(HERE, "reference")
+
+
+def _is_parity_fixture(path) -> bool:
+    """The fixtures of make_torch_reference.py (other reference files share the folder)."""
+    with np.load(path) as data:
+        return "config" in data.files and "grad.x" in data.files
+
+
+FIXTURES = sorted(p for p in glob.glob(os.path.join(REF, "*.npz")) if _is_parity_fixture(p))
+TOL = 1e-10
+
+_PART = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)((?:\[\d+\])*)")
+
+
+def record_from_paths(flat: dict) -> Record:
+    """{"heads[0].wq": a, "w1": b, ...} -> the nested Record/tuple value."""
+    root: dict = {}
+    for path, value in flat.items():
+        node = root
+        parts = path.split(".")
+        for j, part in enumerate(parts):
+            name, idx = _PART.fullmatch(part).groups()
+            keys = [name] + [int(i) for i in re.findall(r"\d+", idx)]
+            for n, key in enumerate(keys):
+                last = j == len(parts) - 1 and n == len(keys) - 1
+                if last:
+                    node[key] = value
+                else:
+                    node = node.setdefault(key, {})
+    return _build(root)
+
+
+def _build(node):
+    if not isinstance(node, dict):
+        return node
+    if node and all(isinstance(k, int) for k in node):
+        return tuple(_build(node[i]) for i in range(len(node)))
+    return Record({k: _build(v) for k, v in node.items()})
+
+
+def flatten(value, path=""):
+    if isinstance(value, Record):
+        out = {}
+        for k, v in value.fields.items():
+            out.update(flatten(v, f"{path}.{k}" if path else k))
+        return out
+    if isinstance(value, tuple):
+        out = {}
+        for i, v in enumerate(value):
+            out.update(flatten(v, f"{path}[{i}]"))
+        return out
+    return {path: np.asarray(value, dtype=np.float64)}
+
+
+def _ml(v):
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, str):
+        return f'"{v}"'
+    return repr(v)
+
+
+def run_tapeml(arrays: dict):
+    """Forward and gradients of sum(f(x, w) * R) by tapeml: (out, grad x, {path: grad w})."""
+    config = json.loads(str(arrays["config"]))
+    weights = record_from_paths({k[2:]: np.array(v) for k, v in arrays.items() if k.startswith("w.")})
+    interp = Interpreter(out=io.StringIO())
+    interp.globals.vars.update(X=np.array(arrays["x"]), R=np.array(arrays["R"]), W=weights)
+    if config["kind"] == "rms_norm":
+        call = "rms_norm({x}, {w}.gamma, eps={eps})".replace("{eps}", repr(config["eps"]))
+    else:
+        opts = ", ".join(f"{k}={_ml(config[k])}" for k in ("norm_first", "norm", "causal", "activation", "eps"))
+        call = "transformer_block({x}, {w}, " + opts + ")"
+    f = call.format(x="X", w="W")
+    interp.run(f"OUT = {f}\n"
+               f"GX = grad(fn(x) -> sum({call.format(x='x', w='W')} * R), X)\n"
+               f"GW = grad(fn(w) -> sum({call.format(x='X', w='w')} * R), W)\n", "<parity>")
+    g = interp.globals.vars
+    return g["OUT"], g["GX"], flatten(g["GW"])
+
+
+def rel_err(got, want) -> float:
+    """max |got - want| / max |want|."""
+    got, want = np.asarray(got, dtype=np.float64), np.asarray(want, dtype=np.float64)
+    assert got.shape == want.shape, f"shape {got.shape} != {want.shape}"
+    return float(np.max(np.abs(got - want)) / max(np.max(np.abs(want)), 1e-300))
+
+
+def compare(arrays: dict) -> dict:
+    """{quantity: relative error}; asserts each is <= TOL.
+
+    Every output and gradient is compared relative to its own largest element, except the key
+    biases bk: their gradient is identically zero (softmax is invariant to the per-query
+    constant q . bk), PyTorch and tapeml both return rounding noise there, and the check is that
+    tapeml's noise is below 1e-12 of the case's largest gradient element."""
+    out, gx, gw = run_tapeml(arrays)
+    want_w = {k[len("grad.w."):]: v for k, v in arrays.items() if k.startswith("grad.w.")}
+    scale = max([np.max(np.abs(arrays["grad.x"]))] + [np.max(np.abs(v)) for v in want_w.values()])
+    errs = {"out": rel_err(out, arrays["out"]), "grad.x": rel_err(gx, arrays["grad.x"])}
+    assert sorted(gw) == sorted(want_w), "gradient record has different fields than the fixture"
+    for k, v in want_w.items():
+        if k.endswith(".bk"):
+            assert np.max(np.abs(v)) <= 1e-12 * scale, f"PyTorch's {k} gradient should be zero"
+            assert np.max(np.abs(gw[k])) <= 1e-12 * scale, f"tapeml's {k} gradient should be zero"
+            continue
+        errs[f"grad.w.{k}"] = rel_err(gw[k], v)
+    bad = {k: e for k, e in errs.items() if not e <= TOL}
+    assert not bad, f"relative errors above {TOL}: {bad}"
+    return errs
+
+
+def test_fixtures_exist_and_are_small():
+    names = {os.path.basename(p)[:-4] for p in FIXTURES}
+    for need in ("post_relu_3x2x1", "post_relu_16x32x4", "pre_gelu_5x8x2", "causal_6x8x2", "rms_norm_2x5x8"):
+        assert need in names
+    assert sum(os.path.getsize(p) for p in FIXTURES) < 600_000
+
+
+@pytest.mark.parametrize("path", FIXTURES, ids=[os.path.basename(p)[:-4] for p in FIXTURES])
+def test_parity_fixture(path):
+    with np.load(path) as data:
+        arrays = {k: data[k] for k in data.files}
+    compare(arrays)
+
+
+def test_record_paths_round_trip():
+    rec = record_from_paths({"heads[0].wq": np.ones((2, 1)), "heads[1].wq": np.zeros((2, 1)), "bo": np.ones(2)})
+    assert isinstance(rec.fields["heads"], tuple) and len(rec.fields["heads"]) == 2
+    assert sorted(flatten(rec)) == ["bo", "heads[0].wq", "heads[1].wq"]
+
+
+def test_parity_live():
+    """Regenerate every case with a different seed and compare (skipped without torch)."""
+    torch = pytest.importorskip("torch")
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("make_torch_reference", os.path.join(REF, "make_torch_reference.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    torch.set_num_threads(1)
+    worst = 0.0
+    for name, arrays in mod.all_cases(seed=1234).items():
+        worst = max(worst, max(compare(arrays).values()))
+    assert worst <= TOL
