@@ -45,7 +45,7 @@ def _style() -> dict:
     return {"figure.figsize": FIGSIZE, "figure.dpi": DPI, "savefig.dpi": DPI,
             "font.family": "DejaVu Sans", "font.size": 10, "axes.titlesize": 11,
             "svg.hashsalt": "tapeml", "image.cmap": "viridis", "axes.grid": False,
-            "figure.autolayout": False, "text.hinting_factor": 8}
+            "figure.autolayout": False}
 
 
 def plt():

@@ -519,7 +519,7 @@ def run_markdown(text: str, fname: str, img_dir: str, failures: list) -> str:
     out = []
     interp = fresh_interpreter(io.StringIO())
     reset_random()
-    shown = [""] * len(lines)        # the code of the blocks run so far, for error messages
+    shown = []                       # the code of the blocks run so far, for error messages
     i, block = 0, 0
     while i < len(lines):
         m = FENCE_OPEN.match(lines[i])
@@ -537,11 +537,13 @@ def run_markdown(text: str, fname: str, img_dir: str, failures: list) -> str:
             out.extend(lines[i:])
             break
         code = "\n".join(lines[start + 1:j])
+        at = len(out)                    # the fence's line in the rebuilt file (0-based)
         out.extend(lines[start:j + 1])
         if "norun" in info:
             i = j + 1
             continue
-        shown[start + 1:j] = lines[start + 1:j]
+        shown.extend([""] * (at + 1 - len(shown)))
+        shown[at + 1:] = lines[start + 1:j]
         # skip the block's previous output: blank lines, one ```text block, the figure lines
         k = skip_blank(lines, j + 1)
         t = re.match(r"^(`{3,})text\s*$", lines[k]) if k < len(lines) else None
@@ -554,9 +556,9 @@ def run_markdown(text: str, fname: str, img_dir: str, failures: list) -> str:
             k = skip_blank(lines, k + 1)
         i = k
         block += 1
-        where = f"{fname} block {block} (line {start + 1})"
-        # padded with blank lines so that errors name the line of the .md file
-        res = run_code("\n" * (start + 1) + code, fname, interp=interp, shown="\n".join(shown))
+        where = f"{fname} block {block} (line {at + 1})"
+        # padded with blank lines so that errors name the line of the rebuilt .md file
+        res = run_code("\n" * (at + 1) + code, fname, interp=interp, shown="\n".join(shown))
         expect_error = "error" in info
         text_out = res.output
         if res.error is not None:
@@ -620,6 +622,9 @@ def build(root: str, source_root: str | None = None) -> list[DocsError]:
         for f in os.listdir(md_img) if os.path.isdir(md_img) else []:
             if GENERATED_IMG.match(f) and any(f.startswith(s + "-") for s in stems):
                 os.remove(os.path.join(md_img, f))
+        for fname in sorted(os.listdir(src_docs)) if os.path.isdir(src_docs) else []:
+            if fname.endswith(".ml"):      # modules the docs' blocks import
+                shutil.copy(os.path.join(src_docs, fname), scratch)
         for fname in sorted(os.listdir(src_docs)) if os.path.isdir(src_docs) else []:
             if not fname.endswith(".md"):
                 continue

@@ -1,0 +1,200 @@
+"""The docs builder (lang/docgen.py) and the plotting builtins: every builtin documented and
+run, the index complete, `tapeml docs check` catching a hand-edited output, figures
+deterministic, the seed program on the transformer_block page."""
+import io
+import contextlib
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from tapeml import docgen
+from tapeml.builtins import REGISTRY, plot
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DOCS = os.path.join(ROOT, "docs")
+
+GOLDEN_SEED_OUTPUT = (
+    "layer_norm (scale-invariant per row): [-1.224736, 0, 1.224736; -1.224745, 0, 1.224745]\n"
+    "attention output: [2.872, 3.872; 3.25, 4.25; 2.872, 3.872]\n"
+    "multi_head_attention with 1 identity head matches plain self-attention: true\n"
+    "transformer_block: [1, -1; -1, 1; 1, -1]")
+
+
+def test_every_builtin_has_a_summary_and_an_example():
+    missing = [f"{e.name}: {'no summary' if not e.summary.strip() else 'no example'}"
+               for e in docgen.all_entries() if not e.summary.strip() or not e.examples]
+    assert missing == []
+
+
+def test_every_builtin_has_a_category_the_index_knows():
+    from tapeml.builtins.registry import CATEGORIES
+    assert {b.category for b in REGISTRY.values()} <= set(CATEGORIES)
+
+
+def _index_rows(text):
+    """Builtin names listed in the category sections of an index (not the stdlib section)."""
+    rows, in_stdlib = [], False
+    for line in text.split("\n"):
+        if line.startswith("## "):
+            in_stdlib = line.startswith("## Standard library")
+        m = re.match(r"^\| \[`([^`]+)`\]\(\1\.md\) \|", line)
+        if m and not in_stdlib:
+            rows.append(m.group(1))
+    return rows
+
+
+def test_generated_index_lists_every_builtin_once_with_counts():
+    text = docgen.build_index(docgen.all_entries())
+    rows = _index_rows(text)
+    assert len(rows) == len(REGISTRY)
+    assert sorted(rows) == sorted(REGISTRY)
+    assert f"{len(REGISTRY)} builtins in " in text
+    for cat in {b.category for b in REGISTRY.values()}:
+        n = sum(b.category == cat for b in REGISTRY.values())
+        assert f"## {cat} ({n})" in text
+
+
+def test_committed_index_has_as_many_builtins_as_the_registry():
+    path = os.path.join(DOCS, "builtins", "index.md")
+    with open(path, encoding="utf-8") as f:
+        rows = _index_rows(f.read())
+    assert len(rows) == len(REGISTRY), "docs/builtins/index.md is stale: run `tapeml docs build`"
+
+
+def test_transformer_block_page_starts_with_the_seed_program_and_prints_the_golden_output():
+    first = REGISTRY["transformer_block"].examples[0]
+    with open(os.path.join(ROOT, "examples", "seed_statistics_ml.ml"), encoding="utf-8") as f:
+        assert first == f.read().rstrip("\n")
+    res = docgen.run_code(first, "<seed>")
+    assert res.error is None
+    assert res.output == GOLDEN_SEED_OUTPUT
+
+
+def test_run_code_echoes_bare_expressions_like_the_repl():
+    res = docgen.run_code('x = 2\nx + 1\n"text"\nprint("printed")\nx;\nnone', "<t>")
+    assert (res.output, res.error) == ('3\n"text"\nprinted', None)
+
+
+def test_run_code_reports_a_failing_example():
+    res = docgen.run_code("[1, 2] @ [1, 2, 3]", "<t>")
+    assert res.error.startswith("<t>:1:8: ShapeError:")
+
+
+def test_a_failing_example_fails_the_page():
+    e = docgen.Entry("demo", "Core", "A demo.", [], examples=["1 + 1", "undefined_name"])
+    failures = []
+    page = docgen.build_page(e, "/nonexistent-img-dir", failures)
+    assert [f.where for f in failures] == ["demo.md example 2"]
+    assert "NameError: undefined name 'undefined_name'" in failures[0].message
+    assert "```text\n2\n```" in page
+
+
+def test_gradient_check_of_layer_norm_is_tiny_and_covers_every_float_argument():
+    e = next(x for x in docgen.all_entries() if x.name == "layer_norm")
+    checks = docgen.gradient_check(e, e.examples[0], "layer_norm.md")
+    assert [name for name, _ in checks] == ["x", "gamma", "beta"]
+    assert all(err is not None and err < 1e-6 for _, err in checks)
+
+
+def test_gradient_check_fails_the_build_on_a_wrong_gradient():
+    from tapeml import ops
+    from tapeml.builtins.registry import Builtin, P
+    # x^2 with the VJP g * x instead of 2 g x
+    square = ops.primitive("docs_test_square", lambda x: x * x,
+                           lambda g, ans, res, needs, x: (ops.mul(g, x),))
+    wrong = Builtin("wrong_square", "Math", "x^2 with a wrong gradient.", lambda x: square(x),
+                    [P("x", "array")], differentiable=True)
+    e = docgen.Entry("wrong_square", "Math", "demo", wrong.params, examples=["wrong_square([1, 2])"],
+                     differentiable=True, builtin=wrong)
+    import tapeml.builtins.registry as reg
+    reg.REGISTRY["wrong_square"] = wrong
+    failures = []
+    try:
+        page = docgen.build_page(e, "/nonexistent-img-dir", failures)
+    finally:
+        del reg.REGISTRY["wrong_square"]
+        ops.TABLE.pop("docs_test_square", None)
+    assert [f.where for f in failures] == ["wrong_square.md gradient check (example 1)"]
+    assert "x: largest relative error" in failures[0].message
+    assert "(FAILS)" in page
+
+
+def test_markdown_blocks_get_their_output_replaced_not_duplicated():
+    text = ("# t\n\n```ml\nx = 2\nx * 3\n```\n\n```text\nstale output\nof two lines\n```\n\nprose\n\n"
+            "```ml error\n1 < 2 < 3\n```\n\n```ml norun\nnot tapeml at all\n```\n\n```text\nkept\n```\n")
+    failures = []
+    once = docgen.run_markdown(text, "t.md", "/nonexistent-img-dir", failures)
+    twice = docgen.run_markdown(once, "t.md", "/nonexistent-img-dir", failures)
+    assert failures == []
+    assert once == twice
+    assert "stale output" not in once
+    assert "```ml\nx = 2\nx * 3\n```\n\n```text\n6\n```\n\nprose" in once
+    assert "t.md:15:7: SyntaxError: comparisons do not chain" in once   # its line in the rebuilt file
+    assert "```ml norun\nnot tapeml at all\n```\n\n```text\nkept\n```" in once
+
+
+def test_markdown_block_that_should_raise_but_does_not_fails():
+    failures = []
+    docgen.run_markdown("```ml error\n1 + 1\n```\n", "t.md", "/nonexistent-img-dir", failures)
+    assert len(failures) == 1 and "raised no error" in failures[0].message
+
+
+def test_figures_are_byte_identical_when_redrawn(tmp_path):
+    code = 'x = linspace(0, 1, 20)\nplot(x, x ^ 2, label="sq")\nlegend()\nimshow([1, 2; 3, 4])'
+    paths = []
+    for k in range(2):
+        res = docgen.run_code(code, "<fig>")
+        assert res.error is None and len(res.figures) == 1
+        paths.append(os.path.join(tmp_path, docgen.save_figures(res.figures, str(tmp_path), f"f{k}")[0]))
+    with open(paths[0], "rb") as a, open(paths[1], "rb") as b:
+        data = a.read()
+        assert data == b.read()
+    assert b"matplotlib" not in data.lower()     # no version metadata in the PNG
+
+
+def test_matplotlib_is_imported_only_when_a_plot_is_drawn():
+    code = ("import sys; from tapeml.interpreter import Interpreter; i = Interpreter(); "
+            "i.run('x = sum([1, 2])'); print('matplotlib' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+
+
+def test_show_in_a_script_saves_a_png_and_says_where(tmp_path, monkeypatch):
+    from tapeml.interpreter import Interpreter
+    monkeypatch.setattr(plot, "_mode", "script")
+    monkeypatch.setattr("tempfile.tempdir", str(tmp_path))
+    buf = io.StringIO()
+    Interpreter(out=buf).run("plot([1, 2, 3])\nshow()", "<t>")
+    m = re.fullmatch(r"figure saved to (.+\.png)\n", buf.getvalue())
+    assert m and os.path.isfile(m.group(1))
+    assert plot.open_figures() == []
+
+
+def test_plot_errors_are_language_errors():
+    from tapeml.errors import IndexErr, ShapeError, ValueErr
+    from tapeml.interpreter import Interpreter
+    for code, kind in (("plot([1, 2], [1, 2, 3])", ShapeError), ("subplot(1, 2, 2)", IndexErr),
+                       ("figure()\nlegend()", ValueErr), ("imshow(zeros(2, 2, 2))", ShapeError)):
+        with pytest.raises(kind):
+            Interpreter(out=io.StringIO()).run(code, "<t>")
+    plot.close_all()
+
+
+def test_docs_check_fails_when_an_expected_output_is_edited(tmp_path):
+    """The acceptance test: a hand edit of one example's output in a copy of docs/ is caught."""
+    shutil.copytree(DOCS, tmp_path / "docs")
+    page = tmp_path / "docs" / "builtins" / "relu.md"
+    text = page.read_text(encoding="utf-8")
+    edited = text.replace("```text\n[0, 0, 0.5, 1.5]\n```", "```text\n[0, 0, 0.5, 1.25]\n```", 1)
+    assert edited != text, "relu.md no longer has the expected first output"
+    page.write_text(edited, encoding="utf-8")
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+        code = docgen.main(["check", "--root", str(tmp_path)])
+    assert code == 1
+    assert "docs/builtins/relu.md: differs from the build" in err.getvalue()
+    assert "-[0, 0, 0.5, 1.25]" in err.getvalue() and "+[0, 0, 0.5, 1.5]" in err.getvalue()
