@@ -57,7 +57,9 @@ def _last_dim(x, fname):
          [P("x", "array", shape="any")], returns="same shape as x", differentiable=True,
          what="The nonlinearity of the original Transformer's feed-forward layer: negatives become 0.",
          how="relu(x) = max(0, x) (Nair & Hinton 2010). relu'(0) = 0, as PyTorch.",
-         examples=["relu([-2, -0.5, 0, 1.5])", "relu([1, -1; -2, 2])"])
+         examples=["relu([-2, -0.5, 0.5, 1.5])", "relu([1, -1; 0, 2])  # relu(0) = 0, and relu'(0) = 0",
+                   'x = linspace(-3, 3, 61)\nplot(x, relu(x), label="relu")\nplot(x, gelu(x), label="gelu")\n'
+                   'legend()\nxlabel("x")\ntitle("relu is 0 left of 0 and x right of it")'])
 def relu(x):
     return ops.relu(x)
 
@@ -110,7 +112,12 @@ def log_softmax(x, dim):
              "`nn.LayerNorm`). The VJP is fused: dx = (dxhat - mean(dxhat) - xhat mean(dxhat xhat)) / std.",
          errors=["ShapeError when gamma or beta is not a vector of length D", "ValueError when eps <= 0"],
          examples=["layer_norm([1, 2, 3, 4], [1, 1, 1, 1], [0, 0, 0, 0])",
-                   "x = [1.0, 2.0, 3.0; 10.0, 20.0, 30.0]\nlayer_norm(x, [1, 1, 1], [0, 0, 0])"])
+                   "x = [1.0, 2.0, 3.0; 10.0, 20.0, 30.0]\nlayer_norm(x, [1, 1, 1], [0, 0, 0])",
+                   "seed(0)\nx = randn(200, 16) * 3 + 2\ny = layer_norm(x, ones(16), zeros(16))\n"
+                   'print("before: mean {round(mean(x), 2)}, mean square {round(mean(x * x), 2)}")\n'
+                   'print("after:  mean {round(mean(y), 2)}, mean square {round(mean(y * y), 2)}")\n'
+                   'figure(width=8, height=3)\nsubplot(1, 2, 0)\nhist(x, bins=30)\ntitle("before: x, 200 rows of 16")\n'
+                   'subplot(1, 2, 1)\nhist(y, bins=30)\ntitle("after: layer_norm(x, ones(16), zeros(16))")'])
 def layer_norm(x, gamma, beta, eps):
     d = _last_dim(x, "layer_norm")
     need_shape(gamma, "layer_norm(): gamma", (d,))
@@ -124,7 +131,10 @@ def layer_norm(x, gamma, beta, eps):
          returns="[..., D_out]", differentiable=True,
          how="y = x w + b (a fully connected layer); the VJP gives g w', x' g (the batch folded) and "
              "the sum of g over positions.",
-         examples=["dense([1, 2], [1, 0; 0, 1], [10, 20])", "dense([1, 2; 3, 4], [1; 1], [0])"])
+         examples=["dense([1, 2], [1, 0; 0, 1], [10, 20])", "dense([1, 2; 3, 4], [1; 1], [0])",
+                   "x = linspace(-2, 2, 81)'\nw1 = reshape([1, 1, 1], 1, 3)\nh = relu(dense(x, w1, [1, 0, -1]))\n"
+                   "y = dense(h, [1; -2; 2], [0])\nprint(size(x), size(h), size(y))\nplot(x[:, 0], y[:, 0])\n"
+                   'title("two dense layers with a relu between: piecewise linear")\nxlabel("x")'])
 def dense(x, w, b):
     sx, sw = _shape(x), _shape(w)
     if len(sw) != 2:
@@ -153,7 +163,11 @@ def dense(x, w, b):
          errors=["ShapeError when q, k and v do not agree in d_k or L_k, or the mask has the wrong shape"],
          examples=["q = [1.0, 0.5; -0.5, 1.0; 0.2, -0.3]\nk = [1.0, 0.0; 0.0, 1.0; 0.5, 0.5]\n"
                    "v = [1.0, 2.0; 3.0, 4.0; 5.0, 6.0]\nscaled_dot_product_attention(q, k, v)",
-                   "x = [1, 0; 0, 1; 1, 1]\nscaled_dot_product_attention(x, x, [1, 2; 3, 4; 5, 6], causal=true)"])
+                   "x = [1, 0; 0, 1; 1, 1]\nscaled_dot_product_attention(x, x, [1, 2; 3, 4; 5, 6], causal=true)",
+                   "t = (0:7)'\nx = [sin(t), cos(t), sin(t / 3), cos(t / 3)]\n"
+                   "# with v = eye(8) the output is the attention weights themselves\n"
+                   "w = scaled_dot_product_attention(x, x, eye(8), causal=true)\nprint(round(w[7, :], 3))\n"
+                   'imshow(w)\ntitle("causal self-attention weights")\nxlabel("key position")\nylabel("query position")'])
 def scaled_dot_product_attention(q, k, v, mask, bias, causal):
     sq, sk, sv = _shape(q), _shape(k), _shape(v)
     for name, s in (("q", sq), ("k", sk), ("v", sv)):
@@ -407,7 +421,17 @@ _TRAINING = P("training", "bool", False, doc="apply dropout (true) or not (false
                    "q = [1.0, 0.5; -0.5, 1.0; 0.2, -0.3]\nmulti_head_attention(q, (head,), 1)",
                    "eye2 = [1.0, 0.0; 0.0, 1.0]\nhead = {wq = eye2, wk = eye2, wv = eye2, wo = eye2}\n"
                    "x = [1.0, 0.5; -0.5, 1.0; 0.2, -0.3]\n"
-                   "round(multi_head_attention(x, (head,), 1, causal=true, bo=[0.5, 0]), 3)"])
+                   "round(multi_head_attention(x, (head,), 1, causal=true, bo=[0.5, 0]), 3)",
+                   "t = (0:7)'\nx = [sin(t), cos(t), sin(t / 3), cos(t / 3)]\n"
+                   "a = [1, 0; 0, 1; 0, 0; 0, 0]  # head 0 looks at the fast features\n"
+                   "b = [0, 0; 0, 0; 1, 0; 0, 1]  # head 1 at the slow ones\n"
+                   "heads = ({wq = a, wk = a, wv = a, wo = a'}, {wq = b, wk = b, wv = b, wo = b'})\n"
+                   "y = multi_head_attention(x, heads, 2, causal=true)\nprint(size(y))\n"
+                   "figure(width=8, height=3)\nsubplot(1, 2, 0)\n"
+                   "imshow(scaled_dot_product_attention(x @ a, x @ a, eye(8), causal=true))\n"
+                   'title("head 0 weights")\nsubplot(1, 2, 1)\n'
+                   "imshow(scaled_dot_product_attention(x @ b, x @ b, eye(8), causal=true))\n"
+                   'title("head 1 weights")'])
 def multi_head_attention(x, heads, n_heads, causal, dropout, training, bo):
     if n_heads != len(raw(heads)):
         raise ValueErr(f"multi_head_attention(): n_heads is {n_heads} but heads has {len(raw(heads))} "
@@ -503,6 +527,33 @@ def block(x, f, norm_first=False, norm="layer_norm", causal=False, activation="r
     return normed(ops.add(h, ffn(h)), 2)
 
 
+# The seed page's program: the transformer_block page's first example; its output is the golden
+# output (examples/seed_statistics_ml.ml, tests/golden).
+SEED_PROGRAM = (
+    'x = [1.0, 2.0, 3.0; 10.0, 20.0, 30.0]\n'
+    'normed = layer_norm(x, [1.0, 1.0, 1.0], [0.0, 0.0, 0.0])\n'
+    'print("layer_norm (scale-invariant per row): {normed}")\n'
+    '\n'
+    'q = [1.0, 0.5; -0.5, 1.0; 0.2, -0.3]\n'
+    'k = [1.0, 0.0; 0.0, 1.0; 0.5, 0.5]\n'
+    'v = [1.0, 2.0; 3.0, 4.0; 5.0, 6.0]\n'
+    'attn = scaled_dot_product_attention(q, k, v)\n'
+    'print("attention output: {round(attn, 3)}")\n'
+    '\n'
+    'eye2 = [1.0, 0.0; 0.0, 1.0]\n'
+    'head = {wq = eye2, wk = eye2, wv = eye2, wo = eye2}\n'
+    'mh = multi_head_attention(q, (head,), 1)\n'
+    'plain = scaled_dot_product_attention(q, q, q)\n'
+    'print("multi_head_attention with 1 identity head matches plain self-attention: {sum(abs(mh - plain)) < 1e-9}")\n'
+    '\n'
+    'weights = {heads = (head,), ln1_gamma = [1.0, 1.0], ln1_beta = [0.0, 0.0],\n'
+    '           w1 = [0.2, -0.1; 0.1, 0.3], b1 = [0.0, 0.0],\n'
+    '           w2 = [0.1, -0.2; 0.3, 0.1], b2 = [0.0, 0.0],\n'
+    '           ln2_gamma = [1.0, 1.0], ln2_beta = [0.0, 0.0]}\n'
+    'block_out = transformer_block(q, weights)\n'
+    'print("transformer_block: {round(block_out, 3)}")')
+
+
 _ACTIVATION_NAMES = ("relu", "gelu", "gelu_tanh", "silu", "quick_gelu")
 
 
@@ -548,12 +599,7 @@ _ACTIVATION_NAMES = ("relu", "gelu", "gelu_tanh", "silu", "quick_gelu")
                  "ValueError naming the path and both shapes (weights.heads[1].wq is 4x3, expected 4x2)",
                  'ValueError when norm or activation is not one of the allowed names (they are listed)',
                  "ValueError when dropout is not in [0, 1) or eps <= 0"],
-         examples=["eye2 = [1.0, 0.0; 0.0, 1.0]\nhead = {wq = eye2, wk = eye2, wv = eye2, wo = eye2}\n"
-                   "weights = {heads = (head,), ln1_gamma = [1.0, 1.0], ln1_beta = [0.0, 0.0],\n"
-                   "           w1 = [0.2, -0.1; 0.1, 0.3], b1 = [0.0, 0.0],\n"
-                   "           w2 = [0.1, -0.2; 0.3, 0.1], b2 = [0.0, 0.0],\n"
-                   "           ln2_gamma = [1.0, 1.0], ln2_beta = [0.0, 0.0]}\n"
-                   "q = [1.0, 0.5; -0.5, 1.0; 0.2, -0.3]\nround(transformer_block(q, weights), 3)",
+         examples=[SEED_PROGRAM,
                    "w = transformer_block_init(8, 2, seed=0)\nx = reshape(0:47, 2, 3, 8) / 10\n"
                    "y = transformer_block(x, w, norm_first=true, causal=true, activation=\"gelu\")\nsize(y)"])
 def transformer_block(x, weights, norm_first, norm, causal, activation, dropout, training, eps):
