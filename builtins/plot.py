@@ -79,7 +79,11 @@ def open_figures() -> list:
 
 
 def save_png(fig, path: str) -> None:
-    """Save one figure as a deterministic PNG."""
+    """Save one figure as a deterministic PNG, laid out so that subplots' labels do not overlap."""
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")        # tight_layout warns on axes it cannot fit; harmless
+        fig.tight_layout()
     fig.savefig(path, format="png", dpi=DPI, metadata=PNG_METADATA)
 
 
