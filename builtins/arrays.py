@@ -16,29 +16,38 @@ DIMS = P("dims", variadic=True, doc="sizes of each axis (whole numbers)")
 
 @builtin("zeros", "Arrays", "A matrix of zeros of the given sizes: zeros(3) is a vector, zeros(2, 3) a matrix.",
          [DIMS], returns="[dims...]",
-         how="NumPy's `zeros` in float64. Sizes are checked before allocating.",
+         how="NumPy's `zeros` in the session's float type (float64 unless set_dtype changed it). "
+             "Sizes are checked before allocating.",
          examples=["zeros(3)", "zeros(2, 3)", "size(zeros(2, 3, 4))"])
 def zeros(dims):
-    return np.zeros(check_size("zeros", dims))
+    return np.zeros(check_size("zeros", dims), dtype=ops.FLOAT["dtype"])
 
 
 @builtin("ones", "Arrays", "A matrix of ones of the given sizes.", [DIMS], returns="[dims...]",
+         how="NumPy's `ones` in the session's float type; the sizes are checked before allocating, as for zeros.",
+         errors=["ValueError when a size is negative or not a whole number, or the array would not fit in memory"],
          examples=["ones(3)", "ones(2, 2)"])
 def ones(dims):
-    return np.ones(check_size("ones", dims))
+    return np.ones(check_size("ones", dims), dtype=ops.FLOAT["dtype"])
 
 
 @builtin("fill", "Arrays", "A matrix of the given sizes with every element equal to value.",
-         [P("value", "number"), DIMS], returns="[dims...]", examples=["fill(7, 2, 3)", "fill(0.5, 3)"])
+         [P("value", "number"), DIMS], returns="[dims...]",
+         how="NumPy's `full(dims, value)` in the session's float type.",
+         errors=["ValueError when a size is negative or not a whole number"],
+         examples=["fill(7, 2, 3)", "fill(0.5, 3)"])
 def fill(value, dims):
-    return np.full(check_size("fill", dims), float(raw(value)))
+    return np.full(check_size("fill", dims), float(raw(value)), dtype=ops.FLOAT["dtype"])
 
 
 @builtin("eye", "Arrays", "The n x n identity matrix.", [P("n", "int")], returns="[n, n]",
+         how="NumPy's `eye(n)`: ones on the diagonal, zeros elsewhere; I @ x = x for any x with n rows. "
+             "Also handy as the values of scaled_dot_product_attention, whose output is then the attention "
+             "weights themselves.",
          examples=["eye(2)", "eye(3) @ [1, 2, 3]"])
 def eye(n):
     check_size("eye", (n, n))
-    return np.eye(n)
+    return np.eye(n, dtype=ops.FLOAT["dtype"])
 
 
 @builtin("reshape", "Arrays", "The same elements in a new shape, filled in row-major (C) order.",
@@ -62,6 +71,9 @@ def reshape(x, dims):
 
 @builtin("transpose", "Arrays", "Swap the last two axes (x'); a vector becomes a column.",
          [P("x", "array")], returns="x with the last two axes swapped", differentiable=True,
+         how="Swaps the last two axes (NumPy's `swapaxes(x, -1, -2)`), so a batch [B, T, D] becomes "
+             "[B, D, T]; a vector of length n becomes the n x 1 column (MATLAB's rule, not NumPy's no-op). "
+             "The VJP transposes the cotangent back (reshaping a column to a vector).",
          examples=["transpose([1, 2; 3, 4])", "transpose([1, 2])", "[1, 2; 3, 4]'"])
 def transpose(x):
     return ops.transpose(x)
@@ -89,6 +101,8 @@ def _join(name, prim, xs, dim):
 @builtin("concat", "Arrays", "Join matrices end to end along an existing axis.",
          [P("xs", variadic=True, doc="matrices with equal sizes except along dim"),
           P("dim", "int", 0, doc="the axis to join along")], returns="joined matrix", differentiable=True,
+         how="NumPy's `concatenate(xs, axis=dim)`; the VJP slices the cotangent back into one piece per input.",
+         errors=["ShapeError when the sizes differ on an axis other than dim"],
          examples=["concat([1, 2], [3])", "concat([1, 2; 3, 4], [5, 6; 7, 8], dim=1)"])
 def concat(xs, dim):
     return _join("concat", ops.concat, xs, dim)
@@ -97,6 +111,8 @@ def concat(xs, dim):
 @builtin("stack", "Arrays", "Stack equal-shaped matrices along a new axis.",
          [P("xs", variadic=True, doc="matrices of one shape"), P("dim", "int", 0, doc="position of the new axis")],
          returns="[len(xs), ...] for dim=0", differentiable=True,
+         how="NumPy's `stack(xs, axis=dim)`; the VJP takes each input's slice of the cotangent along dim.",
+         errors=["ShapeError when the inputs do not all have one shape"],
          examples=["stack([1, 2], [3, 4])", "size(stack(zeros(2, 3), ones(2, 3)))", "stack([1, 2], [3, 4], dim=1)"])
 def stack(xs, dim):
     return _join("stack", ops.stack, xs, dim)
@@ -104,6 +120,8 @@ def stack(xs, dim):
 
 @builtin("range", "Arrays", "range(n) is 0:n-1; range(a, b) is a:b-1 (the end excluded, as in Python).",
          [P("a", "number"), P("b", "number", None), P("step", "number", 1.0)], returns="vector",
+         how="NumPy's `arange(a, b, step)`: Python's half-open convention, unlike the `a:b` operator, which "
+             "includes b. range(n) is exactly the valid indices of an axis of length n.",
          examples=["range(4)", "range(2, 5)", "range(0, 10, 3)", "range(0)"])
 def range_(a, b, step):
     start, stop = (0.0, a) if b is None else (a, b)
@@ -117,7 +135,8 @@ def range_(a, b, step):
 
 @builtin("linspace", "Arrays", "n evenly spaced numbers from a to b, both included.",
          [P("a", "number"), P("b", "number"), P("n", "int", 50)], returns="[n]",
+         how="NumPy's `linspace(a, b, n)`: a + (b - a) i / (n - 1) for i = 0 .. n-1, both ends included.",
          examples=["linspace(0, 1, 5)", "len(linspace(0, 1))"])
 def linspace(a, b, n):
     check_size("linspace", (n,))
-    return np.linspace(a, b, n)
+    return ops.as_float(np.linspace(a, b, n))
