@@ -16,22 +16,28 @@ DIMS = P("dims", variadic=True, doc="sizes of each axis (whole numbers)")
 
 @builtin("zeros", "Arrays", "A matrix of zeros of the given sizes: zeros(3) is a vector, zeros(2, 3) a matrix.",
          [DIMS], returns="[dims...]",
-         how="NumPy's `zeros` in float64. Sizes are checked before allocating.",
+         how="NumPy's `zeros` in the session's float type (float64 unless set_dtype changed it). "
+             "Sizes are checked before allocating.",
          examples=["zeros(3)", "zeros(2, 3)", "size(zeros(2, 3, 4))"])
 def zeros(dims):
-    return np.zeros(check_size("zeros", dims))
+    return np.zeros(check_size("zeros", dims), dtype=ops.FLOAT["dtype"])
 
 
 @builtin("ones", "Arrays", "A matrix of ones of the given sizes.", [DIMS], returns="[dims...]",
+         how="NumPy's `ones` in the session's float type; the sizes are checked before allocating, as for zeros.",
+         errors=["ValueError when a size is negative or not a whole number, or the array would not fit in memory"],
          examples=["ones(3)", "ones(2, 2)"])
 def ones(dims):
-    return np.ones(check_size("ones", dims))
+    return np.ones(check_size("ones", dims), dtype=ops.FLOAT["dtype"])
 
 
 @builtin("fill", "Arrays", "A matrix of the given sizes with every element equal to value.",
-         [P("value", "number"), DIMS], returns="[dims...]", examples=["fill(7, 2, 3)", "fill(0.5, 3)"])
+         [P("value", "number"), DIMS], returns="[dims...]",
+         how="NumPy's `full(dims, value)` in the session's float type.",
+         errors=["ValueError when a size is negative or not a whole number"],
+         examples=["fill(7, 2, 3)", "fill(0.5, 3)"])
 def fill(value, dims):
-    return np.full(check_size("fill", dims), float(raw(value)))
+    return np.full(check_size("fill", dims), float(raw(value)), dtype=ops.FLOAT["dtype"])
 
 
 @builtin("eye", "Arrays", "The n x n identity matrix.", [P("n", "int")], returns="[n, n]",
@@ -41,7 +47,7 @@ def fill(value, dims):
          examples=["eye(2)", "eye(3) @ [1, 2, 3]"])
 def eye(n):
     check_size("eye", (n, n))
-    return np.eye(n)
+    return np.eye(n, dtype=ops.FLOAT["dtype"])
 
 
 @builtin("reshape", "Arrays", "The same elements in a new shape, filled in row-major (C) order.",
@@ -133,4 +139,4 @@ def range_(a, b, step):
          examples=["linspace(0, 1, 5)", "len(linspace(0, 1))"])
 def linspace(a, b, n):
     check_size("linspace", (n,))
-    return np.linspace(a, b, n)
+    return ops.as_float(np.linspace(a, b, n))

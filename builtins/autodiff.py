@@ -74,7 +74,7 @@ def _run_and_backward(interp, f, x, boxed, boxes, level):
         g = grads.get(b.node)
         if g is None:
             rv = raw(v)
-            return np.zeros_like(rv, dtype=np.float64) if isinstance(rv, np.ndarray) else 0.0
+            return np.zeros_like(rv) if isinstance(rv, np.ndarray) else 0.0
         return g
 
     return value, tree_map(collect, x)

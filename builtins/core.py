@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tapeml.builtins.registry import P, builtin
+from tapeml.builtins.registry import P, builtin, one_of
 from tapeml.errors import TypeErr
 from tapeml.tape import raw
 from tapeml.values import Record, describe, format_value, type_name
@@ -71,3 +71,30 @@ def str_(x):
 @builtin("pi", "Core", "The number π.", [], returns="number", examples=["pi()", "cos(pi())"])
 def pi():
     return float(np.pi)
+
+
+@builtin("set_dtype", "Core", "Choose the float type of new matrices for this session: \"float64\" (default) or \"float32\".",
+         [P("name", "string", doc='"float64" or "float32"', check=one_of("float64", "float32"),
+            constraint='one of "float64", "float32"')],
+         returns="none",
+         what="Matrix literals, ranges and constructors (zeros, ones, eye, fill, linspace, rand, randn) "
+              "create matrices of this type from now on; arithmetic keeps the type of its matrices. "
+              "float32 halves memory and is what most training runs use; float64 is the default and "
+              "what gradient checks need. `tapeml --dtype float32 script.ml` sets it for a whole script.",
+         how="Sets the one dtype setting read by every constructor. Python numbers are weak scalars in "
+             "NumPy 2, so `x * 0.5` keeps a float32 x in float32.",
+         examples=['set_dtype("float32")\nx = [1, 2, 3] / 3\nprint(x, dtype(x))\nset_dtype("float64")\nprint(dtype([1, 2, 3] / 3))'])
+def set_dtype(name):
+    from tapeml import ops
+    ops.set_dtype(name)
+    return None
+
+
+@builtin("dtype", "Core", "The float type of a matrix: \"float64\", \"float32\" or \"bool\".",
+         [P("x", "array")], returns="string",
+         examples=["dtype([1, 2])", "dtype([1, 2] > 1)"])
+def dtype(x):
+    r = raw(x)
+    if isinstance(r, np.ndarray):
+        return "bool" if r.dtype == np.bool_ else str(r.dtype)
+    return "bool" if isinstance(r, bool) else "float64"

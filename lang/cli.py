@@ -81,7 +81,11 @@ def main(argv: list[str] | None = None) -> int:
         return docgen.main(argv[1:])
     from .interpreter import Interpreter
     if dtype is not None:
-        return _usage_error("--dtype is not supported yet")
+        from . import ops
+        try:
+            ops.set_dtype(dtype)
+        except ValueError as e:
+            return _usage_error(str(e))
     if argv and argv[0] == "-c":
         if len(argv) < 2:
             return _usage_error("-c needs the code to run")

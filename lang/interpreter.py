@@ -23,6 +23,7 @@ from .tape import Box, raw
 from .values import Function, Record, describe, format_value, shape_text
 
 MAX_DEPTH = 20000       # tapeml call depth before a RecursionError
+_STDLIB_TREES: dict = {}    # (file name, text) -> parsed Program, shared by all interpreters
 
 
 class BreakSignal(Exception):
@@ -115,7 +116,10 @@ class Interpreter:
             text = path.read_text(encoding="utf-8")
             name = f"<stdlib>/{path.name}"
             self.sources[name] = text
-            self.exec_block(parse(text, name).body, self.prelude)
+            key = (name, text)
+            if key not in _STDLIB_TREES:     # trees are immutable: parse each file once per process
+                _STDLIB_TREES[key] = parse(text, name)
+            self.exec_block(_STDLIB_TREES[key].body, self.prelude)
 
     def run(self, source: str, filename: str = "<input>", echo=None, env: Env | None = None):
         """Parse and run a program. `echo(value)` is called for each top-level expression
@@ -459,8 +463,8 @@ class Interpreter:
                     if len(row) != n0:
                         raise ShapeError(f"the rows of a matrix literal differ in length: row 0 has {n0} "
                                          f"elements, row {i} has {len(row)}", node.span)
-                return np.array(rows, dtype=np.float64)
-            return np.array(rows[0], dtype=np.float64)
+                return np.array(rows, dtype=ops.FLOAT["dtype"])
+            return np.array(rows[0], dtype=ops.FLOAT["dtype"])
         try:
             built = [self.matrix_row(row) for row in rows]
             if not node.stacked:
@@ -745,7 +749,7 @@ def make_range(start: float, step: float, stop: float, span=None) -> np.ndarray:
         return np.zeros(0)
     if n > 100_000_000:
         raise ValueErr(f"the range would have {n:.3g} elements; the limit is 1e8", span)
-    return start + step * np.arange(n, dtype=np.float64)
+    return ops.as_float(start + step * np.arange(n, dtype=np.float64))
 
 
 def values_equal(a, b) -> bool:

@@ -25,6 +25,24 @@ np.seterr(all="ignore")
 
 TABLE: dict[str, Primitive] = {}
 
+# The float type of new matrices: float64 by default; `set_dtype("float32")` (the builtin, or
+# `tapeml --dtype float32`) switches literals, ranges and constructors. Python numbers stay
+# "weak" scalars, so float32 arrays stay float32 through arithmetic with them (NumPy 2 rules).
+FLOAT = {"dtype": np.float64}
+DTYPES = {"float64": np.float64, "float32": np.float32}
+
+
+def set_dtype(name: str) -> None:
+    if name not in DTYPES:
+        raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, got {name!r}")
+    FLOAT["dtype"] = DTYPES[name]
+
+
+def as_float(a):
+    """A new matrix in the session's float type."""
+    dt = FLOAT["dtype"]
+    return a if a.dtype == dt else a.astype(dt)
+
 
 def primitive(name, impl, vjp=None, fwd=None, nondiff=False, arity=None, scalar=None):
     """Declare a primitive in the table; returns the plain function that calls it.
@@ -47,14 +65,25 @@ def _f(a):
     if t is bool:
         return float(a)
     if t is np.ndarray and a.dtype == np.bool_:
-        return a.astype(np.float64)
+        return a.astype(FLOAT["dtype"])
     return a
 
 
 def _num(r):
-    """Keep scalars as Python-compatible floats (np.float64 is a float)."""
-    if type(r) is np.ndarray and r.ndim == 0:
-        return r[()]
+    """Scalars come out as numbers: np.float64 (a float subclass), or a Python float for
+    float32 and other NumPy scalar types; 0-d arrays become scalars."""
+    t = type(r)
+    if t is np.ndarray:
+        if r.ndim:
+            return r
+        r = r[()]
+        t = type(r)
+    if t is np.float64 or t is float:
+        return r
+    if t is np.bool_:
+        return bool(r)
+    if isinstance(r, np.generic):
+        return float(r)
     return r
 
 
@@ -85,7 +114,7 @@ def _div(a, b):
     try:
         return a / b
     except ZeroDivisionError:
-        return np.float64(a) / np.float64(b)
+        return float(np.float64(a) / np.float64(b))
 
 
 def _mod(a, b):
@@ -99,7 +128,7 @@ def _mod(a, b):
 def _pow(a, b):
     a, b = _f(a), _f(b)
     if type(a) is not np.ndarray and type(b) is not np.ndarray:
-        return np.float64(a) ** np.float64(b)
+        return float(np.float64(a) ** np.float64(b))
     return np.power(a, b)
 
 
@@ -312,7 +341,11 @@ permute = primitive("permute", _permute,
 
 
 def _broadcast_to(x, shape):
-    return np.broadcast_to(x, shape).copy() if shape else x
+    if not shape:
+        return x
+    if type(x) is not np.ndarray:
+        x = np.asarray(x, dtype=FLOAT["dtype"])
+    return np.broadcast_to(x, shape).copy()
 
 
 broadcast_to = primitive("broadcast_to", _broadcast_to,
@@ -358,15 +391,13 @@ stack = primitive("stack", _stack, _vjp_stack)
 def _index(x, idx):
     r = x[idx]
     t = type(r)
-    if t is np.bool_:
-        return bool(r)
     if t is np.ndarray:
         return r.copy() if r.base is not None else r
-    return r
+    return r if t is np.float64 else _num(r)
 
 
 def _scatter_add(g, idx, shape):
-    out = np.zeros(shape, dtype=np.result_type(g, np.float64) if np.ndim(g) else np.float64)
+    out = np.zeros(shape, dtype=g.dtype if type(g) is np.ndarray else FLOAT["dtype"])
     np.add.at(out, idx, g)
     return out
 
