@@ -374,9 +374,57 @@ def _attend(q, k, v, causal, p, training):
     return ops.matmul(w, v)
 
 
+def _fusable(fields) -> bool:
+    """Heads of one shape and the same biases can run as one batched attention."""
+    if len(fields) < 2:
+        return False
+    first = fields[0]
+    shapes = {k: _shape(first[k]) for k in ("wq", "wv")}
+    present = {b for b in ("bq", "bk", "bv") if b in first}
+    return all({k: _shape(f[k]) for k in ("wq", "wv")} == shapes and
+               {b for b in ("bq", "bk", "bv") if b in f} == present for f in fields[1:])
+
+
+def _split_heads(t, n_heads):
+    """[..., T, H*d] -> [..., H, T, d]"""
+    s = _shape(t)
+    t = ops.reshape(t, shape=s[:-1] + (n_heads, s[-1] // n_heads))
+    nd = len(s) + 1
+    return ops.permute(t, axes=tuple(range(nd - 3)) + (nd - 2, nd - 3, nd - 1))
+
+
+def _merge_heads(t):
+    """[..., H, T, d] -> [..., T, H*d]"""
+    s = _shape(t)
+    nd = len(s)
+    t = ops.permute(t, axes=tuple(range(nd - 3)) + (nd - 2, nd - 3, nd - 1))
+    return ops.reshape(t, shape=s[:-3] + (s[-2], s[-3] * s[-1]))
+
+
+def _mha_fused(x, fields, causal):
+    """All heads at once: one projection each for q, k, v (the heads' matrices side by side),
+    one batched attention over [..., H, T, d], one output projection. The same sum over heads
+    as the loop, with larger matrix products; still only primitives."""
+    n = len(fields)
+
+    def joined(name, dim):
+        return ops.concat(*[f[name] for f in fields], dim=dim)
+
+    def bias(name):
+        return joined(name, 0) if name in fields[0] else None
+    q = _split_heads(ops.dense(x, joined("wq", 1), bias("bq")), n)
+    k = _split_heads(ops.dense(x, joined("wk", 1), bias("bk")), n)
+    v = _split_heads(ops.dense(x, joined("wv", 1), bias("bv")), n)
+    return ops.dense(_merge_heads(attention(q, k, v, causal=causal)), joined("wo", 0))
+
+
 def mha(x, heads, causal=False, p=0.0, training=False, bo=None):
     """sum over heads of attention(x wq + bq, x wk + bk, x wv + bv) wo, plus bo: composed from
     primitives (dense, sdpa or softmax/matmul with dropout, add); no gradient rule of its own."""
+    fields = [raw(h).fields for h in heads]
+    if not (training and p > 0) and _fusable(fields):
+        out = _mha_fused(x, fields, causal)
+        return ops.add(out, bo) if bo is not None else out
     out = None
     for h in heads:
         f = raw(h).fields
@@ -465,15 +513,16 @@ def check_block(weights, d: int, norm: str) -> dict:
             if b in fields:
                 raise ValueErr(f"weights.{b}: an rms_norm block has no norm bias; remove the field "
                                f"or use norm=\"layer_norm\"")
-        needed = "heads, ln1_gamma, w1, w2, ln2_gamma (biases b1, b2 and bo, layer scale gamma1, gamma2 optional)"
+        needed = "heads, ln1_gamma, w1, b1, w2, b2, ln2_gamma"
         bias_names = ("b1", "b2")
     else:
-        needed = BLOCK_FIELDS + " (bo, gamma1, gamma2 optional; no biases at all for a bias-free block)"
+        needed = BLOCK_FIELDS
         bias_names = ("ln1_beta", "b1", "b2", "ln2_beta")
     allowed = ("heads", "ln1_gamma", "w1", "w2", "ln2_gamma") + bias_names + BLOCK_OPTIONAL
     extra = [k for k in fields if k not in allowed]
     if extra:
-        raise ValueErr(f"weights has an unknown field '{extra[0]}' (a {norm} block has {needed})")
+        raise ValueErr(f"weights has an unknown field '{extra[0]}' (a {norm} block has {needed}, "
+                       f"and optionally bo, gamma1, gamma2)")
     if "heads" not in fields:
         raise ValueErr(f"weights is missing the field 'heads' (it needs {needed})")
     check_heads(fields["heads"], d, "weights.heads")
