@@ -306,3 +306,22 @@ def num(s):
                    "    return a / b\nend\nsafe_div(1, 2)"])
 def error(message):
     raise ValueErr(message)
+
+
+@builtin("append", "Core", "A new tuple: the items of t followed by item.",
+         [P("t", "tuple"), P("item", doc="any value")], returns="a tuple one longer than t",
+         what="Builds tuples step by step, e.g. a stack of block weights in a loop (tuples are immutable "
+              "values, so t itself is unchanged).",
+         how="Python's t + (item,).",
+         examples=["append((1, 2), 3)", "blocks = ()\nfor i in 0:2\n    blocks = append(blocks, i * 10)\nend\nblocks"])
+def append(t, item):
+    return tuple(raw(t)) + (item,)
+
+
+@builtin("clock", "Core", "Seconds on a monotonic clock; subtract two readings to time a piece of code.",
+         [], returns="number",
+         how="Python's `time.perf_counter()`: monotonic, sub-microsecond resolution, arbitrary origin.",
+         examples=["t0 = clock()\nclock() - t0 >= 0"])
+def clock():
+    import time
+    return time.perf_counter()

@@ -1,0 +1,152 @@
+# minigpt.ml: a character-level GPT, trained from scratch in tapeml.
+#
+# A decoder-only transformer (token and position tables, pre-norm causal blocks, a final
+# layer_norm and an output layer tied to the token table) learns to predict the next character
+# of examples/data/verses.txt with AdamW and a warmup schedule, then writes some text.
+#
+#     tapeml examples/minigpt.ml                      # the full run (a few minutes)
+#     tapeml examples/minigpt.ml steps=30 every=10    # a quick check
+#
+# Options (name=value): steps, batch, context, every (print interval), seed, lr, warmup,
+# samples (characters to generate), data, checkpoint, plot (PNG path, or "none").
+
+fn arg(name, default)
+    prefix = name + "="
+    n = len(prefix)
+    for a in ARGS
+        if len(a) > n and a[0:n - 1] == prefix
+            return a[n:end]
+        end
+    end
+    return default
+end
+
+steps = num(arg("steps", "1000"))
+batch = num(arg("batch", "16"))
+context = num(arg("context", "64"))
+every = num(arg("every", "100"))
+peak_lr = num(arg("lr", "3e-3"))
+warmup = num(arg("warmup", "100"))
+n_samples = num(arg("samples", "240"))
+seed(num(arg("seed", "0")))
+d_model = 64
+n_heads = 4
+n_blocks = 2
+
+# ---- data: characters -> ids, 90% for training, 10% for validation ---------------------------
+text = read_text(arg("data", "data/verses.txt"))
+vocab = char_vocab(text)
+V = len(vocab)
+data = encode(vocab, text)
+n_train = round(0.9 * len(data))
+train_ids = data[0:n_train - 1]
+val_ids = data[n_train:end]
+print("text: {len(text)} characters, vocabulary of {V}, {n_train} for training, {len(val_ids)} for validation")
+
+# A batch of `batch` random windows: inputs x and targets y (x shifted by one character).
+fn get_batch(ids, batch, context)
+    starts = randint(0, len(ids) - context - 1, batch)
+    pos = starts' + range(context)                  # batch x context positions
+    x = reshape(ids[reshape(pos, batch * context)], batch, context)
+    y = reshape(ids[reshape(pos + 1, batch * context)], batch, context)
+    return (x, y)
+end
+
+# ---- the model ---------------------------------------------------------------------------------
+fn init_model(V, d_model, n_heads, n_blocks, context)
+    blocks = ()
+    for i in 1:n_blocks
+        blocks = append(blocks, transformer_block_init(d_model, n_heads))
+    end
+    return {tok = 0.02 * randn(V, d_model), pos = 0.02 * randn(context, d_model), blocks = blocks,
+            ln_gamma = ones(d_model), ln_beta = zeros(d_model)}
+end
+
+# Logits for every position: ids is a T-vector or a B x T matrix of ids; the result is
+# T x V (or B x T x V). The output layer reuses the token table (weight tying).
+fn logits_fn(params, ids)
+    T = size(ids, len(size(ids)) - 1)
+    x = embedding(params.tok, ids) + params.pos[0:T - 1, :]
+    for blk in params.blocks
+        x = transformer_block(x, blk, norm_first = true, causal = true, activation = "gelu_tanh")
+    end
+    return layer_norm(x, params.ln_gamma, params.ln_beta) @ params.tok'
+end
+
+fn loss_fn(params, x, y)
+    return cross_entropy(logits_fn(params, x), y)
+end
+
+params = init_model(V, d_model, n_heads, n_blocks, context)
+print("model: {n_blocks} pre-norm causal blocks, d_model {d_model}, {n_heads} heads, {param_count(params)} parameters")
+
+# Validation loss: the mean over every non-overlapping window of the validation text, in one
+# batched forward pass (the same windows every time).
+fn val_loss(params, val_ids, context)
+    starts = 0:context:len(val_ids) - context - 2
+    pos = starts' + range(context)
+    n = len(starts)
+    x = reshape(val_ids[reshape(pos, n * context)], n, context)
+    y = reshape(val_ids[reshape(pos + 1, n * context)], n, context)
+    return cross_entropy(logits_fn(params, x), y)
+end
+
+# ---- training ----------------------------------------------------------------------------------
+state = adamw_init(params)
+losses = zeros(steps)
+start_loss = log(V)
+print("initial loss {round(val_loss(params, val_ids, context), 4)} (ln {V} = {round(start_loss, 4)})")
+t0 = clock()
+for step in 1:steps
+    x, y = get_batch(train_ids, batch, context)
+    loss, grads = value_and_grad(fn(p) -> loss_fn(p, x, y), params)
+    grads = clip_grad_norm(grads, 1.0)
+    lr = cosine_lr(step, steps, peak_lr, peak_lr / 10, warmup = warmup)
+    params, state = adamw_step(params, grads, state, lr = lr, weight_decay = 0.01)
+    losses[step - 1] = loss
+    if step % every == 0 or step == steps
+        recent = mean(losses[max([step - every, 0]):step - 1])
+        done = round(30 * step / steps)
+        bar = "#" * done + "." * (30 - done)
+        print("[{bar}] step {step}/{steps}  loss {round(recent, 4)}  lr {round(lr, 6)}  {round(clock() - t0, 1)} s")
+    end
+end
+train_time = clock() - t0
+final_train = mean(losses[max([steps - every, 0]):end])
+final_val = val_loss(params, val_ids, context)
+print("training took {round(train_time, 1)} s ({round(1000 * train_time / steps, 1)} ms per step)")
+print("final training loss {round(final_train, 4)}, validation loss {round(final_val, 4)}")
+print("training loss is {round(100 * (1 - final_train / start_loss), 1)}% below ln(vocab)")
+
+# ---- checkpoint ---------------------------------------------------------------------------------
+checkpoint = arg("checkpoint", "minigpt_checkpoint.npz")
+save(checkpoint, params)
+restored = load(checkpoint)
+same = true
+for pair in tree_leaves(tree_map(fn(a, b) -> all(a == b), params, restored))
+    same = same and pair
+end
+print("checkpoint {checkpoint}: round-trips exactly: {same}")
+
+# ---- the loss curve -----------------------------------------------------------------------------
+png = arg("plot", "minigpt_loss.png")
+if png != "none"
+    figure()
+    plot(1:steps, losses, label = "training loss (per batch)")
+    plot([1, steps], [start_loss, start_loss], label = "ln(vocab), a uniform guess")
+    xlabel("step")
+    ylabel("cross entropy (nats)")
+    title("minigpt on verses.txt")
+    legend()
+    savefig(png)
+    print("loss curve saved to {png}")
+end
+
+# ---- text -------------------------------------------------------------------------------------------
+prompt = encode(vocab, "When ")
+greedy = generate(logits_fn, params, prompt, n_samples, temperature = 0, context = context)
+print("--- greedy ---")
+print(decode(vocab, greedy))
+warm = generate(logits_fn, params, prompt, n_samples, temperature = 0.8, context = context)
+print("--- temperature 0.8 ---")
+print(decode(vocab, warm))

@@ -1,0 +1,356 @@
+"""Training: embedding, cross_entropy, sample, tree_map, save/load, the stdlib optimizers,
+schedules, tokenizer and generate, and a short minigpt run.
+
+The optimizer fixture tests/reference/optim.npz comes from PyTorch
+(tests/reference/make_optim_reference.py); PyTorch is not needed to run these tests.
+"""
+from __future__ import annotations
+
+import glob
+import io
+import math
+import os
+import re
+
+import numpy as np
+import pytest
+
+from tapeml.errors import IOErr, IndexErr, LangError, ShapeError, ValueErr
+from tapeml.interpreter import Interpreter
+from tapeml.values import Record, format_value
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REF = os.path.join(ROOT, "tests", "reference", "optim.npz")
+
+
+def run(src: str, **variables):
+    """Run tapeml source with some variables preset; return (interpreter, printed text)."""
+    out = io.StringIO()
+    interp = Interpreter(out=out)
+    interp.globals.vars.update(variables)
+    interp.run(src, "<test>")
+    return interp, out.getvalue()
+
+
+def value(src: str, name: str = "result", **variables):
+    interp, _ = run(src, **variables)
+    return interp.globals.vars[name]
+
+
+# ---- cross_entropy ----------------------------------------------------------------------------
+def test_cross_entropy_huge_equal_logits_is_ln2():
+    assert abs(value("result = cross_entropy([1e8, 1e8], 0)") - math.log(2)) < 1e-12
+
+
+def test_cross_entropy_far_apart_logits_value_and_gradient():
+    v = value("result = cross_entropy([-431, 279, 427], 0)")
+    assert v == 858.0
+    g = value("result = grad(fn(z) -> cross_entropy(z, 0), [-431, 279, 427])")
+    assert np.all(np.isfinite(g))
+    assert g[0] == -1.0 and g[2] == 1.0
+    assert abs(g[1] - 5.3017187e-65) < 1e-7 * 5.3017187e-65
+    assert abs(g[1] - math.exp(-148)) <= 1e-15 * math.exp(-148)
+
+
+def test_cross_entropy_matches_numpy_on_a_batch():
+    rng = np.random.default_rng(3)
+    z = rng.standard_normal((2, 5, 7)) * 3
+    t = rng.integers(0, 7, (2, 5)).astype(np.float64)
+    m = z.max(-1, keepdims=True)
+    lp = z - m - np.log(np.exp(z - m).sum(-1, keepdims=True))
+    want = -np.mean(np.take_along_axis(lp, t.astype(int)[..., None], -1))
+    got = value("result = cross_entropy(z, t)", z=z, t=t)
+    assert abs(got - want) < 1e-13
+    g = value("result = grad(fn(z) -> cross_entropy(z, t), z)", z=z, t=t)
+    p = np.exp(lp)
+    onehot = np.eye(7)[t.astype(int)]
+    np.testing.assert_allclose(g, (p - onehot) / 10, rtol=1e-12, atol=1e-15)
+
+
+def test_cross_entropy_errors():
+    with pytest.raises(ShapeError, match="targets must be a vector of length 2"):
+        run("cross_entropy([1, 2; 3, 4], [0])")
+    with pytest.raises(IndexErr, match="target 3 is out of range"):
+        run("cross_entropy([1, 2, 3], 3)")
+    with pytest.raises(IndexErr, match="whole numbers"):
+        run("cross_entropy([1, 2, 3], 0.5)")
+
+
+# ---- embedding ------------------------------------------------------------------------------------
+def test_embedding_gathers_rows_and_accumulates_repeated_ids():
+    table = np.arange(12.0).reshape(4, 3)
+    out = value("result = embedding(table, [3, 0, 3])", table=table)
+    np.testing.assert_array_equal(out, table[[3, 0, 3]])
+    g = value("result = grad(fn(t) -> sum(embedding(t, [3, 0, 3; 3, 1, 0]) * w), table)",
+              table=table, w=np.array([1.0, 10.0, 100.0]))
+    want = np.zeros((4, 3))
+    for i in [3, 0, 3, 3, 1, 0]:
+        want[i] += [1.0, 10.0, 100.0]
+    np.testing.assert_array_equal(g, want)
+    assert value("result = size(embedding(table, 2))", table=table) == (3,)
+
+
+def test_embedding_checks_ids():
+    with pytest.raises(IndexErr, match="id 4 is out of range: the table has 4 entries"):
+        run("embedding(zeros(4, 2), [0, 4])")
+    with pytest.raises(IndexErr, match="whole numbers"):
+        run("embedding(zeros(4, 2), [0.5])")
+    with pytest.raises(ShapeError, match="V x D matrix"):
+        run("embedding([1, 2, 3], 0)")
+
+
+# ---- sample, tree_map, text ----------------------------------------------------------------------
+def test_sample_follows_probabilities_and_never_picks_zero_weight():
+    ids = value("seed(0)\nresult = sample(repeat)", repeat=np.tile([0.2, 0.0, 0.8], (4000, 1)))
+    assert set(np.unique(ids)) <= {0.0, 2.0}
+    assert abs(np.mean(ids == 2.0) - 0.8) < 0.03
+    a = value("seed(5)\nresult = [sample([0.3, 0.7]), sample([0.3, 0.7]), sample([0.3, 0.7])]")
+    b = value("seed(5)\nresult = [sample([0.3, 0.7]), sample([0.3, 0.7]), sample([0.3, 0.7])]")
+    np.testing.assert_array_equal(a, b)
+    with pytest.raises(ValueErr, match="positive sum"):
+        run("sample([0, 0])")
+
+
+def test_tree_map_over_several_trees_and_mismatch():
+    r = value("result = tree_map(fn(p, g) -> p - 0.5 * g, {w = [1, 2], b = (3, 4)}, {w = [2, 2], b = (2, 0)})")
+    assert format_value(r) == "{w = [0, 1], b = (2, 4)}"
+    with pytest.raises(ValueErr, match=r"tree 1 differs from tree 0 at tree\.b"):
+        run("tree_map(fn(a, b) -> a, {w = 1, b = (1, 2)}, {w = 1, b = (1,)})")
+
+
+def test_char_tokenizer_round_trip_and_unknown_character():
+    interp, _ = run('v = char_vocab("the cat sat")\nids = encode(v, "a cat")\nback = decode(v, ids)')
+    g = interp.globals.vars
+    assert g["v"] == " acehst"
+    np.testing.assert_array_equal(g["ids"], [1, 0, 2, 1, 6])
+    assert g["back"] == "a cat"
+    with pytest.raises(ValueErr, match='the character "z" is not in the vocabulary'):
+        run('encode(char_vocab("abc"), "abz")')
+
+
+def test_generate_greedy_and_temperature():
+    # A bigram "model": the logits of the next id are a row of a table.
+    table = np.array([[0, 5, 0], [0, 0, 5], [5, 0, 4.9]], dtype=np.float64)
+    ids = value("result = generate(fn(p, ids) -> p[ids, :], table, [0], 6, temperature = 0)", table=table)
+    np.testing.assert_array_equal(ids, [0, 1, 2, 0, 1, 2, 0])
+    tiny = value("result = generate(fn(p, ids) -> p[ids, :], table, [0], 6, temperature = 1e-9)", table=table)
+    np.testing.assert_array_equal(tiny, ids)
+    k1 = value("seed(1)\nresult = generate(fn(p, ids) -> p[ids, :], table, [2], 3, temperature = 5, top_k = 1)",
+               table=table)
+    np.testing.assert_array_equal(k1, [2, 0, 1, 2])
+    assert format_value(value("result = top_k_filter([1, 5, 3, 4], 2)")) == "[-inf, 5, -inf, 4]"
+
+
+# ---- schedules ---------------------------------------------------------------------------------------
+def test_noam_lr_matches_the_formula_and_the_card():
+    interp, _ = run("a = noam_lr(1, 512, 4000)\nb = noam_lr(4000, 512, 4000)\nc = noam_lr(16000, 512, 4000)\n"
+                    "z = noam_lr(0, 512, 4000)")
+    g = interp.globals.vars
+    assert g["a"] == pytest.approx(512 ** -0.5 * 4000 ** -1.5, rel=1e-14)
+    assert g["b"] == pytest.approx(512 ** -0.5 * 4000 ** -0.5, rel=1e-14)
+    assert g["c"] == pytest.approx(512 ** -0.5 * 16000 ** -0.5, rel=1e-14)
+    assert round(g["b"], 4) == 7e-4
+    assert g["c"] / g["b"] == pytest.approx(0.5, rel=1e-14)
+    assert g["z"] == g["a"]
+
+
+def test_cosine_lr():
+    interp, _ = run("w = cosine_lr(5, 110, 1, 0.1, 10)\np = cosine_lr(10, 110, 1, 0.1, 10)\n"
+                    "m = cosine_lr(60, 110, 1, 0.1, 10)\ne = cosine_lr(110, 110, 1, 0.1, 10)\n"
+                    "after = cosine_lr(500, 110, 1, 0.1, 10)")
+    g = interp.globals.vars
+    assert (g["w"], g["p"]) == (0.5, 1.0)
+    assert g["m"] == pytest.approx(0.55, abs=1e-15)
+    assert g["e"] == pytest.approx(0.1, abs=1e-15) and g["after"] == pytest.approx(0.1, abs=1e-15)
+
+
+# ---- optimizers against PyTorch ------------------------------------------------------------------
+OPT_CALLS = {
+    "sgd": ("sgd", "lr = 0.1"),
+    "sgd_momentum": ("sgd", "lr = 0.1, momentum = 0.9"),
+    "sgd_nesterov_wd": ("sgd", "lr = 0.05, momentum = 0.8, nesterov = true, weight_decay = 0.1"),
+    "sgd_dampening": ("sgd", "lr = 0.05, momentum = 0.8, dampening = 0.3"),
+    "adam": ("adam", "lr = 0.1"),
+    "adam_wd": ("adam", "lr = 0.05, betas = (0.8, 0.99), eps = 1e-6, weight_decay = 0.1"),
+    "adamw": ("adamw", "lr = 0.1"),
+    "adamw_custom": ("adamw", "lr = 0.05, betas = (0.85, 0.995), eps = 1e-7, weight_decay = 0.3"),
+}
+
+
+@pytest.fixture(scope="module")
+def ref():
+    with np.load(REF, allow_pickle=False) as d:
+        return {k: d[k] for k in d.files}
+
+
+@pytest.mark.parametrize("name", list(OPT_CALLS))
+def test_optimizer_matches_pytorch_for_5_steps(ref, name):
+    opt, kwargs = OPT_CALLS[name]
+    src = f"""
+fn loss(p)
+    return mean((X @ p.w + p.b - y) ^ 2)
+end
+p = {{w = w0, b = b0}}
+state = {opt}_init(p)
+history = ()
+for i in 1:5
+    p, state = {opt}_step(p, grad(loss, p), state, {kwargs})
+    history = append(history, p)
+end
+"""
+    interp, _ = run(src, X=ref["X"], y=ref["y"], w0=ref["w0"], b0=ref["b0"])
+    hist = interp.globals.vars["history"]
+    assert interp.globals.vars["state"].fields["step"] == 5
+    for k in range(5):
+        np.testing.assert_allclose(hist[k].fields["w"], ref[f"{name}/w"][k], rtol=1e-12, atol=1e-14)
+        np.testing.assert_allclose(hist[k].fields["b"], ref[f"{name}/b"][k], rtol=1e-12, atol=1e-14)
+
+
+def test_default_hyperparameters_are_pytorchs():
+    # adamw's default weight decay is 0.01 and lr 1e-3; adam's weight decay 0; sgd's lr 1e-3
+    interp, _ = run("p = {w = [1.0, -2.0]}\ng = {w = [0.5, 0.5]}\n"
+                    "a, s = adamw_step(p, g, adamw_init(p))\nb, s2 = adam_step(p, g, adam_init(p))\n"
+                    "c, s3 = sgd_step(p, g, sgd_init(p))")
+    v = interp.globals.vars
+    w = np.array([1.0, -2.0])
+    np.testing.assert_allclose(v["a"].fields["w"], w * (1 - 1e-3 * 0.01) - 1e-3 * 0.5 / (0.5 + 1e-8), rtol=1e-15)
+    np.testing.assert_allclose(v["b"].fields["w"], w - 1e-3 * 0.5 / (0.5 + 1e-8), rtol=1e-15)
+    np.testing.assert_allclose(v["c"].fields["w"], w - 1e-3 * 0.5, rtol=1e-15)
+
+
+@pytest.mark.parametrize("max_norm", [0.5, 100.0])
+def test_clip_grad_norm_matches_pytorch(ref, max_norm):
+    src = """
+fn loss(p)
+    return mean((X @ p.w + p.b - y) ^ 2)
+end
+g = grad(loss, {w = w0, b = b0})
+clipped = clip_grad_norm(g, max_norm)
+norm = grad_norm(g)
+"""
+    interp, _ = run(src, X=ref["X"], y=ref["y"], w0=ref["w0"], b0=ref["b0"], max_norm=max_norm)
+    v = interp.globals.vars
+    key = f"clip{max_norm:g}"
+    np.testing.assert_allclose(v["clipped"].fields["w"], ref[f"{key}/w"], rtol=1e-12)
+    np.testing.assert_allclose(v["clipped"].fields["b"], ref[f"{key}/b"], rtol=1e-12)
+    assert v["norm"] == pytest.approx(float(ref[f"{key}/norm"]), rel=1e-12)
+
+
+# ---- save and load -----------------------------------------------------------------------------------
+def _tree_equal(a, b):
+    if isinstance(a, Record):
+        return isinstance(b, Record) and list(a.fields) == list(b.fields) and all(
+            _tree_equal(a.fields[k], b.fields[k]) for k in a.fields)
+    if isinstance(a, tuple):
+        return isinstance(b, tuple) and len(a) == len(b) and all(_tree_equal(x, y) for x, y in zip(a, b))
+    if isinstance(a, np.ndarray):
+        return isinstance(b, np.ndarray) and a.dtype == b.dtype and a.shape == b.shape and \
+            a.tobytes() == b.tobytes()
+    return type(a) is type(b) and (a == b or (a != a and b != b))
+
+
+def test_save_load_round_trip_is_exact(tmp_path):
+    rng = np.random.default_rng(0)
+    tree = Record({"tok": rng.standard_normal((5, 3)),
+                   "heads": (Record({"wq": rng.standard_normal((3, 2)) * 1e-300, "bq": np.array([-0.0, np.inf])}),
+                             Record({"wq": np.full((3, 2), np.nan), "bq": np.zeros(2)})),
+                   "step": 7.0, "flag": True, "mask": np.array([[True, False]]), "cube": rng.standard_normal((2, 2, 2)),
+                   "pair": (1.5, (np.ones(1),))})
+    path = str(tmp_path / "ck.npz")
+    interp, _ = run("save(path, tree)\nresult = load(path)", path=path, tree=tree)
+    assert _tree_equal(tree, interp.globals.vars["result"])
+    with np.load(path, allow_pickle=False) as d:
+        assert d.files == ["tok", "heads[0].wq", "heads[0].bq", "heads[1].wq", "heads[1].bq", "step", "flag",
+                           "mask", "cube", "pair[0]", "pair[1][0]"]
+    t = (np.arange(3.0), Record({"a": 2.0}))
+    interp, _ = run("save(path, t)\nresult = load(path)", path=path, t=t)
+    assert _tree_equal(t, interp.globals.vars["result"])
+
+
+def test_save_is_atomic(tmp_path, monkeypatch):
+    path = str(tmp_path / "ck.npz")
+    good = Record({"w": np.arange(4.0), "b": np.ones(2)})
+    run("save(path, good)", path=path, good=good)
+    before = open(path, "rb").read()
+    calls = {"n": 0}
+    real = np.lib.format.write_array
+
+    def crash(*a, **k):
+        calls["n"] += 1
+        if calls["n"] == 2:
+            raise KeyboardInterrupt("simulated crash in the middle of a save")
+        return real(*a, **k)
+
+    monkeypatch.setattr(np.lib.format, "write_array", crash)
+    with pytest.raises(KeyboardInterrupt):
+        run("save(path, {w = [9, 9], b = [9], c = [9]})", path=path)
+    monkeypatch.undo()
+    assert open(path, "rb").read() == before
+    assert os.listdir(tmp_path) == ["ck.npz"]          # no temporary file left behind
+    interp, _ = run("result = load(path)", path=path)
+    assert _tree_equal(good, interp.globals.vars["result"])
+
+
+def test_load_errors_are_clear(tmp_path):
+    with pytest.raises(IOErr, match="no file at"):
+        run("load(p)", p=str(tmp_path / "missing.npz"))
+    text = tmp_path / "notes.npz"
+    text.write_text("just some text\n")
+    with pytest.raises(IOErr, match="is not a checkpoint"):
+        run("load(p)", p=str(text))
+    good = str(tmp_path / "good.npz")
+    run("save(p, {w = ones(100, 100)})", p=good)
+    cut = tmp_path / "cut.npz"
+    cut.write_bytes(open(good, "rb").read()[:4000])
+    with pytest.raises(IOErr, match="not a checkpoint|damaged or truncated"):
+        run("load(p)", p=str(cut))
+    pickled = str(tmp_path / "pickled.npz")
+    np.savez(pickled, w=np.array([{"a": 1}], dtype=object))
+    with pytest.raises(IOErr, match="pickled"):
+        run("load(p)", p=pickled)
+    with pytest.raises(LangError, match=r"save\(\): name is a string"):
+        run("save(p, {name = \"x\"})", p=good)
+    with pytest.raises(LangError, match="record or a tuple"):
+        run("save(p, [1, 2])", p=good)
+
+
+def test_read_text(tmp_path):
+    f = tmp_path / "t.txt"
+    f.write_text("héllo\nworld", encoding="utf-8")
+    assert value("result = read_text(p)", p=str(f)) == "héllo\nworld"
+    with pytest.raises(IOErr, match="no file"):
+        run("read_text(p)", p=str(tmp_path / "none.txt"))
+
+
+# ---- stdlib documentation ----------------------------------------------------------------------------
+def test_every_stdlib_function_is_documented_and_its_examples_run():
+    from tapeml.stdlib.docs import STDLIB_DOCS
+    defined = set()
+    for f in glob.glob(os.path.join(ROOT, "stdlib", "*.ml")):
+        defined |= set(re.findall(r"^fn (\w+)\(", open(f, encoding="utf-8").read(), re.M))
+    assert defined == set(STDLIB_DOCS)
+    for name, doc in STDLIB_DOCS.items():
+        assert doc["summary"] and doc["examples"], name
+        assert doc["signature"].startswith(name + "(")
+        for ex in doc["examples"]:
+            run(ex)
+
+
+# ---- a short minigpt run --------------------------------------------------------------------------------
+def test_short_minigpt_run_learns_and_checkpoints(tmp_path):
+    ckpt = str(tmp_path / "mini.npz")
+    src = open(os.path.join(ROOT, "examples", "minigpt.ml"), encoding="utf-8").read()
+    out = io.StringIO()
+    interp = Interpreter(out=out)
+    interp.globals.vars["ARGS"] = ("steps=30", "every=10", "batch=4", "context=24", "seed=0", "samples=20",
+                                   "lr=3e-3", "warmup=10", f"checkpoint={ckpt}", "plot=none")
+    interp.run(src, os.path.join(ROOT, "examples", "minigpt.ml"))
+    text = out.getvalue()
+    g = interp.globals.vars
+    losses = g["losses"]
+    assert len(losses) == 30
+    assert np.mean(losses[-5:]) < np.mean(losses[:5]) - 0.3, losses
+    assert "round-trips exactly: true" in text
+    restored = value("result = load(p)", p=ckpt)
+    assert _tree_equal(g["params"], restored)
+    assert "--- greedy ---" in text and "--- temperature 0.8 ---" in text
