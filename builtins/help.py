@@ -1,0 +1,284 @@
+"""The `help` builtin and `help_text(name)`, which the REPL's `?name` uses too.
+
+Everything shown comes from the builtin registry (the same declarations the docs are built
+from): signature, parameters with kinds, shapes and constraints, summary, `what`, and the first
+example. Functions written in tapeml (the stdlib prelude, the user's own) are described from
+their signature and the `#` comment lines directly above their `fn` line.
+
+A stdlib documentation table, when one exists, is read from `tapeml.stdlib.DOCS`: a dict from
+name to an object or dict with the fields of a Builtin (summary, params or signature, returns,
+what, examples, category). See `_stdlib_doc`.
+"""
+from __future__ import annotations
+
+import difflib
+import textwrap
+
+from tapeml.builtins.registry import CATEGORIES, REGISTRY, REQUIRED, Builtin, P, builtin
+from tapeml.errors import NameErr, TypeErr
+from tapeml.tape import raw
+from tapeml.values import Function, describe, format_value
+
+WIDTH = 88
+KIND_WORDS = {"any": "any value", "number": "number", "int": "whole number", "bool": "bool",
+              "string": "string", "array": "number or matrix", "function": "function",
+              "record": "record", "tuple": "tuple", "tree": "number, matrix, tuple or record"}
+
+
+def _wrap(text: str, indent: str = "  ") -> list[str]:
+    out = []
+    for para in text.split("\n"):
+        out.extend(textwrap.wrap(para, WIDTH, initial_indent=indent, subsequent_indent=indent) or [""])
+    return out
+
+
+def _field(obj, name, default=None):
+    if isinstance(obj, dict):
+        return obj.get(name, default)
+    return getattr(obj, name, default)
+
+
+def _param_rows(params) -> list[str]:
+    rows = []
+    for p in params:
+        name = _field(p, "name", "?")
+        if _field(p, "variadic", False):
+            name += "..."
+        # a shape says more than the kind ("[..., D]" rather than "number or matrix")
+        type_col = _field(p, "shape", "") or KIND_WORDS.get(_field(p, "kind", "any"), _field(p, "kind", "any"))
+        notes = []
+        doc = _field(p, "doc", "")
+        if doc:
+            notes.append(doc)
+        if _field(p, "constraint", ""):
+            notes.append(f"must be {_field(p, 'constraint')}")
+        default = _field(p, "default", REQUIRED)
+        if default is not REQUIRED and not _field(p, "variadic", False):
+            notes.append(f"default {format_value(default, True)}")
+        rows.append((name, type_col, "; ".join(notes)))
+    if not rows:
+        return []
+    w1 = max(len(r[0]) for r in rows)
+    w2 = max(len(r[1]) for r in rows)
+    lines = []
+    for name, type_col, note in rows:
+        head = f"  {name.ljust(w1)}  {type_col.ljust(w2)}"
+        if note:
+            wrapped = textwrap.wrap(note, max(30, WIDTH - len(head) - 2))
+            lines.append(f"{head}  {wrapped[0]}")
+            lines.extend(" " * (len(head) + 2) + more for more in wrapped[1:])
+        else:
+            lines.append(head.rstrip())
+    return lines
+
+
+NO_RUN_CATEGORIES = {"Plotting", "IO"}   # examples with effects beyond printing are shown, not run
+
+
+def example_output(example: str) -> str | None:
+    """What the REPL shows for `example` in a fresh session (prints and the echo), or None when
+    it fails. Used so that help shows the result beside the code."""
+    import io
+    from tapeml.errors import LangError
+    from tapeml.interpreter import Interpreter
+    buf = io.StringIO()
+    try:
+        interp = Interpreter(out=buf)
+        interp.run(example, "<example>", echo=lambda v: buf.write(format_value(v) + "\n"))
+    except (LangError, RecursionError, MemoryError, ArithmeticError, ValueError, TypeError):
+        return None
+    return buf.getvalue().rstrip("\n")
+
+
+def _example_lines(example: str, run: bool = True) -> list[str]:
+    lines = example.split("\n")
+    out = ["  ml> " + lines[0]] + ["  ... " + more for more in lines[1:]]
+    result = example_output(example) if run else None
+    if result:
+        out.extend("  " + line for line in result.split("\n"))
+    return out
+
+
+def _doc_text(name: str, entry, category: str = "") -> str:
+    """Help text for a Builtin, or a Builtin-like object or dict (the stdlib table)."""
+    signature = _field(entry, "signature")
+    signature = signature() if callable(signature) else signature
+    params = _field(entry, "params") or []
+    if not signature:
+        signature = f"{name}({', '.join(_field(p, 'name', '?') for p in params)})"
+    category = _field(entry, "category", "") or category
+    out = [f"{signature}" + (f"    [{category}]" if category else "")]
+    summary = _field(entry, "summary", "")
+    if summary:
+        out.extend(_wrap(summary))
+    rows = _param_rows(params)
+    if rows:
+        out.append("")
+        out.append("Parameters")
+        out.extend(rows)
+    returns = _field(entry, "returns", "")
+    if returns:
+        out.append(f"Returns  {returns}")
+    what = _field(entry, "what", "")
+    if what:
+        out.append("")
+        out.extend(_wrap(what))
+    examples = _field(entry, "examples") or []
+    if examples:
+        out.append("")
+        out.append("Example")
+        out.extend(_example_lines(examples[0], run=category not in NO_RUN_CATEGORIES))
+    return "\n".join(out)
+
+
+def _stdlib_doc(name: str):
+    """The stdlib documentation table's entry for `name`, if such a table exists."""
+    try:
+        import tapeml.stdlib as stdlib
+    except ImportError:  # pragma: no cover
+        return None
+    table = getattr(stdlib, "DOCS", None)
+    if isinstance(table, dict):
+        return table.get(name)
+    return None
+
+
+def _comment_above(fn: Function, sources: dict) -> list[str]:
+    """The `#` comment lines directly above a named function's `fn` line (its doc comment)."""
+    span = getattr(fn, "span", None)
+    if span is None or not sources or span.file not in sources:
+        return []
+    lines = sources[span.file].splitlines()
+    i = span.line - 2
+    found = []
+    while 0 <= i < len(lines) and lines[i].lstrip().startswith("#"):
+        found.append(lines[i].lstrip()[1:].strip())
+        i -= 1
+    return list(reversed(found))
+
+
+def _function_text(fn: Function, sources: dict | None) -> str:
+    out = [fn.signature()]
+    span = getattr(fn, "span", None)
+    comment = _comment_above(fn, sources or {})
+    if comment:
+        out.extend("  " + c for c in comment)
+    if span is not None:
+        where = "the standard library" if span.file.startswith("<stdlib>") else str(span)
+        out.append(f"  a tapeml function defined in {where}")
+    return "\n".join(out)
+
+
+def _lookup(name: str, interp):
+    """(what, value): what is 'builtin', 'stdlib', 'function', 'value' or None."""
+    if name in REGISTRY:
+        return "builtin", REGISTRY[name]
+    entry = _stdlib_doc(name)
+    if entry is not None:
+        return "stdlib", entry
+    if interp is not None:
+        try:
+            value = interp.globals.lookup(name)
+        except KeyError:
+            return None, None
+        value = raw(value)
+        if isinstance(value, Builtin):
+            return "builtin", value
+        if isinstance(value, Function):
+            return "function", value
+        return "value", value
+    return None, None
+
+
+def known_names(interp=None) -> list[str]:
+    names = set(REGISTRY)
+    try:
+        import tapeml.stdlib as stdlib
+        names.update(getattr(stdlib, "DOCS", None) or {})
+    except ImportError:  # pragma: no cover
+        pass
+    if interp is not None:
+        names.update(interp.globals.names())
+    return sorted(names)
+
+
+def help_text(name: str | None = None, interp=None) -> str:
+    """The help shown by `help(name)` and the REPL's `?name`; `help_text()` lists categories.
+
+    Raises NameErr (with a close match when there is one) for an unknown name."""
+    if name is None or name == "":
+        return overview(interp)
+    name = name.strip()
+    what, value = _lookup(name, interp)
+    if what == "builtin":
+        return _doc_text(value.name, value)
+    if what == "stdlib":
+        return _doc_text(name, value, "Standard library")
+    if what == "function":
+        return _function_text(value, getattr(interp, "sources", None))
+    if what == "value":
+        return f"{name} is a variable: {describe(value)} ({format_value(value, True)[:60]})"
+    close = difflib.get_close_matches(name, known_names(interp), 3)
+    hint = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+    raise NameErr(f"help: no builtin or function named '{name}'{hint} (help() lists them all)")
+
+
+def stdlib_functions(interp) -> list[str]:
+    """Names of the tapeml functions in the prelude (stdlib/*.ml)."""
+    if interp is None:
+        return []
+    return sorted(n for n, v in interp.prelude.vars.items() if isinstance(raw(v), Function))
+
+
+def overview(interp=None) -> str:
+    out = ["Builtins by category (help(\"name\") or ?name in the REPL for one of them):"]
+    for cat in CATEGORIES:
+        names = sorted(n for n, b in REGISTRY.items() if b.category == cat)
+        if not names:
+            continue
+        out.append("")
+        out.append(f"{cat}")
+        out.extend(_wrap(", ".join(names)))
+    std = sorted(set(stdlib_functions(interp)) | set(_stdlib_table_names()))
+    if std:
+        out.append("")
+        out.append("Standard library (written in tapeml)")
+        out.extend(_wrap(", ".join(std)))
+    return "\n".join(out)
+
+
+def _stdlib_table_names() -> list[str]:
+    try:
+        import tapeml.stdlib as stdlib
+    except ImportError:  # pragma: no cover
+        return []
+    table = getattr(stdlib, "DOCS", None)
+    return sorted(table) if isinstance(table, dict) else []
+
+
+@builtin("help", "Core", "Show the documentation of a builtin or function; help() lists them all by category.",
+         [P("name", "any", None, doc="a name as a string, or the builtin or function itself; "
+                                     "none lists the categories")],
+         returns="none", interp=True,
+         what="Prints the signature, the parameters with their kinds and shapes, the summary, what "
+              "the builtin is for, and its first example, from the same declarations the "
+              "documentation pages are built from. In the REPL, `?name` shows the same text.",
+         how="Reads the builtin registry (`@builtin` declarations); tapeml functions are described "
+             "by their signature and the `#` comment lines above their `fn` line.",
+         errors=["NameError for an unknown name (with the closest known names)",
+                 "TypeError when name is neither a string nor a function"],
+         examples=['help("layer_norm")', "help(softmax)", "help()"])
+def help_(interp, name):
+    r = raw(name)
+    if r is None:
+        text = overview(interp)
+    elif isinstance(r, str):
+        text = help_text(r, interp)
+    elif isinstance(r, Builtin):
+        text = _doc_text(r.name, r)
+    elif isinstance(r, Function):
+        text = _function_text(r, interp.sources)
+    else:
+        raise TypeErr(f"help() needs a name (a string) or a function, got {describe(name)}")
+    interp.out.write(text + "\n")
+    return None
