@@ -62,7 +62,7 @@ _reduction("sum", ops.sum_, "Sum of all elements, or along one axis.",
 
 
 def _mean(x, dim=None):
-    n = raw(x).size if dim is None else np.shape(raw(x))[dim]
+    n = np.size(raw(x)) if dim is None else np.shape(raw(x))[dim]
     return ops.div(ops.sum_(x, dim=dim), float(n))
 
 

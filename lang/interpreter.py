@@ -394,6 +394,8 @@ class Interpreter:
         if not float(n).is_integer() or n < 0:
             raise ValueErr(f"a string can only be repeated a whole, non-negative number of times, got {format_value(n)}", span)
         size = len(s.encode("utf-8")) * n
+        if size == 0:
+            return ""          # "" * 1e300 is "" (and int(1e300) copies would not fit an index)
         if size > 100_000_000:
             raise ValueErr(f"the repeated string would take {size / 1e9:.3g} GB; the limit is 0.1 GB", span)
         return s * int(n)

@@ -45,6 +45,11 @@ FOREIGN = {"**": "^", "&&": "and", "||": "or", "~=": "!=", ".*": "*", "./": "/",
            "!": "not", "&": "and", "|": "or", "~": "not", "'": None}
 
 
+def _digit(ch: str) -> bool:
+    """An ASCII digit (str.isdigit also accepts '²' and other scripts' digits)."""
+    return "0" <= ch <= "9"
+
+
 @dataclass(frozen=True)
 class Token:
     kind: str
@@ -149,7 +154,7 @@ class Lexer:
     def scan_token(self, space: bool) -> None:
         line, col = self.line, self.col
         ch = self.peek()
-        if ch.isdigit() or (ch == "." and self.peek(1).isdigit() and not self.prev_ends_value()):
+        if _digit(ch) or (ch == "." and _digit(self.peek(1)) and not self.prev_ends_value()):
             self.scan_number(line, col, space)
         elif ch.isascii() and (ch.isalpha() or ch == "_"):
             start = self.pos
@@ -173,11 +178,11 @@ class Lexer:
 
     def scan_number(self, line: int, col: int, space: bool) -> None:
         start = self.pos
-        while self.peek().isdigit():
+        while _digit(self.peek()):
             self.advance()
-        if self.peek() == "." and self.peek(1).isdigit():
+        if self.peek() == "." and _digit(self.peek(1)):
             self.advance()
-            while self.peek().isdigit():
+            while _digit(self.peek()):
                 self.advance()
         elif self.peek() == "." and not (self.peek(1).isalpha() or self.peek(1) == "_"):
             self.advance()   # `3.` is 3.0
@@ -185,10 +190,10 @@ class Lexer:
             k = 1
             if self.peek(1) in "+-" and self.peek(1):
                 k = 2
-            if self.peek(k).isdigit():
+            if _digit(self.peek(k)):
                 for _ in range(k):
                     self.advance()
-                while self.peek().isdigit():
+                while _digit(self.peek()):
                     self.advance()
         text = self.src[start:self.pos]
         nxt = self.peek()
