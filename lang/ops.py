@@ -321,7 +321,7 @@ def _vjp_transpose(g, ans, res, needs, x):
     return (reshape(g, shape=shape_of(x)) if len(shape_of(x)) < 2 else transpose(g),)
 
 
-transpose = primitive("transpose", _transpose, _vjp_transpose)
+transpose = primitive("transpose", _transpose, _vjp_transpose, arity=1)
 
 
 def _reshape(x, shape):
@@ -329,7 +329,7 @@ def _reshape(x, shape):
 
 
 reshape = primitive("reshape", _reshape,
-                    lambda g, ans, res, needs, x, shape: (reshape(g, shape=shape_of(x)),))
+                    lambda g, ans, res, needs, x, shape: (reshape(g, shape=shape_of(x)),), arity=1)
 
 
 def _permute(x, axes):
@@ -337,7 +337,7 @@ def _permute(x, axes):
 
 
 permute = primitive("permute", _permute,
-                    lambda g, ans, res, needs, x, axes: (permute(g, axes=tuple(np.argsort(axes))),))
+                    lambda g, ans, res, needs, x, axes: (permute(g, axes=tuple(np.argsort(axes))),), arity=1)
 
 
 def _broadcast_to(x, shape):
@@ -349,7 +349,7 @@ def _broadcast_to(x, shape):
 
 
 broadcast_to = primitive("broadcast_to", _broadcast_to,
-                         lambda g, ans, res, needs, x, shape: (unbroadcast(g, shape_of(x)),))
+                         lambda g, ans, res, needs, x, shape: (unbroadcast(g, shape_of(x)),), arity=1)
 
 
 def _concat(*xs, dim=0):
@@ -403,7 +403,7 @@ def _scatter_add(g, idx, shape):
 
 
 index = primitive("index", _index,
-                  lambda g, ans, res, needs, x, idx: (scatter_add(g, idx=idx, shape=shape_of(x)),))
+                  lambda g, ans, res, needs, x, idx: (scatter_add(g, idx=idx, shape=shape_of(x)),), arity=1)
 scatter_add = primitive("scatter_add", _scatter_add,
                         lambda g, ans, res, needs, gg, idx, shape: (index(g, idx=idx),))
 
@@ -425,6 +425,8 @@ setitem = primitive("setitem", _setitem, _vjp_setitem)
 
 # ---- reductions -----------------------------------------------------------------------------
 def _sum(x, dim=None, keepdims=False):
+    if type(x) is np.ndarray and x.dtype.kind == "f":
+        return _num(x.sum(axis=dim, keepdims=keepdims))
     return _num(np.sum(_f(x), axis=dim, keepdims=keepdims))
 
 
@@ -439,7 +441,7 @@ def _expand(g, shape, dim, keepdims):
 
 sum_ = primitive("sum", _sum,
                  lambda g, ans, res, needs, x, dim=None, keepdims=False:
-                 (_expand(g, shape_of(x), dim, keepdims),))
+                 (_expand(g, shape_of(x), dim, keepdims),), arity=1)
 
 
 def _amax(x, dim=None, keepdims=False):
@@ -457,8 +459,8 @@ def _vjp_extreme(g, ans, res, needs, x, dim=None, keepdims=False):
     return (div(mul(_expand(g, shape, dim, keepdims), hit), count),)
 
 
-amax = primitive("max", _amax, _vjp_extreme)
-amin = primitive("min", _amin, _vjp_extreme)
+amax = primitive("max", _amax, _vjp_extreme, arity=1)
+amin = primitive("min", _amin, _vjp_extreme, arity=1)
 
 
 # ---- linear algebra -------------------------------------------------------------------------
@@ -495,16 +497,19 @@ def _vjp_matmul(g, ans, res, needs, a, b):
     return ga, gb
 
 
-matmul = primitive("matmul", _matmul, _vjp_matmul)
+matmul = primitive("matmul", _matmul, _vjp_matmul, arity=2)
 
 
 # ---- the transformer primitives -------------------------------------------------------------
 def _softmax_impl(x, dim=-1):
     x = _f(x)
-    m = np.max(x, axis=dim, keepdims=True)
-    m = np.where(np.isfinite(m), m, 0.0)        # a row of all -inf: exp gives zeros, not NaN
+    if type(x) is not np.ndarray:
+        x = np.asarray(x, dtype=np.float64)
+    m = x.max(axis=dim, keepdims=True)
+    if not np.isfinite(m).all():
+        m = np.where(np.isfinite(m), m, 0.0)    # a row of all -inf: exp gives zeros, not NaN
     e = np.exp(x - m)
-    s = np.sum(e, axis=dim, keepdims=True)
+    s = e.sum(axis=dim, keepdims=True)
     return _num(e / np.where(s == 0, 1.0, s))
 
 
@@ -512,7 +517,7 @@ def _vjp_softmax(g, ans, res, needs, x, dim=-1):
     return (mul(ans, sub(g, sum_(mul(g, ans), dim=dim, keepdims=True))),)
 
 
-softmax = primitive("softmax", _softmax_impl, _vjp_softmax)
+softmax = primitive("softmax", _softmax_impl, _vjp_softmax, arity=1)
 
 
 def _log_softmax_impl(x, dim=-1):
@@ -527,14 +532,14 @@ def _vjp_log_softmax(g, ans, res, needs, x, dim=-1):
     return (sub(g, mul(exp(ans), sum_(g, dim=dim, keepdims=True))),)
 
 
-log_softmax = primitive("log_softmax", _log_softmax_impl, _vjp_log_softmax)
+log_softmax = primitive("log_softmax", _log_softmax_impl, _vjp_log_softmax, arity=1)
 
 
 def _layer_norm_impl(x, gamma, beta, eps=1e-5):
     x = _f(x)
-    mu = np.mean(x, axis=-1, keepdims=True)
-    xc = x - mu
-    var = np.mean(xc * xc, axis=-1, keepdims=True)      # two-pass: exact for 1e8 + small
+    inv_d = 1.0 / x.shape[-1]
+    xc = x - x.sum(axis=-1, keepdims=True) * inv_d
+    var = (xc * xc).sum(axis=-1, keepdims=True) * inv_d      # two-pass: exact for 1e8 + small
     out = xc / np.sqrt(var + eps) * gamma
     return out + beta if beta is not None else out
 
