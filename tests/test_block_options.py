@@ -1,0 +1,315 @@
+"""transformer_block's options (issue 6): dropout, layer scale, norms, activations, batching,
+the init helper, param_count and summary, the bo layout, and the Random builtins."""
+import io
+import math
+
+import numpy as np
+import pytest
+
+from tapeml import ops
+from tapeml.errors import LangError
+from tapeml.interpreter import Interpreter
+
+
+def run(src, **env):
+    """Run tapeml source; return (globals dict, printed output)."""
+    out = io.StringIO()
+    interp = Interpreter(out=out)
+    interp.globals.vars.update(env)
+    interp.run(src, "<test>")
+    return interp.globals.vars, out.getvalue()
+
+
+def val(expr, **env):
+    g, _ = run(f"RESULT = {expr}", **env)
+    return g["RESULT"]
+
+
+# ---- Random ----------------------------------------------------------------------------------
+def test_seed_matches_numpy_default_rng():
+    g, _ = run("seed(7)\na = rand(3)\nb = randn(2, 2)\nc = randint(0, 5, 4)\nd = rand()")
+    ref = np.random.default_rng(7)
+    np.testing.assert_array_equal(g["a"], ref.random(3))
+    np.testing.assert_array_equal(g["b"], ref.standard_normal((2, 2)))
+    np.testing.assert_array_equal(g["c"], ref.integers(0, 5, size=4).astype(float))
+    assert g["d"] == ref.random()
+    assert isinstance(g["d"], float)
+
+
+def test_randint_hi_exclusive_and_errors():
+    v = val("randint(2, 4, 10000)")
+    assert set(np.unique(v)) == {2.0, 3.0}
+    with pytest.raises(LangError, match="hi must be greater than lo"):
+        val("randint(3, 3)")
+    with pytest.raises(LangError, match="seed\\(\\): n must be >= 0"):
+        val("seed(-1)")
+
+
+# ---- dropout -----------------------------------------------------------------------------------
+SETUP = "w = transformer_block_init(8, 2, seed=3)\nseed(5)\nx = randn(2, 5, 8)\n"
+
+
+@pytest.mark.parametrize("opts", ["", ", norm_first=true, activation=\"gelu\"", ", causal=true, norm=\"rms_norm\""])
+def test_dropout_off_in_eval_mode_is_exact(opts):
+    if "rms_norm" in opts:
+        setup = SETUP.replace("seed=3)", "seed=3, norm=\"rms_norm\")")
+    else:
+        setup = SETUP
+    g, _ = run(setup + f"a = transformer_block(x, w{opts})\n"
+                       f"b = transformer_block(x, w{opts}, dropout=0.4, training=false)\n"
+                       f"c = transformer_block(x, w{opts}, dropout=0, training=true)\n")
+    np.testing.assert_array_equal(g["a"], g["b"])
+    np.testing.assert_array_equal(g["a"], g["c"])
+
+
+def test_dropout_same_seed_agrees_and_differs_otherwise():
+    g, _ = run(SETUP + "seed(11)\na = transformer_block(x, w, dropout=0.3, training=true)\n"
+                       "seed(11)\nb = transformer_block(x, w, dropout=0.3, training=true)\n"
+                       "c = transformer_block(x, w, dropout=0.3, training=true)\n"
+                       "d = transformer_block(x, w)\n"
+                       "seed(11)\nm1 = multi_head_attention(x, w.heads, 2, dropout=0.5, training=true)\n"
+                       "seed(11)\nm2 = multi_head_attention(x, w.heads, 2, dropout=0.5, training=true)\n")
+    np.testing.assert_array_equal(g["a"], g["b"])
+    assert not np.array_equal(g["a"], g["c"])
+    assert not np.array_equal(g["a"], g["d"])
+    np.testing.assert_array_equal(g["m1"], g["m2"])
+
+
+@pytest.mark.parametrize("p", [0.1, 0.3, 0.5, 0.8])
+def test_dropout_mask_mean_is_keep_probability(p):
+    g, _ = run(f"seed(0)\nkept = mean(dropout(ones(200, 1000), {p}) > 0)\nm = mean(dropout(ones(200, 1000), {p}))")
+    assert abs(g["kept"] - (1 - p)) < 0.01 * (1 - p)
+    assert abs(g["m"] - 1.0) < 0.01 * 1 / (1 - p) * 2   # inverted dropout keeps the expectation
+
+
+def test_dropout_values_and_gradient():
+    g, _ = run("seed(2)\ny = dropout([1, 2, 3, 4, 5, 6, 7, 8], 0.25)\n"
+               "seed(2)\ngx = grad(fn(x) -> sum(dropout(x, 0.25) * [1, 1, 1, 1, 1, 1, 1, 1]), [1, 2, 3, 4, 5, 6, 7, 8])")
+    y = g["y"]
+    kept = y != 0
+    np.testing.assert_allclose(y[kept], np.arange(1, 9)[kept] / 0.75)
+    np.testing.assert_allclose(g["gx"], kept / 0.75)
+
+
+def test_attention_dropout_acts_on_weights():
+    # v = identity: the output rows are the (dropped-out, rescaled) attention weights
+    g, _ = run("seed(4)\na = randn(6, 6)\nhead = {wq = a, wk = a, wv = eye(6), wo = eye(6)}\n"
+               "p = multi_head_attention(eye(6), (head,), 1)\n"
+               "seed(9)\nd = multi_head_attention(eye(6), (head,), 1, dropout=0.5, training=true)\n")
+    np.testing.assert_allclose(g["p"].sum(axis=1), np.ones(6))
+    p, d = g["p"], g["d"]
+    zero = d == 0
+    assert zero.any() and (~zero).any()
+    np.testing.assert_allclose(d[~zero], p[~zero] / 0.5, rtol=1e-12)
+
+
+# ---- layer scale, norms, eps, activations -----------------------------------------------------
+def test_layer_scale_zero_is_identity_in_pre_norm():
+    g, _ = run("w = transformer_block_init(8, 2, layer_scale=true, layer_scale_init=0, seed=1)\n"
+               "seed(0)\nx = randn(3, 8)\ny = transformer_block(x, w, norm_first=true)")
+    np.testing.assert_array_equal(g["y"], g["x"])
+
+
+def test_block_matches_manual_composition():
+    """Pre-norm rms block with layer scale, silu, causal, eps = 0.1, written out in tapeml."""
+    src = """
+seed(3)
+w = transformer_block_init(8, 2, norm="rms_norm", layer_scale=true, layer_scale_init=0.5, seed=2)
+w.heads = (w.heads[0], w.heads[1])
+x = randn(2, 4, 8)
+fn attn(h)
+  out = w.bo
+  for hd in w.heads
+    q = dense(h, hd.wq, hd.bq)
+    k = dense(h, hd.wk, hd.bk)
+    v = dense(h, hd.wv, hd.bv)
+    out = out + dense(scaled_dot_product_attention(q, k, v, causal=true), hd.wo)
+  end
+  return out
+end
+h = x + w.gamma1 * attn(rms_norm(x, w.ln1_gamma, eps=0.1))
+f = dense(silu(dense(rms_norm(h, w.ln2_gamma, eps=0.1), w.w1, w.b1)), w.w2, w.b2)
+manual = h + w.gamma2 * f
+y = transformer_block(x, w, norm_first=true, norm="rms_norm", causal=true, activation="silu", eps=0.1)
+"""
+    g, _ = run(src)
+    np.testing.assert_allclose(g["y"], g["manual"], rtol=1e-13, atol=1e-13)
+
+
+def test_eps_changes_the_result():
+    g, _ = run(SETUP + "a = transformer_block(x, w)\nb = transformer_block(x, w, eps=0.5)")
+    assert np.max(np.abs(g["a"] - g["b"])) > 1e-3
+
+
+def test_activation_formulas():
+    x = np.linspace(-4, 4, 17)
+    g, _ = run("a = gelu_tanh(X)\nb = silu(X)\nc = quick_gelu(X)", X=x)
+    np.testing.assert_allclose(g["a"], 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3))),
+                               rtol=1e-14, atol=1e-15)
+    np.testing.assert_allclose(g["b"], x / (1 + np.exp(-x)), rtol=1e-14, atol=1e-15)
+    np.testing.assert_allclose(g["c"], x / (1 + np.exp(-1.702 * x)), rtol=1e-14, atol=1e-15)
+
+
+@pytest.mark.parametrize("expr", ["gelu_tanh(x)", "silu(x)", "quick_gelu(x)", "rms_norm(x, [1, 2, 3])",
+                                  "dropout(x, 0.5, training=false)"])
+def test_new_builtins_gradients_and_second_order(expr):
+    g, _ = run(f"e1 = check_grad(fn(x) -> sum(sin({expr})), [-1.5, 0.3, 2.0])\n"
+               f"e2 = check_grad(fn(x) -> sum(grad(fn(y) -> sum(sin({expr.replace('x', 'y')})), x)), [-1.5, 0.3, 2.0])")
+    assert g["e1"] < 1e-6 and g["e2"] < 1e-6
+
+
+def test_rms_norm_gamma_gradient_and_batched():
+    g, _ = run("seed(1)\nx = randn(2, 3, 4)\ngm = randn(4)\n"
+               "e = check_grad(fn(p) -> sum(sin(rms_norm(p.x, p.g, eps=0.01))), {x = x, g = gm})\n"
+               "y = rms_norm(x, gm)")
+    assert g["e"].fields["x"] < 1e-6 and g["e"].fields["g"] < 1e-6
+    x, gm = g["x"], g["gm"]
+    np.testing.assert_allclose(g["y"], x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + 1e-5) * gm, rtol=1e-14)
+
+
+@pytest.mark.parametrize("opts", ['norm_first=true, activation="gelu", causal=true',
+                                  'norm="rms_norm", activation="quick_gelu"'])
+def test_block_gradients_against_finite_differences_with_layer_scale_and_bo(opts):
+    norm = '"rms_norm"' if "rms_norm" in opts else '"layer_norm"'
+    g, _ = run(f"w = transformer_block_init(4, 2, mlp_ratio=2, norm={norm}, layer_scale=true, "
+               f"layer_scale_init=0.7, seed=4)\n"
+               f"seed(1)\nw.bo = randn(4)\nx = randn(2, 3, 4)\n"
+               f"e = check_grad(fn(w) -> sum(sin(transformer_block(x, w, {opts}))), w, samples=8)\n"
+               f"ex = check_grad(fn(x) -> sum(sin(transformer_block(x, w, {opts}))), x)")
+    from tapeml.builtins.util import tree_leaves
+    worst = max(float(v) for _, v in tree_leaves(g["e"], "w"))
+    assert worst < 1e-6 and g["ex"] < 1e-6
+
+
+def test_batched_equals_each_example():
+    g, _ = run(SETUP + 'a = transformer_block(x, w, norm_first=true, causal=true, activation="silu")\n'
+                       'b0 = transformer_block(x[0, :, :], w, norm_first=true, causal=true, activation="silu")\n'
+                       'b1 = transformer_block(x[1, :, :], w, norm_first=true, causal=true, activation="silu")\n')
+    np.testing.assert_allclose(g["a"][0], g["b0"], rtol=1e-13, atol=1e-14)
+    np.testing.assert_allclose(g["a"][1], g["b1"], rtol=1e-13, atol=1e-14)
+
+
+def test_seed_program_default_is_post_norm_relu():
+    g, _ = run(SETUP + "a = transformer_block(x, w)\n"
+                       "b = transformer_block(x, w, norm_first=false, norm=\"layer_norm\", causal=false, "
+                       "activation=\"relu\", dropout=0, training=false, eps=1e-5)")
+    np.testing.assert_array_equal(g["a"], g["b"])
+
+
+def test_composites_have_no_vjp():
+    for name in ("transformer_block", "multi_head_attention", "gelu_tanh", "silu", "quick_gelu", "dropout"):
+        assert name not in ops.TABLE
+    assert "rms_norm" in ops.TABLE
+
+
+# ---- bo layout -----------------------------------------------------------------------------------
+def test_bo_added_once_after_the_heads():
+    g, _ = run(SETUP + "a = multi_head_attention(x, w.heads, 2)\nb = multi_head_attention(x, w.heads, 2, bo=[1, 2, 3, 4, 5, 6, 7, 8])")
+    np.testing.assert_allclose(g["b"] - g["a"], np.broadcast_to(np.arange(1, 9.0), g["a"].shape), rtol=1e-12)
+    with pytest.raises(LangError, match="bo is a vector of length 3, expected a vector of length 8"):
+        val("multi_head_attention(x, w.heads, 2, bo=[1, 2, 3])", **run(SETUP)[0])
+
+
+# ---- schema ---------------------------------------------------------------------------------------
+@pytest.mark.parametrize("edit, message", [
+    ("w.gamma1 = ones(8)", "weights is missing the field 'gamma2': layer scale needs both"),
+    ("w.ln2_beta = zeros(3)", "weights.ln2_beta is a vector of length 3, expected a vector of length 8"),
+    ("w.w2 = zeros(8, 32)", "weights.w2 is 8x32, expected 32x8"),
+    ("w.w1 = zeros(7, 32)", "weights.w1 is 7x32, expected 8xhidden"),
+    ("w.heads = (w.heads[0], {wq = zeros(8, 4), wk = zeros(8, 4), wv = zeros(8, 4)})",
+     "weights.heads\\[1\\] is missing the field 'wo'"),
+    ("w.heads = (w.heads[0], {wq = zeros(8, 4), wk = zeros(8, 4), wv = zeros(8, 4), wo = zeros(4, 8), bq = zeros(3)})",
+     "weights.heads\\[1\\].bq is a vector of length 3, expected a vector of length 4"),
+    ("w.heads = (w.heads[0], {wq = zeros(8, 4), wk = zeros(8, 4), wv = zeros(8, 4), wo = zeros(4, 8), wx = 1})",
+     "weights.heads\\[1\\] has an unknown field 'wx'"),
+    ("w.ln1_gama = w.ln1_gamma", "weights has an unknown field 'ln1_gama'"),
+])
+def test_schema_errors_name_the_path_and_shapes(edit, message):
+    env = run(SETUP)[0]
+    with pytest.raises(LangError, match=message) as e:
+        run(edit + "\ntransformer_block(x, w)", **env)
+    assert type(e.value).__name__ == "ValueErr"
+
+
+def test_partial_biases_are_an_error_and_bias_free_blocks_work():
+    env = run(SETUP)[0]
+    with pytest.raises(LangError, match="missing the field 'b2'"):
+        run("v = {heads = w.heads, ln1_gamma = w.ln1_gamma, ln1_beta = w.ln1_beta, w1 = w.w1, b1 = w.b1, "
+            "w2 = w.w2, ln2_gamma = w.ln2_gamma, ln2_beta = w.ln2_beta}\ntransformer_block(x, v)", **env)
+    g, _ = run("v = transformer_block_init(8, 2, bias=false, seed=0)\ny = transformer_block(x, v)\n"
+               "n = param_count(v)", **env)
+    assert g["n"] == 4 * 64 + 2 * 8 * 32 + 2 * 8
+    assert sorted(g["v"].fields) == ["heads", "ln1_gamma", "ln2_gamma", "w1", "w2"]
+    assert sorted(g["v"].fields["heads"][0].fields) == ["wk", "wo", "wq", "wv"]
+
+
+# ---- init, param_count, summary ------------------------------------------------------------------
+def test_card_parameter_counts():
+    assert val("param_count(transformer_block_init(32, 4))") == 12704
+    assert val('param_count((transformer_block_init(16, 2, norm="rms_norm"), '
+               'transformer_block_init(16, 2, norm="rms_norm")))') == 6496
+    assert val("param_count({a = zeros(8, 16), b = zeros(16)}) + "
+               "param_count(transformer_block_init(16, 2, mlp_ratio=2, layer_scale=true)) + "
+               "param_count({a = zeros(16, 8), b = zeros(8)})") == 2536
+
+
+def test_param_count_kinds():
+    assert val('param_count((1, [1, 2], {a = "s", b = true, c = none, d = [1, 2; 3, 4]}, [1, 2] > 1))') == 7
+
+
+def test_init_layout_and_distributions():
+    g, _ = run("w = transformer_block_init(64, 4, mlp_ratio=2, seed=0)\nw2 = transformer_block_init(64, 4, mlp_ratio=2, seed=0)\n"
+               "seed(3)\na = transformer_block_init(8, 2)\nseed(3)\nb = transformer_block_init(8, 2)")
+    w = g["w"].fields
+    d, dk, hid = 64, 16, 128
+    heads = w["heads"]
+    assert len(heads) == 4
+    wq = np.concatenate([h.fields["wq"] for h in heads], axis=1)
+    wk = np.concatenate([h.fields["wk"] for h in heads], axis=1)
+    wv = np.concatenate([h.fields["wv"] for h in heads], axis=1)
+    assert wq.shape == (d, d) and heads[0].fields["wo"].shape == (dk, d)
+    in_proj = np.concatenate([wq, wk, wv], axis=1)
+    xavier = math.sqrt(6 / (d + 3 * d))
+    assert np.max(np.abs(in_proj)) <= xavier and np.max(np.abs(in_proj)) > 0.95 * xavier
+    assert abs(np.var(in_proj) - xavier ** 2 / 3) < 0.05 * xavier ** 2 / 3
+    wo = np.concatenate([h.fields["wo"] for h in heads], axis=0)
+    assert np.max(np.abs(wo)) <= 1 / math.sqrt(d)
+    assert np.max(np.abs(w["w1"])) <= 1 / math.sqrt(d) and np.max(np.abs(w["b1"])) <= 1 / math.sqrt(d)
+    assert np.max(np.abs(w["w2"])) <= 1 / math.sqrt(hid) and w["w2"].shape == (hid, d)
+    for z in ("bo",):
+        np.testing.assert_array_equal(w[z], np.zeros(d))
+    for h in heads:
+        for b in ("bq", "bk", "bv"):
+            np.testing.assert_array_equal(h.fields[b], np.zeros(dk))
+    np.testing.assert_array_equal(w["ln1_gamma"], np.ones(d))
+    np.testing.assert_array_equal(w["ln2_beta"], np.zeros(d))
+    # reproducible: the seed argument, or seed(n) before the call
+    np.testing.assert_array_equal(w["w1"], g["w2"].fields["w1"])
+    np.testing.assert_array_equal(g["a"].fields["w1"], g["b"].fields["w1"])
+
+
+def test_init_loads_into_torch_layout():
+    """The init's matrices are PyTorch's shapes transposed and split by heads, drawn in order."""
+    g, _ = run("w = transformer_block_init(8, 2, seed=5)")
+    w = g["w"].fields
+    rng = np.random.default_rng(5)
+    in_proj = rng.uniform(-math.sqrt(6 / 32), math.sqrt(6 / 32), (24, 8))
+    np.testing.assert_array_equal(w["heads"][1].fields["wk"], in_proj[8:16][4:8].T)
+
+
+def test_summary_prints_paths_shapes_and_total():
+    _, out = run("summary({w = zeros(8, 16), b = zeros(16), blocks = (transformer_block_init(4, 1, mlp_ratio=1, bias=false, seed=0),)})")
+    lines = out.splitlines()
+    assert lines[0].split() == ["parameter", "shape", "count"]
+    assert lines[1].split() == ["w", "8x16", "128"]
+    assert lines[3].split() == ["blocks[0].heads[0].wq", "4x4", "16"]
+    assert lines[-1].split() == ["total", f"{128 + 16 + 4 * 16 + 2 * 16 + 2 * 4:,}"]
+
+
+def test_init_constraint_errors():
+    with pytest.raises(LangError, match="n_heads must divide d_model, got n_heads = 3 and d_model = 8"):
+        val("transformer_block_init(8, 3)")
+    with pytest.raises(LangError, match="mlp_ratio must be >= 1"):
+        val("transformer_block_init(8, 2, mlp_ratio=0)")
+    with pytest.raises(LangError, match='norm must be one of "layer_norm", "rms_norm"'):
+        val('transformer_block_init(8, 2, norm="rms")')
