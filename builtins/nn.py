@@ -749,7 +749,8 @@ def transformer_block_init(d_model, n_heads, mlp_ratio, norm, bias, layer_scale,
     if layer_scale:
         fields["gamma1"] = np.full(d, float(layer_scale_init))
         fields["gamma2"] = np.full(d, float(layer_scale_init))
-    return Record(fields)
+    fields["heads"] = tuple(Record({k: ops.as_float(v) for k, v in h.fields.items()}) for h in heads)
+    return Record({k: v if k == "heads" else ops.as_float(v) for k, v in fields.items()})   # session dtype
 
 
 def _leaves(value, path):
