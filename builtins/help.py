@@ -5,9 +5,8 @@ from): signature, parameters with kinds, shapes and constraints, summary, `what`
 example. Functions written in tapeml (the stdlib prelude, the user's own) are described from
 their signature and the `#` comment lines directly above their `fn` line.
 
-A stdlib documentation table, when one exists, is read from `tapeml.stdlib.DOCS`: a dict from
-name to an object or dict with the fields of a Builtin (summary, params or signature, returns,
-what, examples, category). See `_stdlib_doc`.
+Stdlib functions are documented by the table `tapeml.stdlib.docs.STDLIB_DOCS` (name -> dict
+with signature, summary, category, what, examples, file); see `stdlib_table`.
 """
 from __future__ import annotations
 
@@ -131,16 +130,20 @@ def _doc_text(name: str, entry, category: str = "") -> str:
     return "\n".join(out)
 
 
-def _stdlib_doc(name: str):
-    """The stdlib documentation table's entry for `name`, if such a table exists."""
+def stdlib_table() -> dict:
+    """The stdlib documentation table (tapeml.stdlib.docs.STDLIB_DOCS: name -> dict with
+    signature, summary, category, what, examples, file), or {} when there is none."""
     try:
-        import tapeml.stdlib as stdlib
-    except ImportError:  # pragma: no cover
-        return None
-    table = getattr(stdlib, "DOCS", None)
-    if isinstance(table, dict):
-        return table.get(name)
-    return None
+        from tapeml.stdlib import docs
+    except ImportError:
+        return {}
+    table = getattr(docs, "STDLIB_DOCS", None)
+    return table if isinstance(table, dict) else {}
+
+
+def _stdlib_doc(name: str):
+    """The stdlib documentation table's entry for `name`, if there is one."""
+    return stdlib_table().get(name)
 
 
 def _comment_above(fn: Function, sources: dict) -> list[str]:
@@ -191,12 +194,7 @@ def _lookup(name: str, interp):
 
 
 def known_names(interp=None) -> list[str]:
-    names = set(REGISTRY)
-    try:
-        import tapeml.stdlib as stdlib
-        names.update(getattr(stdlib, "DOCS", None) or {})
-    except ImportError:  # pragma: no cover
-        pass
+    names = set(REGISTRY) | set(stdlib_table())
     if interp is not None:
         names.update(interp.globals.names())
     return sorted(names)
@@ -213,7 +211,9 @@ def help_text(name: str | None = None, interp=None) -> str:
     if what == "builtin":
         return _doc_text(value.name, value)
     if what == "stdlib":
-        return _doc_text(name, value, "Standard library")
+        text = _doc_text(name, value, "Standard library")
+        where = _field(value, "file", "")
+        return text + (f"\n\nWritten in tapeml: {where}" if where else "")
     if what == "function":
         return _function_text(value, getattr(interp, "sources", None))
     if what == "value":
@@ -239,7 +239,7 @@ def overview(interp=None) -> str:
         out.append("")
         out.append(f"{cat}")
         out.extend(_wrap(", ".join(names)))
-    std = sorted(set(stdlib_functions(interp)) | set(_stdlib_table_names()))
+    std = sorted({n for n in stdlib_functions(interp) if not n.startswith("_")} | set(_stdlib_table_names()))
     if std:
         out.append("")
         out.append("Standard library (written in tapeml)")
@@ -248,12 +248,7 @@ def overview(interp=None) -> str:
 
 
 def _stdlib_table_names() -> list[str]:
-    try:
-        import tapeml.stdlib as stdlib
-    except ImportError:  # pragma: no cover
-        return []
-    table = getattr(stdlib, "DOCS", None)
-    return sorted(table) if isinstance(table, dict) else []
+    return sorted(stdlib_table())
 
 
 @builtin("help", "Core", "Show the documentation of a builtin or function; help() lists them all by category.",
@@ -276,6 +271,9 @@ def help_(interp, name):
         text = help_text(r, interp)
     elif isinstance(r, Builtin):
         text = _doc_text(r.name, r)
+    elif isinstance(r, Function) and r.name in stdlib_table() and \
+            raw(interp.prelude.vars.get(r.name)) is r:
+        text = help_text(r.name, interp)
     elif isinstance(r, Function):
         text = _function_text(r, interp.sources)
     else:

@@ -247,11 +247,19 @@ def _live(name: str, interp):
 
 
 def _name_candidates(prefix: str, interp, registry) -> list[Candidate]:
+    from tapeml.builtins.help import stdlib_table
+    table = stdlib_table()
     found: dict[str, str] = {}
     if interp is not None:
         for name in interp.globals.names():
-            if name.startswith(prefix) and not name.startswith("<"):
-                found[name] = _value_meta(interp.globals.lookup(name))
+            hidden = name.startswith("<") or (name.startswith("_") and not prefix.startswith("_"))
+            if name.startswith(prefix) and not hidden:
+                value = interp.globals.lookup(name)
+                doc = table.get(name)
+                if doc and name not in interp.globals.vars:       # a stdlib function
+                    found[name] = f"{doc['signature']}  {doc['summary']}"
+                else:
+                    found[name] = _value_meta(value)
     for name in KEYWORDS:
         if name.startswith(prefix):
             found.setdefault(name, "keyword")

@@ -519,3 +519,17 @@ def test_startup_imports_neither_matplotlib_nor_prompt_toolkit_for_scripts():
             "make_session(I, output=DummyOutput())\nprint('matplotlib' in sys.modules)\n")
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert res.stdout == "False False\nFalse\n", res.stderr
+
+
+def test_stdlib_functions_complete_and_have_help():
+    from tapeml.builtins.help import stdlib_table
+    table = stdlib_table()
+    if "adam_step" not in table:
+        pytest.skip("no stdlib documentation table")
+    interp = Interpreter(out=io.StringIO())
+    cands = {c.text: c for c in R.completions("adam_s", interp)}
+    assert cands["adam_step"].meta == f"{table['adam_step']['signature']}  {table['adam_step']['summary']}"
+    text = help_text("adam_step", interp)
+    assert text.startswith(table["adam_step"]["signature"])
+    assert text.endswith("Written in tapeml: stdlib/optim.ml")
+    assert "adam_step" in help_text(None, interp).split("Standard library (written in tapeml)")[1]
