@@ -422,7 +422,9 @@ def mha(x, heads, causal=False, p=0.0, training=False, bo=None):
     """sum over heads of attention(x wq + bq, x wk + bk, x wv + bv) wo, plus bo: composed from
     primitives (dense, sdpa or softmax/matmul with dropout, add); no gradient rule of its own."""
     fields = [raw(h).fields for h in heads]
-    if not (training and p > 0) and _fusable(fields):
+    s = _shape(x)
+    # Joining costs a few more tape nodes; it pays when the products are large enough.
+    if not (training and p > 0) and s[-2] * s[-1] >= 4096 and _fusable(fields):
         out = _mha_fused(x, fields, causal)
         return ops.add(out, bo) if bo is not None else out
     out = None

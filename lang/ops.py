@@ -314,7 +314,7 @@ def _transpose(x):
         return x
     if x.ndim == 1:
         return x.reshape(-1, 1)
-    return np.swapaxes(x, -1, -2)
+    return x.swapaxes(-1, -2)
 
 
 def _vjp_transpose(g, ans, res, needs, x):
@@ -325,7 +325,7 @@ transpose = primitive("transpose", _transpose, _vjp_transpose, arity=1)
 
 
 def _reshape(x, shape):
-    return np.reshape(x, shape)
+    return x.reshape(shape) if type(x) is np.ndarray else np.reshape(x, shape)
 
 
 reshape = primitive("reshape", _reshape,
@@ -333,7 +333,7 @@ reshape = primitive("reshape", _reshape,
 
 
 def _permute(x, axes):
-    return np.ascontiguousarray(np.transpose(x, axes))    # contiguous: the matmuls after it are faster
+    return np.ascontiguousarray(x.transpose(axes))    # contiguous: the matmuls after it are faster
 
 
 permute = primitive("permute", _permute,
