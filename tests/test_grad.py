@@ -373,3 +373,25 @@ print(grad(fn(x) -> sum(where(x > 0, sqrt(x), 0)), [-1, 0, 4]))
     assert code == 0, out
     assert out.splitlines() == ["6", "12", "{a = 3, b = (6, [2, 2]), unused = [0, 0]}",
                                 "5 [2, 4]", "3", "true", "[0, 0, 0.25]"]
+
+
+def test_fused_heads_match_the_per_head_loop(monkeypatch):
+    """Large inputs run all heads as one batched attention; it must equal the per-head sum,
+    forward and every gradient (batched input, with q/k/v biases and causal masking)."""
+    from tapeml.builtins.util import tree_leaves
+    x = r(2, 64, 64)
+    heads = tuple(Record({"wq": r(64, 16), "wk": r(64, 16), "wv": r(64, 16), "wo": r(16, 64),
+                          "bq": r(16), "bk": r(16), "bv": r(16)}) for _ in range(4))
+    R = r(2, 64, 64)
+
+    def loss(hs):
+        return ops.sum_(ops.mul(nn.mha(x, hs, causal=True), R))
+    fused_out = nn.mha(x, heads, causal=True)
+    v1, g1 = value_and_grad_impl(PyInterp(), loss, heads)
+    monkeypatch.setattr(nn, "_fusable", lambda fields: False)
+    loop_out = nn.mha(x, heads, causal=True)
+    v2, g2 = value_and_grad_impl(PyInterp(), loss, heads)
+    assert np.max(np.abs(fused_out - loop_out)) < 1e-12 * np.max(np.abs(loop_out))
+    assert abs(v1 - v2) < 1e-9
+    for (p, a), (_, b) in zip(tree_leaves(g1, "heads"), tree_leaves(g2, "heads")):
+        assert np.max(np.abs(a - b)) < 1e-10 * max(1.0, np.max(np.abs(b))), p
