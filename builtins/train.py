@@ -232,7 +232,8 @@ def resolve_path(interp, path: str) -> str:
              "file. A relative path is resolved against the directory of the running script (as "
              "`import` does), or the current directory in the REPL and with -c.",
          errors=["IOError when the file does not exist, is a directory, or is not valid UTF-8"],
-         examples=["text = read_text(\"/no/such/file.txt\")"])
+         examples=["write_text(\"/tmp/tapeml_doc_text.txt\", \"to be, or not to be\\n\")\n"
+                   "text = read_text(\"/tmp/tapeml_doc_text.txt\")\nlen(text)"])
 def read_text(interp, path):
     full = resolve_path(interp, path)
     if not os.path.exists(full):
@@ -246,6 +247,39 @@ def read_text(interp, path):
         raise IOErr(f"read_text(): {full} is not UTF-8 text ({e.reason} at byte {e.start})") from None
     except OSError as e:
         raise IOErr(f"read_text(): cannot read {full}: {e.strerror}") from None
+
+
+@builtin("write_text", "IO", "Write a string to a UTF-8 text file (replacing it), atomically.",
+         [P("path", "string", doc="a file path; relative paths start at the script's directory"),
+          P("text", "string")],
+         returns="none", interp=True,
+         how="Writes to a temporary file in the same directory, then renames it over path (os.replace), "
+             "so readers never see a half-written file. No newline is added.",
+         errors=["IOError when the directory does not exist or cannot be written"],
+         examples=["write_text(\"/tmp/tapeml_doc_text2.txt\", \"abc\")\nread_text(\"/tmp/tapeml_doc_text2.txt\")"])
+def write_text(interp, path, text):
+    import tempfile
+    full = resolve_path(interp, path)
+    directory = os.path.dirname(os.path.abspath(full))
+    if not os.path.isdir(directory):
+        raise IOErr(f"write_text(): the directory {directory} does not exist")
+    try:
+        fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(full) + ".", suffix=".tmp", dir=directory)
+    except OSError as e:
+        raise IOErr(f"write_text(): cannot write in {directory}: {e.strerror}") from None
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
+            f.write(text)
+        os.replace(tmp, full)
+    except BaseException as e:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        if isinstance(e, OSError):
+            raise IOErr(f"write_text(): cannot write {full}: {e.strerror or e}") from None
+        raise
+    return None
 
 
 # ---- small text and conversion helpers used by stdlib/text.ml --------------------------------

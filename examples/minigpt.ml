@@ -7,8 +7,10 @@
 #     tapeml examples/minigpt.ml                      # the full run (a few minutes)
 #     tapeml examples/minigpt.ml steps=30 every=10    # a quick check
 #
-# Options (name=value): steps, batch, context, every (print interval), seed, lr, warmup,
-# samples (characters to generate), data, checkpoint, plot (PNG path, or "none").
+# Options (name=value): steps, batch, context, every (print interval), seed, lr (peak),
+# warmup (steps), samples (characters to generate), data, checkpoint, plot (PNG path, or "none").
+# read_text, save and load take relative paths from this script's directory (as import does);
+# savefig takes them from the current directory.
 
 fn arg(name, default)
     prefix = name + "="
@@ -68,7 +70,7 @@ fn logits_fn(params, ids)
     T = size(ids, len(size(ids)) - 1)
     x = embedding(params.tok, ids) + params.pos[0:T - 1, :]
     for blk in params.blocks
-        x = transformer_block(x, blk, norm_first = true, causal = true, activation = "gelu_tanh")
+        x = transformer_block(x, blk, norm_first = true, causal = true, activation = "relu")
     end
     return layer_norm(x, params.ln_gamma, params.ln_beta) @ params.tok'
 end
