@@ -28,6 +28,7 @@ def _usage_error(message: str) -> int:
 def run_source(interp, source: str, filename: str, debug: bool = False) -> int:
     """Run one program; print a language error the way users see it. Returns the exit code."""
     from .errors import InternalError, LangError, render
+    tune_runtime()
     try:
         interp.run(source, filename)
     except LangError as e:
@@ -52,6 +53,26 @@ def run_source(interp, source: str, filename: str, debug: bool = False) -> int:
               f"Python traceback", file=sys.stderr)
         return 1
     return 0
+
+
+def tune_runtime() -> None:
+    """Process settings for running tapeml programs (the command line only, never on import):
+
+    - glibc returns large freed blocks to the kernel, and NumPy temporaries of a few MB are then
+      faulted in again on every step (up to 2x at mid sizes); keeping them in the heap avoids
+      it (mallopt M_MMAP_THRESHOLD / M_TRIM_THRESHOLD). TAPEML_MALLOC=default turns this off.
+    - the objects made at start-up (AST, builtins, stdlib) move to the cyclic collector's
+      permanent generation, so collections during a program do not rescan them."""
+    import gc
+    if os.environ.get("TAPEML_MALLOC") != "default" and sys.platform.startswith("linux"):
+        try:
+            import ctypes
+            libc = ctypes.CDLL("libc.so.6")
+            libc.mallopt(-3, 32 * 1024 * 1024)      # M_MMAP_THRESHOLD (its maximum on 64-bit)
+            libc.mallopt(-1, 512 * 1024 * 1024)     # M_TRIM_THRESHOLD
+        except (OSError, AttributeError):
+            pass
+    gc.freeze()
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -45,7 +45,9 @@ def median_time(fn, repeat, warmup=2):
 
 
 def tapeml_setup(W, x, R, dtype="float64"):
+    from tapeml.cli import tune_runtime
     interp = Interpreter()
+    tune_runtime()          # what `tapeml script.ml` does; the hand NumPy runs under the same setting
     if dtype != "float64":
         interp.run(f'set_dtype("{dtype}")', "<bench>")
     f = handblock.to_record_fields(W)
@@ -263,6 +265,7 @@ fn bench() -> f(x)
     out(f"| start-up `tapeml -c \"1\"` | {fmt(t_start)} | `python -c \"import numpy\"` {fmt(t_np)} | {ratio(t_start, t_np)} |")
     if not args.quick:
         setup = (f"import sys; sys.path.insert(0, {HERE!r}); import numpy as np, handblock; "
+                 "from tapeml.cli import tune_runtime; tune_runtime(); "
                  "rng = np.random.default_rng(0); W = handblock.make_weights(512, 8, 2048, rng); "
                  "x = rng.standard_normal((512, 512)); R = rng.standard_normal((512, 512))\n")
         hand_rss = peak_rss(setup + "for _ in range(3): handblock.block_fwd_bwd(x, W, R)")
