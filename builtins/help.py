@@ -257,12 +257,13 @@ def _stdlib_table_names() -> list[str]:
          returns="none", interp=True,
          what="Prints the signature, the parameters with their kinds and shapes, the summary, what "
               "the builtin is for, and its first example, from the same declarations the "
-              "documentation pages are built from. In the REPL, `?name` shows the same text.",
+              "documentation pages are built from. `help()` lists every builtin by category and "
+              "the stdlib functions. In the REPL, `?name` shows the same text.",
          how="Reads the builtin registry (`@builtin` declarations); tapeml functions are described "
              "by their signature and the `#` comment lines above their `fn` line.",
          errors=["NameError for an unknown name (with the closest known names)",
                  "TypeError when name is neither a string nor a function"],
-         examples=['help("layer_norm")', "help(softmax)", "help()"])
+         examples=['help("pi")', "help(len)"])   # small, stable pages (help() would go stale with every new builtin)
 def help_(interp, name):
     r = raw(name)
     if r is None:
