@@ -69,7 +69,7 @@ def tree_map(fn, value):
     if isinstance(r, Record):
         return Record({k: tree_map(fn, v) for k, v in r.fields.items()})
     if isinstance(r, tuple):
-        return tuple(tree_map(fn, v) for v in r)
+        return tuple([tree_map(fn, v) for v in r])   # a list: deep trees recurse in Python frames only
     return fn(value)
 
 

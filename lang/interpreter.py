@@ -131,6 +131,7 @@ class Interpreter:
             self.dir_stack.append(os.path.dirname(os.path.abspath(filename)))
         else:
             self.dir_stack.append(os.getcwd())
+        stmt = None
         try:
             for stmt in program.body:
                 if echo is not None and type(stmt) is A.ExprStmt:
@@ -139,6 +140,11 @@ class Interpreter:
                         echo(value)
                 else:
                     self.exec_stmt(stmt, env)
+        except RecursionError:
+            # deep nesting outside any function call (those convert it themselves)
+            self.depth = 0
+            raise RecursionErr("the computation nests too deeply (an expression or a value "
+                               "nested beyond Python's stack)", stmt.span if stmt else None) from None
         finally:
             self.dir_stack.pop()
 
@@ -308,7 +314,9 @@ class Interpreter:
         parts = node.parts
         if len(parts) == 1 and type(parts[0]) is str:
             return parts[0]
-        return "".join(p if type(p) is str else format_value(self.eval(p, env)) for p in parts)
+        # a list, not a generator: a generator consumed by C code re-enters the evaluator on
+        # the C stack, and deep recursion through it crashed the process (segfault)
+        return "".join([p if type(p) is str else format_value(self.eval(p, env)) for p in parts])
 
     def eval_name(self, node, env):
         name = node.name
@@ -327,7 +335,7 @@ class Interpreter:
         return NameErr(f"undefined name '{name}'{hint}", span)
 
     def eval_tuplelit(self, node, env):
-        return tuple(self.eval(x, env) for x in node.items)
+        return tuple([self.eval(x, env) for x in node.items])     # a list: see eval_string
 
     def eval_recordlit(self, node, env):
         return Record({name: self.eval(x, env) for name, x in node.fields})
@@ -758,11 +766,21 @@ def values_equal(a, b) -> bool:
     """Structural equality for non-array values (strings, none, tuples, records)."""
     if type(a) is not type(b) and not (isinstance(a, (float, int)) and isinstance(b, (float, int))):
         return False
+    # plain loops, not all(generator): deep nesting must recurse in Python frames only
     if isinstance(a, tuple):
-        return len(a) == len(b) and all(values_equal(raw(x), raw(y)) for x, y in zip(a, b))
+        if len(a) != len(b):
+            return False
+        for x, y in zip(a, b):
+            if not values_equal(raw(x), raw(y)):
+                return False
+        return True
     if isinstance(a, Record):
-        return list(a.fields) == list(b.fields) and all(values_equal(raw(a.fields[k]), raw(b.fields[k]))
-                                                        for k in a.fields)
+        if list(a.fields) != list(b.fields):
+            return False
+        for k in a.fields:
+            if not values_equal(raw(a.fields[k]), raw(b.fields[k])):
+                return False
+        return True
     if isinstance(a, np.ndarray):
         return a.shape == b.shape and bool(np.all(a == b))
     return a is b or a == b

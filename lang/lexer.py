@@ -29,6 +29,7 @@ CONTINUES = frozenset(["+", "-", "*", "/", "%", "@", "^", "==", "!=", "<", "<=",
 # a token of these kinds ends a value, so a following `'` is a transpose
 ENDS_VALUE = frozenset([NUMBER, STRING, NAME, ")", "]", "}", "'", "end", "true", "false", "none"])
 OPENERS = {"(": ")", "[": "]", "{": "}"}
+MAX_STRING_NESTING = 50   # "{"{"..."}"}": each level is a nested scanner (Python recursion)
 CLOSERS = {")": "(", "]": "[", "}": "{"}
 
 # Characters that look like ASCII operators but are not, with the ASCII one to use.
@@ -71,6 +72,7 @@ class Lexer:
         self.pos, self.line, self.col = pos, line, col
         self.tokens: list[Token] = []
         self.brackets: list[Token] = []
+        self.nesting = 0          # how many interpolated strings enclose this scanner
 
     # cursor helpers
     def peek(self, k: int = 0) -> str:
@@ -241,7 +243,11 @@ class Lexer:
                     buf = []
                 open_line, open_col = self.line, self.col
                 self.advance()
+                if self.nesting >= MAX_STRING_NESTING:
+                    raise self.error(f"nesting too deep: strings interpolated inside strings more than "
+                                     f"{MAX_STRING_NESTING} levels deep")
                 sub = Lexer(self.src, self.file, self.pos, self.line, self.col)
+                sub.nesting = self.nesting + 1
                 try:
                     toks = sub.run(stop_at_brace=True)
                 except LangSyntaxError as err:

@@ -514,7 +514,15 @@ class Parser:
 
 def parse(source: str, filename: str = "<input>") -> A.Program:
     """Parse a whole program. Raises LangSyntaxError / IncompleteInput."""
-    return Parser(tokenize(source, filename)).program()
+    parser = Parser(tokenize(source, filename))
+    try:
+        return parser.program()
+    except RecursionError:
+        # the parser is recursive; Python's stack ran out inside brackets nested this deep
+        tok = parser.peek()
+        raise LangSyntaxError("nesting too deep: the brackets, parentheses or operators here nest "
+                              "deeper than the parser can follow; split the expression into "
+                              "several statements", tok.span) from None
 
 
 def is_complete(source: str) -> str:

@@ -184,9 +184,9 @@ def format_value(v, nested: bool = False) -> str:
     if isinstance(v, tuple):
         if len(v) == 1:
             return f"({format_value(v[0], True)},)"
-        return "(" + ", ".join(format_value(x, True) for x in v) + ")"
+        return "(" + ", ".join([format_value(x, True) for x in v]) + ")"   # lists: no C-stack recursion
     if isinstance(v, Record):
-        return "{" + ", ".join(f"{k} = {format_value(x, True)}" for k, x in v.fields.items()) + "}"
+        return "{" + ", ".join([f"{k} = {format_value(x, True)}" for k, x in v.fields.items()]) + "}"
     if isinstance(v, Function):
         return f"<fn {v.signature()}>"
     name = getattr(v, "name", None)
