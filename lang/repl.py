@@ -492,9 +492,6 @@ class Repl:
         except Exception as e:  # noqa: BLE001 - a bug in tapeml must not end the session
             self.flush()
             self.error(f"InternalError: {type(e).__name__}: {e}\n  this is a bug in tapeml")
-        finally:
-            interp.depth = 0
-            interp.end_stack.clear()
 
     def command(self, text: str) -> bool:
         word, _, rest = text.partition(" ")
