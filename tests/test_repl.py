@@ -501,9 +501,9 @@ def test_piped_stdin_runs_a_script_without_prompts():
 
 
 def test_piped_seed_program_prints_the_golden_output():
-    with open(os.path.join(SHARED, "golden", "seed_statistics_ml.ml"), "rb") as f:
+    with open(os.path.join(ROOT, "examples", "seed_statistics_ml.ml"), "rb") as f:
         program = f.read()
-    with open(os.path.join(SHARED, "golden", "seed_statistics_ml.out"), "rb") as f:
+    with open(os.path.join(ROOT, "examples", "seed_statistics_ml.out"), "rb") as f:
         want = f.read()
     res = run_piped(program)
     assert res.stderr == b""
