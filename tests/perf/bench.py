@@ -240,6 +240,17 @@ fn f(x)
 end
 fn bench() -> f(x)
 """)
+    t_ignored = run_ml_timed(f"""
+x = [1, 2; 3, 4]
+fn f(x)
+  y = [1, 2; 3, 4]
+  for i in 1:{n_ops}
+    y = y * 1.0001
+  end
+  return sum(x)
+end
+fn bench() -> grad(f, x)
+""")
     ref = None
     if torch is not None:
         def torch_ops():
@@ -252,6 +263,8 @@ fn bench() -> f(x)
     out(f"| tape: one 2x2 elementwise op, forward + backward (.ml loop) | {fmt(t_tape / n_ops)} | "
         f"PyTorch {fmt(ref)} | {ratio(t_tape / n_ops, ref)} |")
     out(f"| the same loop without grad (nothing recorded) | {fmt(t_plain / n_ops)} | | |")
+    out(f"| the loop on untracked values inside a grad that ignores them | {fmt(t_ignored / n_ops)} | "
+        f"without grad {fmt(t_plain / n_ops)} | {ratio(t_ignored, t_plain)} |")
     n = 1_000_000 if not args.quick else 200_000
     t_loop = run_ml_timed(f"fn bench()\n  s = 0\n  for i in 1:{n}\n    s = s + i\n  end\n  return s\nend")
     t_py = median_time(lambda: python_loop(n), 3, 1)
