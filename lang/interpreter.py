@@ -378,11 +378,15 @@ class Interpreter:
                 return BINARY[op](a, b)
             except (ValueError, TypeError) as e:
                 raise self.shape_error(op, a, b, span) from e
+            except MemoryError:
+                raise self.memory_error(op, a, b, span) from None
         if is_numeric(a) and is_numeric(b):
             try:
                 return BINARY[op](a, b)
             except (ValueError, TypeError) as e:
                 raise self.shape_error(op, a, b, span) from e
+            except MemoryError:
+                raise self.memory_error(op, a, b, span) from None
         ra, rb = raw(a), raw(b)
         if op in ("==", "!="):
             same = values_equal(ra, rb)
@@ -407,6 +411,16 @@ class Interpreter:
         if size > 100_000_000:
             raise ValueErr(f"the repeated string would take {size / 1e9:.3g} GB; the limit is 0.1 GB", span)
         return s * int(n)
+
+    def memory_error(self, op, a, b, span) -> LangError:
+        sa, sb = np.shape(raw(a)), np.shape(raw(b))
+        try:
+            out = np.broadcast_shapes(sa, sb)
+            need = f"a result of shape {shape_text(out)} ({math.prod(out) * 8 / 1e9:.3g} GB)"
+        except ValueError:
+            need = "the result"
+        return ValueErr(f"not enough memory for '{op}' of {shape_text(sa)} and {shape_text(sb)}: "
+                        f"{need} does not fit", span)
 
     def shape_error(self, op, a, b, span) -> LangError:
         sa, sb = np.shape(raw(a)), np.shape(raw(b))

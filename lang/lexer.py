@@ -23,6 +23,9 @@ KEYWORDS = frozenset("fn end if elif else for in while return break continue "
 OPERATORS = ["==", "!=", "<=", ">=", "+=", "-=", "*=", "/=", "->",
              "+", "-", "*", "/", "%", "@", "^", "<", ">", "=", ":", ",", ";", ".", "'",
              "(", ")", "[", "]", "{", "}"]
+_OPS_BY_FIRST: dict = {}   # first character -> the operators starting with it, longest first
+for _op in OPERATORS:
+    _OPS_BY_FIRST.setdefault(_op[0], []).append(_op)
 # after these a newline does not end the statement
 CONTINUES = frozenset(["+", "-", "*", "/", "%", "@", "^", "==", "!=", "<", "<=", ">", ">=",
                        "=", "+=", "-=", "*=", "/=", "->", ":", ",", ".", "and", "or", "not"])
@@ -284,7 +287,7 @@ class Lexer:
         two = ch + self.peek(1)
         if two in FOREIGN and two not in OPERATORS:
             raise self.error(f"'{two}' is not a tapeml operator; write '{FOREIGN[two]}'", self.here(2))
-        for op in OPERATORS:
+        for op in _OPS_BY_FIRST.get(ch, ()):
             if self.src.startswith(op, self.pos):
                 break
         else:

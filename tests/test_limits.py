@@ -1,0 +1,247 @@
+"""Resource limits (issue 9): every one ends in a clear language error or a value, never a
+crash, a Python traceback or a machine out of memory. Deep cases run the real `tapeml` command
+in a subprocess, so that a segfault (exit -11) would be seen."""
+from __future__ import annotations
+
+import io
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from tapeml.errors import IOErr, IndexErr, LangError, LangSyntaxError, RecursionErr, ValueErr
+from tapeml.interpreter import Interpreter
+from tapeml.parser import parse
+
+TAPEML = [sys.executable, "-m", "tapeml.cli"]
+
+
+def run(source: str):
+    out = io.StringIO()
+    Interpreter(out=out).run(source, "<test>")
+    return out.getvalue()
+
+
+def error_of(source: str) -> LangError:
+    with pytest.raises(LangError) as info:
+        run(source)
+    return info.value
+
+
+def tapeml_file(tmp_path, source: str, timeout: float = 120, args=()):
+    path = tmp_path / "prog.ml"
+    path.write_text(source, encoding="utf-8")
+    return subprocess.run(TAPEML + [*args, str(path)], capture_output=True, text=True, timeout=timeout,
+                          cwd=tmp_path)
+
+
+# ---- nesting ---------------------------------------------------------------------------------
+@pytest.mark.parametrize("opener, closer, n", [("(", ")", 100_000), ("[", "]", 100_000), ("{a = ", "}", 20_000)])
+def test_100000_nested_brackets_in_process_is_a_syntax_error(opener, closer, n):
+    source = "x = " + opener * n + "1" + closer * n
+    with pytest.raises(LangSyntaxError) as info:
+        parse(source, "<deep>")
+    err = info.value
+    assert "nesting too deep" in err.message
+    assert err.span.line == 1 and 5 <= err.span.col <= len(source)
+
+
+@pytest.mark.parametrize("opener, closer", [("(", ")"), ("[", "]")])
+def test_100000_nested_brackets_in_the_cli(tmp_path, opener, closer):
+    proc = tapeml_file(tmp_path, "x = " + opener * 100_000 + "1" + closer * 100_000 + "\nprint(x)\n")
+    assert proc.returncode == 1, proc.stderr[:500]
+    first = proc.stderr.splitlines()[0]
+    assert "prog.ml:1:" in first and "SyntaxError: nesting too deep" in first
+    assert "Traceback" not in proc.stderr
+
+
+def test_deeply_nested_operators_and_postfix_in_the_cli(tmp_path):
+    source = ("a = " + "-" * 100_000 + "1\n")
+    proc = tapeml_file(tmp_path, source)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    assert "prog.ml:1:1: RecursionError: the computation nests too deeply" in proc.stderr
+    err = error_of("x = [1]\ny = x" + "[0]" * 5_000 + "\n")     # Python's default stack in-process
+    assert isinstance(err, RecursionErr) and (err.span.line, err.span.col) == (2, 1)
+
+
+def test_nested_string_interpolation_is_capped():
+    source = '"{' * 60 + "1" + '}"' * 60
+    with pytest.raises(LangSyntaxError) as info:
+        parse(source)
+    assert "nesting too deep: strings interpolated inside strings more than 50 levels" in info.value.message
+    assert info.value.span.line == 1
+    assert run("print(" + '"{' * 10 + "1" + '}"' * 10 + ")") == "1\n"
+
+
+# ---- recursion -------------------------------------------------------------------------------
+RECURSIVE = """fn f(n)
+    if n == 0
+        return 0
+    end
+    return {body}
+end
+print({call})
+"""
+
+
+def test_10000_deep_recursion_works_in_the_cli(tmp_path):
+    proc = tapeml_file(tmp_path, RECURSIVE.format(body="1 + f(n - 1)", call="f(10000)"))
+    assert (proc.returncode, proc.stdout, proc.stderr) == (0, "10000\n", "")
+
+
+@pytest.mark.parametrize("body, call, shown", [
+    ("(f(n - 1), 1)", "len(f(19000))", "2\n"),           # used to segfault (C stack)
+    ('"{f(n - 1)}"', "f(19000)", "0\n"),                  # used to segfault (C stack)
+    ("{a = f(n - 1)}", "f(3)", "{a = {a = {a = 0}}}\n"),
+])
+def test_deep_recursion_through_containers_does_not_crash(tmp_path, body, call, shown):
+    proc = tapeml_file(tmp_path, RECURSIVE.format(body=body, call=call))
+    assert (proc.returncode, proc.stdout, proc.stderr) == (0, shown, "")
+
+
+def test_a_19000_deep_tuple_prints_and_compares(tmp_path):
+    source = RECURSIVE.format(body="(f(n - 1),)", call="1") + "x = f(19000)\nprint(x == x)\ns = str(x)\nprint(len(s))\n"
+    proc = tapeml_file(tmp_path, source)
+    assert (proc.returncode, proc.stdout, proc.stderr) == (0, "1\ntrue\n57001\n", "")
+
+
+def test_runaway_recursion_is_a_recursion_error(tmp_path):
+    proc = tapeml_file(tmp_path, "fn f(n)\n    return f(n + 1)\nend\nf(0)\n")
+    assert proc.returncode == 1
+    assert "prog.ml:2:12: RecursionError: more than 20000 nested calls (in f); is a recursion missing " \
+           "its base case?" in proc.stderr
+    assert "Traceback" not in proc.stderr and len(proc.stderr.splitlines()) < 40
+
+
+def test_runaway_recursion_in_process_is_a_recursion_error():
+    err = error_of("fn f(n)\n    return (f(n + 1),)\nend\nf(0)\n")
+    assert isinstance(err, RecursionErr) and "nests too deeply (in f)" in err.message
+
+
+# ---- sizes -----------------------------------------------------------------------------------
+def test_zeros_1e6_by_1e6_is_refused_before_allocating():
+    start = time.perf_counter()
+    err = error_of("x = zeros(1e6, 1e6)")
+    assert time.perf_counter() - start < 1.0
+    assert isinstance(err, ValueErr)
+    assert err.message == ("zeros(1000000, 1000000) would need 8e+12 bytes (8e+03 GB of float64); "
+                           "the limit is 8 GB")
+    assert (err.span.line, err.span.col) == (1, 5)
+
+
+@pytest.mark.parametrize("call", ["ones(1e6, 1e6)", "fill(1, 1e6, 1e6)", "eye(1e7)"])
+def test_other_constructors_are_refused_too(call):
+    err = error_of(call)
+    assert isinstance(err, ValueErr) and "would need" in err.message and "the limit is 8 GB" in err.message
+
+
+def test_a_one_gigabyte_string_repetition_is_refused():
+    err = error_of('s = "x" * 1e9')
+    assert isinstance(err, ValueErr)
+    assert err.message == "the repeated string would take 1 GB; the limit is 0.1 GB"
+    assert (err.span.line, err.span.col) == (1, 9)
+    assert run('print(len("ab" * 3), "" * 1e300 == "")') == "6 true\n"
+
+
+def test_broadcasting_beyond_memory_is_a_value_error():
+    err = error_of("x = zeros(1e5, 1) + zeros(1, 1e5)")
+    assert isinstance(err, ValueErr)
+    assert err.message.startswith("not enough memory for '+' of 100000x1 and 1x100000: a result of "
+                                  "shape 100000x100000 (80 GB)")
+    assert (err.span.line, err.span.col) == (1, 19)
+
+
+def test_an_index_of_1e300():
+    err = error_of("x = [1, 2]\ny = x[1e300]")
+    assert isinstance(err, IndexErr)
+    assert err.message == "index 1e300 is out of range for a vector of length 2"
+    assert (err.span.line, err.span.col) == (2, 7)
+    for src in ["x = [1, 2]\nx[1e300] = 5", "x = [1, 2]\ny = x[0:1e300]", "x = (1, 2)\ny = x[1e300]",
+                "x = [1, 2]\ny = x[[0, 1e300]]", "x = [1, 2]\ny = x[1e999]", "x = \"ab\"\ny = x[1e300]"]:
+        assert isinstance(error_of(src), IndexErr), src
+
+
+def test_a_range_of_1e300_elements_is_refused():
+    err = error_of("x = 1:1e300")
+    assert isinstance(err, ValueErr) and "the limit is 1e8" in err.message
+
+
+# ---- the tape of a long loop -----------------------------------------------------------------
+TAPE_CHILD = r"""
+import resource, sys
+from tapeml.interpreter import Interpreter
+n, repeats = int(sys.argv[1]), int(sys.argv[2])
+src = '''fn f(x)
+    s = x
+    i = 0
+    while i < N
+        s = s * 0.999999 + 0.000001
+        i += 1
+    end
+    return s
+end
+g = 0
+for k in 1:R
+    g = grad(f, 2.0)
+end
+print(g)
+'''.replace("N", str(n)).replace("R", str(repeats))
+Interpreter().run(src, "<tape>")
+print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+"""
+
+
+def peak_rss_kb(n: int, repeats: int = 1) -> tuple[str, int]:
+    proc = subprocess.run([sys.executable, "-c", TAPE_CHILD, str(n), str(repeats)], capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    value, rss = proc.stdout.split()
+    return value, int(rss)
+
+
+N_TAPE = int(os.environ.get("TAPEML_TAPE_STEPS", "100000"))   # 2 tape entries per step
+
+
+def test_a_long_tape_has_bounded_memory():
+    """grad of a loop of N steps records 2N entries; memory grows linearly with the tape (what
+    backward needs), by a bounded amount per entry, and is given back after each grad."""
+    small_value, small = peak_rss_kb(N_TAPE // 10)
+    value, big = peak_rss_kb(N_TAPE)
+    assert float(value) == pytest.approx(0.999999 ** N_TAPE, rel=1e-6)
+    per_entry = (big - small) * 1024 / (2 * (N_TAPE - N_TAPE // 10))
+    assert per_entry < 1000, f"{per_entry:.0f} bytes per tape entry"
+    # three grads in a row peak no higher than one: nothing of a finished tape is kept
+    _, thrice = peak_rss_kb(N_TAPE, repeats=3)
+    assert thrice < big * 1.15 + 10_000
+
+
+# ---- Ctrl-C -----------------------------------------------------------------------------------
+def test_ctrl_c_in_a_script_exits_130_with_one_line(tmp_path):
+    path = tmp_path / "spin.ml"
+    path.write_text('print("started")\ni = 0\nwhile true\n    i += 1\nend\n', encoding="utf-8")
+    proc = subprocess.Popen(TAPEML + [str(path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline() == "started\n"
+        time.sleep(0.3)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130
+    assert err.splitlines() == ["Interrupted (Ctrl-C)"]
+
+
+# ---- import -------------------------------------------------------------------------------------
+def test_import_of_a_missing_file_names_the_resolved_path(tmp_path):
+    main = tmp_path / "main.ml"
+    main.write_text('m = import("lib/missing.ml")\n', encoding="utf-8")
+    interp = Interpreter(out=io.StringIO())
+    with pytest.raises(IOErr) as info:
+        interp.run(main.read_text(), str(main))
+    resolved = os.path.join(str(tmp_path), "lib", "missing.ml")
+    assert info.value.message == f'import: no file at {resolved} (from "lib/missing.ml")'
+    assert (info.value.span.line, info.value.span.col) == (1, 5)
