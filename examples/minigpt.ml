@@ -8,7 +8,7 @@
 #     tapeml examples/minigpt.ml steps=30 every=10    # a quick check
 #
 # Options (name=value): steps, batch, context, every (print interval), seed, lr (peak),
-# warmup (steps), samples (characters to generate), data, checkpoint, plot (PNG path, or "none").
+# warmup (steps), dropout, weight_decay, samples (characters to generate), data, checkpoint, plot (PNG path, or "none").
 # read_text, save and load take relative paths from this script's directory (as import does);
 # savefig takes them from the current directory.
 
@@ -30,6 +30,8 @@ every = num(arg("every", "100"))
 peak_lr = num(arg("lr", "3e-3"))
 warmup = num(arg("warmup", "100"))
 n_samples = num(arg("samples", "240"))
+dropout = num(arg("dropout", "0"))
+weight_decay = num(arg("weight_decay", "0.01"))
 seed(num(arg("seed", "0")))
 d_model = 64
 n_heads = 4
@@ -65,18 +67,24 @@ fn init_model(V, d_model, n_heads, n_blocks, context)
 end
 
 # Logits for every position: ids is a T-vector or a B x T matrix of ids; the result is
-# T x V (or B x T x V). The output layer reuses the token table (weight tying).
-fn logits_fn(params, ids)
+# T x V (or B x T x V). The output layer reuses the token table (weight tying). Dropout acts
+# only while training.
+fn forward(params, ids, training)
     T = size(ids, len(size(ids)) - 1)
     x = embedding(params.tok, ids) + params.pos[0:T - 1, :]
     for blk in params.blocks
-        x = transformer_block(x, blk, norm_first = true, causal = true, activation = "relu")
+        x = transformer_block(x, blk, norm_first = true, causal = true, activation = "relu",
+                              dropout = dropout, training = training)
     end
     return layer_norm(x, params.ln_gamma, params.ln_beta) @ params.tok'
 end
 
+fn logits_fn(params, ids)
+    return forward(params, ids, false)
+end
+
 fn loss_fn(params, x, y)
-    return cross_entropy(logits_fn(params, x), y)
+    return cross_entropy(forward(params, x, true), y)
 end
 
 params = init_model(V, d_model, n_heads, n_blocks, context)
@@ -96,6 +104,8 @@ end
 # ---- training ----------------------------------------------------------------------------------
 state = adamw_init(params)
 losses = zeros(steps)
+val_steps = zeros(0)
+val_losses = zeros(0)
 start_loss = log(V)
 print("initial loss {round(val_loss(params, val_ids, context), 4)} (ln {V} = {round(start_loss, 4)})")
 t0 = clock()
@@ -104,13 +114,16 @@ for step in 1:steps
     loss, grads = value_and_grad(fn(p) -> loss_fn(p, x, y), params)
     grads = clip_grad_norm(grads, 1.0)
     lr = cosine_lr(step, steps, peak_lr, peak_lr / 10, warmup = warmup)
-    params, state = adamw_step(params, grads, state, lr = lr, weight_decay = 0.01)
+    params, state = adamw_step(params, grads, state, lr = lr, weight_decay = weight_decay)
     losses[step - 1] = loss
     if step % every == 0 or step == steps
         recent = mean(losses[max([step - every, 0]):step - 1])
         done = round(30 * step / steps)
         bar = "#" * done + "." * (30 - done)
-        print("[{bar}] step {step}/{steps}  loss {round(recent, 4)}  lr {round(lr, 6)}  {round(clock() - t0, 1)} s")
+        vl = val_loss(params, val_ids, context)
+        val_steps = [val_steps, step]
+        val_losses = [val_losses, vl]
+        print("[{bar}] step {step}/{steps}  loss {round(recent, 4)}  val {round(vl, 4)}  lr {round(lr, 6)}  {round(clock() - t0, 1)} s")
     end
 end
 train_time = clock() - t0
@@ -135,6 +148,7 @@ png = arg("plot", "minigpt_loss.png")
 if png != "none"
     figure()
     plot(1:steps, losses, label = "training loss (per batch)")
+    plot(val_steps, val_losses, label = "validation loss")
     plot([1, steps], [start_loss, start_loss], label = "ln(vocab), a uniform guess")
     xlabel("step")
     ylabel("cross entropy (nats)")

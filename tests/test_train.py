@@ -360,3 +360,28 @@ def test_short_minigpt_run_learns_and_checkpoints(tmp_path):
     restored = value("result = load(p)", p=ckpt)
     assert _tree_equal(g["params"], restored)
     assert "--- greedy ---" in text and "--- temperature 0.8 ---" in text
+
+
+# ---- the other two examples -------------------------------------------------------------------------
+def _run_example(name, *args):
+    path = os.path.join(ROOT, "examples", name)
+    out = io.StringIO()
+    interp = Interpreter(out=out)
+    interp.globals.vars["ARGS"] = tuple(args)
+    interp.run(open(path, encoding="utf-8").read(), path)
+    return out.getvalue()
+
+
+def test_warmup_schedule_example_prints_the_card_values():
+    text = _run_example("warmup_schedule.ml", "plot=none")
+    assert "  step 4000: 0.0006987712  (1 of the peak)" in text
+    assert "  step 12000: 0.0004034358  (0.577 of the peak)" in text
+    assert "  step 16000: 0.0003493856  (0.5 of the peak)" in text
+
+
+def test_pre_vs_post_ln_example_checks_the_claim():
+    text = _run_example("pre_vs_post_ln.ml", "plot=none")
+    assert "Pre-LN's top gradient shrinks with depth: true" in text
+    assert "Post-LN's top gradient is larger at every depth: true" in text
+    rows = [line.split() for line in text.splitlines() if re.match(r"^(2|4|8|12)\s", line)]
+    assert [r[0] for r in rows] == ["2", "4", "8", "12"]
