@@ -30,8 +30,8 @@ every = num(arg("every", "100"))
 peak_lr = num(arg("lr", "3e-3"))
 warmup = num(arg("warmup", "100"))
 n_samples = num(arg("samples", "240"))
-dropout = num(arg("dropout", "0"))
-weight_decay = num(arg("weight_decay", "0.01"))
+dropout = num(arg("dropout", "0.1"))
+weight_decay = num(arg("weight_decay", "0.1"))
 seed(num(arg("seed", "0")))
 d_model = 64
 n_heads = 4
