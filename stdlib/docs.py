@@ -42,10 +42,11 @@ STDLIB_DOCS = {
                       examples=[_P + "adam_init(p).step"]),
     "adamw_init": _doc(_OPT, ML, "adamw_init(params)", "The state of adamw_step (the same as adam_init).",
                        examples=[_P + "adamw_init(p).m"]),
-    "adam_update": _doc(_OPT, ML, "adam_update(params, grads, state, lr, betas, eps)",
-                        "The Adam update shared by adam_step and adamw_step (no weight decay).",
+    "adam_update": _doc(_OPT, ML, "adam_update(params, grads, state, lr, betas, eps, decay=1)",
+                        "The Adam update shared by adam_step and adamw_step.",
                         how="m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g^2; "
-                            "p -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps).",
+                            "p = p * decay - lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps); "
+                            "decay is 1 - lr * weight_decay for AdamW, 1 for Adam.",
                         examples=[_P + "adam_update(p, g, adam_init(p), 0.1, (0.9, 0.999), 1e-8)[0]"]),
     "adam_step": _doc(
         _OPT, ML, "adam_step(params, grads, state, lr=0.001, betas=(0.9, 0.999), eps=1e-8, weight_decay=0)",

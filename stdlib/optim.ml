@@ -50,8 +50,9 @@ fn adamw_init(params)
     return adam_init(params)
 end
 
-# The shared Adam update (Kingma & Ba 2015, Algorithm 1, in PyTorch's arithmetic).
-fn adam_update(params, grads, state, lr, betas, eps)
+# The shared Adam update (Kingma & Ba 2015, Algorithm 1, in PyTorch's arithmetic); each
+# parameter is first multiplied by `decay` (AdamW's decoupled weight decay; 1 for Adam).
+fn adam_update(params, grads, state, lr, betas, eps, decay = 1)
     b1 = betas[0]
     b2 = betas[1]
     t = state.step + 1
@@ -59,7 +60,7 @@ fn adam_update(params, grads, state, lr, betas, eps)
     v = tree_map(fn(v, g) -> b2 * v + (1 - b2) * g * g, state.v, grads)
     step_size = lr / (1 - b1 ^ t)
     bc2_sqrt = sqrt(1 - b2 ^ t)
-    params = tree_map(fn(p, m, v) -> p - step_size * m / (sqrt(v) / bc2_sqrt + eps), params, m, v)
+    params = tree_map(fn(p, m, v) -> p * decay - step_size * m / (sqrt(v) / bc2_sqrt + eps), params, m, v)
     return (params, {step = t, m = m, v = v})
 end
 
@@ -74,10 +75,7 @@ end
 # One AdamW step (torch.optim.AdamW; Loshchilov & Hutter 2019): decoupled weight decay,
 # p = p * (1 - lr * weight_decay), then the Adam update.
 fn adamw_step(params, grads, state, lr = 1e-3, betas = (0.9, 0.999), eps = 1e-8, weight_decay = 0.01)
-    if weight_decay != 0
-        params = tree_map(fn(p) -> p * (1 - lr * weight_decay), params)
-    end
-    return adam_update(params, grads, state, lr, betas, eps)
+    return adam_update(params, grads, state, lr, betas, eps, 1 - lr * weight_decay)
 end
 
 # The global L2 norm of a gradient tree: sqrt of the sum of every squared element.
