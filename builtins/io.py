@@ -15,6 +15,7 @@ import os
 import re
 import tempfile
 import zipfile
+import zlib
 
 import numpy as np
 
@@ -210,7 +211,9 @@ def load(interp, path):
         if "pickle" in str(e).lower():
             raise IOErr(f"load(): {full} holds pickled objects, which load() refuses to read") from None
         raise IOErr(f"load(): {full} is damaged or not a checkpoint: {e}") from None
-    except (OSError, EOFError, zipfile.BadZipFile, KeyError) as e:
+    except (OSError, EOFError, zipfile.BadZipFile, KeyError, NotImplementedError, RuntimeError,
+            zlib.error, OverflowError, MemoryError) as e:
+        # corrupted headers: an unknown compression method, an "encrypted" flag, a broken stream
         raise IOErr(f"load(): {full} is damaged or truncated: {e}") from None
     out = []
     for key, a in items:
