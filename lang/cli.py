@@ -39,6 +39,13 @@ def run_source(interp, source: str, filename: str, debug: bool = False) -> int:
         sys.stdout.flush()
         print("Interrupted (Ctrl-C)", file=sys.stderr)
         return 130
+    except BrokenPipeError:     # the reader went away (`tapeml x.ml | head`): stop quietly
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+        except (OSError, ValueError):
+            pass
+        return 141
     except RecursionError:
         print("RecursionError: the program nests too deeply", file=sys.stderr)
         return 1
