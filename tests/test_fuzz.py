@@ -273,7 +273,7 @@ PRELUDE = "a = [1, 2, 3]\nb = [1, 2; 3, 4]\nc = {w = [0.5, 1], b = 2}\nx = 2\ny 
 
 def gen_program(seed: int) -> str:
     rng = random.Random(seed)
-    lines = [line for _ in range(rng.randint(1, 4)) for line in gen_statement(rng, 2)]
+    lines = [line for _ in range(rng.randint(1, 3)) for line in gen_statement(rng, 2)]
     return PRELUDE + "\n".join(lines) + "\n"
 
 
@@ -324,3 +324,48 @@ def test_unparse_is_fully_parenthesized():
     assert unparse(parse("a - (b - c)")) == "a - (b - c)\n"
     assert unparse(parse("(a - b) - c")) == "(a - b) - c\n"
     assert unparse(parse('"x{1}"')) == '"x{1.0}"\n'
+
+
+# ---- 5. corrupted checkpoints through load ------------------------------------------------------
+_CHECKPOINT_DIR = None
+
+
+def _checkpoint_dir():
+    """One temporary directory with a good checkpoint, made once (hypothesis reruns the test body)."""
+    global _CHECKPOINT_DIR
+    if _CHECKPOINT_DIR is None:
+        import tempfile
+        _CHECKPOINT_DIR = tempfile.mkdtemp(prefix="tapeml_fuzz_")
+        with open(os.path.join(_CHECKPOINT_DIR, "main.ml"), "w") as f:   # paths are relative to it
+            f.write("# fuzz\n")
+        Interpreter(out=io.StringIO()).run('save("good.npz", {w = [1, 2; 3, 4], b = (1, [5])})\n',
+                                           os.path.join(_CHECKPOINT_DIR, "main.ml"))
+    return _CHECKPOINT_DIR
+
+
+@FUZZ
+@given(st.lists(st.tuples(st.integers(0, 10_000), st.integers(0, 255)), max_size=8), st.integers(0, 10_000))
+def test_corrupted_checkpoints_load_or_fail_cleanly(flips, cut):
+    pytest.importorskip("tapeml.builtins.io")
+    folder = _checkpoint_dir()
+    data = bytearray(open(os.path.join(folder, "good.npz"), "rb").read())
+    for pos, byte in flips:
+        data[pos % len(data)] = byte
+    with open(os.path.join(folder, "bad.npz"), "wb") as f:
+        f.write(bytes(data[: max(cut, 0)] if cut < len(data) else data))
+    run_program_in(folder, 'x = load("bad.npz")\nprint(x)\n')
+
+
+_LOADER = []
+
+
+def run_program_in(folder: str, source: str):
+    if not _LOADER:                       # one interpreter for all examples: load() keeps no state
+        _LOADER.append(Interpreter(out=io.StringIO()))
+    interp = _LOADER[0]
+    try:
+        interp.run(source, os.path.join(folder, "main.ml"))
+    except LangError as e:
+        check_span(e, source, os.path.join(folder, "main.ml"))
+    except Exception as e:
+        raise AssertionError(f"{type(e).__name__}: {e}") from e
