@@ -139,6 +139,65 @@ def block_rows(sizes, dtype, repeat_scale):
     return rows
 
 
+MINIGPT_STEP = """
+seed(0)
+V = 66
+d_model = 64
+context = 64
+batch = 16
+blocks = (transformer_block_init(d_model, 4), transformer_block_init(d_model, 4))
+params = {tok = 0.02 * randn(V, d_model), pos = 0.02 * randn(context, d_model), blocks = blocks,
+          ln_gamma = ones(d_model), ln_beta = zeros(d_model)}
+fn forward(params, ids)
+  x = embedding(params.tok, ids) + params.pos
+  for blk in params.blocks
+    x = transformer_block(x, blk, norm_first = true, causal = true, dropout = 0.1, training = true)
+  end
+  return layer_norm(x, params.ln_gamma, params.ln_beta) @ params.tok'
+end
+x = randint(0, V, batch, context)
+y = randint(0, V, batch, context)
+state = adamw_init(params)
+fn bench()
+  loss, grads = value_and_grad(fn(p) -> cross_entropy(forward(p, x), y), params)
+  grads = clip_grad_norm(grads, 1.0)
+  params, state = adamw_step(params, grads, state, lr = 1e-3, weight_decay = 0.1)
+  return loss
+end
+"""
+
+
+def torch_minigpt_step():
+    """The same model and step in PyTorch eager: pre-norm causal blocks, tied output, AdamW."""
+    torch.manual_seed(0)
+    V, D, T, B = 66, 64, 64, 16
+    tok = torch.nn.Parameter(0.02 * torch.randn(V, D, dtype=torch.float64))
+    pos = torch.nn.Parameter(0.02 * torch.randn(T, D, dtype=torch.float64))
+    blocks = torch.nn.ModuleList([torch.nn.TransformerEncoderLayer(D, 4, 4 * D, dropout=0.1, batch_first=True,
+                                                                   norm_first=True, dtype=torch.float64)
+                                  for _ in range(2)])
+    ln = torch.nn.LayerNorm(D, dtype=torch.float64)
+    params = [tok, pos] + list(blocks.parameters()) + list(ln.parameters())
+    opt = torch.optim.AdamW(params, lr=1e-3, weight_decay=0.1)
+    x = torch.randint(0, V, (B, T))
+    y = torch.randint(0, V, (B, T))
+    mask = torch.nn.Transformer.generate_square_subsequent_mask(T, dtype=torch.float64)
+    blocks.train()
+
+    def step():
+        h = tok[x] + pos
+        for blk in blocks:
+            h = blk(h, src_mask=mask, is_causal=True)
+        logits = ln(h) @ tok.T
+        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, V), y.reshape(-1))
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, 1.0)
+        opt.step()
+        return loss
+    return step
+
+
 def run_ml_timed(code, repeat=3):
     interp = Interpreter()
     interp.run(code, "<bench>")
@@ -275,6 +334,10 @@ fn bench() -> grad(f, x)
     t_fib = run_ml_timed("fn fib(n)\n  if n < 2\n    return n\n  end\n  return fib(n - 1) + fib(n - 2)\nend\nfn bench() -> fib(22)")
     t_pyfib = median_time(lambda: fib(22), 3, 1)
     out(f"| recursive fib(22) | {fmt(t_fib)} | CPython {fmt(t_pyfib)} | {ratio(t_fib, t_pyfib)} |")
+    t_gpt = run_ml_timed(MINIGPT_STEP, repeat=5 if not args.quick else 3)
+    t_tgpt = median_time(torch_minigpt_step(), 5, 2) if torch is not None else None
+    out(f"| one minigpt training step (2 pre-norm causal blocks, d_model 64, batch 16x64, AdamW) | "
+        f"{fmt(t_gpt)} | PyTorch eager {fmt(t_tgpt)} | {ratio(t_gpt, t_tgpt)} |")
     tml = os.path.join(os.path.dirname(sys.executable), "tapeml")
     t_start = startup([tml, "-c", "1"])
     t_np = startup([sys.executable, "-c", "import numpy"])
