@@ -1,6 +1,8 @@
 """Helpers shared by builtin modules: axis arguments, size limits, tree walking."""
 from __future__ import annotations
 
+import os
+
 import numpy as np
 
 from tapeml.errors import TypeErr, ValueErr
@@ -8,7 +10,17 @@ from tapeml.ops import shape_of
 from tapeml.tape import raw
 from tapeml.values import Record, describe, shape_text
 
-MAX_ELEMENTS = 1_000_000_000        # 8 GB of float64: refused before allocating
+def _max_elements() -> int:
+    """Refuse (before allocating) a matrix larger than half the machine's memory, and never
+    more than 8 GB of float64."""
+    try:
+        ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        ram = 16 * 1024 ** 3
+    return int(min(1_000_000_000, ram // 2 // 8))
+
+
+MAX_ELEMENTS = _max_elements()
 
 
 def axis(x, dim, name: str = "dim"):
@@ -38,7 +50,8 @@ def check_size(fname: str, dims) -> tuple:
         n *= d
     if n > MAX_ELEMENTS:
         raise ValueErr(f"{fname}({', '.join(map(str, out))}) would need {n * 8:.3g} bytes "
-                       f"({n * 8 / 1e9:.3g} GB of float64); the limit is {MAX_ELEMENTS * 8 / 1e9:.0f} GB")
+                       f"({n * 8 / 1e9:.3g} GB of float64); the limit is {MAX_ELEMENTS * 8 / 1e9:.3g} GB "
+                       f"(half this machine's memory, at most 8 GB)")
     return tuple(out)
 
 

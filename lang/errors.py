@@ -101,14 +101,23 @@ def caret_lines(span: Span, source: str | None) -> list[str]:
     """The source line of `span` with a caret run under the blamed part."""
     if source is None:
         return []
-    lines = source.splitlines()
+    lines = source.split("\n")            # the lexer counts lines by \n only
     if not (1 <= span.line <= len(lines)):
         return []
-    text = lines[span.line - 1].expandtabs(1)
+    text = lines[span.line - 1].replace("\t", " ").rstrip("\r")
     end = span.end_col if span.end_line == span.line else len(text) + 1
-    width = max(1, min(end, len(text) + 1) - span.col)
+    col = span.col
+    width = max(1, min(end, len(text) + 1) - col)
+    if len(text) > 120:                   # a long line: a window around the caret
+        start = max(0, col - 60)
+        shown = text[start:start + 120]
+        prefix = "..." if start > 0 else ""
+        suffix = "..." if start + 120 < len(text) else ""
+        text = prefix + shown + suffix
+        col = col - start + len(prefix)
+        width = min(width, 120 - (col - len(prefix)) + 1)
     gutter = str(span.line)
-    return [f"  {gutter} | {text}", f"  {' ' * len(gutter)} | {' ' * (span.col - 1)}{'^' * width}"]
+    return [f"  {gutter} | {text}", f"  {' ' * len(gutter)} | {' ' * (col - 1)}{'^' * max(1, width)}"]
 
 
 def render(error: LangError, sources: dict[str, str] | str | None = None) -> str:

@@ -97,7 +97,8 @@ class Primitive:
                     v = x.value
                     if plain and type(v) is not Box:
                         ans = impl(v, **kw)
-                        return Box(ans, x.level, TapeNode(prim, (v,), kw, ans, None, ((0, x.node),), NEEDS_0))
+                        return Box(ans, x.level, TapeNode(prim, (v,), kw or NO_KW, ans, None, ((0, x.node),),
+                                                          NEEDS_0))
                     return traced((x,), kw)
                 return impl(x, **kw)
         elif arity == 2:
