@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import os
 import re
-import tempfile
 import zipfile
 import zlib
 
@@ -155,6 +154,7 @@ def save(interp, path, value):
     if os.path.isdir(full):
         raise IOErr(f"save(): {full} is a directory")
     try:
+        import tempfile
         fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(full) + ".", suffix=".tmp", dir=directory)
     except OSError as e:
         raise IOErr(f"save(): cannot write in {directory}: {e.strerror}") from None

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import os
 import sys
-import tempfile
 
 import numpy as np
 
@@ -329,6 +328,7 @@ def show(interp):
         return None
     for fig in open_figures():
         _shown += 1
+        import tempfile       # only when a figure is saved there (start-up time)
         path = os.path.join(tempfile.gettempdir(), f"tapeml-figure-{os.getpid()}-{_shown}.png")
         save_png(fig, path)
         interp.out.write(f"figure saved to {path}\n")

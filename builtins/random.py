@@ -18,12 +18,15 @@ from tapeml.tape import raw
 
 CAT = "Random"
 
-_STATE = {"gen": np.random.default_rng()}
+_STATE = {"gen": None}      # made on first use: importing numpy.random costs start-up time
 
 
-def rng() -> np.random.Generator:
-    """The current generator (replaced by every `seed(n)`)."""
-    return _STATE["gen"]
+def rng() -> "np.random.Generator":
+    """The current generator (replaced by every `seed(n)`; seeded from OS entropy until then)."""
+    gen = _STATE["gen"]
+    if gen is None:
+        gen = _STATE["gen"] = np.random.default_rng()
+    return gen
 
 
 def _out(a: np.ndarray, dims):
