@@ -9,6 +9,14 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys as _sys
+
+# Both sides run their BLAS (and PyTorch its intra-op pool) on one thread unless --threads says
+# otherwise: on a shared 2-core machine spinning BLAS threads make timings meaningless, and one
+# thread compares the libraries' own work. Must be set before NumPy is imported.
+_threads = next((a.split("=", 1)[1] for a in _sys.argv if a.startswith("--threads=")), "1")
+for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ[_var] = _threads
 import platform
 import resource
 import statistics
@@ -29,6 +37,7 @@ from tapeml.values import Record  # noqa: E402
 
 try:
     import torch
+    torch.set_num_threads(int(_threads))
 except ImportError:  # PyTorch is only a reference, never a dependency
     torch = None
 
@@ -241,6 +250,8 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help="smaller sizes and fewer repeats")
     ap.add_argument("--write", help="write the markdown table to this file")
+    ap.add_argument("--threads", default="1", help="BLAS / PyTorch threads for both sides (default 1); "
+                    "give it as --threads=N")
     args = ap.parse_args()
     scale = 0.3 if args.quick else 1.0
     sizes = [(8, 16, 2), (128, 256, 8)] + ([] if args.quick else [(512, 512, 8)])
@@ -260,6 +271,7 @@ def main():
         + (f", PyTorch {torch.__version__}" if torch else ", PyTorch not installed"))
     out(f"- MALLOC settings: tapeml sets M_MMAP_THRESHOLD/M_TRIM_THRESHOLD at start-up; "
         f"both sides run in this one process under the same setting")
+    out(f"- threads: BLAS and PyTorch on {_threads} thread(s) for every side (`--threads=N` to change)")
     out()
     for dtype in ("float64", "float32"):
         try:
