@@ -29,7 +29,7 @@ def _root_name(interp, default="x"):
     return default
 
 
-def value_and_grad_impl(interp, f, x, root="x"):
+def value_and_grad_impl(interp, f, x, root="x", name="grad"):
     """(f(x), gradient of f at x shaped like x)."""
     tree_leaves(x, root)                       # TypeError naming the path of a non-differentiable leaf
     level = new_level()
@@ -46,21 +46,22 @@ def value_and_grad_impl(interp, f, x, root="x"):
     gc_was_on = gc.isenabled()
     gc.disable()
     try:
-        return _run_and_backward(interp, f, x, boxed, boxes, level)
+        return _run_and_backward(interp, f, x, boxed, boxes, level, name)
     finally:
         if gc_was_on:
             gc.enable()
 
 
-def _run_and_backward(interp, f, x, boxed, boxes, level):
+def _run_and_backward(interp, f, x, boxed, boxes, level, name):
     out = interp.call(f, [boxed], {}, None)
     r = raw(out)
     if isinstance(r, np.ndarray) and r.ndim == 0:
         r = float(r)
     if not isinstance(r, float) or isinstance(r, bool):
         what = f"a {shape_text(r.shape)} matrix" if isinstance(r, np.ndarray) and r.ndim > 1 else describe(r)
-        raise ValueErr(f"grad needs f to return a number, but it returned {what}; "
-                       f"reduce it first (for example sum(...) or mean(...))")
+        hint = ("is a 'return' missing?" if r is None else
+                "reduce it first (for example sum(...) or mean(...))")
+        raise ValueErr(f"{name} needs f to return a number, but it returned {what}; {hint}")
     if type(out) is Box and out.level == level:
         grads = backward(out, 1.0, ops.add, ops.shape_of)
         value = out.value
@@ -105,7 +106,7 @@ def grad(interp, f, x):
          examples=["value_and_grad(fn(x) -> sum(x^2), [1, 2])",
                    "loss, g = value_and_grad(fn(w) -> sum(w * [1, 2]), [3, 4])\nprint(loss, g)"])
 def value_and_grad(interp, f, x):
-    return value_and_grad_impl(interp, f, x, _root_name(interp))
+    return value_and_grad_impl(interp, f, x, _root_name(interp), "value_and_grad")
 
 
 @builtin("stop_gradient", CAT, "The value of x with its gradient cut: the tape treats it as a constant.",
@@ -130,7 +131,7 @@ def stop_gradient(x):
                    "check_grad(fn(w) -> sum(w.a @ w.b), {a = [1, 2; 3, 4], b = [1; 2]})"])
 def check_grad(interp, f, x, h, samples):
     root = _root_name(interp)
-    _, g = value_and_grad_impl(interp, f, x, root)
+    _, g = value_and_grad_impl(interp, f, x, root, "check_grad")
     leaves = [v for _, v in tree_leaves(x, root)]
     gleaves = [v for _, v in tree_leaves(g, root)]
     rng = np.random.default_rng(0)

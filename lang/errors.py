@@ -137,5 +137,6 @@ def render(error: LangError, sources: dict[str, str] | str | None = None) -> str
     for name, site in error.trace[:20]:
         out.append(f"  called from {site} in {name}")
     if len(error.trace) > 20:
-        out.append(f"  ... and {len(error.trace) - 20} more calls")
+        more = "more than " if getattr(error, "trace_truncated", False) else ""
+        out.append(f"  ... and {more}{len(error.trace) - 20} more calls")
     return "\n".join(out)

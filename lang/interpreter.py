@@ -26,6 +26,14 @@ MAX_DEPTH = 20000       # tapeml call depth before a RecursionError
 _STDLIB_TREES: dict = {}    # (file name, text) -> parsed Program, shared by all interpreters
 
 
+# Names from other languages, with what tapeml writes instead.
+OTHER_LANGUAGES = {"True": "'true'", "False": "'false'", "None": "'none'", "null": "'none'", "nil": "'none'",
+                   "def": "'fn name(args) ... end'", "function": "'fn name(args) ... end'",
+                   "lambda": "'fn(x) -> expression'", "elseif": "'elif'", "endif": "'end'",
+                   "endfor": "'end'", "endwhile": "'end'", "endfunction": "'end'", "pass": "nothing (an empty block)",
+                   "self": "no methods: pass the record as an argument", "np": "builtins directly (zeros, sum, ...)"}
+
+
 class BreakSignal(Exception):
     pass
 
@@ -230,7 +238,9 @@ class Interpreter:
             self.exec_block(node.orelse, env)
 
     def condition(self, node, env, what: str) -> bool:
-        v = self.eval(node, env)
+        return self.condition_value(self.eval(node, env), node, what)
+
+    def condition_value(self, v, node, what: str) -> bool:
         if v is True or v is False:
             return v
         r = raw(v)
@@ -329,6 +339,8 @@ class Interpreter:
         raise self.unknown_name(name, node.span, env)
 
     def unknown_name(self, name, span, env) -> NameErr:
+        if name in OTHER_LANGUAGES:
+            return NameErr(f"undefined name '{name}'; tapeml writes {OTHER_LANGUAGES[name]}", span)
         names = env.names()
         close = difflib.get_close_matches(name, names, 1, 0.7)
         hint = f"; did you mean '{close[0]}'?" if close else ""
@@ -344,7 +356,20 @@ class Interpreter:
         return Function("<anonymous>", node.params, node.body, env, node.span)
 
     def eval_logical(self, node, env):
-        left = self.condition(node.left, env, f"'{node.op}' operand")
+        """Short-circuit on single bools; elementwise (both sides evaluated) when the left side
+        is a bool matrix, so masks combine: x[x > 2 and x < 5]."""
+        left = self.eval(node.left, env)
+        rl = raw(left)
+        if isinstance(rl, np.ndarray) and rl.dtype == np.bool_:
+            right = raw(self.eval(node.right, env))
+            if not (isinstance(right, (bool, np.bool_)) or (isinstance(right, np.ndarray) and right.dtype == np.bool_)):
+                raise TypeErr(f"'{node.op}' combines a bool matrix with bools or bool matrices, got "
+                              f"{describe(right)}", node.right.span)
+            try:
+                return ops.logical(rl, right, op=node.op)
+            except ValueError:
+                raise self.shape_error(node.op, rl, right, node.span) from None
+        left = self.condition_value(left, node.left, f"'{node.op}' operand")
         if node.op == "and":
             return left and self.condition(node.right, env, "'and' operand")
         return left or self.condition(node.right, env, "'or' operand")
@@ -677,6 +702,10 @@ class Interpreter:
                     return fn.fn(self, *bound)
                 return fn.fn(*bound)
             except LangError as e:
+                pending = getattr(e, "pending_fn", None)
+                if pending is not None and span is not None:
+                    e.trace.append((f"{pending} (called by {fn.name})", span))
+                    e.pending_fn = None
                 raise e.with_span(span)
             except (ReturnSignal, BreakSignal, ContinueSignal, KeyboardInterrupt):
                 raise
@@ -684,7 +713,8 @@ class Interpreter:
                 raise ValueErr(f"{fn.name}(): not enough memory for this computation", span) from None
             except (ValueError, TypeError, IndexError, ZeroDivisionError, OverflowError) as e:
                 raise ValueErr(f"{fn.name}(): {e}", span) from e
-        raise TypeErr(f"cannot call {describe(fn)}; only functions can be called", span)
+        hint = "; to index a matrix write x[i]" if isinstance(raw(fn), (np.ndarray, float)) else ""
+        raise TypeErr(f"cannot call {describe(fn)}; only functions can be called{hint}", span)
 
     def call_function(self, fn: Function, args, kwargs, span):
         params = fn.params
@@ -726,8 +756,12 @@ class Interpreter:
                 return None
             return self.eval(body, local)
         except LangError as e:
-            if len(e.trace) < 1000:
+            if span is None:          # called by a builtin (grad, tree_map): the builtin's site is used
+                e.pending_fn = fn.name
+            elif len(e.trace) < 1000:
                 e.trace.append((fn.name, span))
+            else:
+                e.trace_truncated = True
             raise
         except RecursionError:
             raise RecursionErr(f"the computation nests too deeply (in {fn.name})", span) from None

@@ -285,6 +285,11 @@ class Lexer:
             raise self.error(f"look-alike character '{ch}' (U+{ord(ch):04X} {name}) at column {col}; "
                              f"use {use} instead")
         two = ch + self.peek(1)
+        if two == "//":
+            raise self.error("'//' is not a tapeml operator: comments start with '#', and floor division "
+                             "is floor(a / b)", self.here(2))
+        if ch == "%" and (not self.tokens or self.tokens[-1].kind in (NEWLINE, ";")):
+            raise self.error("'%' does not start a comment in tapeml; comments start with '#'")
         if two in FOREIGN and two not in OPERATORS:
             raise self.error(f"'{two}' is not a tapeml operator; write '{FOREIGN[two]}'", self.here(2))
         for op in _OPS_BY_FIRST.get(ch, ()):
@@ -302,6 +307,14 @@ class Lexer:
             prev = self.tokens[-1].text
             raise self.error(f"ambiguous '{op}' inside brackets: matrix elements need commas; write "
                              f"'[{prev}, {op}...]' for two elements or '[{prev} {op} ...]' for a difference")
+        if op == ":" and not self.brackets:
+            k = 1
+            while self.peek(k) in (" ", "\t", "\r"):
+                k += 1
+            if self.peek(k) in ("\n", "#", ""):
+                raise self.error("a ':' at the end of a line: tapeml blocks take no ':' (write "
+                                 "'if x > 0', 'for i in 0:n-1' or 'fn f(x)' and close the block with "
+                                 "'end'); a range a:b keeps its end on the same line")
         for _ in op:
             self.advance()
         tok = self.add(op, op, None, line, col, space)

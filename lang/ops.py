@@ -232,6 +232,8 @@ ge = _cmp("ge", operator.ge)
 sign = primitive("sign", lambda x: _num(np.sign(x)), nondiff=True)
 floor = primitive("floor", lambda x: _num(np.floor(x)), nondiff=True)
 round_ = primitive("round", lambda x, digits=0: _num(np.round(x, int(digits))), nondiff=True)
+logical = primitive("logical", lambda a, b, op: _num(np.logical_and(a, b) if op == "and" else np.logical_or(a, b)),
+                    nondiff=True)
 logical_not = primitive("not", lambda x: _num(np.logical_not(x)) if type(x) is np.ndarray else not x,
                         nondiff=True)
 
