@@ -6,9 +6,9 @@ import numpy as np
 from tapeml import ops
 from tapeml.builtins.registry import P, builtin
 from tapeml.builtins.util import axis
-from tapeml.errors import TypeErr
+from tapeml.errors import ShapeError, TypeErr, ValueErr
 from tapeml.tape import raw
-from tapeml.values import describe
+from tapeml.values import describe, shape_text
 
 X = P("x", "array", doc="a number or a matrix of any shape", shape="any")
 
@@ -68,12 +68,46 @@ def _mean(x, dim=None):
 
 _reduction("mean", _mean, "Arithmetic mean of all elements, or along one axis.",
            "sum(x, dim) / n, composed from primitives.", ["mean([1, 2, 3, 4])", "mean([1, 2; 3, 4], dim=1)"])
-_reduction("max", ops.amax, "Largest element, or the largest along one axis.",
-           "At ties the gradient is split evenly among the maxima, as PyTorch's `amax` does.",
-           ["max([3, 1, 4, 1, 5])", "max([1, 5; 7, 2], dim=0)"])
-_reduction("min", ops.amin, "Smallest element, or the smallest along one axis.",
-           "At ties the gradient is split evenly among the minima, as PyTorch's `amin` does.",
-           ["min([3, 1, 4])", "min([1, 5; 7, 2], dim=1)"])
+def _extreme(name, reduce, pairwise, word):
+    @builtin(name, "Math", f"The {word} element of x (or along dim); with two arguments, the elementwise {word} of x and y.",
+             [X, P("y", "array", None, doc=f"a second number or matrix: the elementwise {word} of x and y "
+                                            "(broadcast); leave it out to reduce x"),
+              P("dim", "int", None, doc="the axis to reduce (negative counts from the end); none reduces all; "
+                                        "give it by keyword: " + name + "(x, dim=0)")],
+             returns="a number, x with axis dim removed, or the broadcast shape of x and y",
+             differentiable=True,
+             how=f"NumPy's `{name}` / `{'maximum' if name == 'max' else 'minimum'}`. At ties the gradient is "
+                 f"split evenly among the tied elements, as PyTorch's `a{name}` does (and evenly between x "
+                 f"and y where they are equal).",
+             errors=["TypeError when x is an empty matrix", "ValueError when dim is out of range",
+                     "ValueError when both y and dim are given"],
+             examples=[f"{name}([3, 1, 4, 1, 5])", f"{name}([1, 5; 7, 2], dim=0)", f"{name}(3, 5)",
+                       f"{name}([1, 5, 2], [4, 4, 4])"])
+    def fn(x, y, dim):
+        if y is not None:
+            if dim is not None:
+                raise ValueErr(f"{name}(): give either y (elementwise) or dim (a reduction), not both")
+            try:
+                return pairwise(x, y)
+            except ValueError:
+                raise ShapeError(f"{name}(): x is {shape_text(ops.shape_of(x))} and y is "
+                                 f"{shape_text(ops.shape_of(y))}: the shapes do not broadcast") from None
+        r = raw(x)
+        if isinstance(r, np.ndarray) and r.size == 0:
+            raise TypeErr(f"{name}() of an empty matrix")
+        return reduce(x, dim=axis(x, dim))
+    return fn
+
+
+_extreme("max", ops.amax, ops.maximum, "largest")
+_extreme("min", ops.amin, ops.minimum, "smallest")
+
+
+@builtin("floor", "Math", "The largest whole number <= x, elementwise.", [X], returns="same shape as x",
+         how="NumPy's `floor`. Not differentiable (its derivative is 0 almost everywhere): the tape records nothing.",
+         examples=["floor(2.7)", "floor([-1.5, 0.5, 7 / 2])"])
+def floor(x):
+    return ops.floor(x)
 
 
 def _arg(fn):

@@ -461,6 +461,15 @@ def _vjp_extreme(g, ans, res, needs, x, dim=None, keepdims=False):
     return (div(mul(_expand(g, shape, dim, keepdims), hit), count),)
 
 
+def _vjp_pairwise(g, ans, res, needs, a, b):
+    """max(a, b) / min(a, b) elementwise: the cotangent goes to the chosen side, split evenly at ties."""
+    share_a = where(eq(a, b), 0.5, where(eq(ans, a), 1.0, 0.0))
+    return (unbroadcast(mul(g, share_a), shape_of(a)) if needs[0] else None,
+            unbroadcast(mul(g, sub(1.0, share_a)), shape_of(b)) if needs[1] else None)
+
+
+maximum = primitive("maximum", lambda a, b: _num(np.maximum(_f(a), _f(b))), _vjp_pairwise, arity=2)
+minimum = primitive("minimum", lambda a, b: _num(np.minimum(_f(a), _f(b))), _vjp_pairwise, arity=2)
 amax = primitive("max", _amax, _vjp_extreme, arity=1)
 amin = primitive("min", _amin, _vjp_extreme, arity=1)
 

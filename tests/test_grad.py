@@ -100,6 +100,18 @@ UNARY = {
 }
 
 
+@pytest.mark.parametrize("name", ["maximum", "minimum"])
+@pytest.mark.parametrize("sa,sb", [((4,), (4,)), ((3, 4), (4,)), ((), (3,))])
+def test_pairwise_extremes(name, sa, sb):
+    check(ops.TABLE[name], r(*sa), r(*sb))
+
+
+def test_pairwise_ties_split_evenly():
+    ga, gb = (grad(lambda a: ops.sum_(ops.maximum(a, np.array([1.0, 5.0]))), np.array([1.0, 2.0])),
+              grad(lambda b: ops.sum_(ops.maximum(np.array([1.0, 2.0]), b)), np.array([1.0, 5.0])))
+    assert np.array_equal(ga, [0.5, 0]) and np.array_equal(gb, [0.5, 1])
+
+
 @pytest.mark.parametrize("name", sorted(UNARY))
 @pytest.mark.parametrize("shape", [(), (4,), (3, 4), (2, 3, 4)])
 def test_unary(name, shape):
@@ -211,7 +223,7 @@ def test_fully_masked_row_gives_zeros_forward_and_backward():
 
 def test_every_differentiable_primitive_is_checked_here():
     tested = set(UNARY) | {"add", "sub", "mul", "div", "pow", "zmul", "mod", "sum", "max", "min",
-                           "clip", "where", "matmul", "reshape", "broadcast_to", "permute", "concat", "stack",
+                           "clip", "where", "matmul", "reshape", "broadcast_to", "permute", "maximum", "minimum", "concat", "stack",
                            "index", "setitem", "scatter_add", "softmax", "log_softmax", "layer_norm",
                            "dense", "scaled_dot_product_attention", "masked_softmax"}
     extra = {"rms_norm"}    # checked in test_block_options.py
