@@ -49,6 +49,8 @@ def _last_dim(x, fname):
     s = _shape(x)
     if not s:
         raise ShapeError(f"{fname}() needs a vector or matrix, got a number")
+    if s[-1] == 0:
+        raise ShapeError(f"{fname}() needs at least one feature (the last axis of x has length 0)")
     return s[-1]
 
 
@@ -527,12 +529,19 @@ def check_block(weights, d: int, norm: str) -> dict:
                        f"and optionally bo, gamma1, gamma2)")
     if "heads" not in fields:
         raise ValueErr(f"weights is missing the field 'heads' (it needs {needed})")
+    g1 = raw(fields.get("ln1_gamma"))
+    if isinstance(g1, np.ndarray) and g1.ndim == 1 and g1.shape[0] != d:
+        raise ShapeError(f"x has {d} features (its last axis) but the weights are for d_model "
+                         f"{g1.shape[0]} (weights.ln1_gamma has length {g1.shape[0]})")
     check_heads(fields["heads"], d, "weights.heads")
     for name in ("ln1_gamma", "ln2_gamma"):
         schema_shape(need_field(w, name, "weights", needed), f"weights.{name}", (d,))
     hidden = _schema_matrix(need_field(w, "w1", "weights", needed), "weights.w1", d, "hidden")
     schema_shape(need_field(w, "w2", "weights", needed), "weights.w2", (hidden, d))
     present = [b for b in bias_names if b in fields]
+    if norm == "layer_norm" and not any(b in fields for b in betas) and all(b in fields for b in ("b1", "b2")):
+        raise ValueErr("weights has no ln1_beta/ln2_beta but has b1, b2: these look like rms_norm weights; "
+                       "pass norm=\"rms_norm\" (or add the layer-norm biases)")
     if present and len(present) < len(bias_names):
         missing = next(b for b in bias_names if b not in fields)
         raise ValueErr(f"weights is missing the field '{missing}': it has {', '.join(present)}, and a "

@@ -271,14 +271,19 @@ def subplot(rows, cols, index):
 
 
 @builtin("savefig", CAT, "Save the current figure to a PNG file.",
-         [P("path", "string", doc="the file to write; .png is added when missing")],
+         [P("path", "string", doc="the file to write; .png is added when the name has no extension")],
          returns="none",
          how="matplotlib's `Figure.savefig` as PNG with fixed dpi and without the software-version "
              "metadata, so saving the same drawing twice gives the same bytes.",
-         errors=["IOError when the file cannot be written"],
+         errors=["IOError when the file cannot be written",
+                 "ValueError when the name ends in another extension (.jpg, .pdf, ...)"],
          examples=['plot([1, 2, 3])\nsavefig("line.png")'])
 def savefig(path):
-    if not path.lower().endswith(".png"):
+    ext = os.path.splitext(path)[1].lower()
+    if ext and ext != ".png":
+        raise ValueErr(f"savefig(): figures are written as PNG; name the file '{os.path.splitext(path)[0]}.png' "
+                       f"instead of '{path}'")
+    if not ext:
         path += ".png"
     try:
         save_png(plt().gcf(), path)

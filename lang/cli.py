@@ -147,7 +147,7 @@ def run_file(interp, path: str, args: list[str], debug: bool) -> int:
         return 2
     try:
         with open(path, encoding="utf-8") as f:
-            source = f.read()
+            source = f.read().removeprefix("\ufeff")      # a UTF-8 byte-order mark from some editors
     except (OSError, UnicodeDecodeError) as e:
         print(f"tapeml: cannot read '{path}': {e}", file=sys.stderr)
         return 2

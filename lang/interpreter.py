@@ -17,21 +17,13 @@ from . import ast as A
 from . import ops
 from .errors import (IOErr, IndexErr, InternalError, LangError, NameErr, RecursionErr, ShapeError,
                      TypeErr, ValueErr)
-from .lexer import KEYWORDS
+from .lexer import FOREIGN_WORDS, KEYWORDS
 from .parser import parse
 from .tape import Box, raw
 from .values import Function, Record, describe, format_value, shape_text
 
 MAX_DEPTH = 20000       # tapeml call depth before a RecursionError
 _STDLIB_TREES: dict = {}    # (file name, text) -> parsed Program, shared by all interpreters
-
-
-# Names from other languages, with what tapeml writes instead.
-OTHER_LANGUAGES = {"True": "'true'", "False": "'false'", "None": "'none'", "null": "'none'", "nil": "'none'",
-                   "def": "'fn name(args) ... end'", "function": "'fn name(args) ... end'",
-                   "lambda": "'fn(x) -> expression'", "elseif": "'elif'", "endif": "'end'",
-                   "endfor": "'end'", "endwhile": "'end'", "endfunction": "'end'", "pass": "nothing (an empty block)",
-                   "self": "no methods: pass the record as an argument", "np": "builtins directly (zeros, sum, ...)"}
 
 
 class BreakSignal(Exception):
@@ -339,8 +331,8 @@ class Interpreter:
         raise self.unknown_name(name, node.span, env)
 
     def unknown_name(self, name, span, env) -> NameErr:
-        if name in OTHER_LANGUAGES:
-            return NameErr(f"undefined name '{name}'; tapeml writes {OTHER_LANGUAGES[name]}", span)
+        if name in FOREIGN_WORDS:
+            return NameErr(f"undefined name '{name}'; tapeml writes {FOREIGN_WORDS[name]}", span)
         names = env.names()
         close = difflib.get_close_matches(name, names, 1, 0.7)
         hint = f"; did you mean '{close[0]}'?" if close else ""
@@ -782,7 +774,7 @@ class Interpreter:
             raise IOErr(f"import: no file at {full} (from \"{path}\")", node.span)
         try:
             with open(full, encoding="utf-8") as f:
-                text = f.read()
+                text = f.read().removeprefix("\ufeff")      # a UTF-8 byte-order mark from some editors
         except (OSError, UnicodeDecodeError) as e:
             raise IOErr(f"import: cannot read {full}: {e}", node.span) from None
         module_env = Env(self.prelude)

@@ -53,6 +53,13 @@ def _digit(ch: str) -> bool:
     """An ASCII digit (str.isdigit also accepts '²' and other scripts' digits)."""
     return "0" <= ch <= "9"
 
+# Names from other languages, with what tapeml writes instead.
+FOREIGN_WORDS = {"True": "'true'", "False": "'false'", "None": "'none'", "null": "'none'", "nil": "'none'",
+                   "def": "'fn name(args) ... end'", "function": "'fn name(args) ... end'",
+                   "lambda": "'fn(x) -> expression'", "elseif": "'elif'", "endif": "'end'",
+                   "endfor": "'end'", "endwhile": "'end'", "endfunction": "'end'", "pass": "nothing (an empty block)",
+                   "self": "no methods: pass the record as an argument", "np": "builtins directly (zeros, sum, ...)"}
+
 
 @dataclass(frozen=True)
 class Token:

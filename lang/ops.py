@@ -520,6 +520,8 @@ def _softmax_impl(x, dim=-1):
     x = _f(x)
     if type(x) is not np.ndarray:
         x = np.asarray(x, dtype=np.float64)
+    if x.size == 0:
+        return x.copy()
     m = x.max(axis=dim, keepdims=True)
     if not np.isfinite(m).all():
         m = np.where(np.isfinite(m), m, 0.0)    # a row of all -inf: exp gives zeros, not NaN
@@ -537,6 +539,10 @@ softmax = primitive("softmax", _softmax_impl, _vjp_softmax, arity=1)
 
 def _log_softmax_impl(x, dim=-1):
     x = _f(x)
+    if type(x) is not np.ndarray:
+        x = np.asarray(x, dtype=np.float64)
+    if x.size == 0:
+        return x.copy()
     m = np.max(x, axis=dim, keepdims=True)
     m = np.where(np.isfinite(m), m, 0.0)
     z = x - m

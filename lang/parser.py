@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from . import ast as A
 from .errors import IncompleteInput, LangSyntaxError, Span
-from .lexer import EOF, NAME, NEWLINE, NUMBER, STRING, Token, tokenize
+from .lexer import EOF, FOREIGN_WORDS, NAME, NEWLINE, NUMBER, STRING, Token, tokenize
 
 COMPARISONS = ("==", "!=", "<", "<=", ">", ">=")
 COMPOUND = {"+=": "+", "-=": "-", "*=": "*", "/=": "/"}
@@ -23,6 +23,7 @@ class Parser:
         self.i = 0
         self.index_depth = 0
         self.open_blocks: list[Token] = []
+        self.misaligned: tuple | None = None
 
     # ---- helpers ------------------------------------------------------------------------
     def peek(self, k: int = 0) -> Token:
@@ -130,6 +131,12 @@ class Parser:
         return self.simple_statement()
 
     def simple_statement(self) -> A.Node:
+        first = self.peek()
+        if first.kind == NAME and first.text in FOREIGN_WORDS and self.peek(1).kind in (NAME, "(", NUMBER):
+            nxt = self.peek(1)
+            if not (nxt.kind == "(" and first.text not in ("def", "function", "elseif", "lambda")):
+                raise LangSyntaxError(f"'{first.text}' is not a tapeml keyword; tapeml writes "
+                                      f"{FOREIGN_WORDS[first.text]}", first.span)
         expr = self.expression()
         if self.check(","):
             targets = [expr]
@@ -167,13 +174,22 @@ class Parser:
 
     def close_block(self, opener: Token) -> Token:
         if self.check(EOF):
+            hint = ""
+            odd = self.misaligned
+            if odd is not None:
+                inner, end = odd
+                hint = (f"; the 'end' at {end.span.line}:{end.span.col} closed the '{inner.text}' at "
+                        f"{inner.span.line}:{inner.span.col} (indented differently): is that "
+                        f"'{inner.text}' missing its own 'end'?")
             raise IncompleteInput(f"the '{opener.text}' block opened at {opener.span.line}:{opener.span.col} "
-                                  f"is missing 'end'", opener.span)
+                                  f"is missing 'end'{hint}", opener.span)
         if not self.check("end"):
             raise self.error(f"expected 'end' to close the '{opener.text}' at "
                              f"{opener.span.line}:{opener.span.col}, found {self.describe(self.peek())}")
         end = self.advance()
         self.open_blocks.pop()
+        if end.span.line != opener.span.line and end.span.col != opener.span.col:
+            self.misaligned = (opener, end)      # remembered for a later "missing 'end'" message
         return end
 
     def fn_def(self) -> A.Node:

@@ -55,6 +55,26 @@ CASES = [
     ('\nx = grad(fn(v) -> v, [1, 2])', "ValueError",
      "grad needs f to return a number, but it returned a vector of length 2", "2:5"),
     ('\nw = {a = [1, 2], name = "x"}\ng = grad(fn(w) -> sum(w.a), w)', "TypeError", "w.name is a string", "3:5"),
+    # habits from other languages (a newcomer's list)
+    ('\nif 1 > 0:\n  print(1)\nend', "SyntaxError", "a ':' at the end of a line: tapeml blocks take no ':'", "2:9"),
+    ('\nfor i in range(3):\n  print(i)\nend', "SyntaxError", "blocks take no ':'", "2:18"),
+    ('\n% a MATLAB comment', "SyntaxError", "comments start with '#'", "2:1"),
+    ('\nx = 7 // 2', "SyntaxError", "floor division is floor(a / b)", "2:7"),
+    ('\nx = True', "NameError", "undefined name 'True'; tapeml writes 'true'", "2:5"),
+    ('\ndef f(x)', "SyntaxError", "'def' is not a tapeml keyword; tapeml writes 'fn name(args) ... end'", "2:1"),
+    ('\nx = [1, 2]\ny = x(1)', "TypeError", "to index a matrix write x[i]", "3:5"),
+    ('\nfn f(x)\n  if x > 0\n    return 1\n  return 0\nend', "SyntaxError",
+     "the 'end' at 6:1 closed the 'if' at 3:3 (indented differently): is that 'if' missing its own 'end'?", "2:1"),
+    ('\nx = 1:5\ny = x[x > 2 and 3]', "TypeError", "'and' combines a bool matrix with bools or bool matrices", "3:17"),
+    ('\nfn f(x)\n  y = x\nend\ng = value_and_grad(f, 1)', "ValueError",
+     "value_and_grad needs f to return a number, but it returned none; is a 'return' missing?", "5:5"),
+    ('\nmax([1, 2], 3, dim=0)', "ValueError", "give either y (elementwise) or dim (a reduction), not both", "2:1"),
+    ('\nlayer_norm([], [], [])', "ShapeError", "needs at least one feature", "2:1"),
+    ('\ntransformer_block(ones(3, 4), transformer_block_init(8, 2))', "ShapeError",
+     "x has 4 features (its last axis) but the weights are for d_model 8", "2:1"),
+    ('\nw = transformer_block_init(8, 2, norm = "rms_norm")\ntransformer_block(ones(3, 8), w)', "ValueError",
+     'these look like rms_norm weights; pass norm="rms_norm"', "3:1"),
+    ('\nplot([1, 2])\nsavefig("figure.jpg")', "ValueError", "figures are written as PNG", "3:1"),
 ]
 
 
@@ -102,3 +122,22 @@ def test_keyboard_interrupt_in_script_is_one_line(monkeypatch):
     code, out = run_cli(["-c", "while true\nend"])
     assert code == 130
     assert out == "Interrupted (Ctrl-C)\n"
+
+
+def test_masks_combine_with_and_or_not():
+    code, out = run_ml("x = 1:6\nprint(x[x > 2 and x < 5], x[x < 2 or x > 5], x[not (x > 2)], max(3, 5), min([1, 5], [4, 4]))")
+    assert (code, out) == (0, "[3, 4] [1, 6] [1, 2] 5 [1, 4]\n")
+
+
+def test_errors_in_functions_run_by_grad_name_the_grad_call():
+    code, out = run_ml("\nfn bad(x)\n  return sum(x @ [1, 2, 3])\nend\ng = grad(bad, [1, 2])")
+    assert code == 1
+    assert out.splitlines()[-1] == "  called from <string>:5:5 in bad (called by grad)"
+    assert "None" not in out
+
+
+def test_a_byte_order_mark_is_ignored(tmp_path):
+    from conftest import run_cli
+    f = tmp_path / "bom.ml"
+    f.write_bytes(b"\xef\xbb\xbfprint(1)\n")
+    assert run_cli([str(f)]) == (0, "1\n")
