@@ -8,7 +8,7 @@ import numpy as np
 from tapeml.errors import TypeErr, ValueErr
 from tapeml.ops import shape_of
 from tapeml.tape import raw
-from tapeml.values import Record, describe, shape_text
+from tapeml.values import Record, describe, format_value, shape_text
 
 def _max_elements() -> int:
     """Refuse (before allocating) a matrix larger than half the machine's memory, and never
@@ -43,7 +43,8 @@ def check_size(fname: str, dims) -> tuple:
         if isinstance(d, tuple):
             return check_size(fname, d)
         if isinstance(d, bool) or not isinstance(d, (float, int)) or not float(d).is_integer() or d < 0:
-            raise ValueErr(f"{fname}(): sizes must be whole numbers >= 0, got {describe(d) if not isinstance(d, (float, int)) else d}")
+            got = describe(d) if not isinstance(d, (float, int)) or isinstance(d, bool) else format_value(d)
+            raise ValueErr(f"{fname}(): sizes must be whole numbers >= 0, got {got}")
         out.append(int(d))
     n = 1
     for d in out:

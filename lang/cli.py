@@ -143,7 +143,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def run_file(interp, path: str, args: list[str], debug: bool) -> int:
     if not os.path.isfile(path):
-        print(f"tapeml: cannot open '{path}': no such file", file=sys.stderr)
+        why = "it is a directory" if os.path.isdir(path) else "no such file"
+        print(f"tapeml: cannot open '{path}': {why}", file=sys.stderr)
         return 2
     try:
         with open(path, encoding="utf-8") as f:

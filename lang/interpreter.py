@@ -215,8 +215,8 @@ class Interpreter:
                 new = ops.setitem(container, value, idx=idx)
             except (ValueError, TypeError) as e:
                 shape = np.shape(c[idx])
-                raise ShapeError(f"cannot assign {describe(value)} to a part of shape "
-                                 f"{shape_text(shape)}", target.span) from e
+                part = "a single element" if shape == () else f"a part of shape {shape_text(shape)}"
+                raise ShapeError(f"cannot assign {describe(value)} to {part}", target.span) from e
             self.assign(target.obj, new, env)
         else:
             raise InternalError(f"assignment to {t.__name__}")
@@ -417,6 +417,9 @@ class Interpreter:
         hint = ""
         if op == "+" and (isinstance(ra, str) or isinstance(rb, str)):
             hint = '; to build a string use interpolation: "{x}"'
+        elif callable(getattr(ra, "fn", None)) or isinstance(ra, Function) or \
+                callable(getattr(rb, "fn", None)) or isinstance(rb, Function):
+            hint = "; call the function first, e.g. pi() rather than pi"
         raise TypeErr(f"cannot apply '{op}' to {describe(a)} and {describe(b)}{hint}", span)
 
     def repeat_string(self, s, n, span):

@@ -45,7 +45,8 @@ class Function:
         self.name, self.params, self.body, self.env, self.span = name, params, body, env, span
 
     def signature(self) -> str:
-        parts = [p.name if p.default is None else f"{p.name}=..." for p in self.params]
+        from .unparse import unparse
+        parts = [p.name if p.default is None else f"{p.name}={unparse(p.default)}" for p in self.params]
         return f"{self.name}({', '.join(parts)})"
 
 
