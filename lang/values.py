@@ -46,7 +46,11 @@ class Function:
 
     def signature(self) -> str:
         from .unparse import unparse
-        parts = [p.name if p.default is None else f"{p.name}={unparse(p.default)}" for p in self.params]
+
+        def default(node):
+            value = getattr(node, "value", None)
+            return format_number(value) if type(value) is float else unparse(node)
+        parts = [p.name if p.default is None else f"{p.name}={default(p.default)}" for p in self.params]
         return f"{self.name}({', '.join(parts)})"
 
 

@@ -123,7 +123,7 @@ def test_completions_of_names(session_interp):
     assert list(cands) == ["where", "which", "while", "whistle"]
     assert cands["which"].meta == "a number"
     assert cands["while"].meta == "keyword"
-    assert cands["whistle"].meta == "whistle(a, b=...)"
+    assert cands["whistle"].meta == "whistle(a, b=2)"
     assert cands["where"].meta.startswith("where(")                # the one-line signature ...
     from tapeml.builtins import REGISTRY
     assert cands["where"].meta == f"{REGISTRY['where'].signature()}  {REGISTRY['where'].summary}"
@@ -148,7 +148,7 @@ def test_vars_table(session_interp):
         "name     kind         shape     value\n"
         "weights  record       3 fields  {alpha = 1, beta = [1, 2], inner = {gain = 2.5}}\n"
         "which    number                 3\n"
-        "whistle  function               whistle(a, b=...)\n"
+        "whistle  function               whistle(a, b=2)\n"
         "m        matrix       2x2       [1, 2; 3, 4]\n"
         "t        tuple        2 items   (1, \"a\")\n"
         "b        bool matrix  2         [false, true]\n"
