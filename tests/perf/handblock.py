@@ -27,7 +27,7 @@ def block_fwd_bwd(x, W, R):
     T, D = x.shape
     H = W["H"]
     dk = W["Wq"].shape[1] // H
-    scale = 1.0 / np.sqrt(dk)
+    scale = 1.0 / float(np.sqrt(dk))     # a Python float: keeps float32 inputs in float32
     q = (x @ W["Wq"]).reshape(T, H, dk).transpose(1, 0, 2)
     k = (x @ W["Wk"]).reshape(T, H, dk).transpose(1, 0, 2)
     v = (x @ W["Wv"]).reshape(T, H, dk).transpose(1, 0, 2)
@@ -73,7 +73,7 @@ def block_fwd(x, W):
     q = (x @ W["Wq"]).reshape(T, H, dk).transpose(1, 0, 2)
     k = (x @ W["Wk"]).reshape(T, H, dk).transpose(1, 0, 2)
     v = (x @ W["Wv"]).reshape(T, H, dk).transpose(1, 0, 2)
-    s = (q @ k.transpose(0, 2, 1)) / np.sqrt(dk)
+    s = (q @ k.transpose(0, 2, 1)) * (1.0 / float(np.sqrt(dk)))
     s = s - s.max(-1, keepdims=True)
     p = np.exp(s)
     p /= p.sum(-1, keepdims=True)
