@@ -58,6 +58,7 @@ def _last_dim(x, fname):
 @builtin("relu", CAT, "Rectified linear unit: max(x, 0) elementwise.",
          [P("x", "array", shape="any")], returns="same shape as x", differentiable=True,
          what="The nonlinearity of the original Transformer's feed-forward layer: negatives become 0.",
+         errors=["TypeError when x is not a number or matrix"],
          how="relu(x) = max(0, x) (Nair & Hinton 2010). relu'(0) = 0, as PyTorch.",
          examples=["relu([-2, -0.5, 0.5, 1.5])", "relu([1, -1; 0, 2])  # relu(0) = 0, and relu'(0) = 0",
                    'x = linspace(-3, 3, 61)\nplot(x, relu(x), label="relu")\nplot(x, gelu(x), label="gelu")\n'
@@ -68,6 +69,10 @@ def relu(x):
 
 @builtin("gelu", CAT, "Gaussian error linear unit x * Phi(x) (exact, with erf).",
          [P("x", "array", shape="any")], returns="same shape as x", differentiable=True,
+         what="The smooth activation of BERT and GPT: x weighted by the probability Phi(x) that a standard "
+              "normal variable is below x. Large positives pass almost unchanged, large negatives go to 0, "
+              "and small negatives dip just below 0 (the minimum is about -0.17, near x = -0.75).",
+         errors=["TypeError when x is not a number or matrix"],
          how="gelu(x) = x * (1 + erf(x / sqrt(2))) / 2 (Hendrycks & Gimpel 2016); PyTorch's default `gelu`.",
          examples=["gelu([-1, 0, 1])"])
 def gelu(x):
@@ -76,7 +81,11 @@ def gelu(x):
 
 @builtin("sigmoid", CAT, "Logistic function 1 / (1 + exp(-x)), stable for large |x|.",
          [P("x", "array", shape="any")], returns="same shape as x", differentiable=True,
-         how="Computed from exp(-|x|) so that no exponent overflows; d/dx = s (1 - s).",
+         what="Squashes any number into (0, 1), with sigmoid(0) = 0.5: a probability from a score, and the "
+              "gate inside silu and quick_gelu.",
+         how="s(x) = 1 / (1 + exp(-x)), the logistic function (PyTorch's `torch.sigmoid`), computed from "
+             "exp(-|x|) so that no exponent overflows; d/dx = s (1 - s).",
+         errors=["TypeError when x is not a number or matrix"],
          examples=["sigmoid([-1000, 0, 1000])", "sigmoid(1)"])
 def sigmoid(x):
     return ops.sigmoid(x)
@@ -85,8 +94,13 @@ def sigmoid(x):
 @builtin("softmax", CAT, "Normalized exponentials along an axis: each row sums to 1.",
          [P("x", "array", shape="[..., N]"), P("dim", "int", -1, doc="the axis to normalize")],
          returns="same shape as x", differentiable=True,
-         how="exp(x - max(x)) / sum(exp(x - max(x))): subtracting the row maximum keeps every exponent "
+         what="Turns a row of scores (logits) into probabilities: every entry in [0, 1], the row summing to "
+              "1, larger scores getting more weight. For a matrix each row is normalized on its own (the "
+              "last axis; dim chooses another), as attention does with its score matrix.",
+         how="softmax(x)_i = exp(x_i) / sum_j exp(x_j) (Bridle 1990; PyTorch's `torch.softmax`), computed as "
+             "exp(x - max(x)) / sum(exp(x - max(x))): subtracting the row maximum keeps every exponent "
              "<= 0, so large logits never overflow. A row of all -inf gives zeros, never NaN.",
+         errors=["ValueError when dim is out of range for x", "TypeError when x is not a number or matrix"],
          examples=["softmax([1, 2, 3])", "softmax([1000, 1000])", "softmax([1, 2; 3, 5], dim=0)"])
 def softmax(x, dim):
     return ops.softmax(x, dim=axis(x, dim))
@@ -95,7 +109,12 @@ def softmax(x, dim):
 @builtin("log_softmax", CAT, "log(softmax(x)) along an axis, computed stably.",
          [P("x", "array", shape="[..., N]"), P("dim", "int", -1, doc="the axis to normalize")],
          returns="same shape as x", differentiable=True,
-         how="x - max(x) - log(sum(exp(x - max(x)))), the log-sum-exp trick.",
+         what="The log-probabilities a cross-entropy loss needs, without forming the probabilities first: "
+              "log(softmax(x)) becomes -inf once a probability underflows to 0 (log(softmax([0, -1000]))), "
+              "while log_softmax([0, -1000]) is [0, -1000].",
+         how="log_softmax(x) = x - max(x) - log(sum(exp(x - max(x)))), the log-sum-exp trick (PyTorch's "
+             "`torch.log_softmax`). A row of all -inf gives nan (softmax gives zeros there).",
+         errors=["ValueError when dim is out of range for x", "TypeError when x is not a number or matrix"],
          examples=["log_softmax([1, 2, 3])", "exp(log_softmax([0, 0]))"])
 def log_softmax(x, dim):
     return ops.log_softmax(x, dim=axis(x, dim))
@@ -131,7 +150,12 @@ def layer_norm(x, gamma, beta, eps):
          [P("x", "array", shape="[..., D_in]"), P("w", "array", shape="[D_in, D_out]"),
           P("b", "array", None, shape="[D_out]", doc="bias; none for no bias")],
          returns="[..., D_out]", differentiable=True,
-         how="y = x w + b (a fully connected layer); the VJP gives g w', x' g (the batch folded) and "
+         what="A fully connected layer: each output feature is a weighted sum of the input features plus a "
+              "bias. A [T, D_in] sequence is transformed row by row with the same w and b.",
+         errors=["ShapeError when w is not a D_in x D_out matrix",
+                 "ShapeError when the last size of x differs from the rows of w",
+                 "ShapeError when b is not a vector of length D_out"],
+         how="y = x w + b, PyTorch's `nn.Linear` with its weight stored transposed (w = weight'); the VJP gives g w', x' g (the batch folded) and "
              "the sum of g over positions.",
          examples=["dense([1, 2], [1, 0; 0, 1], [10, 20])", "dense([1, 2; 3, 4], [1; 1], [0])",
                    "x = linspace(-2, 2, 81)'\nw1 = reshape([1, 1, 1], 1, 3)\nh = relu(dense(x, w1, [1, 0, -1]))\n"
@@ -314,6 +338,9 @@ def quick_gelu_(x):
 
 @builtin("gelu_tanh", CAT, "The tanh approximation of gelu (GPT-2's activation).",
          [P("x", "array", shape="any")], returns="same shape as x", differentiable=True,
+         what="gelu with tanh in place of erf, the activation GPT-2 and the original BERT code use; it is "
+              "within 5e-4 of gelu everywhere.",
+         errors=["TypeError when x is not a number or matrix"],
          how="gelu_tanh(x) = x/2 * (1 + tanh(sqrt(2/pi) * (x + 0.044715 x^3))) (Hendrycks & Gimpel 2016, "
              "eq. 2; PyTorch's gelu(approximate='tanh')). A composite of mul, add and tanh: its gradient "
              "comes from theirs.",
@@ -324,6 +351,9 @@ def gelu_tanh(x):
 
 @builtin("silu", CAT, "Sigmoid linear unit x * sigmoid(x), also called swish.",
          [P("x", "array", shape="any")], returns="same shape as x", differentiable=True,
+         what="x gated by its own sigmoid: close to relu for large |x| but smooth, and slightly negative for "
+              "negative x (the minimum is about -0.28, near x = -1.28). The gate of LLaMA's SwiGLU feed-forward.",
+         errors=["TypeError when x is not a number or matrix"],
          how="silu(x) = x * sigmoid(x) (Elfwing et al. 2018; Ramachandran et al. 2017 'swish'; PyTorch's "
              "nn.SiLU). A composite of mul and sigmoid.",
          examples=["round(silu([-1, 0, 1]), 6)"])
@@ -333,6 +363,9 @@ def silu(x):
 
 @builtin("quick_gelu", CAT, "The sigmoid approximation of gelu: x * sigmoid(1.702 x) (CLIP's activation).",
          [P("x", "array", shape="any")], returns="same shape as x", differentiable=True,
+         what="A cheaper stand-in for gelu, x times a steepened sigmoid, used by OpenAI's CLIP; it stays within "
+              "about 0.02 of gelu.",
+         errors=["TypeError when x is not a number or matrix"],
          how="quick_gelu(x) = x * sigmoid(1.702 x) (Hendrycks & Gimpel 2016, §2; OpenAI CLIP's QuickGELU). "
              "A composite of mul and sigmoid.",
          examples=["round(quick_gelu([-1, 0, 1]), 6)"])
@@ -374,6 +407,9 @@ def _attend(q, k, v, causal, p, training):
     allowed = np.tril(np.ones((lq, lk), dtype=bool), k=lk - lq) if causal else None
     w = apply_dropout(ops.masked_softmax(s, allowed=allowed), p, True)
     return ops.matmul(w, v)
+
+
+FUSE_MIN_ELEMENTS = 1024     # T x D from which joining the heads pays for its extra tape nodes
 
 
 def _fusable(fields) -> bool:
@@ -426,7 +462,7 @@ def mha(x, heads, causal=False, p=0.0, training=False, bo=None):
     fields = [raw(h).fields for h in heads]
     s = _shape(x)
     # Joining costs a few more tape nodes; it pays when the products are large enough.
-    if not (training and p > 0) and s[-2] * s[-1] >= 4096 and _fusable(fields):
+    if not (training and p > 0) and s[-2] * s[-1] >= FUSE_MIN_ELEMENTS and _fusable(fields):
         out = _mha_fused(x, fields, causal)
         return ops.add(out, bo) if bo is not None else out
     out = None
@@ -786,6 +822,10 @@ def _leaves(value, path):
 
 @builtin("param_count", CAT, "How many numbers a value holds: the parameter count of a weights record.",
          [P("value", doc="a number, matrix, tuple or record, nested")], returns="number",
+         what="How many trainable numbers a model has: the element count of every number and float matrix "
+              "in a nested record or tuple, such as a transformer_block_init record (12,704 for D = 32, 4 heads).",
+         errors=["none for any one value: a value holding no numbers counts 0 (TypeError only for a wrong "
+                 "number of arguments)"],
          how="The sum of the element counts of every number and float matrix in the tree (a number counts "
              "1). Strings, bools, bool matrices, none and functions count 0.",
          examples=["param_count({w = zeros(8, 16), b = zeros(16)})",
@@ -804,6 +844,7 @@ def _fmt_shape(shape):
          what="One row per number or matrix in the tree, named by its path (heads[0].wq, w1, ...), then the "
               "total, which is param_count(weights).",
          how="Walks the tree in field order; counts as param_count. Shapes print as rows x columns.",
+         errors=["none for any one value: a value holding no numbers prints an empty table with total 0"],
          examples=["summary({w = zeros(8, 16), b = zeros(16)})",
                    "summary(transformer_block_init(8, 2, mlp_ratio=2, seed=0))"])
 def summary(interp, weights):
