@@ -16,6 +16,9 @@ DIMS = P("dims", variadic=True, doc="sizes of each axis (whole numbers)")
 
 @builtin("zeros", "Arrays", "A matrix of zeros of the given sizes: zeros(3) is a vector, zeros(2, 3) a matrix.",
          [DIMS], returns="[dims...]",
+         what="A new matrix filled with 0, the usual start for biases, accumulators and an optimizer's "
+              "moments. zeros(0) is an empty vector.",
+         errors=["ValueError when a size is negative or not a whole number, or the matrix would need more than half the machine's memory (at most 8 GB)"],
          how="NumPy's `zeros` in the session's float type (float64 unless set_dtype changed it). "
              "Sizes are checked before allocating.",
          examples=["zeros(3)", "zeros(2, 3)", "size(zeros(2, 3, 4))"])
@@ -24,6 +27,7 @@ def zeros(dims):
 
 
 @builtin("ones", "Arrays", "A matrix of ones of the given sizes.", [DIMS], returns="[dims...]",
+         what="A new matrix filled with 1, e.g. the gain gamma of layer_norm: ones(D).",
          how="NumPy's `ones` in the session's float type; the sizes are checked before allocating, as for zeros.",
          errors=["ValueError when a size is negative or not a whole number, or the array would not fit in memory"],
          examples=["ones(3)", "ones(2, 2)"])
@@ -33,6 +37,8 @@ def ones(dims):
 
 @builtin("fill", "Arrays", "A matrix of the given sizes with every element equal to value.",
          [P("value", "number"), DIMS], returns="[dims...]",
+         what="A new matrix with every element equal to value, e.g. fill(-1, n) as a table of \"not found\" "
+              "markers; fill(0, dims...) is zeros(dims...).",
          how="NumPy's `full(dims, value)` in the session's float type.",
          errors=["ValueError when a size is negative or not a whole number"],
          examples=["fill(7, 2, 3)", "fill(0.5, 3)"])
@@ -41,6 +47,9 @@ def fill(value, dims):
 
 
 @builtin("eye", "Arrays", "The n x n identity matrix.", [P("n", "int")], returns="[n, n]",
+         what="The identity matrix: 1 on the diagonal, 0 elsewhere, so multiplying by it changes nothing. "
+              "An identity weight turns a layer into a pass-through, as in the attention examples.",
+         errors=["ValueError when n is negative or not a whole number, or n x n would not fit in memory"],
          how="NumPy's `eye(n)`: ones on the diagonal, zeros elsewhere; I @ x = x for any x with n rows. "
              "Also handy as the values of scaled_dot_product_attention, whose output is then the attention "
              "weights themselves.",
@@ -52,6 +61,12 @@ def eye(n):
 
 @builtin("reshape", "Arrays", "The same elements in a new shape, filled in row-major (C) order.",
          [P("x", "array"), DIMS], returns="[dims...]", differentiable=True,
+         what="Lays the elements of x out in new sizes without changing their order (row by row), e.g. a "
+              "[B*T, D] matrix as [B, T, D]. The element counts must match; one size may be -1 and is then "
+              "computed from the others.",
+         errors=["ShapeError when the elements do not fill the new shape exactly (or two sizes are -1)",
+                 "ValueError when a size is not a whole number or is below -1",
+                 "TypeError when x is not a number or matrix"],
          how="NumPy's `reshape` (C order, as NumPy and PyTorch). One size may be -1 to be inferred.",
          examples=["reshape(1:6, 2, 3)", "reshape([1, 2; 3, 4], 4)", "reshape(1:6, -1, 2)"])
 def reshape(x, dims):
@@ -71,6 +86,9 @@ def reshape(x, dims):
 
 @builtin("transpose", "Arrays", "Swap the last two axes (x'); a vector becomes a column.",
          [P("x", "array")], returns="x with the last two axes swapped", differentiable=True,
+         what="Turns rows into columns: element [i, j] moves to [j, i]. Written x' in code, as in the "
+              "attention scores q @ k'. A number is returned unchanged.",
+         errors=["TypeError when x is not a number or matrix"],
          how="Swaps the last two axes (NumPy's `swapaxes(x, -1, -2)`), so a batch [B, T, D] becomes "
              "[B, D, T]; a vector of length n becomes the n x 1 column (MATLAB's rule, not NumPy's no-op). "
              "The VJP transposes the cotangent back (reshaping a column to a vector).",
@@ -101,8 +119,12 @@ def _join(name, prim, xs, dim):
 @builtin("concat", "Arrays", "Join matrices end to end along an existing axis.",
          [P("xs", variadic=True, doc="matrices with equal sizes except along dim"),
           P("dim", "int", 0, doc="the axis to join along")], returns="joined matrix", differentiable=True,
+         what="Puts matrices one after another along an axis they already have: vectors end to end, "
+              "matrices below each other (dim=0) or side by side (dim=1). Numbers are joined with [a, b] instead.",
          how="NumPy's `concatenate(xs, axis=dim)`; the VJP slices the cotangent back into one piece per input.",
-         errors=["ShapeError when the sizes differ on an axis other than dim"],
+         errors=["ShapeError when the sizes differ on an axis other than dim",
+                 "TypeError when there are no matrices, or an argument is a number or not a matrix",
+                 "ValueError when dim is out of range"],
          examples=["concat([1, 2], [3])", "concat([1, 2; 3, 4], [5, 6; 7, 8], dim=1)"])
 def concat(xs, dim):
     return _join("concat", ops.concat, xs, dim)
@@ -111,8 +133,12 @@ def concat(xs, dim):
 @builtin("stack", "Arrays", "Stack equal-shaped matrices along a new axis.",
          [P("xs", variadic=True, doc="matrices of one shape"), P("dim", "int", 0, doc="position of the new axis")],
          returns="[len(xs), ...] for dim=0", differentiable=True,
+         what="Puts equal-shaped matrices together along a new axis: N vectors of length D make an N x D "
+              "matrix (dim=0, one per row) or a D x N one (dim=1, one per column).",
          how="NumPy's `stack(xs, axis=dim)`; the VJP takes each input's slice of the cotangent along dim.",
-         errors=["ShapeError when the inputs do not all have one shape"],
+         errors=["ShapeError when the inputs do not all have one shape",
+                 "TypeError when there are no matrices, or an argument is not a number or matrix",
+                 "ValueError when dim is out of range"],
          examples=["stack([1, 2], [3, 4])", "size(stack(zeros(2, 3), ones(2, 3)))", "stack([1, 2], [3, 4], dim=1)"])
 def stack(xs, dim):
     return _join("stack", ops.stack, xs, dim)
@@ -120,6 +146,9 @@ def stack(xs, dim):
 
 @builtin("range", "Arrays", "range(n) is 0:n-1; range(a, b) is a:b-1 (the end excluded, as in Python).",
          [P("a", "number"), P("b", "number", None), P("step", "number", 1.0)], returns="vector",
+         what="The numbers from a up to but not including b, step apart (0 to n - 1 for range(n)); an "
+              "empty vector when there are none, e.g. range(5, 1).",
+         errors=["ValueError when step is 0", "TypeError when a, b or step is not a number"],
          how="NumPy's `arange(a, b, step)`: Python's half-open convention, unlike the `a:b` operator, which "
              "includes b. range(n) is exactly the valid indices of an axis of length n.",
          examples=["range(4)", "range(2, 5)", "range(0, 10, 3)", "range(0)"])
@@ -135,6 +164,9 @@ def range_(a, b, step):
 
 @builtin("linspace", "Arrays", "n evenly spaced numbers from a to b, both included.",
          [P("a", "number"), P("b", "number"), P("n", "int", 50)], returns="[n]",
+         what="n points evenly spaced from a to b, both ends included: the x values of a plot. n is 50 "
+              "when left out; linspace(a, b, 1) is [a] and n = 0 gives an empty vector.",
+         errors=["ValueError when n is negative or not a whole number"],
          how="NumPy's `linspace(a, b, n)`: a + (b - a) i / (n - 1) for i = 0 .. n-1, both ends included.",
          examples=["linspace(0, 1, 5)", "len(linspace(0, 1))"])
 def linspace(a, b, n):

@@ -102,7 +102,13 @@ def grad(interp, f, x):
 
 @builtin("value_and_grad", CAT, "(f(x), grad(f, x)) from one forward and one backward pass.",
          [P("f", "function"), P("x", "tree")], returns="tuple (value, gradient)", interp=True,
-         how="As grad, returning the value computed on the way.",
+         what="The loss and its gradient together, as a training step needs them: loss, g = "
+              "value_and_grad(f, params) runs f once, where f(params) followed by grad(f, params) would run it twice.",
+         how="As grad: reverse-mode differentiation, one forward pass recording primitives on a tape and one "
+             "backward pass (JAX's `jax.value_and_grad`), returning the value computed on the way.",
+         errors=["ValueError when f returns something other than a number (the shape is named)",
+                 "TypeError naming the path of a string, bool or function inside x",
+                 "TypeError when f is not a function"],
          examples=["value_and_grad(fn(x) -> sum(x^2), [1, 2])",
                    "loss, g = value_and_grad(fn(w) -> sum(w * [1, 2]), [3, 4])\nprint(loss, g)"])
 def value_and_grad(interp, f, x):
@@ -111,7 +117,11 @@ def value_and_grad(interp, f, x):
 
 @builtin("stop_gradient", CAT, "The value of x with its gradient cut: the tape treats it as a constant.",
          [P("x", doc="any value")], returns="x",
-         how="Returns the plain value under every tape level, so nothing flows back through it.",
+         what="Makes a value a constant for differentiation: the result equals x, but grad treats it as "
+              "not depending on anything, so grad(fn(x) -> x * stop_gradient(x), 3) is 3, not 6.",
+         how="Returns the plain value under every tape level, so nothing flows back through it (JAX's "
+             "`lax.stop_gradient`, PyTorch's `Tensor.detach`).",
+         errors=["none: any value is accepted; values that are not numbers or matrices come back unchanged"],
          examples=["grad(fn(x) -> x * stop_gradient(x), 3)"])
 def stop_gradient(x):
     r = raw(x)
@@ -124,8 +134,14 @@ def stop_gradient(x):
          [P("f", "function"), P("x", "tree"), P("h", "number", 1e-6, doc="the finite-difference step (times max(1, |x|))"),
           P("samples", "int", 64, doc="elements checked per leaf (all of them when the leaf is smaller)")],
          returns="the structure of x with one number per leaf", interp=True,
+         what="A test of a gradient: compares what grad computes with a numerical estimate from evaluating f "
+              "just left and right of x, and gives the largest relative error of each leaf. The docs build "
+              "runs it on every differentiable builtin and fails above 1e-6.",
+         errors=["ValueError when f returns something other than a number",
+                 "TypeError naming the path of a string, bool or function inside x",
+                 "ValueError when h is 0 (\"float division by zero\") or samples is negative"],
          how="For each checked element i: fd = (f(x + h e_i) - f(x - h e_i)) / 2h, and the error is "
-             "|grad_i - fd| / max(|grad_i|, |fd|, 1). Leaves larger than `samples` are checked on a fixed "
+             "|grad_i - fd| / max(|grad_i|, |fd|, 1), the test of PyTorch's `torch.autograd.gradcheck`. Leaves larger than `samples` are checked on a fixed "
              "pseudo-random subset of elements. Values near 1e-9 or below mean the tape is right.",
          examples=["check_grad(fn(x) -> sum(sin(x) * x), [0.5, 1, 2]) < 1e-6",
                    "check_grad(fn(w) -> sum(w.a @ w.b), {a = [1, 2; 3, 4], b = [1; 2]})"])

@@ -13,6 +13,7 @@ from tapeml.builtins.util import axis
 @builtin("print", "Core", "Print values separated by spaces, then a newline.",
          [P("values", variadic=True, doc="any values; each is formatted as the REPL shows it")],
          returns="none", interp=True,
+         errors=["none: any number of values of any kind can be printed (print() writes an empty line)"],
          what="Writes its arguments to standard output with the one printer of the language: "
               "numbers with up to 7 significant digits, matrices as `[1, 2; 3, 4]`.",
          how="Each argument goes through `format_value`; strings print without quotes at the top level.",
@@ -24,6 +25,9 @@ def print_(interp, values):
 
 @builtin("len", "Core", "Length of the first axis of a matrix, or of a tuple, string or record.",
          [P("x", doc="a matrix, tuple, string or record")], returns="number",
+         what="How many items x holds along its first axis: the rows of a matrix (the length of a vector), "
+              "the items of a tuple, the fields of a record, the characters of a string. A number counts 1 "
+              "and an empty matrix 0.",
          how="The first entry of the shape (like Python's len on a NumPy array); tuples count items, records "
              "fields, and strings characters (code points), not bytes.",
          errors=["TypeError for a function, bool or none"],
@@ -44,6 +48,8 @@ def len_(x):
 @builtin("size", "Core", "The shape of a matrix as a tuple, or the size of one axis.",
          [P("x", "array"), P("dim", "int", None, doc="an axis (negative counts from the end)")],
          returns="tuple of numbers, or a number with dim",
+         what="The sizes of every axis of x, e.g. (T, D) for T tokens of width D; size(x, dim) is one of "
+              "them. A number has the empty shape (), so len(size(x)) is the number of axes.",
          how="NumPy's `shape` as a tuple of numbers; a number has the empty shape (). With dim, one entry "
              "(negative dim counts from the end).",
          errors=["ValueError when dim is out of range for x"],
@@ -57,18 +63,35 @@ def size(x, dim):
 
 @builtin("type", "Core", "The kind of a value: number, bool, none, string, matrix, tuple, record or function.",
          [P("x")], returns="string",
+         what="Names the kind of a value, for checks and messages: \"number\", \"bool\", \"none\", "
+              "\"string\", \"matrix\" (bool matrices and ranges too), \"tuple\", \"record\" or "
+              "\"function\" (builtins too).",
+         how="A dispatch on the Python type under the value (values.type_name: float is number, "
+             "numpy.ndarray is matrix, ...); a value tracked by grad reports the kind of the value inside.",
+         errors=["TypeError when not called with exactly one argument"],
          examples=["type(1)", "type([1, 2])", 'type({a = 1})', "type(fn(x) -> x)"])
 def type_(x):
     return type_name(x)
 
 
 @builtin("str", "Core", "A value formatted as print shows it, as a string.",
-         [P("x")], returns="string", examples=['str([1, 2]) + "!"', "len(str(pi()))"])
+         [P("x")], returns="string",
+         what="Turns any value into the text print would show for it, e.g. to build a message; a string "
+              "comes back unchanged, strings inside tuples keep their quotes.",
+         how="format_value(x), the language's one printer (numbers with up to 7 significant digits, "
+             "matrices as [1, 2; 3, 4]), the same one string interpolation \"{x}\" uses; like Python's `str`.",
+         errors=["TypeError when not called with exactly one argument"],
+         examples=['str([1, 2]) + "!"', "len(str(pi()))"])
 def str_(x):
     return format_value(x)
 
 
-@builtin("pi", "Core", "The number π.", [], returns="number", examples=["pi()", "cos(pi())"])
+@builtin("pi", "Core", "The number π.", [], returns="number",
+         what="The ratio of a circle's circumference to its diameter, for angles in radians: sin(pi() / 2) "
+              "is 1. It prints as 3.141593; the stored value is the float64 3.141592653589793.",
+         how="NumPy's `pi` constant (the float64 closest to π, the same as Python's `math.pi`).",
+         errors=["TypeError when given any argument: pi() takes none"],
+         examples=["pi()", "cos(pi())"])
 def pi():
     return float(np.pi)
 
@@ -77,6 +100,7 @@ def pi():
          [P("name", "string", doc='"float64" or "float32"', check=one_of("float64", "float32"),
             constraint='one of "float64", "float32"')],
          returns="none",
+         errors=['ValueError when name is not "float64" or "float32"', "TypeError when name is not a string"],
          what="Matrix literals, ranges and constructors (zeros, ones, eye, fill, linspace, rand, randn) "
               "create matrices of this type from now on; arithmetic keeps the type of its matrices. "
               "float32 halves memory and is what most training runs use; float64 is the default and "
@@ -92,6 +116,10 @@ def set_dtype(name):
 
 @builtin("dtype", "Core", "The float type of a matrix: \"float64\", \"float32\" or \"bool\".",
          [P("x", "array")], returns="string",
+         what="Tells how a matrix is stored: \"float64\" (the default), \"float32\" after set_dtype(\"float32\"), "
+              "or \"bool\" for the result of a comparison. A plain number is always float64, true and false bool.",
+         how="The name of NumPy's `x.dtype`; numbers report \"float64\" (they are Python floats) and bools \"bool\".",
+         errors=["TypeError when x is not a number, bool or matrix"],
          examples=["dtype([1, 2])", "dtype([1, 2] > 1)"])
 def dtype(x):
     r = raw(x)

@@ -13,8 +13,10 @@ from tapeml.values import describe, shape_text
 X = P("x", "array", doc="a number or a matrix of any shape", shape="any")
 
 
-def _elementwise(name, prim, summary, formula, examples, kink=""):
+def _elementwise(name, prim, summary, formula, examples, kink="", what="",
+                 errors=("TypeError when x is not a number or matrix",)):
     @builtin(name, "Math", summary, [X], returns="same shape as x", differentiable=True,
+             what=what, errors=list(errors),
              how=f"Elementwise {formula}, by NumPy's `{name}`; its VJP is in the primitive table. {kink}".strip(),
              examples=examples)
     def fn(x):
@@ -22,32 +24,51 @@ def _elementwise(name, prim, summary, formula, examples, kink=""):
     return fn
 
 
-_elementwise("exp", ops.exp, "e raised to each element.", "exp(x); d/dx = exp(x)", ["exp(0)", "exp([0, 1, 2])"])
+_elementwise("exp", ops.exp, "e raised to each element.", "exp(x); d/dx = exp(x)", ["exp(0)", "exp([0, 1, 2])"],
+             what="The exponential function e^x, the core of softmax and sigmoid. It overflows to inf above "
+                  "about 709 (exp(1000) is inf) and underflows to 0 below about -745.")
 _elementwise("log", ops.log, "Natural logarithm of each element (log(0) = -inf).", "ln(x); d/dx = 1/x",
-             ["log(1)", "log([1, exp(1), 0])"], "In the backward pass a zero cotangent stays zero (0 x inf = 0).")
+             ["log(1)", "log([1, exp(1), 0])"], "In the backward pass a zero cotangent stays zero (0 x inf = 0).",
+             what="The natural logarithm (base e), the inverse of exp. It follows IEEE arithmetic instead of "
+                  "raising: log(0) is -inf and the log of a negative number is nan.",
+             errors=["TypeError when x is not a number or matrix (a negative x gives nan, not an error)"])
 _elementwise("sqrt", ops.sqrt, "Square root of each element.", "sqrt(x); d/dx = 1/(2 sqrt(x))",
-             ["sqrt(16)", "sqrt([1, 4, 9])"], "sqrt'(0) = inf, and 0 x inf = 0 in the backward pass.")
+             ["sqrt(16)", "sqrt([1, 4, 9])"], "sqrt'(0) = inf, and 0 x inf = 0 in the backward pass.",
+             what="The non-negative square root, as in the 1/sqrt(d_k) scale of attention and the "
+                  "sqrt(var + eps) of layer_norm. The square root of a negative number is nan.",
+             errors=["TypeError when x is not a number or matrix (a negative x gives nan, not an error)"])
 _elementwise("tanh", ops.tanh, "Hyperbolic tangent of each element.", "tanh(x); d/dx = 1 - tanh(x)^2",
-             ["tanh(0)", "tanh([-1, 0, 1])"])
-_elementwise("sin", ops.sin, "Sine of each element (radians).", "sin(x); d/dx = cos(x)", ["sin(0)", "sin([0, pi() / 2])"])
-_elementwise("cos", ops.cos, "Cosine of each element (radians).", "cos(x); d/dx = -sin(x)", ["cos(0)", "cos([0, pi()])"])
+             ["tanh(0)", "tanh([-1, 0, 1])"],
+             what="The hyperbolic tangent, an S-shaped curve from -1 to 1 through tanh(0) = 0; gelu_tanh "
+                  "is built on it.")
+_elementwise("sin", ops.sin, "Sine of each element (radians).", "sin(x); d/dx = cos(x)", ["sin(0)", "sin([0, pi() / 2])"],
+             what="The sine of an angle in radians (sin(pi() / 2) is 1), e.g. for the sinusoidal position "
+                  "encodings of Vaswani et al. 2017.")
+_elementwise("cos", ops.cos, "Cosine of each element (radians).", "cos(x); d/dx = -sin(x)", ["cos(0)", "cos([0, pi()])"],
+             what="The cosine of an angle in radians (cos(pi()) is -1), as in sinusoidal position encodings and "
+                  "the cosine learning-rate schedule.")
 _elementwise("abs", ops.abs_, "Absolute value of each element.", "|x|; d/dx = sign(x)",
-             ["abs(-3)", "abs([-1, 0, 2])"], "abs'(0) = 0.")
+             ["abs(-3)", "abs([-1, 0, 2])"], "abs'(0) = 0.",
+             what="The distance of each element from 0, e.g. to measure how far two results are apart: "
+                  "max(abs(a - b)).")
 
 
 @builtin("round", "Math", "Round to the nearest integer, or to a number of decimals (ties to even).",
          [X, P("digits", "int", 0, doc="decimal places")], returns="same shape as x",
+         what="Rounds each element to `digits` decimal places (0: to whole numbers), e.g. to print stable "
+              "results. Halves go to the even neighbour: round(2.5) is 2, round(1.5) is 2.",
+         errors=["ValueError when digits is not a whole number", "TypeError when x is not a number or matrix"],
          how="NumPy's `round` (round half to even). Not differentiable: the tape records nothing.",
          examples=["round(2.567)", "round(2.567, 2)", "round([0.5, 1.5, -2.25], 1)"])
 def round_(x, digits):
     return ops.round_(x, digits=digits) + 0.0
 
 
-def _reduction(name, prim, summary, how, examples, differentiable=True):
+def _reduction(name, prim, summary, how, examples, differentiable=True, what="", errors=()):
     @builtin(name, "Math", summary,
              [X, P("dim", "int", None, doc="the axis to reduce (negative counts from the end); none reduces all")],
              returns="a number, or x with axis dim removed", differentiable=differentiable, how=how,
-             examples=examples)
+             what=what, errors=list(errors), examples=examples)
     def fn(x, dim):
         r = raw(x)
         if isinstance(r, np.ndarray) and r.size == 0 and name in ("max", "min", "argmax", "argmin"):
@@ -58,7 +79,10 @@ def _reduction(name, prim, summary, how, examples, differentiable=True):
 
 _reduction("sum", ops.sum_, "Sum of all elements, or along one axis.",
            "Adds the elements; the VJP broadcasts the cotangent back over the reduced axis.",
-           ["sum([1, 2, 3])", "sum([1, 2; 3, 4], dim=0)", "sum([1, 2; 3, 4], 1)"])
+           ["sum([1, 2, 3])", "sum([1, 2; 3, 4], dim=0)", "sum([1, 2; 3, 4], 1)"],
+           what="Adds up the elements of x, or only along axis dim: sum(x, dim=0) of a T x D matrix is the "
+                "D column sums, sum(x, dim=1) the T row sums. An empty matrix sums to 0.",
+           errors=["ValueError when dim is out of range for x", "TypeError when x is not a number or matrix"])
 
 
 def _mean(x, dim=None):
@@ -67,7 +91,12 @@ def _mean(x, dim=None):
 
 
 _reduction("mean", _mean, "Arithmetic mean of all elements, or along one axis.",
-           "sum(x, dim) / n, composed from primitives.", ["mean([1, 2, 3, 4])", "mean([1, 2; 3, 4], dim=1)"])
+           "mean(x) = sum(x) / n, n the number of elements reduced (NumPy's `mean`), composed from the sum "
+           "and div primitives, so each element's gradient is 1/n.",
+           ["mean([1, 2, 3, 4])", "mean([1, 2; 3, 4], dim=1)"],
+           what="The average of the elements, or along axis dim: mean(x, dim=1) of a T x D matrix is the T "
+                "row means. The mean of an empty matrix is nan (0 / 0).",
+           errors=["ValueError when dim is out of range for x", "TypeError when x is not a number or matrix"])
 def _extreme(name, reduce, pairwise, word):
     @builtin(name, "Math", f"The {word} element of x (or along dim); with two arguments, the elementwise {word} of x and y.",
              [X, P("y", "array", None, doc=f"a second number or matrix: the elementwise {word} of x and y "
@@ -76,11 +105,15 @@ def _extreme(name, reduce, pairwise, word):
                                         "give it by keyword: " + name + "(x, dim=0)")],
              returns="a number, x with axis dim removed, or the broadcast shape of x and y",
              differentiable=True,
+             what=f"With one argument, the {word} element of x, or with dim the {word} along one axis (one per "
+                  f"row or column). With a second argument y, the {word} of x and y at each position, "
+                  f"broadcasting as arithmetic does ({name}(x, 0) compares every element with 0).",
              how=f"NumPy's `{name}` / `{'maximum' if name == 'max' else 'minimum'}`. At ties the gradient is "
                  f"split evenly among the tied elements, as PyTorch's `a{name}` does (and evenly between x "
                  f"and y where they are equal).",
              errors=["TypeError when x is an empty matrix", "ValueError when dim is out of range",
-                     "ValueError when both y and dim are given"],
+                     "ValueError when both y and dim are given",
+                     "ShapeError when x and y do not broadcast to one shape"],
              examples=[f"{name}([3, 1, 4, 1, 5])", f"{name}([1, 5; 7, 2], dim=0)", f"{name}(3, 5)",
                        f"{name}([1, 5, 2], [4, 4, 4])"])
     def fn(x, y, dim):
@@ -104,6 +137,9 @@ _extreme("min", ops.amin, ops.minimum, "smallest")
 
 
 @builtin("floor", "Math", "The largest whole number <= x, elementwise.", [X], returns="same shape as x",
+         what="Rounds each element down, toward -inf: floor(2.7) is 2 and floor(-0.5) is -1. With it, "
+              "floor(a / b) is whole-number division and a - b * floor(a / b) the remainder.",
+         errors=["TypeError when x is not a number or matrix"],
          how="NumPy's `floor`. Not differentiable (its derivative is 0 almost everywhere): the tape records nothing.",
          examples=["floor(2.7)", "floor([-1.5, 0.5, 7 / 2])"])
 def floor(x):
@@ -120,15 +156,26 @@ def _arg(fn):
 
 _reduction("argmax", _arg(np.argmax), "0-based position of the largest element (the first at ties).",
            "NumPy's argmax; over the flattened matrix when dim is none. Not differentiable.",
-           ["argmax([3, 1, 4, 1])", "argmax([1, 5; 7, 2], dim=1)"], differentiable=False)
+           ["argmax([3, 1, 4, 1])", "argmax([1, 5; 7, 2], dim=1)"], differentiable=False,
+           what="Where the largest value is, as a 0-based index usable as x[i]; greedy decoding picks "
+                "argmax(logits). Without dim a matrix is read row by row, so argmax([1, 5; 7, 2]) is 2; with "
+                "dim, one index per row or column.",
+           errors=["TypeError when x is an empty matrix", "ValueError when dim is out of range for x"])
 _reduction("argmin", _arg(np.argmin), "0-based position of the smallest element (the first at ties).",
            "NumPy's argmin; over the flattened matrix when dim is none. Not differentiable.",
-           ["argmin([3, 1, 4, 1])", "argmin([1, 5; 7, 2], dim=0)"], differentiable=False)
+           ["argmin([3, 1, 4, 1])", "argmin([1, 5; 7, 2], dim=0)"], differentiable=False,
+           what="Where the smallest value is, as a 0-based index usable as x[i], e.g. the step with the "
+                "lowest loss. Without dim a matrix is read row by row; with dim, one index per row or column.",
+           errors=["TypeError when x is an empty matrix", "ValueError when dim is out of range for x"])
 
 
 @builtin("clip", "Math", "Limit each element to the interval [lo, hi].",
          [X, P("lo", "number", -np.inf, doc="lower bound"), P("hi", "number", np.inf, doc="upper bound")],
          returns="same shape as x", differentiable=True,
+         what="Clamps every element into [lo, hi]: values below lo become lo, values above hi become hi. "
+              "Leave out a bound for a one-sided clamp (the defaults are -inf and inf).",
+         errors=["TypeError when lo is greater than hi", "TypeError when x is not a number or matrix, or lo or "
+                 "hi is not a number"],
          how="min(max(x, lo), hi). The gradient is 1 where lo <= x <= hi and 0 outside, as PyTorch's `clamp`.",
          examples=["clip([-2, 0.5, 3], 0, 1)", "clip([-2, 5], lo=0)"])
 def clip(x, lo, hi):
@@ -140,6 +187,10 @@ def clip(x, lo, hi):
 @builtin("where", "Math", "Pick from a where cond is true and from b elsewhere.",
          [P("cond", "array", doc="bool matrix (or bool)"), P("a", "array"), P("b", "array")],
          returns="the broadcast shape of cond, a and b", differentiable=True,
+         what="An elementwise if-then-else: where(cond, a, b) takes a where cond is true and b where it is "
+              "false; a and b may be numbers. cond is usually a comparison such as x > 0.",
+         errors=["TypeError when cond is not a bool or a bool matrix (a number matrix is refused)",
+                 "ValueError when cond, a and b do not broadcast to one shape"],
          how="NumPy's `where`. The cotangent goes to a where cond holds and to b elsewhere, never "
              "to the branch not taken, so a NaN or inf there does not reach the gradient.",
          examples=["where([true, false, true], [1, 2, 3], 0)", "x = [-1, 4, 9]\nwhere(x > 0, sqrt(x), 0)"])
@@ -150,8 +201,9 @@ def where(cond, a, b):
     return ops.where(c, a, b)
 
 
-def _bool_reduce(name, fn, summary):
+def _bool_reduce(name, fn, summary, what=""):
     @builtin(name, "Math", summary, [P("x", "array", doc="bool matrix")], returns="bool",
+             what=what, errors=["TypeError when x is not a number, bool or matrix"],
              how=f"NumPy's `{name}` over every element.",
              examples=[f"{name}([1, 2, 3] > 2)", f"{name}([true, true])"])
     def impl(x):
@@ -159,5 +211,9 @@ def _bool_reduce(name, fn, summary):
     return impl
 
 
-_bool_reduce("any", np.any, "True when at least one element is true (nonzero).")
-_bool_reduce("all", np.all, "True when every element is true (nonzero).")
+_bool_reduce("any", np.any, "True when at least one element is true (nonzero).",
+             "Whether a condition holds anywhere, e.g. any(x < 0) or any(x != x) (a nan somewhere). "
+             "Numbers count as true when nonzero (nan too); an empty matrix gives false.")
+_bool_reduce("all", np.all, "True when every element is true (nonzero).",
+             "Whether a condition holds everywhere, e.g. all(abs(a - b) < 1e-9). Numbers count as true "
+             "when nonzero; an empty matrix gives true.")

@@ -142,8 +142,11 @@ def plot(x, y, label):
 @builtin("scatter", CAT, "Draw the points (x[i], y[i]) as unconnected markers.",
          [P("x", "array", shape="[N]"), P("y", "array", shape="[N]"), LABEL],
          returns="none",
+         what="One marker per point (x[i], y[i]), with no line between them, e.g. embeddings projected to "
+              "two dimensions. Each call adds its points to the current axes in the next colour.",
          how="matplotlib's `Axes.scatter` with its default marker size.",
-         errors=["ShapeError when x and y differ in length"],
+         errors=["ShapeError when x and y differ in length or are not vectors",
+                 "TypeError when x or y is not a number or matrix"],
          examples=["scatter([0, 1, 2, 3], [1, 3, 2, 4])"])
 def scatter(x, y, label):
     xv, yv = _xy("scatter", x, y)
@@ -155,9 +158,11 @@ def scatter(x, y, label):
           P("bins", "int", 10, doc="number of equal-width bins", check=positive, constraint="> 0"),
           LABEL],
          returns="none",
+         what="How the values of x are distributed: their range is cut into `bins` equal intervals and each "
+              "bar counts the elements in one, e.g. activations before and after layer_norm.",
          how="matplotlib's `Axes.hist`: the range min(x)..max(x) cut into `bins` equal intervals, each "
              "bar as high as the count of elements inside it.",
-         errors=["TypeError when x is not a number or matrix"],
+         errors=["TypeError when x is not a number or matrix", "ValueError when bins <= 0"],
          examples=["hist([1, 2, 2, 3, 3, 3, 4, 4, 5], bins=5)"])
 def hist(x, bins, label):
     r = raw(x)
@@ -169,8 +174,11 @@ def hist(x, bins, label):
          [P("heights", "array", shape="[N]"),
           P("labels", "tuple", None, doc="a tuple of N strings written under the bars"), LABEL],
          returns="none",
+         what="One bar per number, at positions 0, 1, 2, ..., optionally named by labels, e.g. the "
+              "probability of each token of a small vocabulary.",
          how="matplotlib's `Axes.bar` at positions 0..N-1 (0-based, like indexing).",
-         errors=["ValueError when labels does not have one string per bar"],
+         errors=["ValueError when labels does not have one string per bar",
+                 "ShapeError when heights is not a vector", "TypeError when heights is not a number or matrix"],
          examples=['bar([3, 1, 2], labels=("a", "b", "c"))'])
 def bar(heights, labels, label):
     h = _vec(heights, "bar", "heights")
@@ -210,18 +218,24 @@ def imshow(m, colorbar):
 
 
 @builtin("title", CAT, "Set the title of the current axes.", [P("text", "string")], returns="none",
+         what="Writes a heading above the current axes (the last subplot selected); a second call replaces it.",
+         errors=["TypeError when text is not a string"],
          how="matplotlib's `Axes.set_title`.", examples=['plot([1, 2, 3])\ntitle("a line")'])
 def title(text):
     _ax().set_title(text)
 
 
 @builtin("xlabel", CAT, "Label the x axis of the current axes.", [P("text", "string")], returns="none",
+         what="Names the horizontal axis of the current axes, e.g. \"step\" or \"key position\".",
+         errors=["TypeError when text is not a string"],
          how="matplotlib's `Axes.set_xlabel`.", examples=['plot([1, 2, 3])\nxlabel("step")'])
 def xlabel(text):
     _ax().set_xlabel(text)
 
 
 @builtin("ylabel", CAT, "Label the y axis of the current axes.", [P("text", "string")], returns="none",
+         what="Names the vertical axis of the current axes, e.g. \"loss\" or \"query position\".",
+         errors=["TypeError when text is not a string"],
          how="matplotlib's `Axes.set_ylabel`.", examples=['plot([1, 2, 3])\nylabel("loss")'])
 def ylabel(text):
     _ax().set_ylabel(text)
@@ -229,6 +243,8 @@ def ylabel(text):
 
 @builtin("legend", CAT, "Show a legend of the labelled lines, points and bars of the current axes.",
          [], returns="none",
+         what="A box on the current axes listing every label= given to plot, scatter, hist or bar, next to "
+              "its colour. Call it after drawing.",
          how="matplotlib's `Axes.legend` at the best location.",
          errors=["ValueError when nothing on the axes has a label"],
          examples=['plot([1, 2, 3], label="up")\nplot([3, 2, 1], label="down")\nlegend()'])
@@ -247,6 +263,7 @@ def legend():
          returns="none",
          what="Each figure is one picture (one PNG). Without figure(), the first drawing call opens one.",
          how="matplotlib's `pyplot.figure` with the fixed dpi.",
+         errors=["ValueError when width or height <= 0"],
          examples=["figure(width=4, height=2)\nplot([0, 1, 0, 1])"])
 def figure(width, height):
     plt().figure(figsize=(width, height), dpi=DPI)
@@ -257,9 +274,11 @@ def figure(width, height):
           P("index", "int", doc="0 is the top left cell; counts along each row",
             constraint="0 <= index < rows * cols")],
          returns="none",
+         what="Several plots in one figure: the figure is divided into a rows x cols grid and cell index "
+              "becomes the current axes, where the following drawing calls go.",
          how="matplotlib's `pyplot.subplot(rows, cols, index + 1)`: the index is 0-based like every "
              "index in tapeml.",
-         errors=["IndexError when index is outside the grid"],
+         errors=["IndexError when index is outside the grid", "ValueError when rows or cols <= 0"],
          examples=['subplot(1, 2, 0)\nplot([1, 2, 3])\ntitle("left")\nsubplot(1, 2, 1)\n'
                    'plot([3, 2, 1])\ntitle("right")'])
 def subplot(rows, cols, index):
@@ -273,6 +292,8 @@ def subplot(rows, cols, index):
 @builtin("savefig", CAT, "Save the current figure to a PNG file.",
          [P("path", "string", doc="the file to write; .png is added when the name has no extension")],
          returns="none",
+         what="Writes the current figure to a PNG file, e.g. a loss curve at the end of a training script. "
+              "The figure stays open, so drawing can continue and be saved again.",
          how="matplotlib's `Figure.savefig` as PNG with fixed dpi and without the software-version "
              "metadata, so saving the same drawing twice gives the same bytes.",
          errors=["IOError when the file cannot be written",
@@ -317,6 +338,7 @@ def _to_window() -> bool:
          what="In the REPL with a display, opens the drawn figures in a window and returns at once. "
               "Elsewhere (scripts, no display) saves each figure as a PNG in the temporary directory and "
               "prints where; the docs builder captures figures itself, so there show() does nothing.",
+         errors=["TypeError when given an argument: show() takes none"],
          how="pyplot's `show(block=False)` on an interactive backend (Qt, Tk, GTK, macOS, in that order); "
              "otherwise `savefig` to tapeml-figure-N.png. The figures are closed after saving.",
          examples=["plot([1, 2, 3])\nshow()"])

@@ -55,6 +55,8 @@ def seed(n):
 
 @builtin("rand", CAT, "Uniform random numbers in [0, 1): rand() is one number, rand(2, 3) a 2x3 matrix.",
          [DIMS], returns="a number, or [dims...]",
+         what="Random numbers spread evenly over [0, 1): 0 can come out, 1 never does. rand() is one number, "
+              "rand(dims...) a matrix; seed(n) makes the draws repeatable.",
          how="`Generator.random` of the one seeded generator (float64, half-open interval [0, 1)).",
          errors=["ValueError when a size is negative or not a whole number"],
          examples=["seed(0)\nrand()", "seed(0)\nsize(rand(2, 3))"])
@@ -65,6 +67,8 @@ def rand(dims):
 
 @builtin("randn", CAT, "Standard normal random numbers (mean 0, variance 1).",
          [DIMS], returns="a number, or [dims...]",
+         what="Random numbers from the bell curve with mean 0 and standard deviation 1; randn(m, n) * s is a "
+              "Gaussian weight initialization with standard deviation s.",
          how="`Generator.standard_normal` of the one seeded generator (float64).",
          errors=["ValueError when a size is negative or not a whole number"],
          examples=["seed(0)\nround(randn(3), 3)", "seed(0)\nabs(mean(randn(10000))) < 0.05"])
@@ -77,6 +81,8 @@ def randn(dims):
          [P("lo", "int", doc="smallest value drawn"), P("hi", "int", doc="one past the largest value drawn"),
           DIMS],
          returns="a number, or [dims...] of whole numbers (as float64)",
+         what="Random whole numbers, each of lo, ..., hi - 1 equally likely: random token ids, or random "
+              "start positions of training windows.",
          how="`Generator.integers(lo, hi)` of the one seeded generator: uniform over lo, ..., hi - 1 "
              "(hi is exclusive, as in NumPy and PyTorch), returned as float64 like every number.",
          errors=["ValueError when hi <= lo", "ValueError when a size is negative or not a whole number"],

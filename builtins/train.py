@@ -193,6 +193,10 @@ def tree_map(interp, f, trees):
 @builtin("tree_leaves", "Core", "The leaves of a record/tuple tree as a flat tuple, in field order.",
          [P("tree", doc="a record or tuple (nested), or a single leaf")],
          returns="a tuple of leaves",
+         what="Flattens a nested record or tuple (parameters, gradients) into one tuple of its leaves, so a "
+              "loop can visit every matrix, e.g. for a global gradient norm. A value that is neither a record "
+              "nor a tuple is its own single leaf.",
+         errors=["none: any value is accepted (a leaf gives a 1-tuple, an empty tuple gives ())"],
          how="Depth-first over record fields in their order and tuple items in order (JAX's "
              "`jax.tree_util.tree_leaves`). Useful to reduce over all parameters, e.g. a gradient norm.",
          examples=["tree_leaves({a = 1, b = ([1, 2], 3)})",
@@ -253,9 +257,12 @@ def read_text(interp, path):
          [P("path", "string", doc="a file path; relative paths start at the script's directory"),
           P("text", "string")],
          returns="none", interp=True,
+         what="Saves a string as a text file, replacing what was there, e.g. generated text or a log; "
+              "read_text gives the same string back.",
          how="Writes to a temporary file in the same directory, then renames it over path (os.replace), "
              "so readers never see a half-written file. No newline is added.",
-         errors=["IOError when the directory does not exist or cannot be written"],
+         errors=["IOError when the directory does not exist or cannot be written, or path is a directory",
+                 "TypeError when path or text is not a string"],
          examples=["write_text(\"/tmp/tapeml_doc_text2.txt\", \"abc\")\nread_text(\"/tmp/tapeml_doc_text2.txt\")"])
 def write_text(interp, path, text):
     import tempfile
@@ -285,6 +292,9 @@ def write_text(interp, path, text):
 # ---- small text and conversion helpers used by stdlib/text.ml --------------------------------
 @builtin("char_codes", "Core", "The Unicode code point of each character of a string, as a vector.",
          [P("s", "string")], returns="[len(s)]",
+         what="The Unicode number of each character: char_codes(\"A\") is [65]. The raw material of the "
+              "character tokenizer (char_vocab, encode).",
+         errors=["TypeError when s is not a string"],
          how="Python's `ord` of each character, as float64 (a char tokenizer's raw ids).",
          examples=["char_codes(\"Hi!\")"])
 def char_codes(s):
@@ -294,8 +304,12 @@ def char_codes(s):
 @builtin("from_char_codes", "Core", "The string whose characters have the given code points.",
          [P("codes", "array", shape="a number or [N]", doc="whole numbers in 0..1114111")],
          returns="string",
+         what="The string spelled by a vector of Unicode code points (or one code point); "
+              "from_char_codes(char_codes(s)) is s.",
          how="Python's `chr` of each element, joined; the inverse of char_codes.",
-         errors=["ValueError when a code is not a whole number in 0..1114111"],
+         errors=["ValueError when a code is not a whole number in 0..1114111",
+                 "ShapeError when codes is a matrix rather than a vector",
+                 "TypeError when codes is not a number or matrix"],
          examples=["from_char_codes([72, 105, 33])"])
 def from_char_codes(codes):
     a = np.atleast_1d(np.asarray(raw(codes), dtype=np.float64))
@@ -308,6 +322,9 @@ def from_char_codes(codes):
 
 @builtin("unique", "Arrays", "The distinct elements of x, sorted ascending, as a vector.",
          [P("x", "array", shape="any")], returns="[K]",
+         what="Each distinct value of x once, in increasing order, as a vector whatever the shape of x: e.g. "
+              "the character codes a text uses, or the classes present among targets.",
+         errors=["TypeError when x is not a number or matrix"],
          how="NumPy's `unique` over all elements (flattened); NaN sorts last.",
          examples=["unique([3, 1, 3, 2, 1])"])
 def unique(x):
@@ -317,8 +334,11 @@ def unique(x):
 @builtin("num", "Core", "The number a string spells: num(\"3.5\") is 3.5 (the inverse of str for numbers).",
          [P("s", "any", doc="a string such as \"12\", \"1e-3\", \"inf\"; a number is returned as it is")],
          returns="number",
+         what="Reads a number from text, e.g. a command-line argument from ARGS; surrounding spaces are "
+              "ignored and a number passes through unchanged.",
          how="Python's `float` of the stripped string (script arguments in ARGS are strings).",
-         errors=["ValueError when the string is not a number"],
+         errors=["ValueError when the string is not a number",
+                 "TypeError when s is neither a string nor a number"],
          examples=["num(\"1e-3\") * 2", "num(\"600\") + 1"])
 def num(s):
     r = raw(s)
@@ -334,6 +354,10 @@ def num(s):
 
 @builtin("error", "Core", "Stop the program with a ValueError carrying the message.",
          [P("message", "string")], returns="never returns",
+         what="Stops the program with your own message, e.g. when an argument of a tapeml function fails a "
+              "check; the report shows the call site and the chain of calls like any built-in error.",
+         errors=["ValueError carrying message, always (that is its purpose)",
+                 "TypeError when message is not a string"],
          how="Raises a ValueError at the call site; the usual error report (place, source line, the "
              "chain of calls) follows. For checks in tapeml code, e.g. the stdlib's argument checks.",
          examples=["fn safe_div(a, b)\n    if b == 0\n        error(\"safe_div: b must not be 0\")\n    end\n"
@@ -347,6 +371,7 @@ def error(message):
          what="Builds tuples step by step, e.g. a stack of block weights in a loop (tuples are immutable "
               "values, so t itself is unchanged).",
          how="Python's t + (item,).",
+         errors=["TypeError when t is not a tuple (a vector grows with [v, item] or concat)"],
          examples=["append((1, 2), 3)", "blocks = ()\nfor i in 0:2\n    blocks = append(blocks, i * 10)\nend\nblocks"])
 def append(t, item):
     return tuple(raw(t)) + (item,)
@@ -354,6 +379,9 @@ def append(t, item):
 
 @builtin("clock", "Core", "Seconds on a monotonic clock; subtract two readings to time a piece of code.",
          [], returns="number",
+         what="A timer reading in seconds, to measure how long code takes: t0 = clock(), then clock() - t0. "
+              "Only differences mean something; the origin is arbitrary.",
+         errors=["TypeError when given an argument: clock() takes none"],
          how="Python's `time.perf_counter()`: monotonic, sub-microsecond resolution, arbitrary origin.",
          examples=["t0 = clock()\nclock() - t0 >= 0"])
 def clock():

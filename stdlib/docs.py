@@ -24,9 +24,19 @@ _P = "p = {w = [1.0, 2.0], b = 0.5}\ng = {w = [0.1, -0.2], b = 1.0}\n"
 
 STDLIB_DOCS = {
     "zeros_like": _doc(_OPT, ML, "zeros_like(tree)", "A tree shaped like tree with every leaf zero.",
-                       how="tree_map(fn(p) -> 0 * p, tree).",
+                       what="A tree with the structure and shapes of tree and every number zero: the starting "
+                            "value of momentum buffers and Adam's moments.",
+                       how="tree_map(fn(p) -> 0 * p, tree), JAX's `tree_map(jnp.zeros_like, tree)`; a number "
+                           "leaf becomes 0, a matrix leaf a zero matrix of its shape.",
+                       errors=["TypeError when a leaf is not a number or matrix (the multiplication 0 * leaf fails)"],
                        examples=["zeros_like({w = [1, 2], b = 3})"]),
     "sgd_init": _doc(_OPT, ML, "sgd_init(params)", "The state of sgd_step: {step = 0, momentum_buffer}.",
+                     what="The optimizer state sgd_step starts from: step 0 and a zero momentum buffer shaped "
+                          "like params (used only when momentum is not 0).",
+                     how="{step = 0, momentum_buffer = zeros_like(params)}, torch.optim.SGD's per-parameter "
+                         "`momentum_buffer` state (PyTorch creates it on the first step; here it exists from "
+                         "the start and step 0 marks it unused).",
+                     errors=["TypeError when a leaf is not a number or matrix (the multiplication 0 * leaf fails)"],
                      examples=[_P + "sgd_init(p)"]),
     "sgd_step": _doc(
         _OPT, ML,
@@ -37,14 +47,33 @@ STDLIB_DOCS = {
         how="torch.optim.SGD: g += weight_decay * p; buf = g on the first step, later "
             "buf = momentum * buf + (1 - dampening) * g; g = buf (or g + momentum * buf with nesterov); "
             "p -= lr * g (Sutskever et al. 2013). Checked against PyTorch for 5 steps.",
+        errors=["ValueError naming the path where grads (or the state) does not have the structure of params (from tree_map)",
+                "NameError when state is not a record from sgd_init (it has no field momentum_buffer)"],
         examples=[_P + "s = sgd_init(p)\np, s = sgd_step(p, g, s, lr = 0.1, momentum = 0.9)\np, s = sgd_step(p, g, s, lr = 0.1, momentum = 0.9)\np"]),
     "adam_init": _doc(_OPT, ML, "adam_init(params)", "The state of adam_step: {step = 0, m, v} with zero moments.",
+                      what="The optimizer state adam_step starts from: step 0 and the running first- and "
+                           "second-moment estimates m and v, zero trees shaped like params.",
+                      how="{step = 0, m = zeros_like(params), v = zeros_like(params)}: m_0 = v_0 = 0 as in "
+                          "Kingma & Ba 2015, Algorithm 1 (torch.optim.Adam's exp_avg and exp_avg_sq).",
+                      errors=["TypeError when a leaf is not a number or matrix (the multiplication 0 * leaf fails)"],
                       examples=[_P + "adam_init(p).step"]),
     "adamw_init": _doc(_OPT, ML, "adamw_init(params)", "The state of adamw_step (the same as adam_init).",
+                       what="The optimizer state adamw_step starts from. AdamW keeps the same state as Adam "
+                            "(step, m, v), so this is adam_init under the name that pairs with adamw_step.",
+                       how="adam_init(params): torch.optim.AdamW keeps the same exp_avg / exp_avg_sq state as "
+                           "torch.optim.Adam (Loshchilov & Hutter 2019, Algorithm 2: m_0 = v_0 = 0).",
+                       errors=["TypeError when a leaf is not a number or matrix (the multiplication 0 * leaf fails)"],
                        examples=[_P + "adamw_init(p).m"]),
     "adam_update": _doc(_OPT, ML, "adam_update(params, grads, state, lr, betas, eps, decay=1)",
                         "The Adam update shared by adam_step and adamw_step.",
-                        how="m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g^2; "
+                        what="The arithmetic both Adam variants share: new moment estimates from the gradients, "
+                             "then each parameter times decay, moved against its bias-corrected step. "
+                             "adam_step calls it with decay = 1, adamw_step with 1 - lr * weight_decay; use those.",
+                        errors=["ValueError naming the path where grads or the state's moments do not have the "
+                                "structure of params (from tree_map)",
+                                "IndexError when betas has fewer than 2 items",
+                                "NameError when state has no field step, m or v"],
+                        how="Kingma & Ba 2015, Algorithm 1, in PyTorch's order of operations: m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g^2; "
                             "p = p * decay - lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps); "
                             "decay is 1 - lr * weight_decay for AdamW, 1 for Adam.",
                         examples=[_P + "adam_update(p, g, adam_init(p), 0.1, (0.9, 0.999), 1e-8)[0]"]),
@@ -57,6 +86,8 @@ STDLIB_DOCS = {
             "g += weight_decay * p (L2); m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g^2; "
             "p -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps). Checked against PyTorch for 5 steps. "
             "amsgrad and maximize are not supported.",
+        errors=["ValueError naming the path where grads (or the state) does not have the structure of params (from tree_map)",
+                "NameError when state is not a record from adam_init (no field step, m or v)"],
         examples=[_P + "s = adam_init(p)\np, s = adam_step(p, g, s, lr = 0.1)\nprint(p, s.step)"]),
     "adamw_step": _doc(
         _OPT, ML, "adamw_step(params, grads, state, lr=0.001, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01)",
@@ -65,9 +96,15 @@ STDLIB_DOCS = {
              "parameters directly instead of adding to the gradient.",
         how="Loshchilov & Hutter 2019 as torch.optim.AdamW: p = p * (1 - lr * weight_decay), then the "
             "Adam update of adam_step. Checked against PyTorch for 5 steps.",
+        errors=["ValueError naming the path where grads (or the state) does not have the structure of params (from tree_map)",
+                "NameError when state is not a record from adamw_init (no field step, m or v)"],
         examples=[_P + "s = adamw_init(p)\np, s = adamw_step(p, g, s, lr = 0.1, weight_decay = 0.01)\np"]),
     "grad_norm": _doc(_OPT, ML, "grad_norm(grads)", "The global L2 norm of a gradient tree.",
-                      how="sqrt(sum over leaves of sum(g^2)).",
+                      what="One number for the size of a whole gradient: the Euclidean length of all elements "
+                           "of all leaves taken together. Logged during training, and what clip_grad_norm limits.",
+                      how="sqrt(sum over leaves of sum(g^2)), the total norm of torch.nn.utils.clip_grad_norm_ "
+                          "(norm_type 2); an empty tree gives 0.",
+                      errors=["TypeError when a leaf is not a number or matrix (g * g fails)"],
                       examples=["grad_norm({w = [3, 0], b = 4})"]),
     "clip_grad_norm": _doc(
         _OPT, ML, "clip_grad_norm(grads, max_norm)",
@@ -75,6 +112,7 @@ STDLIB_DOCS = {
         what="Guards against a single huge gradient step (exploding gradients).",
         how="torch.nn.utils.clip_grad_norm_: coef = min(max_norm / (grad_norm(grads) + 1e-6), 1); every "
             "leaf times coef. Returns the clipped tree (use grad_norm for the norm itself).",
+        errors=["TypeError when a leaf is not a number or matrix, or max_norm is not a number"],
         examples=["clip_grad_norm({w = [3, 0], b = 4}, 1)"]),
     "noam_lr": _doc(
         _SCH, ML, "noam_lr(step, d_model, warmup, scale=1.0)",
@@ -84,36 +122,60 @@ STDLIB_DOCS = {
              "(four times the steps, half the rate).",
         how="scale * d_model^-0.5 * min(step^-0.5, step * warmup^-1.5) (Vaswani et al. 2017, eq. 3); "
             "steps below 1 count as 1.",
+        errors=["TypeError when an argument is not a number (d_model = 0 gives inf rather than an error)"],
         examples=["noam_lr(4000, 512, 4000)", "noam_lr(16000, 512, 4000) / noam_lr(4000, 512, 4000)"]),
     "cosine_lr": _doc(
         _SCH, ML, "cosine_lr(step, total, lr_max, lr_min=0, warmup=0)",
         "Linear warmup to lr_max, then a half cosine down to lr_min at step total.",
+        what="A learning rate that climbs linearly from 0 to lr_max over `warmup` steps, then follows half a "
+             "cosine wave down to lr_min at step total and stays there: large steps early, small ones to "
+             "settle at the end.",
+        errors=["TypeError when an argument is not a number"],
         how="step <= warmup: lr_max * step / warmup; after: lr_min + (lr_max - lr_min) (1 + cos(pi p)) / 2 "
             "with p = (step - warmup) / (total - warmup), capped at 1 (Loshchilov & Hutter 2017).",
         examples=["cosine_lr(50, 100, 1e-3)", "cosine_lr(5, 100, 1e-3, warmup = 10)"]),
     "char_vocab": _doc(_TXT, ML, "char_vocab(text)",
                        "The distinct characters of a text in code-point order, as a string (the vocabulary).",
+                       what="The vocabulary of a character-level model: every distinct character of the "
+                            "training text once, sorted by code point; len(vocab) is the number of ids V.",
+                       errors=["TypeError when text is not a string"],
                        how="from_char_codes(unique(char_codes(text))); a character's id is its 0-based "
                            "position in this string, so len(vocab) is the vocabulary size.",
                        examples=["char_vocab(\"hello world\")"]),
     "encode": _doc(_TXT, ML, "encode(vocab, text)", "The 0-based ids of a text's characters, as a vector.",
+                   what="Turns text into the token ids a character-level model reads: each character becomes "
+                        "its 0-based position in vocab. An empty text gives an empty vector.",
                    how="A lookup table from code point to position in vocab, indexed by char_codes(text).",
-                   errors=["ValueError naming a character that is not in the vocabulary"],
+                   errors=["ValueError naming a character that is not in the vocabulary",
+                           "TypeError when vocab or text is not a string"],
                    examples=["v = char_vocab(\"hello world\")\nencode(v, \"low\")"]),
     "decode": _doc(_TXT, ML, "decode(vocab, ids)", "The text a vector of ids (or one id) stands for.",
+                   what="Turns token ids back into text, each id picking its character from vocab: "
+                        "decode(v, encode(v, s)) is s.",
                    how="from_char_codes(char_codes(vocab)[ids]); the inverse of encode.",
-                   errors=["IndexError when an id is outside 0..len(vocab)-1"],
+                   errors=["IndexError when an id is outside 0..len(vocab)-1 or not a whole number"],
                    examples=["v = char_vocab(\"hello world\")\ndecode(v, encode(v, \"hello\"))"]),
     "top_k_filter": _doc(_GEN, ML, "top_k_filter(z, top_k)",
                          "Keep the top_k largest scores; the others become -inf.",
+                         what="Restricts sampling to the top_k most likely tokens: every score below the k-th "
+                              "largest becomes -inf, so softmax gives it probability 0.",
+                         errors=["TypeError when z is not a number or matrix",
+                                 "no error for top_k <= 0: it keeps only the largest score, as top_k = 1 "
+                                 "(next_token calls it only for 0 < top_k < len(z))"],
                          how="Removes the largest score top_k - 1 times to find the k-th largest, then "
                              "where(z >= kth, z, -inf); ties at the k-th score are all kept (as Hugging Face's "
                              "TopKLogitsWarper).",
                          examples=["top_k_filter([1, 5, 3, 4], 2)"]),
     "next_token": _doc(_GEN, ML, "next_token(z, temperature=1.0, top_k=0)",
                        "One token id from a vector of logits: greedy near temperature 0, else sampled.",
+                       what="Chooses the next token from a model's scores: the most likely one at temperature 0, "
+                            "otherwise a random draw in which a higher temperature flattens the distribution "
+                            "and top_k > 0 limits the candidates.",
+                       errors=["ShapeError (from sample) when z is a number rather than a vector and temperature > 1e-6",
+                               "TypeError when z is not a number or matrix"],
                        how="temperature <= 1e-6: argmax(z); otherwise sample(softmax(top_k_filter(z / temperature, "
-                           "top_k))). Dividing by the temperature never reorders the scores; lower sharpens.",
+                           "top_k))) (temperature sampling as in Hugging Face's `generate`; top-k sampling from Fan et al. 2018). "
+                           "Dividing by the temperature never reorders the scores; lower sharpens.",
                        examples=["next_token([1, 5, 3], 0)", "seed(0)\nnext_token([1, 5, 3], 0.8, top_k = 2)"]),
     "generate": _doc(
         _GEN, ML, "generate(logits_fn, params, ids, n_new, temperature=1.0, top_k=0, context=0)",
@@ -123,6 +185,9 @@ STDLIB_DOCS = {
         how="For each new token: logits = logits_fn(params, ids) (the last row when T x V), then "
             "next_token(logits, temperature, top_k). With context > 0 only the last `context` ids are fed "
             "(a model's maximum length). No key/value cache: each step recomputes the whole window.",
+        errors=["TypeError when logits_fn is not a function or ids is not a vector of numbers",
+                "ShapeError (from sample) when logits_fn returns a number instead of scores",
+                "any error raised inside logits_fn, reported with the chain of calls"],
         examples=["bigram = [0, 1, 0; 0, 0, 1; 1, 0, 0] * 10\n"
                   "generate(fn(p, ids) -> p[ids, :], bigram, [0], 5, temperature = 0)"]),
 }

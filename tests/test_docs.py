@@ -198,3 +198,17 @@ def test_docs_check_fails_when_an_expected_output_is_edited(tmp_path):
     assert code == 1
     assert "docs/builtins/relu.md: differs from the build" in err.getvalue()
     assert "-[0, 0, 0.5, 1.25]" in err.getvalue() and "+[0, 0, 0.5, 1.5]" in err.getvalue()
+
+
+def test_every_builtin_and_stdlib_function_has_what_how_and_errors():
+    """Every page has a "What it is" paragraph, a "How it works" paragraph and its errors, written
+    in the declaration (not the summary standing in for them)."""
+    from tapeml.stdlib.docs import STDLIB_DOCS
+
+    def blank(v):
+        return not (v.strip() if isinstance(v, str) else v and all(str(x).strip() for x in v))
+    missing = [f"{n}: no {k}" for n, b in REGISTRY.items() for k in ("what", "how", "errors")
+               if blank(getattr(b, k))]
+    missing += [f"stdlib {n}: no {k}" for n, d in STDLIB_DOCS.items() for k in ("what", "how", "errors")
+                if blank(d.get(k) or "")]
+    assert missing == []
