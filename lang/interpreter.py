@@ -382,16 +382,10 @@ class Interpreter:
         left, right = node.left, node.right
         a = d[type(left)](left, env)
         b = d[type(right)](right, env)
-        ta, tb = type(a), type(b)
-        if ta is float and tb is float:
+        if type(a) is float and type(b) is float:
             fast = FLOAT_OPS.get(node.op)
             if fast is not None:
                 return fast(a, b)
-        elif (ta is Box or ta is np.ndarray or ta is float) and (tb is Box or tb is np.ndarray or tb is float):
-            try:
-                return BINARY[node.op](a, b)
-            except (ValueError, TypeError) as e:
-                raise self.shape_error(node.op, a, b, node.op_span or node.span) from e
         return self.binary(node.op, a, b, node.op_span or node.span)
 
     def binary(self, op, a, b, span):
