@@ -13,7 +13,7 @@ import numpy as np
 
 from tapeml import ops
 from tapeml import ast as A
-from tapeml.builtins.registry import P, builtin
+from tapeml.builtins.registry import P, builtin, positive
 from tapeml.builtins.util import tree_leaves, tree_map
 from tapeml.errors import ValueErr
 from tapeml.tape import Box, backward, leaf, new_level, raw
@@ -131,8 +131,10 @@ def stop_gradient(x):
 
 
 @builtin("check_grad", CAT, "Compare grad(f, x) with central finite differences; the largest relative error of each leaf.",
-         [P("f", "function"), P("x", "tree"), P("h", "number", 1e-6, doc="the finite-difference step (times max(1, |x|))"),
-          P("samples", "int", 64, doc="elements checked per leaf (all of them when the leaf is smaller)")],
+         [P("f", "function"), P("x", "tree"), P("h", "number", 1e-6, doc="the finite-difference step (times max(1, |x|))",
+                                                  check=positive, constraint="> 0"),
+          P("samples", "int", 64, doc="elements checked per leaf (all of them when the leaf is smaller)",
+            check=positive, constraint="> 0")],
          returns="the structure of x with one number per leaf", interp=True,
          what="A test of a gradient: compares what grad computes with a numerical estimate from evaluating f "
               "just left and right of x, and gives the largest relative error of each leaf. The docs build "

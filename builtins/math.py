@@ -8,7 +8,7 @@ from tapeml.builtins.registry import P, builtin
 from tapeml.builtins.util import axis
 from tapeml.errors import ShapeError, TypeErr, ValueErr
 from tapeml.tape import raw
-from tapeml.values import describe, shape_text
+from tapeml.values import describe, format_value, shape_text
 
 X = P("x", "array", doc="a number or a matrix of any shape", shape="any")
 
@@ -174,13 +174,13 @@ _reduction("argmin", _arg(np.argmin), "0-based position of the smallest element 
          returns="same shape as x", differentiable=True,
          what="Clamps every element into [lo, hi]: values below lo become lo, values above hi become hi. "
               "Leave out a bound for a one-sided clamp (the defaults are -inf and inf).",
-         errors=["TypeError when lo is greater than hi", "TypeError when x is not a number or matrix, or lo or "
+         errors=["ValueError when lo is greater than hi", "TypeError when x is not a number or matrix, or lo or "
                  "hi is not a number"],
          how="min(max(x, lo), hi). The gradient is 1 where lo <= x <= hi and 0 outside, as PyTorch's `clamp`.",
          examples=["clip([-2, 0.5, 3], 0, 1)", "clip([-2, 5], lo=0)"])
 def clip(x, lo, hi):
     if lo > hi:
-        raise TypeErr(f"clip(): lo ({lo}) is greater than hi ({hi})")
+        raise ValueErr(f"clip(): lo ({format_value(lo)}) is greater than hi ({format_value(hi)})")
     return ops.clip(x, lo=lo, hi=hi)
 
 
@@ -190,7 +190,7 @@ def clip(x, lo, hi):
          what="An elementwise if-then-else: where(cond, a, b) takes a where cond is true and b where it is "
               "false; a and b may be numbers. cond is usually a comparison such as x > 0.",
          errors=["TypeError when cond is not a bool or a bool matrix (a number matrix is refused)",
-                 "ValueError when cond, a and b do not broadcast to one shape"],
+                 "ShapeError naming the shapes when cond, a and b do not broadcast to one shape"],
          how="NumPy's `where`. The cotangent goes to a where cond holds and to b elsewhere, never "
              "to the branch not taken, so a NaN or inf there does not reach the gradient.",
          examples=["where([true, false, true], [1, 2, 3], 0)", "x = [-1, 4, 9]\nwhere(x > 0, sqrt(x), 0)"])
@@ -198,7 +198,11 @@ def where(cond, a, b):
     c = raw(cond)
     if not (isinstance(c, (bool, np.bool_)) or (isinstance(c, np.ndarray) and c.dtype == np.bool_)):
         raise TypeErr(f"where(): cond must be a bool or a bool matrix (a comparison), got {describe(c)}")
-    return ops.where(c, a, b)
+    try:
+        return ops.where(c, a, b)
+    except ValueError:
+        shapes = ", ".join(shape_text(ops.shape_of(v)) for v in (c, a, b))
+        raise ShapeError(f"where(): cond, a and b do not broadcast to one shape ({shapes})") from None
 
 
 def _bool_reduce(name, fn, summary, what=""):

@@ -29,6 +29,8 @@ def axis(x, dim, name: str = "dim"):
         return None
     nd = len(shape_of(x))
     d = int(dim)
+    if nd == 0:
+        raise ValueErr(f"{name}={d} is out of range for a number (it has no axes)")
     if not -max(nd, 1) <= d < max(nd, 1):
         raise ValueErr(f"{name}={d} is out of range for {describe(x)} (it has {nd} "
                        f"ax{'is' if nd == 1 else 'es'}: 0 to {nd - 1})")

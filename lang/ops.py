@@ -546,7 +546,9 @@ def _log_softmax_impl(x, dim=-1):
     m = np.max(x, axis=dim, keepdims=True)
     m = np.where(np.isfinite(m), m, 0.0)
     z = x - m
-    return _num(z - np.log(np.sum(np.exp(z), axis=dim, keepdims=True)))
+    s = np.sum(np.exp(z), axis=dim, keepdims=True)
+    # a row of all -inf (every class masked) is -inf throughout, never NaN
+    return _num(np.where(s == 0, -np.inf, z - np.log(np.where(s == 0, 1.0, s))))
 
 
 def _vjp_log_softmax(g, ans, res, needs, x, dim=-1):
