@@ -125,6 +125,35 @@ def unflatten(items: list, where: str):
     return build(root)
 
 
+def atomic_write(fname: str, full: str, write, binary: bool) -> None:
+    """Write a file through a temporary file in the same directory, then rename it over `full`
+    (os.replace): a crash or kill never leaves a half-written file. `write(f)` fills the file."""
+    import tempfile
+    directory = os.path.dirname(os.path.abspath(full))
+    if not os.path.isdir(directory):
+        raise IOErr(f"{fname}(): the directory {directory} does not exist")
+    if os.path.isdir(full):
+        raise IOErr(f"{fname}(): {full} is a directory")
+    try:
+        fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(full) + ".", suffix=".tmp", dir=directory)
+    except OSError as e:
+        raise IOErr(f"{fname}(): cannot write in {directory}: {e.strerror}") from None
+    try:
+        with (os.fdopen(fd, "wb") if binary else os.fdopen(fd, "w", encoding="utf-8", newline="")) as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, full)
+    except BaseException as e:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        if isinstance(e, OSError):
+            raise IOErr(f"{fname}(): cannot write {full}: {e.strerror or e}") from None
+        raise
+
+
 @builtin("save", CAT, "Write a record or tuple of matrices to a .npz checkpoint, atomically.",
          [P("path", "string", doc="the file to write (relative paths start at the script's directory)"),
           P("value", doc="a record or tuple (nested) of numbers and matrices, e.g. model parameters")],
@@ -148,33 +177,13 @@ def save(interp, path, value):
         raise TypeErr(f"save(): value must be a record or a tuple of matrices, got {describe(value)}")
     items = flatten(r)
     full = resolve_path(interp, path)
-    directory = os.path.dirname(os.path.abspath(full))
-    if not os.path.isdir(directory):
-        raise IOErr(f"save(): the directory {directory} does not exist")
-    if os.path.isdir(full):
-        raise IOErr(f"save(): {full} is a directory")
-    try:
-        import tempfile
-        fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(full) + ".", suffix=".tmp", dir=directory)
-    except OSError as e:
-        raise IOErr(f"save(): cannot write in {directory}: {e.strerror}") from None
-    try:
-        with os.fdopen(fd, "wb") as f:
-            with zipfile.ZipFile(f, "w", compression=zipfile.ZIP_STORED, allowZip64=True) as zf:
-                for key, arr in items:
-                    with zf.open(key + ".npy", "w", force_zip64=True) as member:
-                        np.lib.format.write_array(member, np.asarray(arr), allow_pickle=False)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, full)
-    except BaseException as e:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        if isinstance(e, OSError):
-            raise IOErr(f"save(): cannot write {full}: {e.strerror or e}") from None
-        raise
+
+    def write(f):
+        with zipfile.ZipFile(f, "w", compression=zipfile.ZIP_STORED, allowZip64=True) as zf:
+            for key, arr in items:
+                with zf.open(key + ".npy", "w", force_zip64=True) as member:
+                    np.lib.format.write_array(member, np.asarray(arr), allow_pickle=False)
+    atomic_write("save", full, write, binary=True)
     return None
 
 

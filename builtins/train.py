@@ -265,27 +265,8 @@ def read_text(interp, path):
                  "TypeError when path or text is not a string"],
          examples=["write_text(\"/tmp/tapeml_doc_text2.txt\", \"abc\")\nread_text(\"/tmp/tapeml_doc_text2.txt\")"])
 def write_text(interp, path, text):
-    import tempfile
-    full = resolve_path(interp, path)
-    directory = os.path.dirname(os.path.abspath(full))
-    if not os.path.isdir(directory):
-        raise IOErr(f"write_text(): the directory {directory} does not exist")
-    try:
-        fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(full) + ".", suffix=".tmp", dir=directory)
-    except OSError as e:
-        raise IOErr(f"write_text(): cannot write in {directory}: {e.strerror}") from None
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
-            f.write(text)
-        os.replace(tmp, full)
-    except BaseException as e:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        if isinstance(e, OSError):
-            raise IOErr(f"write_text(): cannot write {full}: {e.strerror or e}") from None
-        raise
+    from tapeml.builtins.io import atomic_write
+    atomic_write("write_text", resolve_path(interp, path), lambda f: f.write(text), binary=False)
     return None
 
 
