@@ -12,33 +12,22 @@
 # read_text, save and load take relative paths from this script's directory (as import does);
 # savefig takes them from the current directory.
 
-fn arg(name, default)
-    prefix = name + "="
-    n = len(prefix)
-    for a in ARGS
-        if len(a) > n and a[0:n - 1] == prefix
-            return a[n:end]
-        end
-    end
-    return default
-end
-
-steps = num(arg("steps", "1000"))
-batch = num(arg("batch", "16"))
-context = num(arg("context", "64"))
-every = num(arg("every", "100"))
-peak_lr = num(arg("lr", "3e-3"))
-warmup = num(arg("warmup", "100"))
-n_samples = num(arg("samples", "240"))
-dropout = num(arg("dropout", "0.1"))
-weight_decay = num(arg("weight_decay", "0.1"))
-seed(num(arg("seed", "0")))
+steps = num(script_arg("steps", "1000"))
+batch = num(script_arg("batch", "16"))
+context = num(script_arg("context", "64"))
+every = num(script_arg("every", "100"))
+peak_lr = num(script_arg("lr", "3e-3"))
+warmup = num(script_arg("warmup", "100"))
+n_samples = num(script_arg("samples", "240"))
+dropout = num(script_arg("dropout", "0.1"))
+weight_decay = num(script_arg("weight_decay", "0.1"))
+seed(num(script_arg("seed", "0")))
 d_model = 64
 n_heads = 4
 n_blocks = 2
 
 # ---- data: characters -> ids, 90% for training, 10% for validation ---------------------------
-text = read_text(arg("data", "data/verses.txt"))
+text = read_text(script_arg("data", "data/verses.txt"))
 vocab = char_vocab(text)
 V = len(vocab)
 data = encode(vocab, text)
@@ -134,7 +123,7 @@ print("final training loss {round(final_train, 4)}, validation loss {round(final
 print("training loss is {round(100 * (1 - final_train / start_loss), 1)}% below ln(vocab)")
 
 # ---- checkpoint ---------------------------------------------------------------------------------
-checkpoint = arg("checkpoint", "minigpt_checkpoint.npz")
+checkpoint = script_arg("checkpoint", "minigpt_checkpoint.npz")
 save(checkpoint, params)
 restored = load(checkpoint)
 same = true
@@ -144,7 +133,7 @@ end
 print("checkpoint {checkpoint}: round-trips exactly: {same}")
 
 # ---- the loss curve -----------------------------------------------------------------------------
-png = arg("plot", "minigpt_loss.png")
+png = script_arg("plot", "minigpt_loss.png")
 if png != "none"
     figure()
     plot(1:steps, losses, label = "training loss (per batch)")

@@ -10,24 +10,13 @@
 #
 #     tapeml examples/pre_vs_post_ln.ml [plot=PATH.png|none] [trials=N]
 
-fn arg(name, default)
-    prefix = name + "="
-    n = len(prefix)
-    for a in ARGS
-        if len(a) > n and a[0:n - 1] == prefix
-            return a[n:end]
-        end
-    end
-    return default
-end
-
 seed(0)
 d_model = 32
 n_heads = 4
 T = 16                       # tokens per sequence
 V = 40                       # vocabulary size
 depths = [2, 4, 8, 12]
-trials = num(arg("trials", "3"))   # random initialisations averaged per depth
+trials = num(script_arg("trials", "3"))   # random initialisations averaged per depth
 
 fn make_stack(n)
     blocks = ()
@@ -86,7 +75,7 @@ print("Post-LN from 2 to 12 blocks: x{round(post[end] / post[0], 2)}; Pre-LN: x{
 print("Pre-LN's top gradient shrinks with depth: {all(pre[1:end] < pre[0:end - 1])}")
 print("Post-LN's top gradient is larger at every depth: {all(post > pre)}")
 
-png = arg("plot", "pre_vs_post_ln.png")
+png = script_arg("plot", "pre_vs_post_ln.png")
 if png != "none"
     figure()
     plot(depths, post, label = "Post-LN")

@@ -8,17 +8,6 @@
 #
 #     tapeml examples/warmup_schedule.ml [plot=PATH.png|none]
 
-fn arg(name, default)
-    prefix = name + "="
-    n = len(prefix)
-    for a in ARGS
-        if len(a) > n and a[0:n - 1] == prefix
-            return a[n:end]
-        end
-    end
-    return default
-end
-
 d_model = 512
 warmup = 4000
 peak = noam_lr(warmup, d_model, warmup)
@@ -29,7 +18,7 @@ for step in [1, 1000, 2000, 4000, 8000, 12000, 16000, 20000]
 end
 print("the peak is at step {warmup}; four times the steps (16000) halves it: {round(noam_lr(16000, d_model, warmup) / peak, 6)}")
 
-png = arg("plot", "warmup_schedule.png")
+png = script_arg("plot", "warmup_schedule.png")
 if png != "none"
     steps = 1:100:30001
     fn curve(d, w)

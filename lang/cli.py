@@ -118,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
         if len(argv) < 2:
             return _usage_error("-c needs the code to run")
         interp = Interpreter()
-        interp.globals.vars["ARGS"] = tuple(argv[2:])
+        interp.prelude.vars["ARGS"] = tuple(argv[2:])
         return exit_code(run_source(interp, argv[1], "<string>", debug))
     if argv and argv[0] == "-i":
         if len(argv) < 2:
@@ -152,7 +152,7 @@ def run_file(interp, path: str, args: list[str], debug: bool) -> int:
     except (OSError, UnicodeDecodeError) as e:
         print(f"tapeml: cannot read '{path}': {e}", file=sys.stderr)
         return 2
-    interp.globals.vars["ARGS"] = tuple(args)
+    interp.prelude.vars["ARGS"] = tuple(args)
     return run_source(interp, source, path, debug)
 
 

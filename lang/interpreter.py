@@ -92,7 +92,7 @@ class Interpreter:
         self.modules: dict[str, Record] = {}
         self.importing: list[str] = []
         self.base = Env(None, dict(REGISTRY))
-        self.prelude = Env(self.base)
+        self.prelude = Env(self.base, {"ARGS": ()})   # script arguments (the CLI fills them in)
         self.globals = Env(self.prelude)
         self.end_stack: list = []
         self.current_call = None

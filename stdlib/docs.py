@@ -155,6 +155,18 @@ STDLIB_DOCS = {
                    how="from_char_codes(char_codes(vocab)[ids]); the inverse of encode.",
                    errors=["IndexError when an id is outside 0..len(vocab)-1 or not a whole number"],
                    examples=["v = char_vocab(\"hello world\")\ndecode(v, encode(v, \"hello\"))"]),
+    "script_arg": _doc(_TXT, ML, "script_arg(name, default)",
+                       "The value of a name=value script argument, or default.",
+                       what="Reads options given after the script name: `tapeml train.ml steps=30` makes "
+                            "script_arg(\"steps\", \"1000\") return \"30\". The value is a string; "
+                            "num(...) turns it into a number.",
+                       how="Scans ARGS (the tuple of strings after the script name) for the first item that "
+                           "starts with name=, and returns the rest of it.",
+                       errors=["TypeError when name is not a string (from name + \"=\")",
+                               "NameError when ARGS is not defined (tapeml -c and the CLI define it; a bare "
+                               "Interpreter does not)"],
+                       examples=["ARGS = (\"steps=30\", \"lr=0.01\")\nnum(script_arg(\"steps\", \"1000\")) + 1\n"
+                                 "script_arg(\"batch\", \"16\")"]),
     "top_k_filter": _doc(_GEN, ML, "top_k_filter(z, top_k)",
                          "Keep the top_k largest scores; the others become -inf.",
                          what="Restricts sampling to the top_k most likely tokens: every score below the k-th "

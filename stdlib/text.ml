@@ -27,3 +27,15 @@ end
 fn decode(vocab, ids)
     return from_char_codes(char_codes(vocab)[ids])
 end
+
+# The value of a "name=value" script argument (from ARGS), or default when it is not given.
+fn script_arg(name, default)
+    prefix = name + "="
+    n = len(prefix)
+    for a in ARGS
+        if len(a) > n and a[0:n - 1] == prefix
+            return a[n:end]
+        end
+    end
+    return default
+end

@@ -348,7 +348,7 @@ def test_short_minigpt_run_learns_and_checkpoints(tmp_path):
     src = open(os.path.join(ROOT, "examples", "minigpt.ml"), encoding="utf-8").read()
     out = io.StringIO()
     interp = Interpreter(out=out)
-    interp.globals.vars["ARGS"] = ("steps=30", "every=10", "batch=4", "context=24", "seed=0", "samples=20",
+    interp.prelude.vars["ARGS"] = ("steps=30", "every=10", "batch=4", "context=24", "seed=0", "samples=20",
                                    "lr=3e-3", "warmup=10", f"checkpoint={ckpt}", "plot=none")
     interp.run(src, os.path.join(ROOT, "examples", "minigpt.ml"))
     text = out.getvalue()
@@ -367,7 +367,7 @@ def _run_example(name, *args):
     path = os.path.join(ROOT, "examples", name)
     out = io.StringIO()
     interp = Interpreter(out=out)
-    interp.globals.vars["ARGS"] = tuple(args)
+    interp.prelude.vars["ARGS"] = tuple(args)
     interp.run(open(path, encoding="utf-8").read(), path)
     return out.getvalue()
 
