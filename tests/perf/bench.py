@@ -367,7 +367,7 @@ fn bench() -> grad(f, x)
     out()
     if args.write:
         with open(args.write, "w", encoding="utf-8") as f:
-            f.write("\n".join(lines) + "\n")
+            f.write("\n".join(lines).rstrip("\n") + "\n")
 
 
 if __name__ == "__main__":
