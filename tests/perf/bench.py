@@ -232,6 +232,39 @@ def startup(cmd, repeat=9):
     return median_time(lambda: subprocess.run(cmd, check=True, capture_output=True, env=env), repeat, warmup=2)
 
 
+def repl_first_prompt(repeat=7):
+    """Wall time from starting `tapeml` in a pseudo-terminal to its first prompt (median)."""
+    import pty
+    import select
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    env["TAPEML_HISTORY"] = os.path.join(HERE, ".bench_history")
+    tml = os.path.join(os.path.dirname(sys.executable), "tapeml")
+    times = []
+    for _ in range(repeat + 1):
+        t0 = time.perf_counter()
+        pid, fd = pty.fork()
+        if pid == 0:
+            os.execve(tml, [tml], env)
+        buf = b""
+        while b"ml>" not in buf:
+            ready, _, _ = select.select([fd], [], [], 10)
+            if not ready:
+                break
+            try:
+                buf += os.read(fd, 4096)
+            except OSError:
+                break
+        times.append(time.perf_counter() - t0)
+        os.write(fd, b"\x04")
+        os.waitpid(pid, 0)
+        os.close(fd)
+    try:
+        os.unlink(env["TAPEML_HISTORY"])
+    except OSError:
+        pass
+    return statistics.median(times[1:])      # the first run writes the bytecode caches
+
+
 def peak_rss(code):
     out = subprocess.run([sys.executable, "-c", code + "\nimport resource;print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)"],
                          check=True, capture_output=True, text=True)
@@ -344,6 +377,9 @@ fn bench() -> grad(f, x)
     t_start = startup([tml, "-c", "1"])
     t_np = startup([sys.executable, "-c", "import numpy"])
     out(f"| start-up `tapeml -c \"1\"` | {fmt(t_start)} | `python -c \"import numpy\"` {fmt(t_np)} | {ratio(t_start, t_np)} |")
+    t_repl = repl_first_prompt()
+    out(f"| the REPL's first prompt (`tapeml` in a pseudo-terminal) | {fmt(t_repl)} | target 400 ms | "
+        f"{t_repl / 0.4:.2f}x |")
     if not args.quick:
         setup = (f"import sys; sys.path.insert(0, {HERE!r}); import numpy as np, handblock; "
                  "from tapeml.cli import tune_runtime; tune_runtime(); "
