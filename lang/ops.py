@@ -88,8 +88,9 @@ def _num(r):
 
 
 # ---- elementwise arithmetic -------------------------------------------------------------
-def _arith(op):
-    """NumPy's operator, with booleans taking part as 0 and 1 (bool + bool is 2, not 'or')."""
+def _arith(op, keep_bool=False):
+    """NumPy's operator, with booleans taking part as 0 and 1 (bool + bool is 2, not 'or').
+    With keep_bool, two bool matrices give a bool matrix (mask * mask is still a mask)."""
     def impl(a, b):
         try:
             r = op(a, b)
@@ -99,14 +100,16 @@ def _arith(op):
         if t is float or t is np.float64:
             return r
         if t is np.ndarray:
-            return r if r.dtype.kind != "b" else op(_f(a), _f(b))
+            if r.dtype.kind != "b" or (keep_bool and type(a) is np.ndarray and type(b) is np.ndarray):
+                return r
+            return op(_f(a), _f(b))
         return op(_f(a), _f(b))    # Python ints from bools
     return impl
 
 
 _add = _arith(operator.add)
 _sub = _arith(operator.sub)
-_mul = _arith(operator.mul)
+_mul = _arith(operator.mul, keep_bool=True)
 
 
 def _div(a, b):

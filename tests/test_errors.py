@@ -125,8 +125,10 @@ def test_keyboard_interrupt_in_script_is_one_line(monkeypatch):
 
 
 def test_masks_combine_with_and_or_not():
-    code, out = run_ml("x = 1:6\nprint(x[x > 2 and x < 5], x[x < 2 or x > 5], x[not (x > 2)], max(3, 5), min([1, 5], [4, 4]))")
-    assert (code, out) == (0, "[3, 4] [1, 6] [1, 2] 5 [1, 4]\n")
+    code, out = run_ml("x = 1:6\nprint(x[x > 2 and x < 5], x[x < 2 or x > 5], x[not (x > 2)], max(3, 5), min([1, 5], [4, 4]))\n"
+                       "m = (x > 2) * (x < 5)\nprint(m, x[m], sum(m), (x > 2) + (x > 3), true * 2)")
+    assert (code, out) == (0, "[3, 4] [1, 6] [1, 2] 5 [1, 4]\n"
+                              "[false, false, true, true, false, false] [3, 4] 2 [0, 0, 1, 2, 2, 2] 2\n")
 
 
 def test_errors_in_functions_run_by_grad_name_the_grad_call():
