@@ -561,12 +561,18 @@ def _vjp_log_softmax(g, ans, res, needs, x, dim=-1):
 log_softmax = primitive("log_softmax", _log_softmax_impl, _vjp_log_softmax, arity=1)
 
 
-def _layer_norm_impl(x, gamma, beta, eps=1e-5):
-    x = _f(x)
+def _layer_norm_stats(x, eps):
+    """(xhat, 1/std) over the last axis on plain arrays; the variance in two passes (exact for
+    1e8 + small values)."""
     inv_d = 1.0 / x.shape[-1]
     xc = x - x.sum(axis=-1, keepdims=True) * inv_d
-    var = (xc * xc).sum(axis=-1, keepdims=True) * inv_d      # two-pass: exact for 1e8 + small
-    out = xc / np.sqrt(var + eps) * gamma
+    rstd = 1.0 / np.sqrt((xc * xc).sum(axis=-1, keepdims=True) * inv_d + eps)
+    return xc * rstd, rstd
+
+
+def _layer_norm_impl(x, gamma, beta, eps=1e-5):
+    xhat, _ = _layer_norm_stats(_f(x), eps)
+    out = xhat * gamma
     return out + beta if beta is not None else out
 
 
@@ -581,14 +587,16 @@ def _ln_stats(x, eps):
 
 def _fwd_layer_norm(x, gamma, beta, eps=1e-5):
     if type(x) is not Box and type(gamma) is not Box and type(beta) is not Box:
-        return _layer_norm_impl(x, gamma, beta, eps), None
+        stats = _layer_norm_stats(_f(x), eps)       # kept for the VJP (x is a constant below this level)
+        out = stats[0] * gamma
+        return (out + beta if beta is not None else out), stats
     xhat, _ = _ln_stats(x, eps)
     out = mul(xhat, gamma)
     return (add(out, beta) if beta is not None else out), None
 
 
 def _vjp_layer_norm(g, ans, res, needs, x, gamma, beta, eps=1e-5):
-    xhat, rstd = _ln_stats(x, eps)
+    xhat, rstd = res if res is not None else _ln_stats(x, eps)
     gx = ggamma = gbeta = None
     if needs[0]:
         d = float(shape_of(x)[-1])
