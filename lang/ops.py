@@ -479,7 +479,10 @@ amin = primitive("min", _amin, _vjp_extreme, arity=1)
 
 # ---- linear algebra -------------------------------------------------------------------------
 def _matmul(a, b):
-    a, b = _f(a), _f(b)
+    if type(a) is not np.ndarray or a.dtype.kind == "b":
+        a = _f(a)
+    if type(b) is not np.ndarray or b.dtype.kind == "b":
+        b = _f(b)
     if type(a) is np.ndarray and type(b) is np.ndarray and a.ndim > 2 and b.ndim == 2:
         # a batch against one matrix: one 2-D product (BLAS runs it far better than a batch loop)
         return np.matmul(a.reshape(-1, a.shape[-1]), b).reshape(a.shape[:-1] + (b.shape[1],))
