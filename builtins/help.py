@@ -173,6 +173,8 @@ def _function_text(fn: Function, sources: dict | None) -> str:
 
 
 def _lookup(name: str, interp):
+    if interp is not None and getattr(interp, "stdlib_pending", False):
+        interp.load_stdlib()
     """(what, value): what is 'builtin', 'stdlib', 'function', 'value' or None."""
     if name in REGISTRY:
         return "builtin", REGISTRY[name]

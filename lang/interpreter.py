@@ -101,12 +101,14 @@ class Interpreter:
                          for cls in vars(A).values()
                          if isinstance(cls, type) and issubclass(cls, A.Node) and cls is not A.Node
                          and hasattr(self, "eval_" + cls.__name__.lower())}
-        if load_prelude:
-            self.load_stdlib()
+        # The stdlib is run into the prelude on the first name no scope has (eval_name): most
+        # programs and every start-up pay nothing for it until then.
+        self.stdlib_pending = load_prelude
 
     # ---- entry points ----------------------------------------------------------------------
     def load_stdlib(self) -> None:
         """Run stdlib/*.ml into the prelude scope (below user globals)."""
+        self.stdlib_pending = False
         from importlib import resources
         try:
             files = sorted(p for p in resources.files("tapeml.stdlib").iterdir() if p.name.endswith(".ml"))
@@ -328,6 +330,9 @@ class Interpreter:
             if name in v:
                 return v[name]
             e = e.parent
+        if self.stdlib_pending:
+            self.load_stdlib()
+            return self.eval_name(node, env)
         raise self.unknown_name(name, node.span, env)
 
     def unknown_name(self, name, span, env) -> NameErr:

@@ -237,9 +237,16 @@ def _inside_string(line: str) -> bool:
     return bool(state) and state[-1] == "string"
 
 
+def _ensure_stdlib(interp) -> None:
+    """The prelude's stdlib functions, loaded (run_repl loads them before the first prompt)."""
+    if interp is not None and getattr(interp, "stdlib_pending", False):
+        interp.load_stdlib()
+
+
 def _live(name: str, interp):
     if interp is None:
         return None
+    _ensure_stdlib(interp)
     try:
         return interp.globals.lookup(name)
     except KeyError:
@@ -251,6 +258,7 @@ def _name_candidates(prefix: str, interp, registry) -> list[Candidate]:
     table = stdlib_table()
     found: dict[str, str] = {}
     if interp is not None:
+        _ensure_stdlib(interp)
         for name in interp.globals.names():
             hidden = name.startswith("<") or (name.startswith("_") and not prefix.startswith("_"))
             if name.startswith(prefix) and not hidden:
@@ -555,6 +563,7 @@ def run_repl(interp, *, input=None, output=None, history=None, out=None, err=Non
              show_banner: bool = True) -> int:
     """Run the interactive session on `interp` (its variables are kept) until :quit or Ctrl-D.
     Returns the exit status (0). The keyword arguments let tests drive the real application."""
+    _ensure_stdlib(interp)             # completion and help read the prelude's live functions
     session = make_session(interp, input=input, output=output, history=history)
     repl = Repl(interp, session, out=out, err=err)
     if show_banner:
