@@ -229,6 +229,8 @@ def stdlib_functions(interp) -> list[str]:
     """Names of the tapeml functions in the prelude (stdlib/*.ml)."""
     if interp is None:
         return []
+    if getattr(interp, "stdlib_pending", False):
+        interp.load_stdlib()
     return sorted(n for n, v in interp.prelude.vars.items() if isinstance(raw(v), Function))
 
 

@@ -206,7 +206,9 @@ def fresh_interpreter(out):
     prelude's names are copied from one template interpreter (values are immutable)."""
     from tapeml.interpreter import Interpreter
     if not _TEMPLATE:
-        _TEMPLATE.append(Interpreter(out=io.StringIO()))
+        template = Interpreter(out=io.StringIO())
+        template.load_stdlib()
+        _TEMPLATE.append(template)
     t = _TEMPLATE[0]
     interp = Interpreter(out=out, load_prelude=False)
     interp.prelude.vars.update(t.prelude.vars)
