@@ -187,6 +187,15 @@ def save(interp, path, value):
     return None
 
 
+def existing_file(fname: str, full: str, what: str) -> str:
+    """`full` when it names a file; an IOError naming the resolved path otherwise."""
+    if not os.path.exists(full):
+        raise IOErr(f"{fname}(): no file at {full}")
+    if os.path.isdir(full):
+        raise IOErr(f"{fname}(): {full} is a directory, not {what}")
+    return full
+
+
 @builtin("load", CAT, "Read a checkpoint written by save: the same record or tuple of matrices.",
          [P("path", "string", doc="a .npz file written by save (relative paths start at the script's directory)")],
          returns="the record or tuple that was saved", interp=True,
@@ -199,11 +208,7 @@ def save(interp, path, value):
          examples=["save(\"/tmp/tapeml_doc_ckpt2.npz\", ([1, 2], {b = 0.5}))\n"
                    "load(\"/tmp/tapeml_doc_ckpt2.npz\")"])
 def load(interp, path):
-    full = resolve_path(interp, path)
-    if not os.path.exists(full):
-        raise IOErr(f"load(): no file at {full}")
-    if os.path.isdir(full):
-        raise IOErr(f"load(): {full} is a directory, not a checkpoint")
+    full = existing_file("load", resolve_path(interp, path), "a checkpoint")
     if not zipfile.is_zipfile(full):
         raise IOErr(f"load(): {full} is not a checkpoint (.npz archive written by save); it may be "
                     f"truncated or another kind of file")

@@ -65,15 +65,7 @@ class Builtin:
     differentiable: bool = False    # records onto the tape (docs check its gradient)
 
     def signature(self) -> str:
-        parts = []
-        for p in self.params:
-            if p.variadic:
-                parts.append(f"{p.name}...")
-            elif p.default is REQUIRED:
-                parts.append(p.name)
-            else:
-                parts.append(f"{p.name}={format_value(p.default, True)}")
-        return f"{self.name}({', '.join(parts)})"
+        return call_text(self.name, self.params)
 
     def bind(self, args: list, kwargs: dict) -> list:
         """Match positional and keyword arguments to parameters, apply defaults, check kinds
@@ -168,6 +160,22 @@ def convert(fname: str, p: P, v):
                 "tree": "a number, matrix, tuple or record"}[kind]
         raise TypeErr(f"{fname}(): {p.name} must be {want}, got {describe(v)}")
     return v
+
+
+def call_text(name: str, params) -> str:
+    """`name(a, b=1, rest...)`: the one formatter of call shapes (help, completion, docs).
+    A default that is a `str` subclass other than str (source text kept verbatim) prints as is."""
+    parts = []
+    for p in params:
+        if p.variadic:
+            parts.append(f"{p.name}...")
+        elif p.default is REQUIRED:
+            parts.append(p.name)
+        elif isinstance(p.default, str) and type(p.default) is not str:
+            parts.append(f"{p.name}={p.default}")
+        else:
+            parts.append(f"{p.name}={format_value(p.default, True)}")
+    return f"{name}({', '.join(parts)})"
 
 
 REGISTRY: dict[str, Builtin] = {}

@@ -239,11 +239,8 @@ def resolve_path(interp, path: str) -> str:
          examples=["write_text(\"/tmp/tapeml_doc_text.txt\", \"to be, or not to be\\n\")\n"
                    "text = read_text(\"/tmp/tapeml_doc_text.txt\")\nlen(text)"])
 def read_text(interp, path):
-    full = resolve_path(interp, path)
-    if not os.path.exists(full):
-        raise IOErr(f"read_text(): no file at {full}")
-    if os.path.isdir(full):
-        raise IOErr(f"read_text(): {full} is a directory, not a file")
+    from tapeml.builtins.io import existing_file
+    full = existing_file("read_text", resolve_path(interp, path), "a file")
     try:
         with open(full, encoding="utf-8", newline="") as f:
             return f.read()

@@ -368,18 +368,8 @@ def md_cell(text) -> str:
 
 
 def call_shape(e: Entry) -> str:
-    from tapeml.builtins.registry import REQUIRED
-    from tapeml.values import format_value
-    parts = []
-    for p in e.params:
-        if p.variadic:
-            parts.append(f"{p.name}...")
-        elif p.default is REQUIRED:
-            parts.append(p.name)
-        else:
-            d = p.default if isinstance(p.default, SourceText) else format_value(p.default, True)
-            parts.append(f"{p.name}={d}")
-    call = e.signature or f"{e.name}({', '.join(parts)})"
+    from tapeml.builtins.registry import call_text
+    call = e.signature or call_text(e.name, e.params)
     return call if e.returns.strip().lower() == "none" else f"result = {call}"
 
 
