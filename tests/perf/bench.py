@@ -53,6 +53,24 @@ def median_time(fn, repeat, warmup=2):
     return statistics.median(times)
 
 
+def interleaved(fns, repeat, warmup=2):
+    """Median time of each function in `fns` (a list; None entries give None), timed
+    round-robin: one call of each per round, so a change in the machine's load (this is a
+    shared VM) falls on every side alike instead of on whichever ran during it."""
+    live = [f for f in fns if f is not None]
+    for _ in range(warmup):
+        for f in live:
+            f()
+    times = [[] for _ in live]
+    for _ in range(repeat):
+        for f, ts in zip(live, times):
+            t0 = time.perf_counter()
+            f()
+            ts.append(time.perf_counter() - t0)
+    medians = iter([statistics.median(ts) for ts in times])
+    return [None if f is None else next(medians) for f in fns]
+
+
 def tapeml_setup(W, x, R, dtype="float64"):
     from tapeml.cli import tune_runtime
     interp = Interpreter()
@@ -130,20 +148,11 @@ def block_rows(sizes, dtype, repeat_scale):
         step, forward = tapeml_setup(W, x, R, np.dtype(dtype).name)
         check_against_hand(step, W, x, R)
         repeat = max(5, int(repeat_scale * 2000 / (T * D) ** 0.75))
-        t_tml = median_time(step, repeat)
-        t_hand = median_time(lambda: handblock.block_fwd_bwd(x, W, R), repeat)
-        t_torch = None
-        if torch is not None:
-            tstep, _ = torch_setup(W, x, R, hidden)
-            t_torch = median_time(tstep, repeat)
+        tstep, tfwd = torch_setup(W, x, R, hidden) if torch is not None else (None, None)
+        t_tml, t_hand, t_torch = interleaved([step, lambda: handblock.block_fwd_bwd(x, W, R), tstep], repeat)
         rows.append((f"fwd+bwd T={T}, D={D}, {H} heads", t_tml, t_hand, t_torch))
         if (T, D) == (128, 256):
-            t_f = median_time(forward, repeat)
-            t_hf = median_time(lambda: handblock.block_fwd(x, W), repeat)
-            t_tf = None
-            if torch is not None:
-                _, tfwd = torch_setup(W, x, R, hidden)
-                t_tf = median_time(tfwd, repeat)
+            t_f, t_hf, t_tf = interleaved([forward, lambda: handblock.block_fwd(x, W), tfwd], repeat)
             rows.append((f"forward only T={T}, D={D}, {H} heads", t_f, t_hf, t_tf))
     return rows
 
@@ -207,11 +216,12 @@ def torch_minigpt_step():
     return step
 
 
-def run_ml_timed(code, repeat=3):
+def ml_bench(code):
+    """The `bench` function of a .ml program, as a Python callable."""
     interp = Interpreter()
     interp.run(code, "<bench>")
     fn = interp.globals.vars["bench"]
-    return median_time(lambda: interp.call(fn, [], {}, None), repeat, warmup=1)
+    return lambda: interp.call(fn, [], {}, None)
 
 
 def python_loop(n):
@@ -225,11 +235,12 @@ def fib(n):
     return n if n < 2 else fib(n - 1) + fib(n - 2)
 
 
-def startup(cmd, repeat=9):
-    """Wall time of a fresh process; bytecode caching on, as in a normal install (the warm-up
-    run writes the .pyc files)."""
+def startup(cmds, repeat=9):
+    """Wall times of fresh processes, one of each command per round; bytecode caching on, as
+    in a normal install (the warm-up round writes the .pyc files)."""
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-    return median_time(lambda: subprocess.run(cmd, check=True, capture_output=True, env=env), repeat, warmup=2)
+    return interleaved([lambda c=c: subprocess.run(c, check=True, capture_output=True, env=env) for c in cmds],
+                       repeat, warmup=2)
 
 
 def repl_first_prompt(repeat=7):
@@ -335,9 +346,7 @@ fn f(x)
   return sum(y)
 end
 """
-    t_tape = run_ml_timed(loop + "fn bench() -> grad(f, x)\n")      # every op recorded
-    t_plain = run_ml_timed(loop + "fn bench() -> f(x)\n")           # nothing recorded
-    t_ignored = run_ml_timed(f"""
+    ignored = f"""
 x = [1, 2; 3, 4]
 fn f(x)
   y = [1, 2; 3, 4]
@@ -347,8 +356,8 @@ fn f(x)
   return sum(x)
 end
 fn bench() -> grad(f, x)
-""")
-    ref = None
+"""
+    torch_ops = None
     if torch is not None:
         def torch_ops():
             x = torch.tensor([[1.0, 2], [3, 4]], dtype=torch.float64, requires_grad=True)
@@ -356,26 +365,30 @@ fn bench() -> grad(f, x)
             for _ in range(n_ops):
                 y = y * 1.0001
             y.sum().backward()
-        ref = median_time(torch_ops, 3, 1) / n_ops
-    out(f"| tape: one 2x2 elementwise op, forward + backward (.ml loop) | {fmt(t_tape / n_ops)} | "
-        f"PyTorch {fmt(ref)} | {ratio(t_tape / n_ops, ref)} |")
-    out(f"| the same loop without grad (nothing recorded) | {fmt(t_plain / n_ops)} | | |")
-    out(f"| the loop on untracked values inside a grad that ignores them | {fmt(t_ignored / n_ops)} | "
-        f"without grad {fmt(t_plain / n_ops)} | {ratio(t_ignored, t_plain)} |")
+    t_tape, t_plain, t_ignored, ref = interleaved(
+        [ml_bench(loop + "fn bench() -> grad(f, x)\n"),    # every op recorded
+         ml_bench(loop + "fn bench() -> f(x)\n"),          # nothing recorded
+         ml_bench(ignored), torch_ops], 7, 1)
+    t_tape, t_plain, t_ignored = t_tape / n_ops, t_plain / n_ops, t_ignored / n_ops
+    ref = ref / n_ops if ref is not None else None
+    out(f"| tape: one 2x2 elementwise op, forward + backward (.ml loop) | {fmt(t_tape)} | "
+        f"PyTorch {fmt(ref)} | {ratio(t_tape, ref)} |")
+    out(f"| the same loop without grad (nothing recorded) | {fmt(t_plain)} | | |")
+    out(f"| the loop on untracked values inside a grad that ignores them | {fmt(t_ignored)} | "
+        f"without grad {fmt(t_plain)} | {ratio(t_ignored, t_plain)} |")
     n = 1_000_000 if not args.quick else 200_000
-    t_loop = run_ml_timed(f"fn bench()\n  s = 0\n  for i in 1:{n}\n    s = s + i\n  end\n  return s\nend")
-    t_py = median_time(lambda: python_loop(n), 3, 1)
+    t_loop, t_py = interleaved([ml_bench(f"fn bench()\n  s = 0\n  for i in 1:{n}\n    s = s + i\n  end\n  return s\nend"),
+                                lambda: python_loop(n)], 3, 1)
     out(f"| `s = s + i`, {n:,} iterations | {fmt(t_loop)} | CPython {fmt(t_py)} | {ratio(t_loop, t_py)} |")
-    t_fib = run_ml_timed("fn fib(n)\n  if n < 2\n    return n\n  end\n  return fib(n - 1) + fib(n - 2)\nend\nfn bench() -> fib(22)")
-    t_pyfib = median_time(lambda: fib(22), 3, 1)
+    t_fib, t_pyfib = interleaved([ml_bench("fn fib(n)\n  if n < 2\n    return n\n  end\n  return fib(n - 1) + fib(n - 2)\nend\nfn bench() -> fib(22)"),
+                                  lambda: fib(22)], 3, 1)
     out(f"| recursive fib(22) | {fmt(t_fib)} | CPython {fmt(t_pyfib)} | {ratio(t_fib, t_pyfib)} |")
-    t_gpt = run_ml_timed(MINIGPT_STEP, repeat=5 if not args.quick else 3)
-    t_tgpt = median_time(torch_minigpt_step(), 5, 2) if torch is not None else None
+    t_gpt, t_tgpt = interleaved([ml_bench(MINIGPT_STEP), torch_minigpt_step() if torch is not None else None],
+                                5 if not args.quick else 3, 2)
     out(f"| one minigpt training step (2 pre-norm causal blocks, d_model 64, batch 16x64, AdamW) | "
         f"{fmt(t_gpt)} | PyTorch eager {fmt(t_tgpt)} | {ratio(t_gpt, t_tgpt)} |")
     tml = os.path.join(os.path.dirname(sys.executable), "tapeml")
-    t_start = startup([tml, "-c", "1"])
-    t_np = startup([sys.executable, "-c", "import numpy"])
+    t_start, t_np = startup([[tml, "-c", "1"], [sys.executable, "-c", "import numpy"]])
     out(f"| start-up `tapeml -c \"1\"` | {fmt(t_start)} | `python -c \"import numpy\"` {fmt(t_np)} | {ratio(t_start, t_np)} |")
     t_repl = repl_first_prompt()
     out(f"| the REPL's first prompt (`tapeml` in a pseudo-terminal) | {fmt(t_repl)} | target 400 ms | "
