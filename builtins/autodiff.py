@@ -31,11 +31,16 @@ def _root_name(interp, default="x"):
 
 def value_and_grad_impl(interp, f, x, root="x", name="grad"):
     """(f(x), gradient of f at x shaped like x)."""
-    tree_leaves(x, root)                       # TypeError naming the path of a non-differentiable leaf
     level = new_level()
     boxes = []
 
     def box(v):
+        r = v
+        while type(r) is Box:
+            r = r.value
+        t = type(r)
+        if not ((t is np.ndarray and r.dtype != np.bool_) or t is float or t is np.float64):
+            tree_leaves(x, root)   # a TypeError naming the path of a non-differentiable leaf
         b = leaf(v, level)
         boxes.append(b)
         return b

@@ -15,7 +15,7 @@ from tapeml import ops
 from tapeml.builtins.registry import P, builtin, non_negative, one_of, positive
 from tapeml.builtins.util import axis
 from tapeml.errors import ShapeError, TypeErr, ValueErr
-from tapeml.tape import raw
+from tapeml.tape import Box, raw
 from tapeml.values import Record, describe, shape_text
 
 CAT = "Statistics & ML"
@@ -246,12 +246,41 @@ def _schema_matrix(v, path: str, rows: int, what: str):
     return s[1]
 
 
+def _heads_well_formed(heads: tuple, d_model: int) -> bool:
+    """The common case of check_heads in one quick pass: every head a record of matrices of the
+    expected shapes. False sends the caller to the field-by-field checks that name the error."""
+    first = raw(heads[0])
+    if type(first) is not Record:
+        return False
+    f = first.fields
+    wq, wv = raw(f.get("wq")), raw(f.get("wv"))
+    if type(wq) is not np.ndarray or type(wv) is not np.ndarray or wq.ndim != 2 or wv.ndim != 2:
+        return False
+    d_k, d_v = wq.shape[1], wv.shape[1]
+    expected = {"wq": (d_model, d_k), "wk": (d_model, d_k), "wv": (d_model, d_v), "wo": (d_v, d_model),
+                "bq": (d_k,), "bk": (d_k,), "bv": (d_v,)}
+    for h in heads:
+        h = raw(h)
+        if type(h) is not Record:
+            return False
+        fields = h.fields
+        if "wq" not in fields or "wk" not in fields or "wv" not in fields or "wo" not in fields:
+            return False
+        for name, v in fields.items():
+            v = raw(v)
+            if type(v) is not np.ndarray or v.shape != expected.get(name):
+                return False
+    return True
+
+
 def check_heads(heads, d_model: int, path: str = "heads"):
     """Check a tuple of head records against the model width; every head must have the width
     (d_k, d_v) of the first. Errors name the path and both shapes."""
     r = raw(heads)
     if not isinstance(r, tuple) or not r:
         raise TypeErr(f"{path} must be a non-empty tuple of head records {{{HEAD_FIELDS}}}, got {describe(heads)}")
+    if _heads_well_formed(r, d_model):
+        return r
     d_k = d_v = None
     for i, h in enumerate(r):
         hp = f"{path}[{i}]"
@@ -439,6 +468,26 @@ def _merge_heads(t):
     return ops.reshape(t, shape=s[:-3] + (s[-2], s[-3] * s[-1]))
 
 
+_JOINED: dict = {}      # (dim, ids of the parts) -> (parts, joined); the last few joins of untracked weights
+_JOINED_MAX = 16
+
+
+def _joined_untracked(parts, dim):
+    """concat(*parts, dim) for untracked weights, remembered: inference calls the block again and
+    again with the same weight matrices (generation, evaluation), and matrices are never
+    changed in place, so the same parts always join to the same matrix. The entry keeps
+    the parts alive, so their ids cannot be reused while it exists."""
+    key = (dim,) + tuple(map(id, parts))
+    hit = _JOINED.get(key)
+    if hit is not None and all(a is b for a, b in zip(hit[0], parts)):
+        return hit[1]
+    out = ops.concat(*parts, dim=dim)
+    if len(_JOINED) >= _JOINED_MAX:
+        del _JOINED[next(iter(_JOINED))]       # the oldest entry
+    _JOINED[key] = (parts, out)
+    return out
+
+
 def _mha_fused(x, fields, causal):
     """All heads at once: one projection each for q, k, v (the heads' matrices side by side),
     one batched attention over [..., H, T, d], one output projection. The same sum over heads
@@ -446,7 +495,10 @@ def _mha_fused(x, fields, causal):
     n = len(fields)
 
     def joined(name, dim):
-        return ops.concat(*[f[name] for f in fields], dim=dim)
+        parts = [f[name] for f in fields]
+        if any(type(p) is Box for p in parts):
+            return ops.concat(*parts, dim=dim)
+        return _joined_untracked(parts, dim)
 
     def bias(name):
         return joined(name, 0) if name in fields[0] else None

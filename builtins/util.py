@@ -7,7 +7,7 @@ import numpy as np
 
 from tapeml.errors import TypeErr, ValueErr
 from tapeml.ops import shape_of
-from tapeml.tape import raw
+from tapeml.tape import Box, raw
 from tapeml.values import Record, describe, format_value, shape_text
 
 def _max_elements() -> int:
@@ -81,10 +81,15 @@ def tree_leaves(value, path: str, kinds=("number", "array")):
 
 def tree_map(fn, value):
     """Rebuild a tree with fn applied to each number/matrix leaf."""
-    r = raw(value)
-    if isinstance(r, Record):
+    r = value
+    while type(r) is Box:
+        r = r.value
+    t = type(r)
+    if t is np.ndarray or t is float:
+        return fn(value)
+    if t is Record or isinstance(r, Record):
         return Record({k: tree_map(fn, v) for k, v in r.fields.items()})
-    if isinstance(r, tuple):
+    if t is tuple or isinstance(r, tuple):
         return tuple([tree_map(fn, v) for v in r])   # a list: deep trees recurse in Python frames only
     return fn(value)
 

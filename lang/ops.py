@@ -368,7 +368,9 @@ def _vjp_concat(g, ans, res, needs, *xs, dim=0):
         n = shape_of(x)[dim]
         if need:
             idx = tuple(slice(start, start + n) if ax == dim % nd else slice(None) for ax in range(nd))
-            out.append(index(g, idx=idx))
+            # a plain cotangent is cut into views (matrices are never changed in place); a tracked
+            # one through the index primitive, so that grad of grad sees the cut
+            out.append(g[idx] if type(g) is np.ndarray else index(g, idx=idx))
         else:
             out.append(None)
         start += n
@@ -531,9 +533,15 @@ def _softmax_impl(x, dim=-1):
     m = x.max(axis=dim, keepdims=True)
     if not np.isfinite(m).all():
         m = np.where(np.isfinite(m), m, 0.0)    # a row of all -inf: exp gives zeros, not NaN
-    e = np.exp(x - m)
+    e = np.asarray(np.subtract(x, m))
+    if e.dtype.kind != "f":
+        e = e.astype(FLOAT["dtype"])
+    np.exp(e, out=e)            # in place on the fresh array: one temporary instead of three
     s = e.sum(axis=dim, keepdims=True)
-    return _num(e / np.where(s == 0, 1.0, s))
+    if not s.all():
+        s[s == 0] = 1.0
+    e /= s
+    return _num(e)
 
 
 def _vjp_softmax(g, ans, res, needs, x, dim=-1):
@@ -661,7 +669,11 @@ masked_softmax = primitive(
 def _sdpa_impl(q, k, v, bias=None, mask=None, causal=False, scale=None):
     q, k, v = _f(q), _f(k), _f(v)
     lq, lk = q.shape[-2], k.shape[-2]
-    s = np.matmul(q, np.swapaxes(k, -1, -2)) * scale
+    s = np.matmul(q, np.swapaxes(k, -1, -2))
+    if type(s) is np.ndarray and s.ndim:
+        s *= scale                           # in place: s is a fresh product
+    else:
+        s = s * scale
     if bias is not None:
         s = s + bias
     p = _masked_softmax_impl(s, _allowed(mask, causal, lq, lk))

@@ -313,3 +313,29 @@ def test_init_constraint_errors():
         val("transformer_block_init(8, 2, mlp_ratio=0)")
     with pytest.raises(LangError, match='norm must be one of "layer_norm", "rms_norm"'):
         val('transformer_block_init(8, 2, norm="rms")')
+
+
+def test_fused_heads_reuse_joined_weights_only_for_the_same_matrices():
+    """Untracked calls remember the joined head weights (inference calls the block again and
+    again); a head with a new matrix, even of equal shape, must join anew."""
+    from tapeml.builtins import nn
+    src = ("seed(3)\nx = randn(32, 32)\nw = transformer_block_init(32, 4)\n"
+           "a = transformer_block(x, w)\nb = transformer_block(x, w)\n"
+           "h = w.heads[1]\nh.wq = h.wq * 2\nheads = (w.heads[0], h, w.heads[2], w.heads[3])\nw2 = w\nw2.heads = heads\n"
+           "c = transformer_block(x, w2)\n"
+           "fn loss(w) -> sum(transformer_block(x, w))\ng = grad(loss, w2)\n")
+    assert 32 * 32 >= nn.FUSE_MIN_ELEMENTS          # the fused path runs
+    g, _ = run(src)
+    np.testing.assert_array_equal(g["a"], g["b"])
+    assert np.max(np.abs(g["a"] - g["c"])) > 1e-3
+    ref = Interpreter(out=io.StringIO())             # the same block, heads looped one by one
+    nn_min, nn.FUSE_MIN_ELEMENTS = nn.FUSE_MIN_ELEMENTS, 10 ** 9
+    try:
+        ref.globals.vars.update(x=g["x"], w2=g["w2"])
+        ref.run("c = transformer_block(x, w2)\nfn loss(w) -> sum(transformer_block(x, w))\ng = grad(loss, w2)", "<t>")
+    finally:
+        nn.FUSE_MIN_ELEMENTS = nn_min
+    np.testing.assert_allclose(g["c"], ref.globals.vars["c"], rtol=1e-12, atol=1e-12)
+    for got, want in zip(g["g"].fields["heads"], ref.globals.vars["g"].fields["heads"]):
+        for k in ("wq", "wk", "wv", "wo"):
+            np.testing.assert_allclose(got.fields[k], want.fields[k], rtol=1e-10, atol=1e-12)
