@@ -77,7 +77,7 @@ def _run_and_backward(interp, f, x, boxed, boxes, level, name):
 
     def collect(v):
         b = next(it)
-        g = grads.get(b.node)
+        g = grads.get(b)
         if g is None:
             rv = raw(v)
             return np.zeros_like(rv) if isinstance(rv, np.ndarray) else 0.0

@@ -387,10 +387,16 @@ class Interpreter:
         left, right = node.left, node.right
         a = d[type(left)](left, env)
         b = d[type(right)](right, env)
-        if type(a) is float and type(b) is float:
+        ta, tb = type(a), type(b)
+        if ta is float and tb is float:
             fast = FLOAT_OPS.get(node.op)
             if fast is not None:
                 return fast(a, b)
+        elif (ta is np.ndarray or ta is Box) and (tb is float or tb is np.ndarray or tb is Box):
+            try:
+                return BINARY[node.op](a, b)
+            except Exception:
+                pass               # binary() repeats it and says what went wrong
         return self.binary(node.op, a, b, node.op_span or node.span)
 
     def binary(self, op, a, b, span):

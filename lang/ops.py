@@ -166,8 +166,16 @@ def _vjp_sub(g, ans, res, needs, a, b):
 
 
 def _vjp_mul(g, ans, res, needs, a, b):
-    return (unbroadcast(zmul(g, b), shape_of(a)) if needs[0] else None,
-            unbroadcast(zmul(g, a), shape_of(b)) if needs[1] else None)
+    ga = gb = None
+    if needs[0]:
+        ga = zmul(g, b)
+        if type(ga) is not np.ndarray or type(a) is not np.ndarray or ga.shape != a.shape:
+            ga = unbroadcast(ga, shape_of(a))
+    if needs[1]:
+        gb = zmul(g, a)
+        if type(gb) is not np.ndarray or type(b) is not np.ndarray or gb.shape != b.shape:
+            gb = unbroadcast(gb, shape_of(b))
+    return ga, gb
 
 
 def _vjp_div(g, ans, res, needs, a, b):

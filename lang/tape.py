@@ -10,9 +10,9 @@ never mix (the scheme of HIPS autograd).
 VJPs are written with primitives (see ops.py), so the backward pass of an inner `grad` is
 itself recorded while an outer `grad` runs: grad of grad works (DESIGN.md rule 4).
 
-`backward` walks nodes newest first (creation order is a topological order) with a dict of
-pending cotangents: no recursion, no mutation of nodes, so it is idempotent and safe on graphs
-of any depth. `toposort` is kept for tools that list a tape's nodes.
+`backward` walks Boxes newest first (creation order is a topological order) with a dict of
+pending cotangents: no recursion, no mutation of the tape, so it is idempotent and safe on
+graphs of any depth. `toposort` is kept for tools that list a tape's nodes.
 """
 from __future__ import annotations
 
@@ -25,46 +25,32 @@ from .errors import InternalError
 
 
 class Box:
-    """A value tracked by the `grad` call of level `level`; `node` is where it came from."""
-    __slots__ = ("value", "level", "node")
+    """A value tracked by the `grad` call of level `level`, and the tape node it came from: the
+    recorded application `prim(*args, **kw) = value`, with `res` saved by the forward for the
+    VJP and the parent Boxes of the tracked arguments as (argnum, Box). A leaf (a `grad` input)
+    has no prim and no parents. `idx` grows with creation, so a Box's parents always have
+    smaller indices. One object per recorded op: the node is not a separate allocation."""
+    __slots__ = ("value", "level", "prim", "args", "kw", "res", "parents", "needs", "idx")
 
-    def __init__(self, value, level: int, node: "TapeNode"):
+    def __init__(self, value, level: int, prim, args, kw, res, parents, needs):
         self.value = value
         self.level = level
-        self.node = node
+        self.prim = prim
+        self.args = args
+        self.kw = kw
+        self.res = res
+        self.parents = parents
+        self.needs = needs      # needs[i]: argument i is tracked at this level
+        self.idx = next(_counter)
 
     def __repr__(self):
         return f"Box(level={self.level}, {self.value!r})"
 
 
 _counter = itertools.count()
-
-
-class TapeNode:
-    """One recorded application: `prim(*args, **kw) = ans`, with `res` saved by the forward
-    for the VJP, and the parent nodes of the tracked arguments as (argnum, node). `idx` grows
-    with creation, so a node's parents always have smaller indices than the node."""
-    __slots__ = ("prim", "args", "kw", "ans", "res", "parents", "needs", "idx")
-
-    def __init__(self, prim, args, kw, ans, res, parents, needs):
-        self.prim, self.args, self.kw, self.ans, self.res = prim, args, kw, ans, res
-        self.parents, self.needs = parents, needs   # needs[i]: argument i is tracked at this level
-        self.idx = next(_counter)
-
-
 NO_KW: dict = {}
 NEEDS_0 = (True, False)
 NEEDS_1 = (False, True)
-
-
-class LeafNode:
-    """The node of a `grad` input."""
-    __slots__ = ("parents", "prim", "idx")
-
-    def __init__(self):
-        self.parents = ()
-        self.prim = None
-        self.idx = next(_counter)
 
 
 class Primitive:
@@ -97,8 +83,7 @@ class Primitive:
                     v = x.value
                     if plain and type(v) is not Box:
                         ans = impl(v, **kw)
-                        return Box(ans, x.level, TapeNode(prim, (v,), kw or NO_KW, ans, None, ((0, x.node),),
-                                                          NEEDS_0))
+                        return Box(ans, x.level, prim, (v,), kw or NO_KW, None, ((0, x),), NEEDS_0)
                     return traced((x,), kw)
                 return impl(x, **kw)
         elif arity == 2:
@@ -107,13 +92,13 @@ class Primitive:
                     v = a.value
                     if plain and type(b) is not Box and type(v) is not Box:
                         ans = impl(v, b)
-                        return Box(ans, a.level, TapeNode(prim, (v, b), NO_KW, ans, None, ((0, a.node),), NEEDS_0))
+                        return Box(ans, a.level, prim, (v, b), NO_KW, None, ((0, a),), NEEDS_0)
                     return traced((a, b), {})
                 if type(b) is Box:
                     v = b.value
                     if plain and type(v) is not Box:
                         ans = impl(a, v)
-                        return Box(ans, b.level, TapeNode(prim, (a, v), NO_KW, ans, None, ((1, b.node),), NEEDS_1))
+                        return Box(ans, b.level, prim, (a, v), NO_KW, None, ((1, b),), NEEDS_1)
                     return traced((a, b), {})
                 return impl(a, b)
         else:
@@ -144,7 +129,7 @@ class Primitive:
             if type(a) is Box:
                 if a.level == top:
                     v = unboxed[i] = a.value
-                    parents.append((i, a.node))
+                    parents.append((i, a))
                     if type(v) is Box:
                         lower = True
                 else:
@@ -159,7 +144,7 @@ class Primitive:
         needs = [False] * len(args)
         for i, _ in parents:
             needs[i] = True
-        return Box(ans, top, TapeNode(self, unboxed, kw, ans, res, parents, needs))
+        return Box(ans, top, self, unboxed, kw, res, parents, needs)
 
     def __repr__(self):
         return f"<primitive {self.name}>"
@@ -181,11 +166,11 @@ def new_level() -> int:
 
 
 def leaf(value, level: int) -> Box:
-    return Box(value, level, LeafNode())
+    return Box(value, level, None, (), NO_KW, None, (), ())
 
 
 def toposort(end_node) -> list:
-    """Nodes reachable from end_node, each after all nodes that use it (children first)."""
+    """Boxes reachable from end_node, each after all Boxes that use it (children first)."""
     child_counts: dict = {}
     stack = [end_node]
     while stack:
@@ -209,42 +194,54 @@ def toposort(end_node) -> list:
 
 
 def backward(out: Box, g, add, shape_of) -> dict:
-    """Propagate the cotangent `g` of `out` to every node; return {LeafNode: cotangent}.
+    """Propagate the cotangent `g` of `out` to every Box on its tape; return {leaf Box: cotangent}.
 
-    Nodes are visited newest first (a heap on the creation index), so each node's cotangent is
-    complete before its VJP runs; only nodes that receive a cotangent are visited. `add`
+    Boxes are visited newest first (a heap on the creation index), so each cotangent is
+    complete before its VJP runs; only Boxes that receive a cotangent are visited. A chain
+    (one parent, nothing else pending) goes straight to the parent without the heap. `add`
     accumulates cotangents (a primitive, so that nested tapes record it)."""
-    pending = {out.node: g}
-    heap = [(-out.node.idx, out.node)]
+    pending: dict = {}
+    heap: list = []
     leaves = {}
     pop, push = heapq.heappop, heapq.heappush
-    while heap:
+    node = out
+    while True:
+        prim = node.prim
+        if prim is None:
+            leaves[node] = g
+        else:
+            args = node.args
+            if node.kw:
+                grads = prim.vjp(g, node.value, node.res, node.needs, *args, **node.kw)
+            else:
+                grads = prim.vjp(g, node.value, node.res, node.needs, *args)
+            nxt = None
+            for i, parent in node.parents:
+                gi = grads[i]
+                if gi is None:
+                    continue
+                a = args[i]
+                if type(gi) is np.ndarray and type(a) is np.ndarray:
+                    ok = gi.shape == a.shape
+                else:
+                    ok = shape_of(gi) == shape_of(a)
+                if not ok:   # every VJP must undo its broadcasting
+                    raise InternalError(f"VJP of {prim.name} gave a cotangent of shape {shape_of(gi)} "
+                                        f"for argument {i} of shape {shape_of(a)}")
+                if not heap and nxt is None and len(node.parents) == 1:
+                    nxt = parent      # a chain: the parent is the only Box left to visit
+                    g = gi
+                    continue
+                prev = pending.get(parent)
+                if prev is None:
+                    pending[parent] = gi
+                    push(heap, (-parent.idx, parent))
+                else:
+                    pending[parent] = add(prev, gi)
+            if nxt is not None:
+                node = nxt
+                continue
+        if not heap:
+            return leaves
         node = pop(heap)[1]
         g = pending.pop(node)
-        if node.prim is None:
-            leaves[node] = g
-            continue
-        args = node.args
-        if node.kw:
-            grads = node.prim.vjp(g, node.ans, node.res, node.needs, *args, **node.kw)
-        else:
-            grads = node.prim.vjp(g, node.ans, node.res, node.needs, *args)
-        for i, parent in node.parents:
-            gi = grads[i]
-            if gi is None:
-                continue
-            a = args[i]
-            if type(gi) is np.ndarray and type(a) is np.ndarray:
-                ok = gi.shape == a.shape
-            else:
-                ok = shape_of(gi) == shape_of(a)
-            if not ok:   # every VJP must undo its broadcasting
-                raise InternalError(f"VJP of {node.prim.name} gave a cotangent of shape {shape_of(gi)} "
-                                    f"for argument {i} of shape {shape_of(a)}")
-            prev = pending.get(parent)
-            if prev is None:
-                pending[parent] = gi
-                push(heap, (-parent.idx, parent))
-            else:
-                pending[parent] = add(prev, gi)
-    return leaves
