@@ -350,7 +350,9 @@ def _permute(x, axes):
 
 
 permute = primitive("permute", _permute,
-                    lambda g, ans, res, needs, x, axes: (permute(g, axes=tuple(np.argsort(axes))),), arity=1)
+                    lambda g, ans, res, needs, x, axes: (permute(g, axes=tuple(sorted(range(len(axes)),
+                                                                                  key=axes.__getitem__))),),
+                    arity=1)
 
 
 def _broadcast_to(x, shape):
@@ -372,13 +374,16 @@ def _concat(*xs, dim=0):
 def _vjp_concat(g, ans, res, needs, *xs, dim=0):
     out, start = [], 0
     nd = len(shape_of(ans))
+    idx = [slice(None)] * nd
+    d = dim % nd
+    plain = type(g) is np.ndarray
     for x, need in zip(xs, needs):
-        n = shape_of(x)[dim]
+        n = shape_of(x)[d]
         if need:
-            idx = tuple(slice(start, start + n) if ax == dim % nd else slice(None) for ax in range(nd))
+            idx[d] = slice(start, start + n)
             # a plain cotangent is cut into views (matrices are never changed in place); a tracked
             # one through the index primitive, so that grad of grad sees the cut
-            out.append(g[idx] if type(g) is np.ndarray else index(g, idx=idx))
+            out.append(g[tuple(idx)] if plain else index(g, idx=tuple(idx)))
         else:
             out.append(None)
         start += n

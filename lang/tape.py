@@ -208,7 +208,7 @@ def backward(out: Box, g, add, shape_of) -> dict:
     while True:
         prim = node.prim
         if prim is None:
-            leaves[node] = g
+            leaves[node] = g      # only when `out` is itself a leaf
         else:
             args = node.args
             if node.kw:
@@ -228,6 +228,10 @@ def backward(out: Box, g, add, shape_of) -> dict:
                 if not ok:   # every VJP must undo its broadcasting
                     raise InternalError(f"VJP of {prim.name} gave a cotangent of shape {shape_of(gi)} "
                                         f"for argument {i} of shape {shape_of(a)}")
+                if parent.prim is None:   # a leaf has no VJP to wait for: accumulate at once
+                    prev = leaves.get(parent)
+                    leaves[parent] = gi if prev is None else add(prev, gi)
+                    continue
                 if not heap and nxt is None and len(node.parents) == 1:
                     nxt = parent      # a chain: the parent is the only Box left to visit
                     g = gi
