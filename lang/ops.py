@@ -416,9 +416,22 @@ def _index(x, idx):
     return r if t is np.float64 else _num(r)
 
 
+def _basic(idx) -> bool:
+    """Only integers and slices: such an index names each element at most once."""
+    parts = idx if type(idx) is tuple else (idx,)
+    for i in parts:
+        t = type(i)
+        if t is not int and t is not slice and not isinstance(i, np.integer):
+            return False
+    return True
+
+
 def _scatter_add(g, idx, shape):
     out = np.zeros(shape, dtype=g.dtype if type(g) is np.ndarray else FLOAT["dtype"])
-    np.add.at(out, idx, g)
+    if _basic(idx):
+        out[idx] = g              # no element twice: a plain store (np.add.at is far slower)
+    else:
+        np.add.at(out, idx, g)
     return out
 
 

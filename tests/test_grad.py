@@ -172,6 +172,8 @@ def test_shapes_and_indexing():
     check(lambda a, b: ops.concat(a, b, dim=1), r(2, 3), r(2, 2))
     check(lambda a, b: ops.stack(a, b, dim=1), r(2, 3), r(2, 3))
     check(lambda x: ops.index(x, idx=(slice(0, 2), 1)), r(3, 4))
+    check(lambda x: ops.index(x, idx=(slice(None, None, -2), np.int64(-1))), r(5, 4))   # basic: a plain store
+    check(lambda x: ops.permute(x, axes=(2, 0, 1)), r(2, 3, 4))
     check(lambda x: ops.index(x, idx=(np.array([0, 2, 0, 0]),)), r(3, 4))   # repeats accumulate
     g = grad(lambda x: ops.sum_(ops.index(x, idx=(np.array([0, 0, 1]),))), np.zeros(3))
     assert np.array_equal(g, [2, 1, 0])
