@@ -8,6 +8,7 @@ gradients come from the tape's ordinary reverse walk (DESIGN.md rule 3).
 from __future__ import annotations
 
 import math
+import weakref
 
 import numpy as np
 
@@ -468,23 +469,27 @@ def _merge_heads(t):
     return ops.reshape(t, shape=s[:-3] + (s[-2], s[-3] * s[-1]))
 
 
-_JOINED: dict = {}      # (dim, ids of the parts) -> (parts, joined); the last few joins of untracked weights
-_JOINED_MAX = 16
+_JOINED: dict = {}      # (dim, ids of the parts) -> (weak references to the parts, joined)
 
 
 def _joined_untracked(parts, dim):
     """concat(*parts, dim) for untracked weights, remembered: inference calls the block again and
     again with the same weight matrices (generation, evaluation), and matrices are never
-    changed in place, so the same parts always join to the same matrix. The entry keeps
-    the parts alive, so their ids cannot be reused while it exists."""
+    changed in place, so the same parts always join to the same matrix. An entry lives as long
+    as its parts: the first of them to be freed removes it, and a hit needs every part to be the
+    very object it was (an id can be reused only after its object is gone)."""
     key = (dim,) + tuple(map(id, parts))
     hit = _JOINED.get(key)
-    if hit is not None and all(a is b for a, b in zip(hit[0], parts)):
+    if hit is not None and all(ref() is p for ref, p in zip(hit[0], parts)):
         return hit[1]
     out = ops.concat(*parts, dim=dim)
-    if len(_JOINED) >= _JOINED_MAX:
-        del _JOINED[next(iter(_JOINED))]       # the oldest entry
-    _JOINED[key] = (parts, out)
+
+    def forget(_ref, key=key):
+        _JOINED.pop(key, None)
+    try:
+        _JOINED[key] = (tuple(weakref.ref(p, forget) for p in parts), out)
+    except TypeError:       # a part that takes no weak reference: not remembered
+        pass
     return out
 
 

@@ -168,7 +168,7 @@ def _vjp_sub(g, ans, res, needs, a, b):
 def _vjp_mul(g, ans, res, needs, a, b):
     ga = gb = None
     if needs[0]:
-        ga = zmul(g, b)
+        ga = _zmul(g, b) if type(g) is np.ndarray and type(b) is float else zmul(g, b)   # nothing to record
         if type(ga) is not np.ndarray or type(a) is not np.ndarray or ga.shape != a.shape:
             ga = unbroadcast(ga, shape_of(a))
     if needs[1]:
@@ -565,7 +565,7 @@ def _softmax_impl(x, dim=-1):
     np.exp(e, out=e)            # in place on the fresh array: one temporary instead of three
     s = e.sum(axis=dim, keepdims=True)
     if not s.all():
-        s[s == 0] = 1.0
+        s = np.where(s == 0, 1.0, s)
     e /= s
     return _num(e)
 
@@ -717,8 +717,11 @@ def _vjp_sdpa(g, ans, p, needs, q, k, v, bias=None, mask=None, causal=False, sca
     if needs[2]:
         gv = unbroadcast(matmul(transpose(p), g), shape_of(v))
     if needs[0] or needs[1] or (len(needs) > 3 and needs[3]):
+        # softmax's VJP, p * (dp - rowsum(dp * p)), with rowsum(dp * p) = rowsum(g * ans) because
+        # dp = g v^T and ans = p v: a [.., T, d_v] product instead of a [.., T, T] one (the
+        # identity of FlashAttention's backward pass: Dao et al. 2022, appendix B.2)
         dp = matmul(g, transpose(v))
-        ds = mul(p, sub(dp, sum_(mul(dp, p), dim=-1, keepdims=True)))
+        ds = mul(p, sub(dp, sum_(mul(g, ans), dim=-1, keepdims=True)))
         if needs[0]:
             gq = unbroadcast(mul(matmul(ds, k), scale), shape_of(q))
         if needs[1]:

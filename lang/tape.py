@@ -3,7 +3,7 @@
 A differentiable operation is a `Primitive`: a NumPy forward (`impl`) and one VJP. Calling a
 primitive with no tracked argument runs `impl` directly (one type check per argument: rule 5).
 While `grad` runs, its inputs are wrapped in `Box`es of a fresh *level*; a primitive applied to
-a Box of the highest level present records a `TapeNode` and returns a Box of that level.
+a Box of the highest level present returns a new Box of that level that records the application.
 Boxes of lower levels stay boxed inside, so nested `grad`s record into their own tapes and
 never mix (the scheme of HIPS autograd).
 

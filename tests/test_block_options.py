@@ -339,3 +339,24 @@ def test_fused_heads_reuse_joined_weights_only_for_the_same_matrices():
     for got, want in zip(g["g"].fields["heads"], ref.globals.vars["g"].fields["heads"]):
         for k in ("wq", "wk", "wv", "wo"):
             np.testing.assert_allclose(got.fields[k], want.fields[k], rtol=1e-10, atol=1e-12)
+
+
+def test_joined_weights_hit_for_every_block_and_die_with_the_weights(monkeypatch):
+    import gc
+
+    from tapeml.builtins import nn
+    before = set(nn._JOINED)
+    interp = Interpreter(out=io.StringIO())
+    interp.run("seed(1)\nx = randn(32, 32)\nblocks = (transformer_block_init(32, 4), transformer_block_init(32, 4), "
+               "transformer_block_init(32, 4))\nfn fwd(x)\n  for b in blocks\n    x = transformer_block(x, b)\n  end\n"
+               "  return x\nend\na = fwd(x)\n", "<t>")
+    joins = []
+    real = ops.concat
+    monkeypatch.setattr(ops, "concat", lambda *a, **k: joins.append(1) or real(*a, **k))
+    interp.run("b = fwd(x)", "<t>")
+    assert joins == []                                   # 3 blocks x 7 joins, all remembered
+    np.testing.assert_array_equal(interp.globals.vars["a"], interp.globals.vars["b"])
+    assert len(set(nn._JOINED) - before) == 21
+    del interp
+    gc.collect()
+    assert not set(nn._JOINED) - before                  # nothing outlives the weights
