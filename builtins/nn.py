@@ -186,7 +186,9 @@ def dense(x, w, b):
          what="Each query's output is an average of the values, weighted by how well the query matches each key.",
          how="Attention(Q, K, V) = softmax(Q K' / sqrt(d_k)) V (Vaswani et al. 2017, eq. 1). Masked "
              "scores are removed with `where` before the exponential, never by adding a finite -1e9 that a "
-             "large score could beat; a row with every key masked gives zeros in the forward and backward pass.",
+             "large score could beat; a row with every key masked gives zeros in the forward and backward pass. "
+             "The backward pass takes softmax's correction term rowsum(dP * P) as rowsum(dO * O), a T x d_v "
+             "product instead of a T x T one (FlashAttention's identity, Dao et al. 2022).",
          errors=["ShapeError when q, k and v do not agree in d_k or L_k, or the mask has the wrong shape"],
          examples=["q = [1.0, 0.5; -0.5, 1.0; 0.2, -0.3]\nk = [1.0, 0.0; 0.0, 1.0; 0.5, 0.5]\n"
                    "v = [1.0, 2.0; 3.0, 4.0; 5.0, 6.0]\nscaled_dot_product_attention(q, k, v)",
