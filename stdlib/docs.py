@@ -122,7 +122,8 @@ STDLIB_DOCS = {
              "(four times the steps, half the rate).",
         how="scale * d_model^-0.5 * min(step^-0.5, step * warmup^-1.5) (Vaswani et al. 2017, eq. 3); "
             "steps below 1 count as 1.",
-        errors=["TypeError when an argument is not a number (d_model = 0 gives inf rather than an error)"],
+        errors=["TypeError when an argument is not a number",
+                "ValueError when d_model or warmup is not positive"],
         examples=["noam_lr(4000, 512, 4000)", "noam_lr(16000, 512, 4000) / noam_lr(4000, 512, 4000)"]),
     "cosine_lr": _doc(
         _SCH, ML, "cosine_lr(step, total, lr_max, lr_min=0, warmup=0)",
@@ -172,8 +173,8 @@ STDLIB_DOCS = {
                          what="Restricts sampling to the top_k most likely tokens: every score below the k-th "
                               "largest becomes -inf, so softmax gives it probability 0.",
                          errors=["TypeError when z is not a number or matrix",
-                                 "no error for top_k <= 0: it keeps only the largest score, as top_k = 1 "
-                                 "(next_token calls it only for 0 < top_k < len(z))"],
+                                 "ValueError when top_k is below 1 (next_token calls it only for "
+                                 "0 < top_k < len(z); top_k = 0 there means no filter)"],
                          how="Removes the largest score top_k - 1 times to find the k-th largest, then "
                              "where(z >= kth, z, -inf); ties at the k-th score are all kept (as Hugging Face's "
                              "TopKLogitsWarper).",

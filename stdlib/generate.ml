@@ -2,6 +2,9 @@
 
 # Keep the top_k largest scores and set the others to -inf (ties at the k-th score are kept).
 fn top_k_filter(z, top_k)
+    if top_k < 1
+        error("top_k_filter(): top_k must be at least 1, got {top_k}")
+    end
     rest = z
     for i in 1:top_k - 1
         rest[argmax(rest)] = log(0)

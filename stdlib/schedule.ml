@@ -4,6 +4,9 @@
 # d_model^-0.5 * min(step^-0.5, step * warmup^-1.5), a linear rise for `warmup` steps, then
 # decay as 1/sqrt(step). Steps below 1 count as 1.
 fn noam_lr(step, d_model, warmup, scale = 1.0)
+    if d_model <= 0 or warmup <= 0
+        error("noam_lr(): d_model and warmup must be positive, got d_model = {d_model}, warmup = {warmup}")
+    end
     s = max([step, 1])
     return scale * d_model ^ -0.5 * min([s ^ -0.5, s * warmup ^ -1.5])
 end

@@ -139,6 +139,8 @@ def test_generate_greedy_and_temperature():
                table=table)
     np.testing.assert_array_equal(k1, [2, 0, 1, 2])
     assert format_value(value("result = top_k_filter([1, 5, 3, 4], 2)")) == "[-inf, 5, -inf, 4]"
+    with pytest.raises(ValueErr, match="top_k must be at least 1, got 0"):
+        run("top_k_filter([1, 5, 3, 4], 0)")
 
 
 # ---- schedules ---------------------------------------------------------------------------------------
@@ -152,6 +154,9 @@ def test_noam_lr_matches_the_formula_and_the_card():
     assert round(g["b"], 4) == 7e-4
     assert g["c"] / g["b"] == pytest.approx(0.5, rel=1e-14)
     assert g["z"] == g["a"]
+    for args in ("10, 0, 4000", "10, 512, -1"):
+        with pytest.raises(ValueErr, match="d_model and warmup must be positive"):
+            run(f"noam_lr({args})")
 
 
 def test_cosine_lr():
