@@ -147,7 +147,9 @@ def block_rows(sizes, dtype, repeat_scale):
         R = rng.standard_normal((T, D)).astype(dtype)
         step, forward = tapeml_setup(W, x, R, np.dtype(dtype).name)
         check_against_hand(step, W, x, R)
-        repeat = max(5, int(repeat_scale * 2000 / (T * D) ** 0.75))
+        # enough rounds that a median means something on a shared VM: 11 at 512x512 (~10 s),
+        # 31 or more below (a 128x256 round is ~50 ms for the three sides)
+        repeat = max(11 if T * D > 100_000 else 31, int(repeat_scale * 20000 / (T * D) ** 0.75))
         tstep, tfwd = torch_setup(W, x, R, hidden) if torch is not None else (None, None)
         t_tml, t_hand, t_torch = interleaved([step, lambda: handblock.block_fwd_bwd(x, W, R), tstep], repeat)
         rows.append((f"fwd+bwd T={T}, D={D}, {H} heads", t_tml, t_hand, t_torch))
@@ -370,7 +372,7 @@ fn bench() -> grad(f, x)
     t_tape, t_plain, t_ignored, ref = interleaved(
         [ml_bench(loop + "fn bench() -> grad(f, x)\n"),    # every op recorded
          ml_bench(loop + "fn bench() -> f(x)\n"),          # nothing recorded
-         ml_bench(ignored), torch_ops], 7, 1)
+         ml_bench(ignored), torch_ops], 15, 1)
     t_tape, t_plain, t_ignored = t_tape / n_ops, t_plain / n_ops, t_ignored / n_ops
     ref = ref / n_ops if ref is not None else None
     out(f"| tape: one 2x2 elementwise op, forward + backward (.ml loop) | {fmt(t_tape)} | "
@@ -382,10 +384,10 @@ fn bench() -> grad(f, x)
         f"without grad {fmt(t_plain)} | {ratio(t_ignored, t_plain)} |")
     n = 1_000_000 if not args.quick else 200_000
     t_loop, t_py = interleaved([ml_bench(f"fn bench()\n  s = 0\n  for i in 1:{n}\n    s = s + i\n  end\n  return s\nend"),
-                                lambda: python_loop(n)], 3, 1)
+                                lambda: python_loop(n)], 5, 1)
     out(f"| `s = s + i`, {n:,} iterations | {fmt(t_loop)} | CPython {fmt(t_py)} | {ratio(t_loop, t_py)} |")
     t_fib, t_pyfib = interleaved([ml_bench("fn fib(n)\n  if n < 2\n    return n\n  end\n  return fib(n - 1) + fib(n - 2)\nend\nfn bench() -> fib(22)"),
-                                  lambda: fib(22)], 3, 1)
+                                  lambda: fib(22)], 5, 1)
     out(f"| recursive fib(22) | {fmt(t_fib)} | CPython {fmt(t_pyfib)} | {ratio(t_fib, t_pyfib)} |")
     t_gpt, t_tgpt = interleaved([ml_bench(MINIGPT_STEP), torch_minigpt_step() if torch is not None else None],
                                 5 if not args.quick else 3, 2)
