@@ -167,12 +167,13 @@ def _vjp_sub(g, ans, res, needs, a, b):
 
 def _vjp_mul(g, ans, res, needs, a, b):
     ga = gb = None
+    plain = type(g) is np.ndarray      # with a plain other factor, zmul has nothing to record
     if needs[0]:
-        ga = _zmul(g, b) if type(g) is np.ndarray and type(b) is float else zmul(g, b)   # nothing to record
+        ga = _zmul(g, b) if plain and type(b) is float else zmul(g, b)
         if type(ga) is not np.ndarray or type(a) is not np.ndarray or ga.shape != a.shape:
             ga = unbroadcast(ga, shape_of(a))
     if needs[1]:
-        gb = zmul(g, a)
+        gb = _zmul(g, a) if plain and type(a) is float else zmul(g, a)
         if type(gb) is not np.ndarray or type(b) is not np.ndarray or gb.shape != b.shape:
             gb = unbroadcast(gb, shape_of(b))
     return ga, gb
