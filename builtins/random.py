@@ -14,6 +14,7 @@ import numpy as np
 from tapeml.builtins.registry import P, builtin, non_negative
 from tapeml.builtins.util import check_size
 from tapeml.errors import ValueErr
+from tapeml.ops import as_float
 from tapeml.tape import raw
 
 CAT = "Random"
@@ -57,24 +58,26 @@ def seed(n):
          [DIMS], returns="a number, or [dims...]",
          what="Random numbers spread evenly over [0, 1): 0 can come out, 1 never does. rand() is one number, "
               "rand(dims...) a matrix; seed(n) makes the draws repeatable.",
-         how="`Generator.random` of the one seeded generator (float64, half-open interval [0, 1)).",
+         how="`Generator.random` of the one seeded generator (half-open interval [0, 1)), drawn in float64 "
+             "and stored in the session's float type (set_dtype), so a seed gives the same numbers in both.",
          errors=["ValueError when a size is negative or not a whole number"],
          examples=["seed(0)\nrand()", "seed(0)\nsize(rand(2, 3))"])
 def rand(dims):
     shape = check_size("rand", dims)
-    return _out(rng().random(shape), shape)
+    return _out(as_float(rng().random(shape)), shape)
 
 
 @builtin("randn", CAT, "Standard normal random numbers (mean 0, variance 1).",
          [DIMS], returns="a number, or [dims...]",
          what="Random numbers from the bell curve with mean 0 and standard deviation 1; randn(m, n) * s is a "
               "Gaussian weight initialization with standard deviation s.",
-         how="`Generator.standard_normal` of the one seeded generator (float64).",
+         how="`Generator.standard_normal` of the one seeded generator, drawn in float64 and stored in the "
+             "session's float type (set_dtype).",
          errors=["ValueError when a size is negative or not a whole number"],
          examples=["seed(0)\nround(randn(3), 3)", "seed(0)\nabs(mean(randn(10000))) < 0.05"])
 def randn(dims):
     shape = check_size("randn", dims)
-    return _out(rng().standard_normal(shape), shape)
+    return _out(as_float(rng().standard_normal(shape)), shape)
 
 
 @builtin("randint", CAT, "Random whole numbers from lo up to but excluding hi.",

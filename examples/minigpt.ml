@@ -8,7 +8,8 @@
 #     tapeml examples/minigpt.ml steps=30 every=10    # a quick check
 #
 # Options (name=value): steps, batch, context, every (print interval), seed, lr (peak),
-# warmup (steps), dropout, weight_decay, samples (characters to generate), data, checkpoint, plot (PNG path, or "none").
+# warmup (steps), dropout, weight_decay, samples (characters to generate), data, checkpoint (.npz path, or
+# "none"), plot (PNG path, or "none").
 # read_text, save and load take relative paths from this script's directory (as import does);
 # savefig takes them from the current directory.
 
@@ -124,13 +125,15 @@ print("training loss is {round(100 * (1 - final_train / start_loss), 1)}% below 
 
 # ---- checkpoint ---------------------------------------------------------------------------------
 checkpoint = script_arg("checkpoint", "minigpt_checkpoint.npz")
-save(checkpoint, params)
-restored = load(checkpoint)
-same = true
-for pair in tree_leaves(tree_map(fn(a, b) -> all(a == b), params, restored))
-    same = same and pair
+if checkpoint != "none"
+    save(checkpoint, params)
+    restored = load(checkpoint)
+    same = true
+    for pair in tree_leaves(tree_map(fn(a, b) -> all(a == b), params, restored))
+        same = same and pair
+    end
+    print("checkpoint {checkpoint}: round-trips exactly: {same}")
 end
-print("checkpoint {checkpoint}: round-trips exactly: {same}")
 
 # ---- the loss curve -----------------------------------------------------------------------------
 png = script_arg("plot", "minigpt_loss.png")

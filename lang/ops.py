@@ -70,16 +70,19 @@ def _f(a):
 
 
 def _num(r):
-    """Scalars come out as numbers: np.float64 (a float subclass), or a Python float for
-    float32 and other NumPy scalar types; 0-d arrays become scalars."""
+    """Scalars come out as Python floats (0-d arrays and NumPy scalars alike): a Python float is
+    a "weak" scalar in NumPy 2, so arithmetic with it keeps a float32 matrix float32, where an
+    np.float64 would promote it to float64."""
     t = type(r)
     if t is np.ndarray:
         if r.ndim:
             return r
         r = r[()]
         t = type(r)
-    if t is np.float64 or t is float:
+    if t is float:
         return r
+    if t is np.float64:
+        return float(r)
     if t is np.bool_:
         return bool(r)
     if isinstance(r, np.generic):
@@ -97,8 +100,10 @@ def _arith(op, keep_bool=False):
         except TypeError:          # NumPy refuses bool - bool
             return op(_f(a), _f(b))
         t = type(r)
-        if t is float or t is np.float64:
+        if t is float:
             return r
+        if t is np.float64:
+            return float(r)
         if t is np.ndarray:
             if r.dtype.kind != "b" or (keep_bool and type(a) is np.ndarray and type(b) is np.ndarray):
                 return r
@@ -414,7 +419,7 @@ def _index(x, idx):
     t = type(r)
     if t is np.ndarray:
         return r.copy() if r.base is not None else r
-    return r if t is np.float64 else _num(r)
+    return float(r) if t is np.float64 else _num(r)
 
 
 def _basic(idx) -> bool:

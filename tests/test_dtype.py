@@ -1,0 +1,107 @@
+"""The float32 mode (set_dtype / tapeml --dtype float32): every constructor follows it, and no
+number, optimizer or gradient promotes a float32 matrix back to float64."""
+import io
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from tapeml import ops
+from tapeml.errors import LangError
+from tapeml.interpreter import Interpreter
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+@pytest.fixture
+def f32():
+    """An interpreter in float32 mode; the session setting is put back afterwards."""
+    interp = Interpreter(out=io.StringIO())
+    interp.run('set_dtype("float32")', "<t>")
+    yield interp
+    ops.set_dtype("float64")
+
+
+def values(interp, src):
+    interp.run(src, "<t>")
+    return interp.globals.vars
+
+
+def test_constructors_follow_the_setting(f32):
+    g = values(f32, "seed(0)\na = [1, 2; 3, 4]\nb = zeros(2)\nc = ones(2, 2)\nd = eye(3)\ne = fill(7, 2)\n"
+                    "f = linspace(0, 1, 5)\nh = 1:4\nr = rand(3)\nn = randn(2, 2)\n")
+    for name in "abcdefhrn":
+        assert g[name].dtype == np.float32, name
+    assert g["h"].tolist() == [1, 2, 3, 4]
+
+
+def test_rand_and_randn_draw_the_same_numbers_in_both_types(f32):
+    g32 = values(f32, "seed(5)\nr = rand(4)\nn = randn(4)")
+    ops.set_dtype("float64")
+    g64 = values(Interpreter(out=io.StringIO()), "seed(5)\nr = rand(4)\nn = randn(4)")
+    for name in "rn":
+        assert g64[name].dtype == np.float64
+        np.testing.assert_array_equal(g32[name], g64[name].astype(np.float32))
+
+
+def test_numbers_never_promote_a_float32_matrix(f32):
+    # results of sqrt/exp/sum/mean/indexing on numbers are Python floats (weak scalars), not np.float64
+    g = values(f32, "x = [1, 2, 3]\na = x / sqrt(2)\nb = x * exp(1)\nc = x + sum(x)\nd = x * mean(x)\n"
+                    "e = x * x[2]\nf = x * max(x)\ns = sqrt(2)")
+    for name in "abcdef":
+        assert g[name].dtype == np.float32, name
+    assert type(g["s"]) is float
+    np.testing.assert_allclose(g["a"], np.array([1, 2, 3]) / np.sqrt(2), rtol=1e-6)
+
+
+@pytest.mark.parametrize("step", ["sgd_step(p, g, sgd_init(p), lr = 0.1, momentum = 0.9)",
+                                  "adam_step(p, g, adam_init(p))",
+                                  "adamw_step(p, g, adamw_init(p), weight_decay = 0.1)"])
+def test_optimizers_keep_float32(f32, step):
+    g = values(f32, "p = {w = ones(2, 2), b = zeros(2)}\ng = {w = ones(2, 2), b = ones(2)}\n"
+                    f"q, state = {step}\nq, state = {step.replace('init(p)', 'init(q)')}")
+    for leaf in g["q"].fields.values():
+        assert leaf.dtype == np.float32
+
+
+def test_block_gradient_in_float32_matches_float64(f32):
+    src = ("seed(0)\nx = randn(6, 8)\nw = transformer_block_init(8, 2)\n"
+           "loss, gw = value_and_grad(fn(w) -> sum(transformer_block(x, w, causal = true) * x), w)\n")
+    g32 = values(f32, src)
+    ops.set_dtype("float64")
+    g64 = values(Interpreter(out=io.StringIO()), src)
+    leaves32, leaves64 = [], []
+
+    def flat(v, out):
+        if hasattr(v, "fields"):
+            for f in v.fields.values():
+                flat(f, out)
+        elif isinstance(v, tuple):
+            for f in v:
+                flat(f, out)
+        else:
+            out.append(v)
+    flat(g32["gw"], leaves32)
+    flat(g64["gw"], leaves64)
+    assert len(leaves32) == len(leaves64) > 10
+    for a, b in zip(leaves32, leaves64):
+        assert a.dtype == np.float32
+        np.testing.assert_allclose(a, b, rtol=2e-3, atol=2e-4)
+    assert g32["loss"] == pytest.approx(g64["loss"], rel=1e-4)
+
+
+def test_unknown_dtype_is_an_error():
+    with pytest.raises(LangError, match='one of "float64", "float32"'):
+        Interpreter(out=io.StringIO()).run('set_dtype("float16")', "<t>")
+
+
+def test_cli_flag_sets_float32_for_the_script(tmp_path):
+    script = tmp_path / "d.ml"
+    script.write_text('print(dtype(randn(2)), dtype([1, 2] / sqrt(2)))\n', encoding="utf-8")
+    tml = os.path.join(os.path.dirname(sys.executable), "tapeml")
+    out = subprocess.run([tml, "--dtype", "float32", str(script)], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "float32 float32"
+    out = subprocess.run([tml, str(script)], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "float64 float64"
