@@ -14,7 +14,7 @@ import numpy as np
 
 from tapeml import ops
 from tapeml.builtins.registry import P, builtin
-from tapeml.errors import IOErr, IndexErr, ShapeError, TypeErr, ValueErr
+from tapeml.errors import IOErr, IndexErr, LangError, ShapeError, TypeErr, ValueErr
 from tapeml.tape import raw
 from tapeml.values import Record, describe, format_value, shape_text
 
@@ -139,12 +139,13 @@ def sample(probs):
 
 
 def _tree_map(interp, f, trees, path):
+    """`path` is where this subtree sits in the trees: "" at the top, then ".w", "[0].wq", ..."""
     first = raw(trees[0])
     if isinstance(first, Record):
         for j, t in enumerate(trees[1:], 1):
             r = raw(t)
             if not isinstance(r, Record) or list(r.fields) != list(first.fields):
-                raise ValueErr(f"tree_map(): tree {j} differs from tree 0 at {path}: "
+                raise ValueErr(f"tree_map(): tree {j} differs from tree 0 at {_where(path)}: "
                                f"{_shape_desc(first)} vs {_shape_desc(r)}")
         return Record({k: _tree_map(interp, f, [raw(t).fields[k] for t in trees], f"{path}.{k}")
                        for k in first.fields})
@@ -152,15 +153,25 @@ def _tree_map(interp, f, trees, path):
         for j, t in enumerate(trees[1:], 1):
             r = raw(t)
             if not isinstance(r, tuple) or len(r) != len(first):
-                raise ValueErr(f"tree_map(): tree {j} differs from tree 0 at {path}: "
+                raise ValueErr(f"tree_map(): tree {j} differs from tree 0 at {_where(path)}: "
                                f"{_shape_desc(first)} vs {_shape_desc(r)}")
         return tuple(_tree_map(interp, f, [raw(t)[i] for t in trees], f"{path}[{i}]")
                      for i in range(len(first)))
     for j, t in enumerate(trees[1:], 1):
         if isinstance(raw(t), (Record, tuple)):
-            raise ValueErr(f"tree_map(): tree {j} differs from tree 0 at {path}: "
+            raise ValueErr(f"tree_map(): tree {j} differs from tree 0 at {_where(path)}: "
                            f"{_shape_desc(first)} vs {_shape_desc(raw(t))}")
-    return interp.call(f, list(trees), {}, None)
+    try:
+        return interp.call(f, list(trees), {}, None)
+    except LangError as e:
+        if path and not getattr(e, "tree_path", None):    # the innermost tree_map names the leaf
+            e.tree_path = path
+            e.message += f" (in tree_map, at the leaf {path} of the trees)"
+        raise
+
+
+def _where(path: str) -> str:
+    return f"the leaf or subtree {path}" if path else "the top level"
 
 
 def _shape_desc(r):
@@ -187,7 +198,7 @@ def _shape_desc(r):
 def tree_map(interp, f, trees):
     if not trees:
         raise TypeErr("tree_map() needs at least one tree after the function")
-    return _tree_map(interp, f, list(trees), "tree")
+    return _tree_map(interp, f, list(trees), "")
 
 
 @builtin("tree_leaves", "Core", "The leaves of a record/tuple tree as a flat tuple, in field order.",

@@ -148,6 +148,7 @@ STDLIB_DOCS = {
                         "its 0-based position in vocab. An empty text gives an empty vector.",
                    how="A lookup table from code point to position in vocab, indexed by char_codes(text).",
                    errors=["ValueError naming a character that is not in the vocabulary",
+                           "ValueError when vocab repeats a character (often vocab and text swapped)",
                            "TypeError when vocab or text is not a string"],
                    examples=["v = char_vocab(\"hello world\")\nencode(v, \"low\")"]),
     "decode": _doc(_TXT, ML, "decode(vocab, ids)", "The text a vector of ids (or one id) stands for.",

@@ -13,6 +13,9 @@ fn encode(vocab, text)
         return zeros(0)
     end
     vcodes = char_codes(vocab)
+    if len(unique(vcodes)) != len(vcodes)
+        error("encode(): the vocabulary has a repeated character; it holds each character once (char_vocab(text) makes one) and comes first: encode(vocab, text)")
+    end
     lookup = fill(-1, max([max(vcodes), max(codes)]) + 1)
     lookup[vcodes] = range(len(vcodes))
     ids = lookup[codes]

@@ -114,8 +114,15 @@ def test_sample_follows_probabilities_and_never_picks_zero_weight():
 def test_tree_map_over_several_trees_and_mismatch():
     r = value("result = tree_map(fn(p, g) -> p - 0.5 * g, {w = [1, 2], b = (3, 4)}, {w = [2, 2], b = (2, 0)})")
     assert format_value(r) == "{w = [0, 1], b = (2, 4)}"
-    with pytest.raises(ValueErr, match=r"tree 1 differs from tree 0 at tree\.b"):
+    with pytest.raises(ValueErr, match=r"tree 1 differs from tree 0 at the leaf or subtree \.b"):
         run("tree_map(fn(a, b) -> a, {w = 1, b = (1, 2)}, {w = 1, b = (1,)})")
+    with pytest.raises(ValueErr, match=r"differs from tree 0 at the top level: a record with fields w vs a number"):
+        run("tree_map(fn(a, b) -> a, {w = 1}, 3)")
+    # an error inside f names the leaf: here an optimizer given a gradient of the wrong shape
+    with pytest.raises(ShapeError, match=r"length 2 and a vector of length 3.*\(in tree_map, at the leaf "
+                                         r"\.layers\[1\]\.w of the trees\)$"):
+        run("p = {layers = ({w = [1, 2]}, {w = [1, 2]})}\n"
+            "adamw_step(p, {layers = ({w = [1, 2]}, {w = [1, 2, 3]})}, adamw_init(p))")
 
 
 def test_char_tokenizer_round_trip_and_unknown_character():
@@ -126,6 +133,8 @@ def test_char_tokenizer_round_trip_and_unknown_character():
     assert g["back"] == "a cat"
     with pytest.raises(ValueErr, match='the character "z" is not in the vocabulary'):
         run('encode(char_vocab("abc"), "abz")')
+    with pytest.raises(ValueErr, match=r"repeated character.*encode\(vocab, text\)"):
+        run('encode("abcab", char_vocab("abcab"))')       # the arguments swapped
 
 
 def test_generate_greedy_and_temperature():
