@@ -573,7 +573,12 @@ class Interpreter:
     def tuple_position(self, t, node, env) -> int:
         if len(node.indices) != 1:
             raise IndexErr(f"a tuple takes one index, got {len(node.indices)}", node.span)
-        idx = self.index_tuple(np.empty(len(t)), node, env)
+        stand_in = np.empty(len(t))
+        try:
+            idx = self.index_tuple(stand_in, node, env)
+        except IndexErr as e:     # the checks ran on a stand-in vector: name the tuple instead
+            e.message = e.message.replace(describe(stand_in), f"a tuple of {len(t)} item{'s' if len(t) != 1 else ''}")
+            raise
         i = idx[0]
         if not isinstance(i, (int, np.integer)):
             raise IndexErr("use a single whole-number index to pick a tuple item", node.span)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from . import ast as A
 from .errors import IncompleteInput, LangSyntaxError, Span
-from .lexer import EOF, FOREIGN_WORDS, NAME, NEWLINE, NUMBER, STRING, Token, tokenize
+from .lexer import CONTINUES, EOF, FOREIGN_WORDS, NAME, NEWLINE, NUMBER, STRING, Token, tokenize
 
 COMPARISONS = ("==", "!=", "<", "<=", ">", ">=")
 COMPOUND = {"+=": "+", "-=": "-", "*=": "*", "/=": "/"}
@@ -429,6 +429,7 @@ class Parser:
             if self.index_depth > 0:
                 self.advance()
                 return A.End(tok.span)
+            self.dangling_operator(tok)
             raise self.error("'end' without an open block", tok)
         if kind == "(":
             return self.paren()
@@ -450,7 +451,16 @@ class Parser:
             return A.Import(tok.span.to(close.span), path)
         if kind in (EOF,):
             raise self.error("expected an expression, found the end of the input", tok)
+        self.dangling_operator(tok)
         raise self.error(f"expected an expression, found {self.describe(tok)}", tok)
+
+    def dangling_operator(self, tok: Token) -> None:
+        """A line that ends with an operator continues on the next one (the lexer joins them);
+        when the next line does not start an operand, the operator is the mistake."""
+        prev = self.previous() if self.i > 0 else None
+        if prev is not None and prev.kind in CONTINUES and prev.span.line < tok.span.line:
+            raise LangSyntaxError(f"line {prev.span.line} ends with '{prev.text}', so an operand must follow, "
+                                  f"but the next line starts with {self.describe(tok)}", prev.span)
 
     def string(self, tok: Token) -> A.Node:
         parts = []
