@@ -435,7 +435,15 @@ class Interpreter:
 
     def repeat_string(self, s, n, span):
         if not float(n).is_integer() or n < 0:
-            raise ValueErr(f"a string can only be repeated a whole, non-negative number of times, got {format_value(n)}", span)
+            shown = s if len(s) <= 20 else s[:17] + "..."
+            hint = ""
+            try:
+                float(s)
+                hint = f"; if \"{shown}\" is meant as a number, write it without quotes"
+            except ValueError:
+                pass
+            raise ValueErr(f"a string can only be repeated a whole, non-negative number of times, got "
+                           f"\"{shown}\" * {format_value(n)}{hint}", span)
         size = len(s.encode("utf-8")) * n
         if size == 0:
             return ""          # "" * 1e300 is "" (and int(1e300) copies would not fit an index)

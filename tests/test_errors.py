@@ -26,6 +26,8 @@ CASES = [
     ('\nx = [1, 2, 3]\ny = x[5]', "IndexError", "index 5 is out of range for a vector of length 3", "3:7"),
     ('\nx = [1, 2, 3]\ny = x[3]', "IndexError", "(indices start at 0; the last is 'end')", "3:7"),
     ('\nt = (1, 2)\ny = t[5]', "IndexError", "index 5 is out of range for a tuple of 2 items", "3:7"),
+    ('\nx = "0.1" * 0.5', "ValueError",
+     'got "0.1" * 0.5; if "0.1" is meant as a number, write it without quotes', "2:11"),
     ('\nx = [1, 2, 3]\ny = x[1.5]', "IndexError", "indices must be whole numbers", "3:7"),
     ('\nx = [1, 2, 3]\nif x > 1\n  print(1)\nend', "TypeError",
      "the if condition must be a single true or false, got a bool vector of length 3; use any(...) or all(...)", "3:4"),
