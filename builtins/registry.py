@@ -23,6 +23,10 @@ from tapeml.tape import Box, raw
 from tapeml.values import Function, Record, describe, format_value
 
 REQUIRED = object()
+# Keyword names other libraries use for a parameter tapeml names differently (NumPy's axis,
+# PyTorch's keepdim, Hugging Face's num_heads): the error suggests tapeml's name.
+SYNONYMS = {"axis": "dim", "keepdim": "keepdims", "num_heads": "n_heads", "nhead": "n_heads",
+            "epsilon": "eps", "is_causal": "causal", "attn_mask": "mask", "p": "dropout"}
 
 CATEGORIES = ["Core", "Math", "Arrays", "Statistics & ML", "Autodiff", "Random", "Plotting", "IO"]
 
@@ -86,7 +90,7 @@ class Builtin:
             p = next((q for q in params if q.name == k and not q.variadic), None)
             if p is None:
                 names = [q.name for q in params if not q.variadic]
-                close = difflib.get_close_matches(k, names, 1)
+                close = [SYNONYMS[k]] if SYNONYMS.get(k) in names else difflib.get_close_matches(k, names, 1)
                 hint = f"; did you mean '{close[0]}'?" if close else ""
                 raise TypeErr(f"{self.name}() has no parameter '{k}'{hint} "
                               f"(parameters: {', '.join(names) or 'none'})")

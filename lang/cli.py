@@ -14,9 +14,9 @@ import os
 import sys
 
 USAGE = """usage: tapeml [--debug] [--dtype float32|float64] FILE.ml [ARGS...]
-       tapeml [--debug] -c CODE
-       tapeml [--debug] -i FILE.ml
-       tapeml                      (interactive session)
+       tapeml [--debug] [--dtype float32|float64] -c CODE
+       tapeml [--debug] [--dtype float32|float64] -i FILE.ml
+       tapeml [--dtype float32|float64]   (interactive session)
        tapeml docs build|check [--root DIR]"""
 
 
@@ -98,10 +98,13 @@ def main(argv: list[str] | None = None) -> int:
         elif flag == "--help":
             print(USAGE)
             return 0
-        elif flag == "--dtype":
-            if not argv:
-                return _usage_error("--dtype needs float32 or float64")
-            dtype = argv.pop(0)
+        elif flag == "--dtype" or flag.startswith("--dtype="):
+            if flag == "--dtype":
+                if not argv:
+                    return _usage_error("--dtype needs float32 or float64")
+                dtype = argv.pop(0)
+            else:
+                dtype = flag.split("=", 1)[1]
         else:
             return _usage_error(f"unknown option '{flag}'")
     if argv and argv[0] == "docs":

@@ -200,6 +200,7 @@ STDLIB_DOCS = {
             "next_token(logits, temperature, top_k). With context > 0 only the last `context` ids are fed "
             "(a model's maximum length). No key/value cache: each step recomputes the whole window.",
         errors=["TypeError when logits_fn is not a function or ids is not a vector of numbers",
+                "ValueError when n_new is negative",
                 "ShapeError (from sample) when logits_fn returns a number instead of scores",
                 "any error raised inside logits_fn, reported with the chain of calls"],
         examples=["bigram = [0, 1, 0; 0, 0, 1; 1, 0, 0] * 10\n"

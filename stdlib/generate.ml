@@ -29,6 +29,9 @@ end
 # (T x V, or a V-vector for the last position); the last row scores the next token.
 # context > 0 feeds only the last `context` ids (a model's maximum length).
 fn generate(logits_fn, params, ids, n_new, temperature = 1.0, top_k = 0, context = 0)
+    if n_new < 0
+        error("generate(): n_new is the number of tokens to add and cannot be negative, got {n_new}")
+    end
     for i in 1:n_new
         window = ids
         if context > 0 and len(ids) > context

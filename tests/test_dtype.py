@@ -103,5 +103,7 @@ def test_cli_flag_sets_float32_for_the_script(tmp_path):
     tml = os.path.join(os.path.dirname(sys.executable), "tapeml")
     out = subprocess.run([tml, "--dtype", "float32", str(script)], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "float32 float32"
+    out = subprocess.run([tml, "--dtype=float32", str(script)], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "float32 float32"
     out = subprocess.run([tml, str(script)], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "float64 float64"

@@ -17,6 +17,7 @@ CASES = [
     ('\nlayer_norm([1, 2], [1, 1], [0, 0], epsilon = 1)', "TypeError",
      "layer_norm() has no parameter 'epsilon'; did you mean 'eps'?", "2:1"),
     ('\nsoftmax()', "TypeError", "softmax() is missing the argument 'x'", "2:1"),
+    ('\nsoftmax([1, 2], axis = 0)', "TypeError", "softmax() has no parameter 'axis'; did you mean 'dim'?", "2:1"),
     ('\nsqrt(1, 2)', "TypeError", "sqrt() takes at most 1 argument, got 2", "2:1"),
     ('\ny = [1, 2] @ [1, 2, 3]', "ShapeError",
      "matrix product a vector of length 2 @ a vector of length 3: the inner sizes 2 and 3 differ", "2:12"),

@@ -148,6 +148,8 @@ def test_generate_greedy_and_temperature():
                table=table)
     np.testing.assert_array_equal(k1, [2, 0, 1, 2])
     assert format_value(value("result = top_k_filter([1, 5, 3, 4], 2)")) == "[-inf, 5, -inf, 4]"
+    with pytest.raises(ValueErr, match="n_new is the number of tokens to add and cannot be negative, got -1"):
+        run("generate(fn(p, ids) -> p[ids, :], table, [0], -1)", table=table)
     with pytest.raises(ValueErr, match="top_k must be at least 1, got 0"):
         run("top_k_filter([1, 5, 3, 4], 0)")
 
