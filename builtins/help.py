@@ -83,7 +83,8 @@ def example_output(example: str) -> str | None:
     buf = io.StringIO()
     try:
         interp = Interpreter(out=buf)
-        interp.run(example, "<example>", echo=lambda v: buf.write(format_value(v) + "\n"))
+        # echoed as the REPL and the docs echo: strings quoted
+        interp.run(example, "<example>", echo=lambda v: buf.write(format_value(v, True) + "\n"))
     except (LangError, RecursionError, MemoryError, ArithmeticError, ValueError, TypeError):
         return None
     return buf.getvalue().rstrip("\n")

@@ -533,3 +533,6 @@ def test_stdlib_functions_complete_and_have_help():
     assert text.startswith(table["adam_step"]["signature"])
     assert text.endswith("Written in tapeml: stdlib/optim.ml")
     assert "adam_step" in help_text(None, interp).split("Standard library (written in tapeml)")[1]
+    # example results are echoed as the session echoes them: a string result in quotes
+    assert help_text("char_vocab", interp).split("Example\n")[1].split("\n")[:2] == [
+        '  ml> char_vocab("hello world")', '  " dehlorw"']
