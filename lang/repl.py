@@ -563,7 +563,8 @@ def run_repl(interp, *, input=None, output=None, history=None, out=None, err=Non
              show_banner: bool = True) -> int:
     """Run the interactive session on `interp` (its variables are kept) until :quit or Ctrl-D.
     Returns the exit status (0). The keyword arguments let tests drive the real application."""
-    _ensure_stdlib(interp)             # completion and help read the prelude's live functions
+    # The stdlib (~30 ms) is not loaded here: the first completion, help or unknown name loads
+    # it (_ensure_stdlib, Interpreter.stdlib_pending), so the first prompt comes sooner.
     session = make_session(interp, input=input, output=output, history=history)
     repl = Repl(interp, session, out=out, err=err)
     if show_banner:
