@@ -779,7 +779,7 @@ def _uniform(gen, bound, shape):
 @builtin("transformer_block_init", CAT, "A transformer_block weights record, initialised as PyTorch's "
          "nn.TransformerEncoderLayer.",
          [P("d_model", "int", doc="model width D", check=positive, constraint="> 0"),
-          P("n_heads", "int", doc="number of heads; must divide d_model", check=positive,
+          P("n_heads", "int", doc="number of heads", check=positive,
             constraint="> 0, divides d_model"),
           P("mlp_ratio", "int", 4, doc="feed-forward width as a multiple of D", check=at_least_one,
             constraint=">= 1"),
@@ -798,8 +798,8 @@ def _uniform(gen, bound, shape):
               "     ln1_gamma, ln1_beta: D, w1: DxH, b1: H, w2: HxD, b2: D, ln2_gamma, ln2_beta: D,\n"
               "     gamma1, gamma2: D (layer_scale only)}\n\n"
               "rms_norm records have no ln*_beta; bias = false drops every bias. The default bias = true "
-              "keeps all four attention projections biased and both norms affine with a bias, as the "
-              "network card's counts assume: one block of D = 32, 4 heads, mlp_ratio 4 has 12,704 numbers "
+              "keeps all four attention projections biased and both norms affine with a bias, as PyTorch's "
+              "nn.TransformerEncoderLayer does: one block of D = 32, 4 heads, mlp_ratio 4 has 12,704 numbers "
               "(4*32*32 + 4*32 attention, 2*2*32 norms, 32*128 + 128 + 128*32 + 32 feed-forward).",
          how="PyTorch 2.13's nn.TransformerEncoderLayer initialisation (torch/nn/modules/activation.py "
              "MultiheadAttention._reset_parameters and torch/nn/modules/linear.py Linear.reset_parameters): "

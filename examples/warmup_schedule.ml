@@ -14,7 +14,7 @@ peak = noam_lr(warmup, d_model, warmup)
 print("noam_lr with d_model {d_model}, warmup {warmup}:")
 for step in [1, 1000, 2000, 4000, 8000, 12000, 16000, 20000]
     lr = noam_lr(step, d_model, warmup)
-    print("  step {step}: {lr}  ({round(lr / peak, 3)} of the peak)")
+    print("  step {step}: {lr}  ({round(100 * lr / peak, 2)}% of the peak)")
 end
 print("the peak is at step {warmup}; four times the steps (16000) halves it: {round(noam_lr(16000, d_model, warmup) / peak, 6)}")
 

@@ -806,8 +806,12 @@ class Interpreter:
             raise IOErr(f"import: cannot read {full}: {e}", node.span) from None
         module_env = Env(self.prelude)
         self.importing.append(full)
+        # errors name the file as the main script is named: relative to the current directory
+        # when it lies below it (the module table keys stay absolute)
+        cwd = os.getcwd()
+        shown = os.path.relpath(full, cwd) if cwd != os.sep and full.startswith(os.path.join(cwd, "")) else full
         try:
-            self.run(text, full, env=module_env)
+            self.run(text, shown, env=module_env)
         finally:
             self.importing.pop()
         record = Record(dict(module_env.vars))

@@ -260,6 +260,17 @@ def test_import_of_a_missing_file_names_the_resolved_path(tmp_path):
     assert (info.value.span.line, info.value.span.col) == (1, 5)
 
 
+def test_an_error_in_an_imported_file_names_it_as_the_script_is_named(tmp_path, monkeypatch):
+    (tmp_path / "lib").mkdir()
+    (tmp_path / "lib" / "m.ml").write_text("fn bad(x)\n  return x + [1, 2, 3]\nend\n", encoding="utf-8")
+    (tmp_path / "main.ml").write_text('m = import("lib/m.ml")\nm.bad([1, 2])\n', encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    tml = os.path.join(os.path.dirname(sys.executable), "tapeml")
+    err = subprocess.run([tml, "main.ml"], capture_output=True, text=True).stderr.splitlines()
+    assert err[0].startswith(os.path.join("lib", "m.ml") + ":2:12: ShapeError: cannot add")
+    assert err[-1] == "  called from main.ml:2:1 in bad"
+
+
 # ---- untrusted checkpoint files (save/load) ------------------------------------------------------
 def load_error(tmp_path, data: bytes, name: str = "bad.npz") -> LangError:
     (tmp_path / name).write_bytes(data)

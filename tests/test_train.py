@@ -390,9 +390,10 @@ def _run_example(name, *args):
 
 def test_warmup_schedule_example_prints_the_card_values():
     text = _run_example("warmup_schedule.ml", "plot=none")
-    assert "  step 4000: 0.0006987712  (1 of the peak)" in text
-    assert "  step 12000: 0.0004034358  (0.577 of the peak)" in text
-    assert "  step 16000: 0.0003493856  (0.5 of the peak)" in text
+    assert "  step 4000: 0.0006987712  (100% of the peak)" in text
+    assert "  step 12000: 0.0004034358  (57.74% of the peak)" in text
+    assert "  step 16000: 0.0003493856  (50% of the peak)" in text
+    assert "  step 1: 1.746928e-7  (0.03% of the peak)" in text      # not "0 of the peak"
 
 
 def test_pre_vs_post_ln_example_checks_the_claim():
