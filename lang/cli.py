@@ -130,6 +130,8 @@ def main(argv: list[str] | None = None) -> int:
         code = run_file(interp, argv[1], argv[2:], debug)
         if code == 2:
             return code
+        if not sys.stdin.isatty():     # piped input: run it after the script, with its names
+            return exit_code(run_source(interp, sys.stdin.read(), "<stdin>", debug) or code)
         from .repl import run_repl
         return run_repl(interp)
     if argv and argv[0].startswith("-"):

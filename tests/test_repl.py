@@ -361,9 +361,22 @@ def test_i_keeps_the_file_variables(tmp_path, monkeypatch):
         seen["k"] = interp.globals.lookup("k")
         return 0
     monkeypatch.setattr(R, "run_repl", fake_run_repl)
+    monkeypatch.setattr(sys, "stdin", io.StringIO(""))
+    monkeypatch.setattr(sys.stdin, "isatty", lambda: True)      # a terminal: the session opens
     from conftest import run_cli
     code, out = run_cli(["-i", str(script)])
     assert (code, out, seen) == (0, "loaded\n", {"k": 42.0})
+
+
+def test_i_with_piped_input_runs_it_after_the_file(tmp_path):
+    script = tmp_path / "s.ml"
+    script.write_text("k = 41 + 1\n")
+    res = subprocess.run(tapeml_command() + ["-i", str(script)], input="print(k)\nk + 1\n",
+                         capture_output=True, text=True, timeout=60)
+    assert (res.returncode, res.stdout, res.stderr) == (0, "42\n", "")
+    res = subprocess.run(tapeml_command() + ["-i", str(script)], input="print(nope)\n",
+                         capture_output=True, text=True, timeout=60)
+    assert res.returncode == 1 and "<stdin>:1:7: NameError: undefined name 'nope'" in res.stderr
 
 
 # ---- the real command: a pseudo-terminal and piped stdin ----------------------------------------
