@@ -24,7 +24,7 @@ def print_(interp, values):
 
 
 @builtin("len", "Core", "Length of the first axis of a matrix, or of a tuple, string or record.",
-         [P("x", doc="a matrix, tuple, string or record")], returns="number",
+         [P("x", doc="a matrix, number, tuple, string or record")], returns="number",
          what="How many items x holds along its first axis: the rows of a matrix (the length of a vector), "
               "the items of a tuple, the fields of a record, the characters of a string. A number counts 1 "
               "and an empty matrix 0.",
@@ -42,7 +42,7 @@ def len_(x):
         return float(len(r.fields))
     if isinstance(r, (float, int)) and not isinstance(r, bool):
         return 1.0
-    raise TypeErr(f"len() needs a matrix, tuple, string or record, got {describe(x)}")
+    raise TypeErr(f"len() needs a matrix, number, tuple, string or record, got {describe(x)}")
 
 
 @builtin("size", "Core", "The shape of a matrix as a tuple, or the size of one axis.",
