@@ -524,6 +524,15 @@ def _matmul(a, b):
 
 
 def _vjp_matmul(g, ans, res, needs, a, b):
+    if type(g) is np.ndarray and type(a) is np.ndarray and type(b) is np.ndarray and b.ndim == 2 \
+            and a.ndim >= 2 and a.dtype.kind == "f" and b.dtype.kind == "f":
+        # plain matrices (first order): the products directly, a batch folded against one matrix
+        ga = np.matmul(g, b.T) if needs[0] else None
+        gb = None
+        if needs[1]:
+            gb = np.matmul(a.T, g) if a.ndim == 2 else \
+                np.matmul(a.reshape(-1, a.shape[-1]).T, g.reshape(-1, g.shape[-1]))
+        return ga, gb
     sa, sb = shape_of(a), shape_of(b)
     a2 = reshape(a, shape=(1,) + sa) if len(sa) == 1 else a
     b2 = reshape(b, shape=sb + (1,)) if len(sb) == 1 else b
@@ -639,6 +648,9 @@ def _fwd_layer_norm(x, gamma, beta, eps=1e-5):
 
 
 def _vjp_layer_norm(g, ans, res, needs, x, gamma, beta, eps=1e-5):
+    if res is not None and type(g) is np.ndarray and type(gamma) is np.ndarray and g.ndim >= 1 \
+            and gamma.shape == g.shape[-1:] and (beta is None or shape_of(beta) == gamma.shape):
+        return _vjp_layer_norm_plain(g, res, needs, gamma)
     xhat, rstd = res if res is not None else _ln_stats(x, eps)
     gx = ggamma = gbeta = None
     if needs[0]:
@@ -654,6 +666,27 @@ def _vjp_layer_norm(g, ans, res, needs, x, gamma, beta, eps=1e-5):
     return gx, ggamma, gbeta
 
 
+def _vjp_layer_norm_plain(g, res, needs, gamma):
+    """The same VJP on plain arrays (first order, nothing to record), gamma and beta of shape [D]."""
+    xhat, rstd = res
+    gx = ggamma = gbeta = None
+    if needs[0]:
+        inv_d = 1.0 / g.shape[-1]
+        dxhat = g * gamma
+        m1 = dxhat.sum(axis=-1, keepdims=True) * inv_d
+        m2 = (dxhat * xhat).sum(axis=-1, keepdims=True) * inv_d
+        dxhat -= m1
+        dxhat -= xhat * m2
+        dxhat *= rstd
+        gx = dxhat
+    rows = g.reshape(-1, g.shape[-1])
+    if needs[1]:
+        ggamma = (rows * xhat.reshape(rows.shape)).sum(axis=0)
+    if len(needs) > 2 and needs[2]:
+        gbeta = rows.sum(axis=0)
+    return gx, ggamma, gbeta
+
+
 layer_norm = primitive("layer_norm", _layer_norm_impl, _vjp_layer_norm, _fwd_layer_norm)
 
 
@@ -664,7 +697,12 @@ def _dense_impl(x, w, b=None):
 
 def _vjp_dense(g, ans, res, needs, x, w, b=None):
     gx, gw = _vjp_matmul(g, None, None, needs[:2], x, w)
-    gb = unbroadcast(g, shape_of(b)) if len(needs) > 2 and needs[2] else None
+    gb = None
+    if len(needs) > 2 and needs[2]:
+        if type(g) is np.ndarray and type(b) is np.ndarray and g.ndim >= 2 and b.shape == g.shape[-1:]:
+            gb = g.reshape(-1, g.shape[-1]).sum(axis=0)       # the bias's cotangent: the rows summed
+        else:
+            gb = unbroadcast(g, shape_of(b))
     return gx, gw, gb
 
 
@@ -698,21 +736,28 @@ masked_softmax = primitive(
     lambda g, ans, res, needs, s, allowed: (_vjp_softmax(g, ans, None, needs, s)[0],))
 
 
-def _sdpa_impl(q, k, v, bias=None, mask=None, causal=False, scale=None):
-    q, k, v = _f(q), _f(k), _f(v)
-    lq, lk = q.shape[-2], k.shape[-2]
+def _sdpa_probs(q, k, bias, mask, causal, scale):
+    """The attention weights softmax(q k^T * scale + bias) on plain arrays, the scores scaled in
+    place (they are a fresh product)."""
+    q, k = _f(q), _f(k)
     s = np.matmul(q, np.swapaxes(k, -1, -2))
     if type(s) is np.ndarray and s.ndim:
-        s *= scale                           # in place: s is a fresh product
+        s *= scale
     else:
         s = s * scale
     if bias is not None:
         s = s + bias
-    p = _masked_softmax_impl(s, _allowed(mask, causal, lq, lk))
-    return np.matmul(p, v)
+    return _masked_softmax_impl(s, _allowed(mask, causal, q.shape[-2], k.shape[-2]))
+
+
+def _sdpa_impl(q, k, v, bias=None, mask=None, causal=False, scale=None):
+    return np.matmul(_sdpa_probs(q, k, bias, mask, causal, scale), _f(v))
 
 
 def _fwd_sdpa(q, k, v, bias=None, mask=None, causal=False, scale=None):
+    if type(q) is not Box and type(k) is not Box and type(v) is not Box and type(bias) is not Box:
+        p = _sdpa_probs(q, k, bias, mask, causal, scale)   # nothing below this level to record
+        return np.matmul(p, _f(v)), p
     lq, lk = shape_of(q)[-2], shape_of(k)[-2]
     p = masked_softmax(_attn_scores(q, k, bias, scale), allowed=_allowed(mask, causal, lq, lk))
     return matmul(p, v), p
@@ -726,6 +771,17 @@ def _vjp_sdpa(g, ans, p, needs, q, k, v, bias=None, mask=None, causal=False, sca
         # softmax's VJP, p * (dp - rowsum(dp * p)), with rowsum(dp * p) = rowsum(g * ans) because
         # dp = g v^T and ans = p v: a [.., T, d_v] product instead of a [.., T, T] one (the
         # identity of FlashAttention's backward pass: Dao et al. 2022, appendix B.2)
+        if not (len(needs) > 3 and needs[3]) and all(type(t) is np.ndarray for t in (g, ans, p, q, k, v)):
+            # nothing to record (first order): the [.., T, T] steps in place, the scale folded in
+            ds = np.matmul(g, np.swapaxes(v, -1, -2))
+            ds -= (g * ans).sum(axis=-1, keepdims=True)
+            ds *= p
+            ds *= scale
+            if needs[0]:
+                gq = unbroadcast(np.matmul(ds, k), q.shape)
+            if needs[1]:
+                gk = unbroadcast(np.matmul(np.swapaxes(ds, -1, -2), q), k.shape)
+            return gq, gk, gv, gbias
         dp = matmul(g, transpose(v))
         ds = mul(p, sub(dp, sum_(mul(g, ans), dim=-1, keepdims=True)))
         if needs[0]:
