@@ -16,7 +16,7 @@ from tapeml import ast as A
 from tapeml.builtins.registry import P, builtin, positive
 from tapeml.builtins.util import tree_leaves, tree_map
 from tapeml.errors import ValueErr
-from tapeml.tape import Box, backward, leaf, new_level, raw
+from tapeml.tape import NO_KW, Box, backward, new_level, raw
 from tapeml.values import Record, describe, shape_text
 
 CAT = "Autodiff"
@@ -41,7 +41,7 @@ def value_and_grad_impl(interp, f, x, root="x", name="grad"):
         t = type(r)
         if not ((t is np.ndarray and r.dtype != np.bool_) or t is float or t is np.float64):
             tree_leaves(x, root)   # a TypeError naming the path of a non-differentiable leaf
-        b = leaf(v, level)
+        b = Box(v, level, None, (), NO_KW, None, (), ())     # a leaf (tape.leaf, inlined)
         boxes.append(b)
         return b
 

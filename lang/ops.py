@@ -91,6 +91,9 @@ def _num(r):
 
 
 # ---- elementwise arithmetic -------------------------------------------------------------
+_BOOL = np.dtype(bool)     # NumPy's one bool dtype: `dtype is _BOOL` is the cheapest test
+
+
 def _arith(op, keep_bool=False):
     """NumPy's operator, with booleans taking part as 0 and 1 (bool + bool is 2, not 'or').
     With keep_bool, two bool matrices give a bool matrix (mask * mask is still a mask)."""
@@ -105,7 +108,7 @@ def _arith(op, keep_bool=False):
         if t is np.float64:
             return float(r)
         if t is np.ndarray:
-            if r.dtype.kind != "b" or (keep_bool and type(a) is np.ndarray and type(b) is np.ndarray):
+            if r.dtype is not _BOOL or (keep_bool and type(a) is np.ndarray and type(b) is np.ndarray):
                 return r
             return op(_f(a), _f(b))
         return op(_f(a), _f(b))    # Python ints from bools
@@ -173,6 +176,10 @@ def _vjp_sub(g, ans, res, needs, a, b):
 def _vjp_mul(g, ans, res, needs, a, b):
     ga = gb = None
     plain = type(g) is np.ndarray      # with a plain other factor, zmul has nothing to record
+    if plain and type(b) is float and not needs[1] and b != 0.0 and -math.inf < b < math.inf:
+        # a matrix times a finite nonzero number (`y * 1.0001`, a learning rate): no 0 x inf
+        ga = g * b
+        return (ga if type(a) is np.ndarray and ga.shape == a.shape else unbroadcast(ga, shape_of(a))), None
     if needs[0]:
         ga = _zmul(g, b) if plain and type(b) is float else zmul(g, b)
         if type(ga) is not np.ndarray or type(a) is not np.ndarray or ga.shape != a.shape:

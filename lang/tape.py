@@ -216,7 +216,9 @@ def backward(out: Box, g, add, shape_of) -> dict:
             else:
                 grads = prim.vjp(g, node.value, node.res, node.needs, *args)
             nxt = None
-            for i, parent in node.parents:
+            parents = node.parents
+            chain = not heap and len(parents) == 1
+            for i, parent in parents:
                 gi = grads[i]
                 if gi is None:
                     continue
@@ -232,7 +234,7 @@ def backward(out: Box, g, add, shape_of) -> dict:
                     prev = leaves.get(parent)
                     leaves[parent] = gi if prev is None else add(prev, gi)
                     continue
-                if not heap and nxt is None and len(node.parents) == 1:
+                if chain:
                     nxt = parent      # a chain: the parent is the only Box left to visit
                     g = gi
                     continue
