@@ -202,7 +202,8 @@ def existing_file(fname: str, full: str, what: str) -> str:
          what="The inverse of save: load(path) equals the value given to save, field for field and bit for bit.",
          how="numpy.load with allow_pickle=False (a checkpoint can never run code), then the tree is "
              "rebuilt from the field paths of the array names (\"heads[0].wq\" is field wq of item 0 of "
-             "field heads). 0-d arrays come back as numbers.",
+             "field heads). 0-d arrays come back as numbers. float32 and float64 matrices keep their "
+             "precision (a float32 run resumes in float32); integer arrays become float64.",
          errors=["IOError when the file is missing, truncated, or not an .npz archive",
                  "IOError when an array name is not a field path (a file not written by save)"],
          examples=["save(\"/tmp/tapeml_doc_ckpt2.npz\", ([1, 2], {b = 0.5}))\n"
@@ -233,8 +234,8 @@ def load(interp, path):
     for key, a in items:
         if a.dtype.kind not in "fb" and a.dtype.kind not in "iu":
             raise IOErr(f"load(): '{key}' in {full} has dtype {a.dtype}; checkpoints hold numbers")
-        if a.dtype.kind in "iu" or (a.dtype.kind == "f" and a.dtype != np.float64):
-            a = a.astype(np.float64)
+        if a.dtype.kind in "iu" or (a.dtype.kind == "f" and a.dtype not in (np.float32, np.float64)):
+            a = a.astype(np.float64)     # float32 and float64 come back as stored (a float32 run resumes float32)
         out.append((key, float(a) if a.ndim == 0 and a.dtype.kind == "f" else
                     bool(a) if a.ndim == 0 else a))
     return unflatten(out, full)

@@ -72,7 +72,7 @@ def _reduction(name, prim, summary, how, examples, differentiable=True, what="",
     def fn(x, dim):
         r = raw(x)
         if isinstance(r, np.ndarray) and r.size == 0 and name in ("max", "min", "argmax", "argmin"):
-            raise TypeErr(f"{name}() of an empty matrix")
+            raise ValueErr(f"{name}() of an empty matrix: it has no largest or smallest element")
         return prim(x, dim=axis(x, dim))
     return fn
 
@@ -111,7 +111,7 @@ def _extreme(name, reduce, pairwise, word):
              how=f"NumPy's `{name}` / `{'maximum' if name == 'max' else 'minimum'}`. At ties the gradient is "
                  f"split evenly among the tied elements, as PyTorch's `a{name}` does (and evenly between x "
                  f"and y where they are equal).",
-             errors=["TypeError when x is an empty matrix", "ValueError when dim is out of range",
+             errors=["ValueError when x is an empty matrix", "ValueError when dim is out of range",
                      "ValueError when both y and dim are given",
                      "ShapeError when x and y do not broadcast to one shape"],
              examples=[f"{name}([3, 1, 4, 1, 5])", f"{name}([1, 5; 7, 2], dim=0)", f"{name}(3, 5)",
@@ -127,7 +127,7 @@ def _extreme(name, reduce, pairwise, word):
                                  f"{shape_text(ops.shape_of(y))}: the shapes do not broadcast") from None
         r = raw(x)
         if isinstance(r, np.ndarray) and r.size == 0:
-            raise TypeErr(f"{name}() of an empty matrix")
+            raise ValueErr(f"{name}() of an empty matrix: it has no largest or smallest element")
         return reduce(x, dim=axis(x, dim))
     return fn
 
@@ -160,13 +160,13 @@ _reduction("argmax", _arg(np.argmax), "0-based position of the largest element (
            what="Where the largest value is, as a 0-based index usable as x[i]; greedy decoding picks "
                 "argmax(logits). Without dim a matrix is read row by row, so argmax([1, 5; 7, 2]) is 2; with "
                 "dim, one index per row or column.",
-           errors=["TypeError when x is an empty matrix", "ValueError when dim is out of range for x"])
+           errors=["ValueError when x is an empty matrix", "ValueError when dim is out of range for x"])
 _reduction("argmin", _arg(np.argmin), "0-based position of the smallest element (the first at ties).",
            "NumPy's argmin; over the flattened matrix when dim is none. Not differentiable.",
            ["argmin([3, 1, 4, 1])", "argmin([1, 5; 7, 2], dim=0)"], differentiable=False,
            what="Where the smallest value is, as a 0-based index usable as x[i], e.g. the step with the "
                 "lowest loss. Without dim a matrix is read row by row; with dim, one index per row or column.",
-           errors=["TypeError when x is an empty matrix", "ValueError when dim is out of range for x"])
+           errors=["ValueError when x is an empty matrix", "ValueError when dim is out of range for x"])
 
 
 @builtin("clip", "Math", "Limit each element to the interval [lo, hi].",

@@ -4,7 +4,7 @@
 # layer_norm and an output layer tied to the token table) learns to predict the next character
 # of examples/data/verses.txt with AdamW and a warmup schedule, then writes some text.
 #
-#     tapeml examples/minigpt.ml                      # the full run (a few minutes)
+#     tapeml examples/minigpt.ml                      # the full run (2 to 3 minutes)
 #     tapeml examples/minigpt.ml steps=30 every=10    # a quick check
 #
 # Options (name=value): steps, batch, context, every (print interval), seed, lr (peak),
@@ -23,6 +23,20 @@ n_samples = num(script_arg("samples", "240"))
 dropout = num(script_arg("dropout", "0.1"))
 weight_decay = num(script_arg("weight_decay", "0.1"))
 seed(num(script_arg("seed", "0")))
+# a misspelled option (step=5) would otherwise be ignored, and the full run would start
+options = ("steps", "batch", "context", "every", "lr", "warmup", "samples", "dropout", "weight_decay",
+           "seed", "data", "checkpoint", "plot")
+for a in ARGS
+    known = false
+    for name in options
+        if len(a) > len(name) and a[0:len(name)] == name + "="
+            known = true
+        end
+    end
+    if not known
+        error("minigpt.ml: unknown option '{a}'; options are name=value with a name from {options}")
+    end
+end
 d_model = 64
 n_heads = 4
 n_blocks = 2
@@ -121,7 +135,12 @@ final_train = mean(losses[max([steps - every, 0]):end])
 final_val = val_loss(params, val_ids, context)
 print("training took {round(train_time, 1)} s ({round(1000 * train_time / steps, 1)} ms per step)")
 print("final training loss {round(final_train, 4)}, validation loss {round(final_val, 4)}")
-print("training loss is {round(100 * (1 - final_train / start_loss), 1)}% below ln(vocab)")
+change = round(100 * (1 - final_train / start_loss), 1)
+if change >= 0
+    print("training loss is {change}% below ln(vocab)")
+else
+    print("training loss is {-change}% above ln(vocab): too few steps to learn anything yet")
+end
 
 # ---- checkpoint ---------------------------------------------------------------------------------
 checkpoint = script_arg("checkpoint", "minigpt_checkpoint.npz")

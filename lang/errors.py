@@ -129,14 +129,41 @@ def render(error: LangError, sources: dict[str, str] | str | None = None) -> str
             return sources.get(span.file)
         return sources
     out = []
-    if error.span is not None:
+    trace = error.trace
+    user = _first_user_call(error)
+    if user is not None:
+        # raised inside a stdlib function: blame the user's call of it, where the fix is
+        k = user
+        name, site = trace[k]
+        said = error.message.startswith(f"{name}(): ")     # the stdlib's own checks name it already
+        out.append(f"{site}: {error.kind}: {error.message}" if said else
+                   f"{site}: {error.kind} in {name}(): {error.message}")
+        out.extend(caret_lines(site, source_of(site)))
+        inner = f" in {trace[k - 1][0]}" if k > 0 else ""
+        out.append(f"  raised inside the standard library at {error.span}{inner}")
+        trace = trace[k + 1:]
+    elif error.span is not None:
         out.append(f"{error.span}: {error.kind}: {error.message}")
         out.extend(caret_lines(error.span, source_of(error.span)))
     else:
         out.append(f"{error.kind}: {error.message}")
-    for name, site in error.trace[:20]:
+    for name, site in trace[:20]:
         out.append(f"  called from {site} in {name}")
-    if len(error.trace) > 20:
+    if len(trace) > 20:
         more = "more than " if getattr(error, "trace_truncated", False) else ""
-        out.append(f"  ... and {more}{len(error.trace) - 20} more calls")
+        out.append(f"  ... and {more}{len(trace) - 20} more calls")
     return "\n".join(out)
+
+
+def _first_user_call(error: LangError) -> int | None:
+    """For an error raised inside the stdlib, the index in the trace of the call that entered the
+    stdlib from the user's code; None for an error in the user's own code."""
+    if error.span is None or not str(error.span.file).startswith(STDLIB_PREFIX):
+        return None
+    for k, (_name, site) in enumerate(error.trace):
+        if site is not None and not str(site.file).startswith(STDLIB_PREFIX):
+            return k
+    return None
+
+
+STDLIB_PREFIX = "<stdlib>"

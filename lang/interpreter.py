@@ -15,8 +15,8 @@ import numpy as np
 
 from . import ast as A
 from . import ops
-from .errors import (IOErr, IndexErr, InternalError, LangError, NameErr, RecursionErr, ShapeError,
-                     TypeErr, ValueErr)
+from .errors import (STDLIB_PREFIX, IOErr, IndexErr, InternalError, LangError, NameErr, RecursionErr,
+                     ShapeError, TypeErr, ValueErr)
 from .lexer import FOREIGN_WORDS, KEYWORDS
 from .parser import parse
 from .tape import Box, raw
@@ -116,7 +116,7 @@ class Interpreter:
             return
         for path in files:
             text = path.read_text(encoding="utf-8")
-            name = f"<stdlib>/{path.name}"
+            name = f"{STDLIB_PREFIX}/{path.name}"
             self.sources[name] = text
             key = (name, text)
             if key not in _STDLIB_TREES:     # trees are immutable: parse each file once per process

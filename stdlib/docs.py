@@ -162,13 +162,13 @@ STDLIB_DOCS = {
                        what="Reads options given after the script name: `tapeml train.ml steps=30` makes "
                             "script_arg(\"steps\", \"1000\") return \"30\". The value is a string; "
                             "num(...) turns it into a number.",
-                       how="Scans ARGS (the tuple of strings after the script name) for the first item that "
-                           "starts with name=, and returns the rest of it.",
-                       errors=["TypeError when name is not a string (from name + \"=\")",
-                               "NameError when ARGS is not defined (tapeml -c and the CLI define it; a bare "
-                               "Interpreter does not)"],
-                       examples=["ARGS = (\"steps=30\", \"lr=0.01\")\nnum(script_arg(\"steps\", \"1000\")) + 1\n"
-                                 "script_arg(\"batch\", \"16\")"]),
+                       how="Scans ARGS (the tuple of strings after the script name, filled in by the command "
+                           "line; assigning ARGS in a script does not change what script_arg reads) for the "
+                           "first item that starts with name=, and returns the rest of it.",
+                       errors=["ValueError when name is not a string"],
+                       examples=["# run as `tapeml this.ml`, without steps=...: the default\n"
+                                 "num(script_arg(\"steps\", \"1000\")) + 1",
+                                 "ARGS    # the arguments after the script's name (set by the command line)"]),
     "top_k_filter": _doc(_GEN, ML, "top_k_filter(z, top_k)",
                          "Keep the top_k largest scores; the others become -inf.",
                          what="Restricts sampling to the top_k most likely tokens: every score below the k-th "

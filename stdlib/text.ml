@@ -33,6 +33,9 @@ end
 
 # The value of a "name=value" script argument (from ARGS), or default when it is not given.
 fn script_arg(name, default)
+    if type(name) != "string"
+        error("script_arg(): name is the option's name as a string, such as \"steps\"; got a {type(name)}")
+    end
     prefix = name + "="
     n = len(prefix)
     for a in ARGS

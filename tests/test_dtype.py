@@ -107,3 +107,11 @@ def test_cli_flag_sets_float32_for_the_script(tmp_path):
     assert out.stdout.strip() == "float32 float32"
     out = subprocess.run([tml, str(script)], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "float64 float64"
+
+
+def test_a_float32_checkpoint_loads_as_float32(f32, tmp_path):
+    path = str(tmp_path / "ck.npz").replace("\\", "/")
+    g = values(f32, f'w = {{a = [1, 2, 3] / 3, b = 0.5}}\nsave("{path}", w)\nv = load("{path}")')
+    assert g["v"].fields["a"].dtype == np.float32
+    np.testing.assert_array_equal(g["v"].fields["a"], g["w"].fields["a"])    # bit for bit
+    assert g["v"].fields["b"] == 0.5

@@ -27,6 +27,7 @@ CASES = [
     ('\nx = [1, 2, 3]\ny = x[5]', "IndexError", "index 5 is out of range for a vector of length 3", "3:7"),
     ('\nx = [1, 2, 3]\ny = x[3]', "IndexError", "(indices start at 0; the last is 'end')", "3:7"),
     ('\nt = (1, 2)\ny = t[5]', "IndexError", "index 5 is out of range for a tuple of 2 items", "3:7"),
+    ('\ny = max(zeros(0))', "ValueError", "max() of an empty matrix", "2:5"),
     ('\nx = "0.1" * 0.5', "ValueError",
      'got "0.1" * 0.5; if "0.1" is meant as a number, write it without quotes', "2:11"),
     ('\nx = [1, 2, 3]\ny = x[1.5]', "IndexError", "indices must be whole numbers", "3:7"),
@@ -104,6 +105,21 @@ def test_caret_points_at_operator():
     lines = out.splitlines()
     assert lines[1] == "  2 | y = [1, 2] @ [1, 2, 3]"
     assert lines[2] == "    |            ^"
+
+
+def test_an_error_inside_the_stdlib_blames_the_users_call():
+    code, out = run_ml('fn f(n)\n  return script_arg(n, "2")\nend\nprint(f(1))')
+    assert code == 1
+    lines = out.splitlines()
+    assert lines[0] == ("<string>:2:10: ValueError: script_arg(): name is the option's name as a string, "
+                        'such as "steps"; got a number')
+    assert lines[1] == '  2 |   return script_arg(n, "2")'
+    assert lines[2] == "    |          ^^^^^^^^^^^^^^^^^^"
+    assert lines[3].startswith("  raised inside the standard library at <stdlib>/text.ml:")
+    assert lines[4] == "  called from <string>:4:7 in f"
+    code, out = run_ml('clip_grad_norm("x", 1)')
+    assert out.splitlines()[0].startswith("<string>:1:1: TypeError in clip_grad_norm(): ")
+    assert out.splitlines()[3].endswith(" in grad_norm")     # the stdlib function that raised it
 
 
 def test_call_chain_is_shown():
