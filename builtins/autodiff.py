@@ -81,6 +81,8 @@ def _run_and_backward(interp, f, x, boxed, boxes, level, name):
         if g is None:
             rv = raw(v)
             return np.zeros_like(rv) if isinstance(rv, np.ndarray) else 0.0
+        if type(g) is np.ndarray and not g.flags.writeable:
+            return g.copy()      # a broadcast view from the tape: the user gets a matrix of their own
         return g
 
     return value, tree_map(collect, x)

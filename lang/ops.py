@@ -373,7 +373,9 @@ def _broadcast_to(x, shape):
         return x
     if type(x) is not np.ndarray:
         x = np.asarray(x, dtype=FLOAT["dtype"])
-    return np.broadcast_to(x, shape).copy()
+    # a read-only view, not a copy: cotangents are only read (every in-place step in this file
+    # writes to an array it has just made), and grad copies a read-only leaf before returning it
+    return np.broadcast_to(x, shape)
 
 
 broadcast_to = primitive("broadcast_to", _broadcast_to,
