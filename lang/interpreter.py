@@ -385,8 +385,19 @@ class Interpreter:
     def eval_binary(self, node, env):
         d = self.dispatch
         left, right = node.left, node.right
-        a = d[type(left)](left, env)
-        b = d[type(right)](right, env)
+        # the commonest operands inline: a name in the innermost scope, a number literal
+        tl = type(left)
+        if tl is A.Name and left.name in env.vars:
+            a = env.vars[left.name]
+        else:
+            a = d[tl](left, env)
+        tr = type(right)
+        if tr is A.Number:
+            b = right.value
+        elif tr is A.Name and right.name in env.vars:
+            b = env.vars[right.name]
+        else:
+            b = d[tr](right, env)
         ta, tb = type(a), type(b)
         if ta is float and tb is float:
             fast = FLOAT_OPS.get(node.op)
