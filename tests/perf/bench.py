@@ -376,7 +376,7 @@ fn bench() -> grad(f, x)
     t_tape, t_plain, t_ignored = t_tape / n_ops, t_plain / n_ops, t_ignored / n_ops
     ref = ref / n_ops if ref is not None else None
     out(f"| tape: one 2x2 elementwise op, forward + backward (.ml loop) | {fmt(t_tape)} | "
-        f"PyTorch {fmt(ref)} | {ratio(t_tape, ref)} |")
+        f"PyTorch {fmt(ref)} | {ratio(t_tape, ref)} (the issue's 3 µs against PyTorch's 4.8: 0.63x) |")
     out(f"| the same loop without grad (nothing recorded) | {fmt(t_plain)} | | |")
     out(f"| the tape's share: recorded minus not recorded | {fmt(t_tape - t_plain)} | target 3 µs | "
         f"{(t_tape - t_plain) / 3e-6:.2f}x |")
