@@ -823,6 +823,10 @@ class Interpreter:
         shown = os.path.relpath(full, cwd) if cwd != os.sep and full.startswith(os.path.join(cwd, "")) else full
         try:
             self.run(text, shown, env=module_env)
+        except LangError as e:
+            if len(e.trace) < 1000:
+                e.trace.append((f'import("{path}")', node.span))    # where the user's code imported it
+            raise
         finally:
             self.importing.pop()
         record = Record(dict(module_env.vars))

@@ -271,6 +271,17 @@ def test_an_error_in_an_imported_file_names_it_as_the_script_is_named(tmp_path, 
     assert err[-1] == "  called from main.ml:2:1 in bad"
 
 
+def test_an_error_while_importing_shows_the_import(tmp_path, monkeypatch):
+    (tmp_path / "lib").mkdir()
+    (tmp_path / "lib" / "m.ml").write_text("a = 1\nx = nope\n", encoding="utf-8")
+    (tmp_path / "main.ml").write_text('print(1)\nm = import("lib/m.ml")\n', encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    tml = os.path.join(os.path.dirname(sys.executable), "tapeml")
+    err = subprocess.run([tml, "main.ml"], capture_output=True, text=True).stderr.splitlines()
+    assert err[0] == os.path.join("lib", "m.ml") + ":2:5: NameError: undefined name 'nope'"
+    assert err[-1] == '  called from main.ml:2:5 in import("lib/m.ml")'
+
+
 # ---- untrusted checkpoint files (save/load) ------------------------------------------------------
 def load_error(tmp_path, data: bytes, name: str = "bad.npz") -> LangError:
     (tmp_path / name).write_bytes(data)
