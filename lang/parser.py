@@ -100,7 +100,12 @@ class Parser:
         if self.match(NEWLINE) or self.check(EOF) or self.check(*BLOCK_END):
             return False
         tok = self.peek()
-        raise self.error(f"expected the end of the statement (a new line or ';'), found {self.describe(tok)}", tok)
+        prev = self.previous()
+        hint = ""
+        if prev.kind == NAME and prev.text in FOREIGN_WORDS:     # `lambda x: ...`, `def f(x): ...`
+            hint = f"; '{prev.text}' is not tapeml: write {FOREIGN_WORDS[prev.text]}"
+        raise self.error(f"expected the end of the statement (a new line or ';'), found "
+                         f"{self.describe(tok)}{hint}", tok)
 
     def statement(self) -> A.Node:
         tok = self.peek()
@@ -452,7 +457,12 @@ class Parser:
         if kind in (EOF,):
             raise self.error("expected an expression, found the end of the input", tok)
         self.dangling_operator(tok)
-        raise self.error(f"expected an expression, found {self.describe(tok)}", tok)
+        hint = ""
+        if self.i > 0 and self.previous().kind == ":" and kind in ("]", ","):
+            hint = "; a range inside brackets names both ends: x[1:end], x[0:2]"
+        elif kind == ":" and self.i > 0 and self.previous().kind in ("[", ","):
+            hint = "; a range inside brackets names both ends: x[0:2], x[1:end] (a lone ':' is the whole axis)"
+        raise self.error(f"expected an expression, found {self.describe(tok)}{hint}", tok)
 
     def dangling_operator(self, tok: Token) -> None:
         """A line that ends with an operator continues on the next one (the lexer joins them);
