@@ -121,6 +121,7 @@ def main(argv: list[str] | None = None) -> int:
         if len(argv) < 2:
             return _usage_error("-c needs the code to run")
         interp = Interpreter()
+        _warn_late_options(argv[2:])
         interp.prelude.vars["ARGS"] = tuple(argv[2:])
         return exit_code(run_source(interp, argv[1], "<string>", debug))
     if argv and argv[0] == "-i":
@@ -146,6 +147,16 @@ def main(argv: list[str] | None = None) -> int:
     return run_repl(interp)
 
 
+def _warn_late_options(args: list[str]) -> None:
+    """tapeml's own options after the script name are the script's ARGS; say so, since
+    `tapeml run.ml --dtype float32` otherwise runs in float64 without a word."""
+    for a in args:
+        name = a.split("=", 1)[0]
+        if name in ("--dtype", "--debug"):
+            print(f"tapeml: warning: '{a}' comes after the script, so it is passed to the script in ARGS; "
+                  f"put tapeml's options first: tapeml {name} ... FILE.ml", file=sys.stderr)
+
+
 def run_file(interp, path: str, args: list[str], debug: bool) -> int:
     if not os.path.isfile(path):
         why = "it is a directory" if os.path.isdir(path) else "no such file"
@@ -157,6 +168,7 @@ def run_file(interp, path: str, args: list[str], debug: bool) -> int:
     except (OSError, UnicodeDecodeError) as e:
         print(f"tapeml: cannot read '{path}': {e}", file=sys.stderr)
         return 2
+    _warn_late_options(args)
     interp.prelude.vars["ARGS"] = tuple(args)
     return run_source(interp, source, path, debug)
 

@@ -170,3 +170,13 @@ def test_a_byte_order_mark_is_ignored(tmp_path):
     f = tmp_path / "bom.ml"
     f.write_bytes(b"\xef\xbb\xbfprint(1)\n")
     assert run_cli([str(f)]) == (0, "1\n")
+
+
+def test_tapeml_options_after_the_script_are_named_in_a_warning(tmp_path):
+    from conftest import run_cli
+    script = tmp_path / "dt.ml"
+    script.write_text("print(dtype(ones(1)))\nprint(ARGS)\n", encoding="utf-8")
+    code, out = run_cli([str(script), "--dtype", "float32"])
+    assert code == 0
+    assert "tapeml: warning: '--dtype' comes after the script, so it is passed to the script in ARGS" in out
+    assert 'float64\n("--dtype", "float32")' in out        # still the script's arguments, as documented
