@@ -92,6 +92,7 @@ def _num(r):
 
 # ---- elementwise arithmetic -------------------------------------------------------------
 _BOOL = np.dtype(bool)     # NumPy's one bool dtype: `dtype is _BOOL` is the cheapest test
+_NDARRAY, _INF = np.ndarray, math.inf     # module names: one lookup on the hot paths instead of two
 
 
 def _arith(op, keep_bool=False):
@@ -103,14 +104,14 @@ def _arith(op, keep_bool=False):
         except TypeError:          # NumPy refuses bool - bool
             return op(_f(a), _f(b))
         t = type(r)
+        if t is _NDARRAY:
+            if r.dtype is not _BOOL or (keep_bool and type(a) is _NDARRAY and type(b) is _NDARRAY):
+                return r
+            return op(_f(a), _f(b))
         if t is float:
             return r
         if t is np.float64:
             return float(r)
-        if t is np.ndarray:
-            if r.dtype is not _BOOL or (keep_bool and type(a) is np.ndarray and type(b) is np.ndarray):
-                return r
-            return op(_f(a), _f(b))
         return op(_f(a), _f(b))    # Python ints from bools
     return impl
 
@@ -174,12 +175,12 @@ def _vjp_sub(g, ans, res, needs, a, b):
 
 
 def _vjp_mul(g, ans, res, needs, a, b):
+    plain = type(g) is _NDARRAY      # with a plain other factor, zmul has nothing to record
+    if plain and type(b) is float and not needs[1] and b != 0.0 and -_INF < b < _INF:
+        # a matrix times a finite nonzero number (`y * 1.0001`, a learning rate): no 0 x inf, and
+        # g already has a's shape (the product has it)
+        return g * b, None
     ga = gb = None
-    plain = type(g) is np.ndarray      # with a plain other factor, zmul has nothing to record
-    if plain and type(b) is float and not needs[1] and b != 0.0 and -math.inf < b < math.inf:
-        # a matrix times a finite nonzero number (`y * 1.0001`, a learning rate): no 0 x inf
-        ga = g * b
-        return (ga if type(a) is np.ndarray and ga.shape == a.shape else unbroadcast(ga, shape_of(a))), None
     if needs[0]:
         ga = _zmul(g, b) if plain and type(b) is float else zmul(g, b)
         if type(ga) is not np.ndarray or type(a) is not np.ndarray or ga.shape != a.shape:

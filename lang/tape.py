@@ -48,6 +48,7 @@ class Box:
 
 
 _counter = itertools.count()
+_NDARRAY = np.ndarray
 NO_KW: dict = {}
 NEEDS_0 = (True, False)
 NEEDS_1 = (False, True)
@@ -223,7 +224,7 @@ def backward(out: Box, g, add, shape_of) -> dict:
                 if gi is None:
                     continue
                 a = args[i]
-                if type(gi) is np.ndarray and type(a) is np.ndarray:
+                if type(gi) is _NDARRAY and type(a) is _NDARRAY:
                     ok = gi.shape == a.shape
                 else:
                     ok = shape_of(gi) == shape_of(a)
