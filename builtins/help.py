@@ -13,7 +13,7 @@ from __future__ import annotations
 import difflib
 import textwrap
 
-from tapeml.builtins.registry import CATEGORIES, REGISTRY, REQUIRED, Builtin, P, builtin
+from tapeml.builtins.registry import CATEGORIES, REGISTRY, REQUIRED, Builtin, P, SourceText, builtin
 from tapeml.errors import NameErr, TypeErr
 from tapeml.tape import raw
 from tapeml.values import Function, describe, format_value
@@ -53,7 +53,7 @@ def _param_rows(params) -> list[str]:
             notes.append(f"must be {_field(p, 'constraint')}")
         default = _field(p, "default", REQUIRED)
         if default is not REQUIRED and not _field(p, "variadic", False):
-            notes.append(f"default {format_value(default, True)}")
+            notes.append(f"default {default if isinstance(default, SourceText) else format_value(default, True)}")
         rows.append((name, type_col, "; ".join(notes)))
     if not rows:
         return []
@@ -214,7 +214,8 @@ def help_text(name: str | None = None, interp=None) -> str:
     if what == "builtin":
         return _doc_text(value.name, value)
     if what == "stdlib":
-        text = _doc_text(name, value, "Standard library")
+        from tapeml.docgen import stdlib_params
+        text = _doc_text(name, {**value, "params": stdlib_params(value)}, "Standard library")
         where = _field(value, "file", "")
         return text + (f"\n\nWritten in tapeml: {where}" if where else "")
     if what == "function":

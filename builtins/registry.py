@@ -31,6 +31,10 @@ SYNONYMS = {"axis": "dim", "keepdim": "keepdims", "num_heads": "n_heads", "nhead
 CATEGORIES = ["Core", "Math", "Arrays", "Statistics & ML", "Autodiff", "Random", "Plotting", "IO"]
 
 
+class SourceText(str):
+    """A default value as written in tapeml source (a stdlib signature), shown verbatim."""
+
+
 @dataclass
 class P:
     """One parameter: name, kind, default, doc text, shape, and an optional constraint.

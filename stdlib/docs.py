@@ -206,3 +206,101 @@ STDLIB_DOCS = {
         examples=["bigram = [0, 1, 0; 0, 0, 1; 1, 0, 0] * 10\n"
                   "generate(fn(p, ids) -> p[ids, :], bigram, [0], 5, temperature = 0)"]),
 }
+
+
+# ---- parameters and results: name -> {parameter: (kind, description[, shape])} ----------------
+_TREE = "a number, matrix, or tuple/record of them, nested"
+_GRADS = ("tree", "the gradients: the same structure and shapes as params (what grad(loss, params) returns)")
+_PARAMS = ("tree", "the parameters to update: " + _TREE)
+_STATE_OF = "the optimizer state: the record {init}(params) made, then the state the last step returned"
+PARAMS = {
+    "zeros_like": {"tree": ("tree", _TREE)},
+    "sgd_init": {"params": ("tree", "the parameters the optimizer will update: " + _TREE)},
+    "sgd_step": {"params": _PARAMS, "grads": _GRADS,
+                 "state": ("record", _STATE_OF.format(init="sgd_init")),
+                 "lr": ("number", "the learning rate (step size), > 0"),
+                 "momentum": ("number", "the momentum factor, 0 (none) to < 1"),
+                 "dampening": ("number", "how much of each new gradient is held back from the momentum buffer, 0 to 1"),
+                 "weight_decay": ("number", "the L2 penalty added to the gradient (weight_decay * p), >= 0"),
+                 "nesterov": ("bool", "Nesterov momentum (needs momentum > 0 and dampening 0)")},
+    "adam_init": {"params": ("tree", "the parameters the optimizer will update: " + _TREE)},
+    "adamw_init": {"params": ("tree", "the parameters the optimizer will update: " + _TREE)},
+    "adam_update": {"params": _PARAMS, "grads": _GRADS,
+                    "state": ("record", "the record {step, m, v} of adam_init/adamw_init or of the last step"),
+                    "lr": ("number", "the learning rate, > 0"),
+                    "betas": ("tuple", "(b1, b2): the decay rates of the first and second moments, each in [0, 1)"),
+                    "eps": ("number", "added to the denominator for numerical stability, > 0"),
+                    "decay": ("number", "every parameter is multiplied by it before the step (1: none)")},
+    "adam_step": {"params": _PARAMS, "grads": _GRADS,
+                  "state": ("record", _STATE_OF.format(init="adam_init")),
+                  "lr": ("number", "the learning rate, > 0"),
+                  "betas": ("tuple", "(b1, b2): the decay rates of the moment estimates, each in [0, 1)"),
+                  "eps": ("number", "added to the denominator for numerical stability, > 0"),
+                  "weight_decay": ("number", "L2 penalty added to the gradient (Adam's coupled form), >= 0")},
+    "adamw_step": {"params": _PARAMS, "grads": _GRADS,
+                   "state": ("record", _STATE_OF.format(init="adamw_init")),
+                   "lr": ("number", "the learning rate, > 0"),
+                   "betas": ("tuple", "(b1, b2): the decay rates of the moment estimates, each in [0, 1)"),
+                   "eps": ("number", "added to the denominator for numerical stability, > 0"),
+                   "weight_decay": ("number", "decoupled weight decay: each parameter shrinks by lr * weight_decay "
+                                              "of itself per step, >= 0")},
+    "grad_norm": {"grads": ("tree", "a gradient tree: " + _TREE)},
+    "clip_grad_norm": {"grads": ("tree", "a gradient tree: " + _TREE),
+                       "max_norm": ("number", "the largest global L2 norm allowed, > 0")},
+    "noam_lr": {"step": ("number", "the optimizer step, counted from 1 (values below 1 count as 1)"),
+                "d_model": ("number", "the model width, > 0"),
+                "warmup": ("number", "the number of warmup steps, > 0"),
+                "scale": ("number", "a factor on the whole schedule")},
+    "cosine_lr": {"step": ("number", "the optimizer step (0 at the start)"),
+                  "total": ("number", "the step at which the rate reaches lr_min"),
+                  "lr_max": ("number", "the peak learning rate, reached at the end of warmup"),
+                  "lr_min": ("number", "the final learning rate"),
+                  "warmup": ("number", "the number of linear warmup steps (0: none)")},
+    "char_vocab": {"text": ("string", "the training text")},
+    "encode": {"vocab": ("string", "the vocabulary: each character once (char_vocab(text) makes one)"),
+               "text": ("string", "the text to turn into ids")},
+    "decode": {"vocab": ("string", "the vocabulary the ids index (0-based)"),
+               "ids": ("array", "a vector of token ids, or one id", "[T] or a number")},
+    "script_arg": {"name": ("string", "the option's name, as in name=value after the script's name"),
+                   "default": ("string", "what to return when the option is not given (a string, like the values)")},
+    "top_k_filter": {"z": ("array", "the scores (logits) of every token", "[V]"),
+                     "top_k": ("int", "how many of the largest scores to keep, >= 1")},
+    "next_token": {"z": ("array", "the scores (logits) of every token", "[V]"),
+                   "temperature": ("number", "> 0 divides the scores before sampling (lower is sharper); "
+                                             "<= 1e-6 picks the most likely token"),
+                   "top_k": ("int", "sample among the top_k most likely tokens only (0: all)")},
+    "generate": {"logits_fn": ("function", "fn(params, ids) -> the scores of the next token: [V], or [T, V] "
+                                           "whose last row is used"),
+                 "params": ("any", "passed to logits_fn unchanged (the model's weights)"),
+                 "ids": ("array", "the prompt: a vector of token ids", "[T]"),
+                 "n_new": ("int", "how many tokens to add, >= 0"),
+                 "temperature": ("number", "as in next_token"),
+                 "top_k": ("int", "as in next_token"),
+                 "context": ("int", "feed only the last `context` ids to logits_fn (0: all of them)")},
+}
+
+RETURNS = {
+    "zeros_like": "a tree shaped like tree, every leaf zero",
+    "sgd_init": "record {step = 0, momentum_buffer}",
+    "sgd_step": "tuple (params, state): the updated parameters and the state for the next step",
+    "adam_init": "record {step = 0, m, v}",
+    "adamw_init": "record {step = 0, m, v}",
+    "adam_update": "tuple (params, state)",
+    "adam_step": "tuple (params, state): the updated parameters and the state for the next step",
+    "adamw_step": "tuple (params, state): the updated parameters and the state for the next step",
+    "grad_norm": "number: sqrt of the sum of squares of every leaf",
+    "clip_grad_norm": "the gradient tree, scaled down so its global norm is at most max_norm",
+    "noam_lr": "number: the learning rate at step",
+    "cosine_lr": "number: the learning rate at step",
+    "char_vocab": "string: each distinct character of text once, in code-point order",
+    "encode": "vector [len(text)] of 0-based ids",
+    "decode": "string",
+    "script_arg": "string: the option's value, or default",
+    "top_k_filter": "z with every score below the k-th largest set to -inf",
+    "next_token": "number: a token id (0-based)",
+    "generate": "vector [T + n_new]: ids with the new tokens appended",
+}
+
+for _name, _entry in STDLIB_DOCS.items():
+    _entry["param_docs"] = PARAMS.get(_name, {})
+    _entry["returns"] = RETURNS.get(_name, "")

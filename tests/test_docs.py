@@ -212,3 +212,20 @@ def test_every_builtin_and_stdlib_function_has_what_how_and_errors():
     missing += [f"stdlib {n}: no {k}" for n, d in STDLIB_DOCS.items() for k in ("what", "how", "errors")
                 if blank(d.get(k) or "")]
     assert missing == []
+
+
+def test_every_stdlib_parameter_is_described_and_every_result_named():
+    """A stdlib function's page and help() list each parameter with its kind and what it is, as a
+    builtin's do; the descriptions name only parameters the signature has."""
+    from tapeml.stdlib.docs import STDLIB_DOCS
+    missing = []
+    for name, entry in STDLIB_DOCS.items():
+        params = docgen.stdlib_params(entry)
+        assert set(entry["param_docs"]) <= {p.name for p in params}, name
+        missing += [f"{name}({p.name})" for p in params if not p.doc or p.kind == "any" and p.name != "params"]
+        if not entry["returns"].strip():
+            missing.append(f"{name}: returns")
+    assert missing == []
+    from tapeml.builtins.help import help_text
+    text = help_text("adamw_step")
+    assert "Parameters" in text and "weight_decay  number" in text and "default 0.01" in text
