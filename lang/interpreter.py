@@ -20,7 +20,7 @@ from .errors import (STDLIB_PREFIX, IOErr, IndexErr, InternalError, LangError, N
 from .lexer import FOREIGN_WORDS, KEYWORDS
 from .parser import parse
 from .tape import Box, raw
-from .values import Function, Record, describe, format_value, shape_text
+from .values import Function, Record, describe, format_number, format_value, shape_text
 
 MAX_DEPTH = 20000       # tapeml call depth before a RecursionError
 _STDLIB_TREES: dict = {}    # (file name, text) -> parsed Program, shared by all interpreters
@@ -844,7 +844,7 @@ def make_range(start: float, step: float, stop: float, span=None) -> np.ndarray:
     if n <= 0:
         return np.zeros(0)
     if n > 100_000_000:
-        raise ValueErr(f"the range would have {n:.3g} elements; the limit is 1e8", span)
+        raise ValueErr(f"the range would have {format_number(float(f'{n:.3g}'))} elements; the limit is 1e8", span)
     return ops.as_float(start + step * np.arange(n, dtype=np.float64))
 
 

@@ -139,9 +139,10 @@ def test_zeros_1e6_by_1e6_is_refused_before_allocating():
     assert time.perf_counter() - start < 1.0
     assert isinstance(err, ValueErr)
     from tapeml.builtins.util import MAX_ELEMENTS
-    assert err.message == ("zeros(1000000, 1000000) would need 8e+12 bytes (8e+03 GB of float64); "
-                           f"the limit is {MAX_ELEMENTS * 8 / 1e9:.3g} GB (half this machine's memory, "
-                           "at most 8 GB)")
+    from tapeml.values import format_number
+    limit = format_number(float(f"{MAX_ELEMENTS * 8 / 1e9:.3g}"))
+    assert err.message == ("zeros(1000000, 1000000) would need 8e12 bytes (8000 GB of float64); "
+                           f"the limit is {limit} GB (half this machine's memory, at most 8 GB)")
     assert (err.span.line, err.span.col) == (1, 5)
 
 
