@@ -213,6 +213,10 @@ _TREE = "a number, matrix, or tuple/record of them, nested"
 _GRADS = ("tree", "the gradients: the same structure and shapes as params (what grad(loss, params) returns)")
 _PARAMS = ("tree", "the parameters to update: " + _TREE)
 _STATE_OF = "the optimizer state: the record {init}(params) made, then the state the last step returned"
+_ADAM = {"params": _PARAMS, "grads": _GRADS,       # what the three Adam functions share
+         "lr": ("number", "the learning rate, > 0"),
+         "betas": ("tuple", "(b1, b2): the decay rates of the first and second moment estimates, each in [0, 1)"),
+         "eps": ("number", "added to the denominator for numerical stability, > 0")}
 PARAMS = {
     "zeros_like": {"tree": ("tree", _TREE)},
     "sgd_init": {"params": ("tree", "the parameters the optimizer will update: " + _TREE)},
@@ -225,23 +229,11 @@ PARAMS = {
                  "nesterov": ("bool", "Nesterov momentum (needs momentum > 0 and dampening 0)")},
     "adam_init": {"params": ("tree", "the parameters the optimizer will update: " + _TREE)},
     "adamw_init": {"params": ("tree", "the parameters the optimizer will update: " + _TREE)},
-    "adam_update": {"params": _PARAMS, "grads": _GRADS,
-                    "state": ("record", "the record {step, m, v} of adam_init/adamw_init or of the last step"),
-                    "lr": ("number", "the learning rate, > 0"),
-                    "betas": ("tuple", "(b1, b2): the decay rates of the first and second moments, each in [0, 1)"),
-                    "eps": ("number", "added to the denominator for numerical stability, > 0"),
+    "adam_update": {**_ADAM, "state": ("record", "the record {step, m, v} of adam_init/adamw_init or of the last step"),
                     "decay": ("number", "every parameter is multiplied by it before the step (1: none)")},
-    "adam_step": {"params": _PARAMS, "grads": _GRADS,
-                  "state": ("record", _STATE_OF.format(init="adam_init")),
-                  "lr": ("number", "the learning rate, > 0"),
-                  "betas": ("tuple", "(b1, b2): the decay rates of the moment estimates, each in [0, 1)"),
-                  "eps": ("number", "added to the denominator for numerical stability, > 0"),
+    "adam_step": {**_ADAM, "state": ("record", _STATE_OF.format(init="adam_init")),
                   "weight_decay": ("number", "L2 penalty added to the gradient (Adam's coupled form), >= 0")},
-    "adamw_step": {"params": _PARAMS, "grads": _GRADS,
-                   "state": ("record", _STATE_OF.format(init="adamw_init")),
-                   "lr": ("number", "the learning rate, > 0"),
-                   "betas": ("tuple", "(b1, b2): the decay rates of the moment estimates, each in [0, 1)"),
-                   "eps": ("number", "added to the denominator for numerical stability, > 0"),
+    "adamw_step": {**_ADAM, "state": ("record", _STATE_OF.format(init="adamw_init")),
                    "weight_decay": ("number", "decoupled weight decay: each parameter shrinks by lr * weight_decay "
                                               "of itself per step, >= 0")},
     "grad_norm": {"grads": ("tree", "a gradient tree: " + _TREE)},

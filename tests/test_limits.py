@@ -261,24 +261,25 @@ def test_import_of_a_missing_file_names_the_resolved_path(tmp_path):
     assert (info.value.span.line, info.value.span.col) == (1, 5)
 
 
-def test_an_error_in_an_imported_file_names_it_as_the_script_is_named(tmp_path, monkeypatch):
+def stderr_of_main_importing(tmp_path, monkeypatch, lib: str, main: str) -> list[str]:
+    """Run `tapeml main.ml` in tmp_path, with lib/m.ml beside it; the lines it printed on stderr."""
     (tmp_path / "lib").mkdir()
-    (tmp_path / "lib" / "m.ml").write_text("fn bad(x)\n  return x + [1, 2, 3]\nend\n", encoding="utf-8")
-    (tmp_path / "main.ml").write_text('m = import("lib/m.ml")\nm.bad([1, 2])\n', encoding="utf-8")
+    (tmp_path / "lib" / "m.ml").write_text(lib, encoding="utf-8")
+    (tmp_path / "main.ml").write_text(main, encoding="utf-8")
     monkeypatch.chdir(tmp_path)
     tml = os.path.join(os.path.dirname(sys.executable), "tapeml")
-    err = subprocess.run([tml, "main.ml"], capture_output=True, text=True).stderr.splitlines()
+    return subprocess.run([tml, "main.ml"], capture_output=True, text=True).stderr.splitlines()
+
+
+def test_an_error_in_an_imported_file_names_it_as_the_script_is_named(tmp_path, monkeypatch):
+    err = stderr_of_main_importing(tmp_path, monkeypatch, "fn bad(x)\n  return x + [1, 2, 3]\nend\n",
+                                   'm = import("lib/m.ml")\nm.bad([1, 2])\n')
     assert err[0].startswith(os.path.join("lib", "m.ml") + ":2:12: ShapeError: cannot add")
     assert err[-1] == "  called from main.ml:2:1 in bad"
 
 
 def test_an_error_while_importing_shows_the_import(tmp_path, monkeypatch):
-    (tmp_path / "lib").mkdir()
-    (tmp_path / "lib" / "m.ml").write_text("a = 1\nx = nope\n", encoding="utf-8")
-    (tmp_path / "main.ml").write_text('print(1)\nm = import("lib/m.ml")\n', encoding="utf-8")
-    monkeypatch.chdir(tmp_path)
-    tml = os.path.join(os.path.dirname(sys.executable), "tapeml")
-    err = subprocess.run([tml, "main.ml"], capture_output=True, text=True).stderr.splitlines()
+    err = stderr_of_main_importing(tmp_path, monkeypatch, "a = 1\nx = nope\n", 'print(1)\nm = import("lib/m.ml")\n')
     assert err[0] == os.path.join("lib", "m.ml") + ":2:5: NameError: undefined name 'nope'"
     assert err[-1] == '  called from main.ml:2:5 in import("lib/m.ml")'
 
