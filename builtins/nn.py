@@ -672,9 +672,10 @@ CROSS_ATTENTION_EXAMPLE = (
                    CROSS_ATTENTION_EXAMPLE,
                    "heads = transformer_block_init(4, 2, seed=0).heads\nx = reshape(0:23, 2, 3, 4) / 10\n"
                    "m = reshape(0:39, 2, 5, 4) / 20\n"
-                   "mask = reshape(0:29, 2, 3, 5) % 5 < 3  # batch element 1 sees only the first 3 keys\n"
+                   "# memory 1 has 3 real positions and 2 of padding: its queries may not read the padding\n"
+                   "mask = ((0:4) < reshape([5, 3], 2, 1, 1)) and (ones(2, 3, 5) > 0)   # 2 x 3 x 5\n"
                    "y, w = multi_head_attention(x, heads, 2, memory=m, mask=mask, return_weights=true)\n"
-                   "print(size(y), size(w))\nround(w[0, 1, :, :], 3)"])
+                   "print(size(y), size(w))\nround(w[1, 0, :, :], 3)   # batch element 1, head 0"])
 def multi_head_attention(x, heads, n_heads, causal, dropout, training, bo, memory, mask, return_weights):
     if n_heads != len(raw(heads)):
         raise ValueErr(f"multi_head_attention(): n_heads is {n_heads} but heads has {len(raw(heads))} "

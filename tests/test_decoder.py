@@ -132,6 +132,24 @@ def test_batched_mask_is_per_example_and_combines_with_causal(env):
             np.testing.assert_allclose(got[b], one, rtol=1e-12, atol=1e-13)
 
 
+@pytest.mark.parametrize("batched", [False, True])
+def test_heads_fused_path_takes_memory_and_masks(env, batched, monkeypatch):
+    """From T x D = 1024 on the heads run as one batched attention; the memory and a [T, S] or
+    [B, T, S] mask reach it too (forced here on small inputs)."""
+    from tapeml.builtins import nn
+    monkeypatch.setattr(nn, "FUSE_MIN_ELEMENTS", 1)
+    rng = np.random.default_rng(1)
+    mask = rng.random((2, 4, 6) if batched else (4, 6)) < 0.6
+    mask[..., 0] = True
+    x, m = ("x", "m") if batched else ("x1", "m1")
+    for causal in ("false", "true"):
+        got = val(f"multi_head_attention({x}, heads, 2, memory={m}, mask=MASK, causal={causal}, bo=w.bo)",
+                  MASK=mask, **env)
+        want, _ = np_mha(env[x], env["heads"], memory=env[m], mask=mask, causal=causal == "true",
+                         bo=env["w"].fields["bo"])
+        np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+
+
 def test_fully_masked_row_gives_zeros_and_finite_gradients(env):
     mask = np.ones((4, 6), dtype=bool)
     mask[2] = False
