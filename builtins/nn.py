@@ -429,16 +429,20 @@ def rms_norm(x, gamma, eps):
 
 
 # ---- multi-head attention ---------------------------------------------------------------------
-def _attend(q, k, v, causal, p, training):
-    """sdpa, or, when attention dropout is active, the same computation composed from primitives
-    with dropout applied to the attention weights (as PyTorch's MultiheadAttention does)."""
-    if not training or p == 0:
-        return attention(q, k, v, causal=causal)
+def _attend(q, k, v, causal, p, training, mask=None, weights=False):
+    """sdpa, or, when attention dropout is active or the weights are wanted, the same computation
+    composed from primitives with dropout applied to the attention weights (as PyTorch's
+    MultiheadAttention does); with weights = true, (output, the weights the values were averaged with)."""
+    if not weights and (not training or p == 0):
+        return attention(q, k, v, mask, causal=causal)
     lq, lk = _shape(q)[-2], _shape(k)[-2]
     s = ops.mul(ops.matmul(q, ops.transpose(k)), 1.0 / math.sqrt(_shape(q)[-1]))
     allowed = np.tril(np.ones((lq, lk), dtype=bool), k=lk - lq) if causal else None
-    w = apply_dropout(ops.masked_softmax(s, allowed=allowed), p, True)
-    return ops.matmul(w, v)
+    if mask is not None:
+        allowed = raw(mask) if allowed is None else (allowed & raw(mask))
+    w = apply_dropout(ops.masked_softmax(s, allowed=allowed), p, training)
+    out = ops.matmul(w, v)
+    return (out, w) if weights else out
 
 
 FUSE_MIN_ELEMENTS = 1024     # T x D from which joining the heads pays for its extra tape nodes
@@ -495,11 +499,15 @@ def _joined_untracked(parts, dim):
     return out
 
 
-def _mha_fused(x, fields, causal):
+def _mha_fused(x, fields, causal, src=None, mask=None):
     """All heads at once: one projection each for q, k, v (the heads' matrices side by side),
     one batched attention over [..., H, T, d], one output projection. The same sum over heads
-    as the loop, with larger matrix products; still only primitives."""
+    as the loop, with larger matrix products; still only primitives. Keys and values come
+    from src (the memory of cross-attention; x itself by default)."""
     n = len(fields)
+    src = x if src is None else src
+    if mask is not None and raw(mask).ndim == 3:
+        mask = raw(mask)[:, None]           # [B, T, S] -> [B, 1, T, S], one mask for every head
 
     def joined(name, dim):
         parts = [f[name] for f in fields]
@@ -510,34 +518,93 @@ def _mha_fused(x, fields, causal):
     def bias(name):
         return joined(name, 0) if name in fields[0] else None
     q = _split_heads(ops.dense(x, joined("wq", 1), bias("bq")), n)
-    k = _split_heads(ops.dense(x, joined("wk", 1), bias("bk")), n)
-    v = _split_heads(ops.dense(x, joined("wv", 1), bias("bv")), n)
-    return ops.dense(_merge_heads(attention(q, k, v, causal=causal)), joined("wo", 0))
+    k = _split_heads(ops.dense(src, joined("wk", 1), bias("bk")), n)
+    v = _split_heads(ops.dense(src, joined("wv", 1), bias("bv")), n)
+    return ops.dense(_merge_heads(attention(q, k, v, mask, causal=causal)), joined("wo", 0))
 
 
-def mha(x, heads, causal=False, p=0.0, training=False, bo=None):
-    """sum over heads of attention(x wq + bq, x wk + bk, x wv + bv) wo, plus bo: composed from
-    primitives (dense, sdpa or softmax/matmul with dropout, add); no gradient rule of its own."""
+def mha(x, heads, causal=False, p=0.0, training=False, bo=None, memory=None, mask=None, weights=False):
+    """sum over heads of attention(x wq + bq, m wk + bk, m wv + bv) wo, plus bo, with m = memory
+    (cross-attention) or x (self-attention): composed from primitives (dense, sdpa or
+    softmax/matmul with dropout, add); no gradient rule of its own. With weights = true,
+    (output, the heads' attention weights stacked as [..., H, T, S])."""
     fields = [raw(h).fields for h in heads]
     s = _shape(x)
+    src = x if memory is None else memory
     # Joining costs a few more tape nodes; it pays when the products are large enough.
-    if not (training and p > 0) and s[-2] * s[-1] >= FUSE_MIN_ELEMENTS and _fusable(fields):
-        out = _mha_fused(x, fields, causal)
+    if (not weights and not (training and p > 0) and s[-2] * s[-1] >= FUSE_MIN_ELEMENTS
+            and _fusable(fields)):
+        out = _mha_fused(x, fields, causal, src, mask)
         return ops.add(out, bo) if bo is not None else out
     out = None
+    ws = []
     for h in heads:
         f = raw(h).fields
         q = ops.dense(x, f["wq"], f.get("bq"))
-        k = ops.dense(x, f["wk"], f.get("bk"))
-        v = ops.dense(x, f["wv"], f.get("bv"))
-        o = ops.dense(_attend(q, k, v, causal, p, training), f["wo"])
+        k = ops.dense(src, f["wk"], f.get("bk"))
+        v = ops.dense(src, f["wv"], f.get("bv"))
+        a = _attend(q, k, v, causal, p, training, mask, weights)
+        if weights:
+            a, w = a
+            ws.append(w)
+        o = ops.dense(a, f["wo"])
         out = o if out is None else ops.add(out, o)
-    return ops.add(out, bo) if bo is not None else out
+    out = ops.add(out, bo) if bo is not None else out
+    return (out, ops.stack(*ws, dim=-3)) if weights else out
+
+
+def check_memory(memory, xs: tuple, fname: str, name: str = "memory"):
+    """The memory of cross-attention against x's shape xs: S x D for an unbatched x, B x S x D for
+    a batched one, with x's width D and batch B, and at least one position."""
+    ms = _shape(memory)
+    want = "S x D" if len(xs) == 2 else f"{xs[0]} x S x D"
+    if len(ms) != len(xs):
+        raise ShapeError(f"{fname}: x is {shape_text(xs)}, so {name} must be {want} (positions x "
+                         f"features{', batch first' if len(xs) == 3 else ''}), got {describe(memory)}")
+    if ms[-1] != xs[-1]:
+        raise ShapeError(f"{fname}: x has {xs[-1]} features but {name} has {ms[-1]} (x is {shape_text(xs)}, "
+                         f"{name} is {shape_text(ms)}): cross-attention needs {name}'s width, its last "
+                         f"axis, to equal x's")
+    if len(xs) == 3 and ms[0] != xs[0]:
+        raise ShapeError(f"{fname}: x is a batch of {xs[0]} and {name} a batch of {ms[0]} (x is "
+                         f"{shape_text(xs)}, {name} is {shape_text(ms)}): they must be equal")
+    if ms[-2] == 0:
+        raise ShapeError(f"{fname}: {name} has no positions ({shape_text(ms)}): there is nothing to attend to")
+
+
+def check_mask(mask, xs: tuple, n_keys: int, fname: str, name: str = "mask"):
+    """A 'may attend' mask for queries x (shape xs) over n_keys keys: a bool T x S matrix, or
+    B x T x S for a batched x."""
+    m = raw(mask)
+    if not (isinstance(m, np.ndarray) and m.dtype == np.bool_):
+        raise TypeErr(f"{fname}: {name} must be a bool matrix (true = may attend), got {describe(mask)}")
+    t = xs[-2]
+    ok = m.shape == (t, n_keys) or (len(xs) == 3 and m.shape == (xs[0], t, n_keys))
+    if not ok:
+        want = f"{t}x{n_keys}" + (f" or {xs[0]}x{t}x{n_keys}" if len(xs) == 3 else "")
+        raise ShapeError(f"{fname}: {name} is {shape_text(m.shape)}, expected {want} (queries x keys"
+                         f"{'; one per batch element first' if len(xs) == 3 else ''})")
 
 
 _DROPOUT = P("dropout", "number", 0.0, doc="probability of dropping an attention weight (training only)",
              check=dropout_range, constraint=">= 0 and < 1")
 _TRAINING = P("training", "bool", False, doc="apply dropout (true) or not (false, evaluation)")
+
+
+# The cross-attention example of the multi_head_attention and transformer_decoder_block pages: a
+# decoder whose queries are built to find the source position T - 1 - t (reversal).
+CROSS_ATTENTION_EXAMPLE = (
+    "S = 6\nt = (0:S - 1)'\n"
+    "pos = [sin(t), cos(t), sin(t / 2), cos(t / 2)]   # 4 features per position\n"
+    "memory = 3 * pos                                 # an encoder's output: source positions 0..5\n"
+    "x = 3 * pos[S - 1:-1:0, :]                       # decoder position i looks like source S-1-i\n"
+    "eye4 = eye(4)\nhead = {wq = eye4, wk = eye4, wv = eye4, wo = eye4}\n"
+    "y, w = multi_head_attention(x, (head,), 1, memory=memory, return_weights=true)\n"
+    "print(size(y), size(w))\n"
+    "round(w[0, 0, :], 3)\n"
+    "imshow(w[0, :, :])\n"
+    'title("cross-attention weights: decoder position i reads source S-1-i")\n'
+    'xlabel("source position (memory)")\nylabel("decoder position (x)")')
 
 
 @builtin("multi_head_attention", CAT, "Self-attention with several heads: sum over heads of sdpa(x wq, x wk, x wv) wo.",
@@ -547,10 +614,19 @@ _TRAINING = P("training", "bool", False, doc="apply dropout (true) or not (false
           P("n_heads", "int", doc="must equal len(heads)"),
           P("causal", "bool", False, doc="each position attends only to itself and earlier ones"),
           _DROPOUT, _TRAINING,
-          P("bo", "array", None, shape="[D]", doc="the one output bias, added after the heads are summed")],
-         returns="same shape as x", differentiable=True,
+          P("bo", "array", None, shape="[D]", doc="the one output bias, added after the heads are summed"),
+          P("memory", "array", None, shape="[S, D] or [B, S, D]",
+            doc="keys and values come from memory instead of x (cross-attention); none: self-attention"),
+          P("mask", "array", None, shape="[T, S] or [B, T, S]",
+            doc="bool, true = may attend (PyTorch's boolean attn_mask means the opposite)"),
+          P("return_weights", "bool", False,
+            doc="also return the attention weights, [H, T, S] or [B, H, T, S]")],
+         returns="same shape as x; with return_weights, a tuple (output, weights)", differentiable=True,
          what="Runs one scaled_dot_product_attention per head on projections of x and adds up the heads' "
-              "projected outputs. With one identity head it is plain self-attention.",
+              "projected outputs. With one identity head it is plain self-attention. With memory = m "
+              "it is cross-attention, the encoder-decoder attention of the 2017 Transformer: the "
+              "queries come from x (T positions) and the keys and values from m (S positions), so "
+              "each of x's positions reads a weighted average of m's; the output still has x's shape.",
          how="MultiHead(x) = sum_h Attention(x Wq_h + bq_h, x Wk_h + bk_h, x Wv_h + bv_h) Wo_h + bo "
              "(Vaswani et al. 2017, §3.2.2; the sum over heads equals Concat(head_1..head_h) W^O with W^O "
              "split by rows). Layout against PyTorch's nn.MultiheadAttention: wq_h = in_proj_weight[h*d_k:"
@@ -559,11 +635,25 @@ _TRAINING = P("training", "bool", False, doc="apply dropout (true) or not (false
              "why it is an argument here and the field weights.bo of a transformer_block record, not a "
              "field of each head. With training = true and dropout = p the attention weights go through "
              "inverted dropout (as PyTorch's dropout inside MultiheadAttention). A composite: built from "
-             "dense and scaled_dot_product_attention, it has no gradient rule of its own.",
+             "dense and scaled_dot_product_attention, it has no gradient rule of its own.\n\n"
+             "memory = m gives PyTorch's MultiheadAttention(query = x, key = m, value = m): q = x wq_h + "
+             "bq_h, k = m wk_h + bk_h, v = m wv_h + bv_h. causal = true with a memory keeps the "
+             "bottom-right rule of scaled_dot_product_attention: query i sees keys j <= i + S - T. "
+             "mask is a bool T x S matrix (or B x T x S, one per batch element) where true means "
+             "'may attend', as in scaled_dot_product_attention and PyTorch's F.scaled_dot_product_attention; "
+             "PyTorch's nn.MultiheadAttention and nn.Transformer* read a boolean attn_mask the other way "
+             "round (true = masked out), so pass ~their_mask. mask and causal combine (both must allow "
+             "a pair); a query row with every key masked gives zeros. return_weights = true returns "
+             "(output, weights) with the weights of every head, [H, T, S] or [B, H, T, S] (PyTorch's "
+             "need_weights with average_attn_weights = False; mean(w, 0) averages the heads): each row "
+             "sums to 1, or is all zeros when every key is masked. In training with dropout they are "
+             "the weights after dropout, the ones the values were averaged with, as PyTorch returns.",
          errors=["ValueError when n_heads differs from len(heads)",
                  "ValueError naming the path and both shapes when a head is missing a field or a field "
                  "has the wrong shape (heads[1].wq is 4x3, expected 4x2)",
-                 "ValueError when dropout is not in [0, 1)"],
+                 "ValueError when dropout is not in [0, 1)",
+                 "ShapeError when memory's width differs from x's, or its batch size does",
+                 "TypeError when mask is not a bool matrix; ShapeError when it is not T x S (or B x T x S)"],
          examples=["eye2 = [1.0, 0.0; 0.0, 1.0]\nhead = {wq = eye2, wk = eye2, wv = eye2, wo = eye2}\n"
                    "q = [1.0, 0.5; -0.5, 1.0; 0.2, -0.3]\nmulti_head_attention(q, (head,), 1)",
                    "eye2 = [1.0, 0.0; 0.0, 1.0]\nhead = {wq = eye2, wk = eye2, wv = eye2, wo = eye2}\n"
@@ -578,18 +668,32 @@ _TRAINING = P("training", "bool", False, doc="apply dropout (true) or not (false
                    "imshow(scaled_dot_product_attention(x @ a, x @ a, eye(8), causal=true))\n"
                    'title("head 0 weights")\nsubplot(1, 2, 1)\n'
                    "imshow(scaled_dot_product_attention(x @ b, x @ b, eye(8), causal=true))\n"
-                   'title("head 1 weights")'])
-def multi_head_attention(x, heads, n_heads, causal, dropout, training, bo):
+                   'title("head 1 weights")',
+                   CROSS_ATTENTION_EXAMPLE,
+                   "heads = transformer_block_init(4, 2, seed=0).heads\nx = reshape(0:23, 2, 3, 4) / 10\n"
+                   "m = reshape(0:39, 2, 5, 4) / 20\n"
+                   "# memory 1 has 3 real positions and 2 of padding: its queries may not read the padding\n"
+                   "mask = ((0:4) < reshape([5, 3], 2, 1, 1)) and (ones(2, 3, 5) > 0)   # 2 x 3 x 5\n"
+                   "y, w = multi_head_attention(x, heads, 2, memory=m, mask=mask, return_weights=true)\n"
+                   "print(size(y), size(w))\nround(w[1, 0, :, :], 3)   # batch element 1, head 0"])
+def multi_head_attention(x, heads, n_heads, causal, dropout, training, bo, memory, mask, return_weights):
     if n_heads != len(raw(heads)):
         raise ValueErr(f"multi_head_attention(): n_heads is {n_heads} but heads has {len(raw(heads))} "
                        f"record{'s' * (len(raw(heads)) != 1)}; they must be equal")
     s = _shape(x)
     if len(s) < 2:
         raise ShapeError(f"multi_head_attention(): x must be T x D (or B x T x D), got {describe(x)}")
+    if memory is not None:
+        if len(s) > 3:
+            raise ShapeError(f"multi_head_attention(): with a memory, x must be T x D or B x T x D, got {describe(x)}")
+        check_memory(memory, s, "multi_head_attention()")
+    n_keys = _shape(memory)[-2] if memory is not None else s[-2]
+    if mask is not None:
+        check_mask(mask, s[-3:], n_keys, "multi_head_attention()")
     check_heads(heads, s[-1])
     if bo is not None:
         schema_shape(bo, "bo", (s[-1],))
-    return mha(x, raw(heads), causal, dropout, training, bo)
+    return mha(x, raw(heads), causal, dropout, training, bo, memory, mask, return_weights)
 
 
 # ---- the transformer block ----------------------------------------------------------------------
@@ -656,7 +760,7 @@ def check_block(weights, d: int, norm: str) -> dict:
 
 
 def block(x, f, norm_first=False, norm="layer_norm", causal=False, activation="relu", p=0.0,
-          training=False, eps=1e-5):
+          training=False, eps=1e-5, mask=None):
     """The block on checked fields `f`, composed from primitives (no gradient rule of its own)."""
     act = ACTIVATIONS[activation]
 
@@ -669,7 +773,7 @@ def block(x, f, norm_first=False, norm="layer_norm", causal=False, activation="r
         return ops.mul(h, f[name]) if name in f else h
 
     def attn(h):
-        return scaled(mha(h, raw(f["heads"]), causal, p, training, f.get("bo")), "gamma1")
+        return scaled(mha(h, raw(f["heads"]), causal, p, training, f.get("bo"), mask=mask), "gamma1")
 
     def ffn(h):
         hidden = apply_dropout(act(ops.dense(h, f["w1"], f.get("b1"))), p, training)
@@ -727,7 +831,9 @@ _ACTIVATION_NAMES = ("relu", "gelu", "gelu_tanh", "silu", "quick_gelu")
                                           "activation (training only)", check=dropout_range,
             constraint=">= 0 and < 1"),
           P("training", "bool", False, doc="apply dropout (true) or not (false, evaluation)"),
-          P("eps", "number", 1e-5, doc="epsilon of both normalizations", check=positive, constraint="> 0")],
+          P("eps", "number", 1e-5, doc="epsilon of both normalizations", check=positive, constraint="> 0"),
+          P("mask", "array", None, shape="[T, T] or [B, T, T]",
+            doc="bool, true = may attend (e.g. a padding mask); combined with causal")],
          returns="same shape as x", differentiable=True,
          what="One transformer block on a T x D input (or a batch B x T x D): multi-head self-attention "
               "plus a two-layer feed-forward network, each wrapped in a residual connection and a "
@@ -745,7 +851,10 @@ _ACTIVATION_NAMES = ("relu", "gelu", "gelu_tanh", "silu", "quick_gelu")
              "with attn = multi_head_attention(., heads, causal, dropout, training, bo), "
              "ffn(h) = dense(drop(act(dense(h, w1, b1))), w2, b2), norm = layer_norm (gain ln*_gamma, bias "
              "ln*_beta) or rms_norm (gain only), and ls1, ls2 the layer-scale vectors gamma1, gamma2 "
-             "when the record has them (CaiT, Touvron et al. 2021), else 1. Dropout acts on the attention "
+             "when the record has them (CaiT, Touvron et al. 2021), else 1. mask is the self-attention's "
+             "'may attend' matrix, as multi_head_attention's (true = may attend; PyTorch's boolean "
+             "src_mask means the opposite): a T x T matrix, or B x T x T for a batch of sequences of "
+             "different lengths padded to T. Dropout acts on the attention "
              "weights and after the activation, only with training = true, drawing from seed(n)'s "
              "generator. A composite of recorded primitives: its gradient comes from the tape's "
              "ordinary reverse walk, with no rule of its own; checked against PyTorch 2.13 to 1e-10 "
@@ -753,16 +862,26 @@ _ACTIVATION_NAMES = ("relu", "gelu", "gelu_tanh", "silu", "quick_gelu")
          errors=["ValueError naming the path of a missing or unknown field",
                  "ValueError naming the path and both shapes (weights.heads[1].wq is 4x3, expected 4x2)",
                  'ValueError when norm or activation is not one of the allowed names (they are listed)',
-                 "ValueError when dropout is not in [0, 1) or eps <= 0"],
+                 "ValueError when dropout is not in [0, 1) or eps <= 0",
+                 "TypeError when mask is not a bool matrix; ShapeError when it is not T x T (or B x T x T)"],
          examples=[SEED_PROGRAM,
                    "w = transformer_block_init(8, 2, seed=0)\nx = reshape(0:47, 2, 3, 8) / 10\n"
-                   "y = transformer_block(x, w, norm_first=true, causal=true, activation=\"gelu\")\nsize(y)"])
-def transformer_block(x, weights, norm_first, norm, causal, activation, dropout, training, eps):
+                   "y = transformer_block(x, w, norm_first=true, causal=true, activation=\"gelu\")\nsize(y)",
+                   "# two sequences padded to T = 4: the first has 4 tokens, the second 2\n"
+                   "w = transformer_block_init(8, 2, seed=0)\nseed(1)\nx = randn(2, 4, 8)\n"
+                   "lengths = [4, 2]\nkeys = (0:3) < reshape(lengths, 2, 1, 1)   # 2 x 1 x 4: which keys are real\n"
+                   "mask = keys and (ones(2, 4, 4) > 0)              # 2 x 4 x 4, every query row alike\n"
+                   "y = transformer_block(x, w, mask=mask)\n"
+                   "# the second sequence's real tokens ignore its padding:\n"
+                   "alone = transformer_block(x[1, 0:1, :], w)\nmax(abs(y[1, 0:1, :] - alone)) < 1e-12"])
+def transformer_block(x, weights, norm_first, norm, causal, activation, dropout, training, eps, mask):
     s = _shape(x)
     if len(s) < 2:
         raise ShapeError(f"transformer_block(): x must be T x D (or B x T x D), got {describe(x)}")
+    if mask is not None:
+        check_mask(mask, s[-3:], s[-2], "transformer_block()")
     f = check_block(weights, s[-1], norm)
-    return block(x, f, norm_first, norm, causal, activation, dropout, training, eps)
+    return block(x, f, norm_first, norm, causal, activation, dropout, training, eps, mask)
 
 
 def need_tuple(w, name):
@@ -774,6 +893,39 @@ def need_tuple(w, name):
 # ---- making and counting weights ----------------------------------------------------------------
 def _uniform(gen, bound, shape):
     return gen.uniform(-bound, bound, shape)
+
+
+def _init_generator(seed):
+    from tapeml.builtins.random import rng
+    return np.random.default_rng(seed) if seed is not None else rng()
+
+
+def _init_heads(gen, d, n_heads, bias):
+    """One nn.MultiheadAttention(d, n_heads) as head records: the packed in_proj_weight [3D, D]
+    xavier_uniform, out_proj.weight [D, D] kaiming_uniform(a = sqrt(5)), drawn in that order,
+    split by rows and heads and transposed; in_proj_bias zeros (bq, bk, bv when bias)."""
+    dk = d // n_heads
+    in_proj = _uniform(gen, math.sqrt(6.0 / (d + 3 * d)), (3 * d, d))      # xavier_uniform_
+    out_proj = _uniform(gen, 1.0 / math.sqrt(d), (d, d))                  # kaiming_uniform_(a=sqrt(5))
+    heads = []
+    for h in range(n_heads):
+        rows = slice(h * dk, (h + 1) * dk)
+        head = {"wq": in_proj[:d][rows].T.copy(), "wk": in_proj[d:2 * d][rows].T.copy(),
+                "wv": in_proj[2 * d:][rows].T.copy(), "wo": out_proj[:, rows].T.copy()}
+        if bias:
+            head.update(bq=np.zeros(dk), bk=np.zeros(dk), bv=np.zeros(dk))
+        heads.append(Record(head))
+    return heads
+
+
+def _init_ffn(gen, d, hidden):
+    """linear1 (D -> hidden) and linear2 (hidden -> D) with nn.Linear's default init, in
+    PyTorch's shapes: weight and bias U(+-1/sqrt(fan_in))."""
+    lin1_w = _uniform(gen, 1.0 / math.sqrt(d), (hidden, d))
+    lin1_b = _uniform(gen, 1.0 / math.sqrt(d), (hidden,))
+    lin2_w = _uniform(gen, 1.0 / math.sqrt(hidden), (d, hidden))
+    lin2_b = _uniform(gen, 1.0 / math.sqrt(hidden), (d,))
+    return lin1_w, lin1_b, lin2_w, lin2_b
 
 
 @builtin("transformer_block_init", CAT, "A transformer_block weights record, initialised as PyTorch's "
@@ -820,23 +972,10 @@ def transformer_block_init(d_model, n_heads, mlp_ratio, norm, bias, layer_scale,
     if d % n_heads:
         raise ValueErr(f"transformer_block_init(): n_heads must divide d_model, got n_heads = {n_heads} "
                        f"and d_model = {d} ({d} / {n_heads} is not a whole number)")
-    from tapeml.builtins.random import rng
-    gen = np.random.default_rng(seed) if seed is not None else rng()
-    dk, hidden = d // n_heads, mlp_ratio * d
-    in_proj = _uniform(gen, math.sqrt(6.0 / (d + 3 * d)), (3 * d, d))      # xavier_uniform_
-    out_proj = _uniform(gen, 1.0 / math.sqrt(d), (d, d))                  # kaiming_uniform_(a=sqrt(5))
-    lin1_w = _uniform(gen, 1.0 / math.sqrt(d), (hidden, d))
-    lin1_b = _uniform(gen, 1.0 / math.sqrt(d), (hidden,))
-    lin2_w = _uniform(gen, 1.0 / math.sqrt(hidden), (d, hidden))
-    lin2_b = _uniform(gen, 1.0 / math.sqrt(hidden), (d,))
-    heads = []
-    for h in range(n_heads):
-        rows = slice(h * dk, (h + 1) * dk)
-        head = {"wq": in_proj[:d][rows].T.copy(), "wk": in_proj[d:2 * d][rows].T.copy(),
-                "wv": in_proj[2 * d:][rows].T.copy(), "wo": out_proj[:, rows].T.copy()}
-        if bias:
-            head.update(bq=np.zeros(dk), bk=np.zeros(dk), bv=np.zeros(dk))
-        heads.append(Record(head))
+    gen = _init_generator(seed)
+    hidden = mlp_ratio * d
+    heads = _init_heads(gen, d, n_heads, bias)
+    lin1_w, lin1_b, lin2_w, lin2_b = _init_ffn(gen, d, hidden)
     fields = {"heads": tuple(heads)}
     if bias:
         fields["bo"] = np.zeros(d)
@@ -857,6 +996,234 @@ def transformer_block_init(d_model, n_heads, mlp_ratio, norm, bias, layer_scale,
         fields["gamma2"] = np.full(d, float(layer_scale_init))
     fields["heads"] = tuple(Record({k: ops.as_float(v) for k, v in h.fields.items()}) for h in heads)
     return Record({k: v if k == "heads" else ops.as_float(v) for k, v in fields.items()})   # session dtype
+
+
+# ---- the decoder block (cross-attention) -----------------------------------------------------------
+DECODER_FIELDS = ("self_heads, cross_heads, ln1_gamma, ln1_beta, ln2_gamma, ln2_beta, ln3_gamma, ln3_beta, "
+                  "w1, b1, w2, b2 (optional self_bo, cross_bo)")
+DECODER_BIASES = ("ln1_beta", "ln2_beta", "ln3_beta", "b1", "b2")
+
+
+def check_decoder_block(weights, d: int) -> dict:
+    """Check a transformer_decoder_block weights record against the model width d; return its fields.
+
+    Layout: self_heads, cross_heads (tuples of head records, as multi_head_attention takes), optional
+    self_bo, cross_bo [D]; ln1_gamma, ln2_gamma, ln3_gamma [D]; w1 [D, H], w2 [H, D]; the biases
+    ln1_beta, ln2_beta, ln3_beta [D], b1 [H], b2 [D] all present or all absent (bias-free). Unknown
+    fields are errors (they catch typos, and a transformer_block record passed by mistake)."""
+    w = raw(weights)
+    if not isinstance(w, Record):
+        raise TypeErr(f"transformer_decoder_block(): weights must be a record ({DECODER_FIELDS}), "
+                      f"got {describe(weights)}")
+    fields = w.fields
+    allowed = ("self_heads", "cross_heads", "self_bo", "cross_bo", "ln1_gamma", "ln2_gamma", "ln3_gamma",
+               "w1", "w2") + DECODER_BIASES
+    extra = [k for k in fields if k not in allowed]
+    if extra:
+        hint = (" (a transformer_block record? a decoder block has self_heads and cross_heads)"
+                if extra[0] in ("heads", "bo") else "")
+        raise ValueErr(f"weights has an unknown field '{extra[0]}'{hint}; a decoder block has {DECODER_FIELDS}")
+    for name in ("self_heads", "cross_heads"):
+        if name not in fields:
+            raise ValueErr(f"weights is missing the field '{name}' (it needs {DECODER_FIELDS})")
+    g1 = raw(fields.get("ln1_gamma"))
+    if isinstance(g1, np.ndarray) and g1.ndim == 1 and g1.shape[0] != d:
+        raise ShapeError(f"x has {d} features (its last axis) but the weights are for d_model "
+                         f"{g1.shape[0]} (weights.ln1_gamma has length {g1.shape[0]})")
+    check_heads(fields["self_heads"], d, "weights.self_heads")
+    check_heads(fields["cross_heads"], d, "weights.cross_heads")
+    for name in ("ln1_gamma", "ln2_gamma", "ln3_gamma"):
+        schema_shape(need_field(w, name, "weights", DECODER_FIELDS), f"weights.{name}", (d,))
+    hidden = _schema_matrix(need_field(w, "w1", "weights", DECODER_FIELDS), "weights.w1", d, "hidden")
+    schema_shape(need_field(w, "w2", "weights", DECODER_FIELDS), "weights.w2", (hidden, d))
+    present = [b for b in DECODER_BIASES if b in fields]
+    if present and len(present) < len(DECODER_BIASES):
+        missing = next(b for b in DECODER_BIASES if b not in fields)
+        raise ValueErr(f"weights is missing the field '{missing}': it has {', '.join(present)}, and a "
+                       f"decoder block has all of {', '.join(DECODER_BIASES)} or none of them (bias-free)")
+    for b in present + [b for b in ("self_bo", "cross_bo") if b in fields]:
+        schema_shape(need_field(w, b, "weights", DECODER_FIELDS), f"weights.{b}", (hidden if b == "b1" else d,))
+    return fields
+
+
+def decoder_block(x, memory, f, norm_first=False, causal=True, activation="relu", p=0.0, training=False,
+                  eps=1e-5, mask=None, memory_mask=None):
+    """The decoder block on checked fields `f`, composed from primitives (no gradient rule of its own)."""
+    act = ACTIVATIONS[activation]
+
+    def normed(h, i):
+        return ops.layer_norm(h, f[f"ln{i}_gamma"], f.get(f"ln{i}_beta"), eps=eps)
+
+    def self_attn(h):
+        return mha(h, raw(f["self_heads"]), causal, p, training, f.get("self_bo"), mask=mask)
+
+    def cross_attn(h):
+        return mha(h, raw(f["cross_heads"]), False, p, training, f.get("cross_bo"), memory=memory,
+                   mask=memory_mask)
+
+    def ffn(h):
+        hidden = apply_dropout(act(ops.dense(h, f["w1"], f.get("b1"))), p, training)
+        return ops.dense(hidden, f["w2"], f.get("b2"))
+
+    if norm_first:
+        h = ops.add(x, self_attn(normed(x, 1)))
+        h = ops.add(h, cross_attn(normed(h, 2)))
+        return ops.add(h, ffn(normed(h, 3)))
+    h = normed(ops.add(x, self_attn(x)), 1)
+    h = normed(ops.add(h, cross_attn(h)), 2)
+    return normed(ops.add(h, ffn(h)), 3)
+
+
+@builtin("transformer_decoder_block", CAT, "One Transformer decoder block: causal self-attention, "
+         "cross-attention to an encoder's output, and a feed-forward, each with a residual add and a "
+         "layer_norm (PyTorch's nn.TransformerDecoderLayer).",
+         [P("x", "array", shape="[T, D] or [B, T, D]", doc="the decoder's sequence (the target so far)"),
+          P("memory", "array", shape="[S, D] or [B, S, D]",
+            doc="what cross-attention reads: the encoder's output, with x's width D"),
+          P("weights", "record", doc="a record with self_heads, cross_heads, ln1_gamma, ln1_beta, ln2_gamma, "
+                                     "ln2_beta, ln3_gamma, ln3_beta, w1, b1, w2, b2 (optional self_bo, "
+                                     "cross_bo); transformer_decoder_block_init makes one"),
+          P("norm_first", "bool", False, doc="pre-norm (true) or the original post-norm (false)"),
+          P("causal", "bool", True, doc="self-attention: position t attends only to positions <= t"),
+          P("activation", "string", "relu", doc="the feed-forward nonlinearity",
+            check=one_of(*_ACTIVATION_NAMES), constraint="one of " + ", ".join(f'"{a}"' for a in _ACTIVATION_NAMES)),
+          P("dropout", "number", 0.0, doc="dropout on both attentions' weights and after the feed-forward "
+                                          "activation (training only)", check=dropout_range,
+            constraint=">= 0 and < 1"),
+          P("training", "bool", False, doc="apply dropout (true) or not (false, evaluation)"),
+          P("eps", "number", 1e-5, doc="epsilon of the three layer norms", check=positive, constraint="> 0"),
+          P("mask", "array", None, shape="[T, T] or [B, T, T]",
+            doc="self-attention's bool 'may attend' mask, combined with causal"),
+          P("memory_mask", "array", None, shape="[T, S] or [B, T, S]",
+            doc="cross-attention's bool 'may attend' mask (e.g. the source's padding)")],
+         returns="same shape as x", differentiable=True,
+         what="The block of the decoder in an encoder-decoder Transformer (the 2017 translation model): "
+              "the target sequence x attends to itself (causally, so that position t sees only the "
+              "tokens before it), then to the encoder's output memory through cross-attention, then "
+              "goes through a two-layer feed-forward network. Each of the three sublayers is wrapped "
+              "in a residual connection and a layer_norm. transformer_decoder_block_init makes the "
+              "weights; param_count and summary count them.",
+         how="Post-norm (default; Vaswani et al. 2017, §3.1; PyTorch's nn.TransformerDecoderLayer with "
+             "norm_first=False):\n\n"
+             "    h1  = ln1(x + self_attn(x))\n"
+             "    h2  = ln2(h1 + cross_attn(h1, memory))\n"
+             "    out = ln3(h2 + ffn(h2))\n\n"
+             "Pre-norm (norm_first = true):\n\n"
+             "    h1  = x + self_attn(ln1(x))\n"
+             "    h2  = h1 + cross_attn(ln2(h1), memory)\n"
+             "    out = h2 + ffn(ln3(h2))\n\n"
+             "with self_attn(h) = multi_head_attention(h, self_heads, causal=causal, mask=mask, bo=self_bo), "
+             "cross_attn(h, m) = multi_head_attention(h, cross_heads, memory=m, mask=memory_mask, "
+             "bo=cross_bo) (never causal: every target position may read the whole source), "
+             "ffn(h) = dense(drop(act(dense(h, w1, b1))), w2, b2), and lnI = layer_norm(., lnI_gamma, "
+             "lnI_beta, eps). The memory is not normalized here, in either layout: in PyTorch's "
+             "nn.Transformer the encoder's final norm does that. Masks are bool with true = may attend "
+             "(PyTorch's boolean tgt_mask and memory_mask mean the opposite). Dropout acts on both "
+             "attentions' weights and after the activation, as in transformer_block. A composite of "
+             "recorded primitives: its gradient comes from the tape's ordinary reverse walk, with no "
+             "rule of its own; checked against PyTorch 2.13's nn.TransformerDecoderLayer to 1e-10, "
+             "output and every gradient (tests/test_parity.py).",
+         errors=["ShapeError when memory's width differs from x's (or its batch size does)",
+                 "ValueError naming the path of a missing or unknown field",
+                 "ValueError naming the path and both shapes (weights.cross_heads[1].wk is 8x3, expected 8x4)",
+                 "ValueError when activation is not one of the allowed names, dropout is not in [0, 1) "
+                 "or eps <= 0",
+                 "TypeError when a mask is not a bool matrix; ShapeError when it is not T x T (mask) or "
+                 "T x S (memory_mask), batched with B first"],
+         examples=["w = transformer_decoder_block_init(8, 2, seed=0)\nseed(1)\n"
+                   "memory = randn(5, 8)    # an encoder's output: 5 source positions\n"
+                   "x = randn(3, 8)         # 3 target positions\n"
+                   "y = transformer_decoder_block(x, memory, w)\nsize(y)",
+                   "# causal: changing the last target position leaves the earlier outputs alone\n"
+                   "w = transformer_decoder_block_init(8, 2, seed=0)\nseed(1)\nmemory = randn(5, 8)\n"
+                   "x = randn(3, 8)\nx2 = x\nx2[2, :] = randn(1, 8)\n"
+                   "a = transformer_decoder_block(x, memory, w, norm_first=true)\n"
+                   "b = transformer_decoder_block(x2, memory, w, norm_first=true)\n"
+                   "round(max(abs(a - b), dim=1), 6)",
+                   CROSS_ATTENTION_EXAMPLE.replace(
+                       "print(size(y), size(w))\n",
+                       "# the same head as a decoder block's cross-attention: only self and cross differ\n"
+                       "blk = transformer_decoder_block_init(4, 1, seed=0)\nblk.cross_heads = (head,)\n"
+                       "print(size(transformer_decoder_block(x, memory, blk)))\n")])
+def transformer_decoder_block(x, memory, weights, norm_first, causal, activation, dropout, training, eps,
+                              mask, memory_mask):
+    s = _shape(x)
+    if len(s) not in (2, 3):
+        raise ShapeError(f"transformer_decoder_block(): x must be T x D (or B x T x D), got {describe(x)}")
+    check_memory(memory, s, "transformer_decoder_block()")
+    if mask is not None:
+        check_mask(mask, s, s[-2], "transformer_decoder_block()")
+    if memory_mask is not None:
+        check_mask(memory_mask, s, _shape(memory)[-2], "transformer_decoder_block()", "memory_mask")
+    f = check_decoder_block(weights, s[-1])
+    return decoder_block(x, memory, f, norm_first, causal, activation, dropout, training, eps, mask, memory_mask)
+
+
+@builtin("transformer_decoder_block_init", CAT, "A transformer_decoder_block weights record, initialised as "
+         "PyTorch's nn.TransformerDecoderLayer.",
+         [P("d_model", "int", doc="model width D", check=positive, constraint="> 0"),
+          P("n_heads", "int", doc="number of heads of each attention", check=positive,
+            constraint="> 0, divides d_model"),
+          P("mlp_ratio", "int", 4, doc="feed-forward width as a multiple of D", check=at_least_one,
+            constraint=">= 1"),
+          P("bias", "bool", True, doc="attention biases, feed-forward biases and layer_norm biases "
+                                      "(false: none of them, PyTorch's bias=False)"),
+          P("seed", "int", None, doc="seed of a private generator; none draws from seed(n)'s generator",
+            check=non_negative, constraint=">= 0")],
+         returns="a weights record for transformer_decoder_block",
+         what="Makes the record transformer_decoder_block takes, for d_model D, n_heads heads of width "
+              "D / n_heads in each attention and a feed-forward of width H = mlp_ratio * D:\n\n"
+              "    {self_heads = ({wq, wk, wv: DxD/h, wo: D/hxD, bq, bk, bv: D/h}, ...), self_bo: D,\n"
+              "     cross_heads = (the same), cross_bo: D,\n"
+              "     ln1_gamma, ln1_beta, ln2_gamma, ln2_beta, ln3_gamma, ln3_beta: D,\n"
+              "     w1: DxH, b1: H, w2: HxD, b2: D}\n\n"
+              "bias = false drops every bias. At PyTorch's defaults (D = 512, 8 heads, feed-forward "
+              "2048) the block has 4,204,032 numbers, as nn.TransformerDecoderLayer(512, 8) has: two "
+              "attentions of 4*512*512 + 4*512, a feed-forward of 2*512*2048 + 2048 + 512 and three "
+              "norms of 2*512.",
+         how="PyTorch 2.13's nn.TransformerDecoderLayer initialisation, as transformer_block_init's for "
+             "each part: self_attn, then multihead_attn (the cross-attention), each a packed in_proj_weight "
+             "[3D, D] drawn xavier_uniform, U(+-sqrt(6 / (D + 3D))), then out_proj.weight [D, D] drawn "
+             "kaiming_uniform(a = sqrt(5)), U(+-1/sqrt(D)), with in_proj_bias and out_proj.bias zeros; "
+             "then linear1 and linear2 with nn.Linear's default U(+-1/sqrt(fan_in)) for weights and "
+             "biases; LayerNorm gains ones and biases zeros. The matrices are drawn in PyTorch's shapes "
+             "in that order and transposed and split by heads into this layout.",
+         errors=["ValueError when n_heads does not divide d_model",
+                 "ValueError when mlp_ratio < 1 or d_model or n_heads < 1"],
+         examples=["w = transformer_decoder_block_init(512, 8, seed=0)\nparam_count(w)",
+                   "summary(transformer_decoder_block_init(8, 2, mlp_ratio=2, seed=0))"])
+def transformer_decoder_block_init(d_model, n_heads, mlp_ratio, bias, seed):
+    d = d_model
+    if d % n_heads:
+        raise ValueErr(f"transformer_decoder_block_init(): n_heads must divide d_model, got n_heads = "
+                       f"{n_heads} and d_model = {d} ({d} / {n_heads} is not a whole number)")
+    gen = _init_generator(seed)
+    hidden = mlp_ratio * d
+    self_heads = _init_heads(gen, d, n_heads, bias)
+    cross_heads = _init_heads(gen, d, n_heads, bias)
+    lin1_w, lin1_b, lin2_w, lin2_b = _init_ffn(gen, d, hidden)
+    fields = {"self_heads": tuple(self_heads)}
+    if bias:
+        fields["self_bo"] = np.zeros(d)
+    fields["cross_heads"] = tuple(cross_heads)
+    if bias:
+        fields["cross_bo"] = np.zeros(d)
+    for i in (1, 2, 3):
+        fields[f"ln{i}_gamma"] = np.ones(d)
+        if bias:
+            fields[f"ln{i}_beta"] = np.zeros(d)
+    fields["w1"] = lin1_w.T.copy()
+    if bias:
+        fields["b1"] = lin1_b
+    fields["w2"] = lin2_w.T.copy()
+    if bias:
+        fields["b2"] = lin2_b
+
+    def as_session(v):      # the session dtype, heads and all
+        if isinstance(v, tuple):
+            return tuple(Record({k: ops.as_float(a) for k, a in h.fields.items()}) for h in v)
+        return ops.as_float(v)
+    return Record({k: as_session(v) for k, v in fields.items()})
 
 
 def _leaves(value, path):

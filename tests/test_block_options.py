@@ -197,7 +197,8 @@ def test_seed_program_default_is_post_norm_relu():
 
 
 def test_composites_have_no_vjp():
-    for name in ("transformer_block", "multi_head_attention", "gelu_tanh", "silu", "quick_gelu", "dropout"):
+    for name in ("transformer_block", "multi_head_attention", "gelu_tanh", "silu", "quick_gelu", "dropout",
+                 "transformer_decoder_block"):
         assert name not in ops.TABLE
     assert "rms_norm" in ops.TABLE
 

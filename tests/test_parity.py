@@ -1,5 +1,7 @@
 """PyTorch parity: transformer_block (post-norm relu grid, pre-norm gelu, causal, other
-activations, an rms_norm block) and rms_norm against nn.TransformerEncoderLayer / nn.RMSNorm.
+activations, an rms_norm block) and rms_norm against nn.TransformerEncoderLayer / nn.RMSNorm;
+transformer_decoder_block (post- and pre-norm, batched and not, causal, with self-attention and
+memory masks) against nn.TransformerDecoderLayer, including the gradient with respect to memory.
 
 The fixtures tests/reference/*.npz are written by tests/reference/make_torch_reference.py (torch
 2.13, float64). Forward output and the gradient of sum(out * R) with respect to x and every
@@ -83,12 +85,25 @@ def _ml(v):
 
 
 def run_tapeml(arrays: dict):
-    """Forward and gradients of sum(f(x, w) * R) by tapeml: (out, grad x, {path: grad w})."""
+    """Forward and gradients of sum(f(x, w) * R) by tapeml: (out, grad x, {path: grad w}), and for
+    a decoder the gradient with respect to memory as {"memory": ...} in a fourth place."""
     config = json.loads(str(arrays["config"]))
     weights = record_from_paths({k[2:]: np.array(v) for k, v in arrays.items() if k.startswith("w.")})
     interp = Interpreter(out=io.StringIO())
     interp.globals.vars.update(X=np.array(arrays["x"]), R=np.array(arrays["R"]), W=weights)
-    if config["kind"] == "rms_norm":
+    extra = {}
+    if config["kind"] == "decoder":
+        interp.globals.vars.update(M=np.array(arrays["memory"]), MASK=None, MMASK=None)
+        if config.get("mask"):
+            interp.globals.vars["MASK"] = np.array(arrays["mask"], dtype=bool)
+        if config.get("memory_mask"):
+            interp.globals.vars["MMASK"] = np.array(arrays["memory_mask"], dtype=bool)
+        opts = ", ".join(f"{k}={_ml(config[k])}" for k in ("norm_first", "causal", "activation", "eps"))
+        call = "transformer_decoder_block({x}, {m}, {w}, " + opts + ", mask=MASK, memory_mask=MMASK)"
+        interp.run(f"GM = grad(fn(m) -> sum({call.format(x='X', m='m', w='W')} * R), M)\n", "<parity>")
+        extra["memory"] = interp.globals.vars["GM"]
+        call = call.replace("{m}", "M")
+    elif config["kind"] == "rms_norm":
         call = "rms_norm({x}, {w}.gamma, eps={eps})".replace("{eps}", repr(config["eps"]))
     else:
         opts = ", ".join(f"{k}={_ml(config[k])}" for k in ("norm_first", "norm", "causal", "activation", "eps"))
@@ -98,7 +113,7 @@ def run_tapeml(arrays: dict):
                f"GX = grad(fn(x) -> sum({call.format(x='x', w='W')} * R), X)\n"
                f"GW = grad(fn(w) -> sum({call.format(x='X', w='w')} * R), W)\n", "<parity>")
     g = interp.globals.vars
-    return g["OUT"], g["GX"], flatten(g["GW"])
+    return g["OUT"], g["GX"], flatten(g["GW"]), extra
 
 
 def rel_err(got, want) -> float:
@@ -115,10 +130,13 @@ def compare(arrays: dict) -> dict:
     biases bk: their gradient is identically zero (softmax is invariant to the per-query
     constant q . bk), PyTorch and tapeml both return rounding noise there, and the check is that
     tapeml's noise is below 1e-12 of the case's largest gradient element."""
-    out, gx, gw = run_tapeml(arrays)
+    out, gx, gw, extra = run_tapeml(arrays)
     want_w = {k[len("grad.w."):]: v for k, v in arrays.items() if k.startswith("grad.w.")}
     scale = max([np.max(np.abs(arrays["grad.x"]))] + [np.max(np.abs(v)) for v in want_w.values()])
     errs = {"out": rel_err(out, arrays["out"]), "grad.x": rel_err(gx, arrays["grad.x"])}
+    assert sorted(extra) == sorted(k[len("grad."):] for k in arrays if k == "grad.memory")
+    for k, v in extra.items():
+        errs[f"grad.{k}"] = rel_err(v, arrays[f"grad.{k}"])
     assert sorted(gw) == sorted(want_w), "gradient record has different fields than the fixture"
     for k, v in want_w.items():
         if k.endswith(".bk"):
@@ -133,7 +151,9 @@ def compare(arrays: dict) -> dict:
 
 def test_fixtures_exist_and_are_small():
     names = {os.path.basename(p)[:-4] for p in FIXTURES}
-    for need in ("post_relu_3x2x1", "post_relu_16x32x4", "pre_gelu_5x8x2", "causal_6x8x2", "rms_norm_2x5x8"):
+    for need in ("post_relu_3x2x1", "post_relu_16x32x4", "pre_gelu_5x8x2", "causal_6x8x2", "rms_norm_2x5x8",
+                 "dec_post_relu_5x7x8x2", "dec_post_relu_batched_4x6x8x2", "dec_pre_gelu_batched_4x5x8x2",
+                 "dec_pre_masked_3x4x4x1"):
         assert need in names
     assert sum(os.path.getsize(p) for p in FIXTURES) < 600_000
 
@@ -143,6 +163,31 @@ def test_parity_fixture(path):
     with np.load(path) as data:
         arrays = {k: data[k] for k in data.files}
     compare(arrays)
+
+
+DECODER_FIXTURES = [p for p in FIXTURES if os.path.basename(p).startswith("dec_")]
+
+
+@pytest.mark.parametrize("path", DECODER_FIXTURES, ids=[os.path.basename(p)[:-4] for p in DECODER_FIXTURES])
+def test_decoder_parity_with_heads_fused(path, monkeypatch):
+    """The same fixtures through the all-heads-at-once attention (used from T x D = 1024 on): the
+    memory's keys and values and a batched [B, T, S] mask reach every head there too."""
+    from tapeml.builtins import nn
+    monkeypatch.setattr(nn, "FUSE_MIN_ELEMENTS", 1)
+    with np.load(path) as data:
+        arrays = {k: data[k] for k in data.files}
+    compare(arrays)
+
+
+def test_decoder_fixtures_cover_the_options():
+    configs = [json.loads(str(np.load(p)["config"])) for p in DECODER_FIXTURES]
+    assert {c["norm_first"] for c in configs} == {False, True}
+    assert {np.load(p)["x"].ndim for p in DECODER_FIXTURES} == {2, 3}
+    assert any(c.get("memory_mask") for c in configs) and any(c.get("mask") for c in configs)
+    for p in DECODER_FIXTURES:
+        with np.load(p) as data:
+            if "memory_mask" in data.files:     # the padding really removes keys
+                assert not data["memory_mask"].all()
 
 
 def test_record_paths_round_trip():

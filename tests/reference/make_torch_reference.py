@@ -20,6 +20,12 @@ layout map: wq_h = in_proj_weight[h*dk:(h+1)*dk].T (wk, wv from the next D rows)
 in_proj_bias[h*dk:(h+1)*dk], wo_h = out_proj.weight[:, h*dk:(h+1)*dk].T, bo = out_proj.bias,
 w1 = linear1.weight.T, b1 = linear1.bias, w2 = linear2.weight.T, b2 = linear2.bias,
 ln1_gamma/ln1_beta = norm1.weight/bias, ln2_* = norm2.*.
+
+Decoder fixtures (config kind "decoder") are nn.TransformerDecoderLayer in the same way, with
+memory and grad.memory beside x and grad.x, and the layout self_heads[h].* / self_bo from
+self_attn, cross_heads[h].* / cross_bo from multihead_attn, ln1_* .. ln3_* from norm1 .. norm3.
+Masks are stored in tapeml's convention (true = may attend) as mask / memory_mask; PyTorch gets
+their negation (its boolean masks mark what is masked out).
 """
 from __future__ import annotations
 
@@ -59,31 +65,51 @@ CASES = {
 DEFAULTS = dict(norm_first=False, activation="relu", causal=False, norm="layer_norm", attn_bias=True,
                 eps=1e-5)
 
+# nn.TransformerDecoderLayer: T target positions, S memory positions. memory_pad: per batch
+# element, how many trailing memory positions are padding (cross-attention may not read them);
+# self_mask: a random 'may attend' mask for self-attention (the diagonal always allowed).
+DECODER_CASES = {
+    "dec_post_relu_5x7x8x2": dict(T=5, S=7, D=8, heads=2, H=32, B=None, causal=True),
+    "dec_post_relu_batched_4x6x8x2": dict(T=4, S=6, D=8, heads=2, H=16, B=2, causal=True, memory_pad=(0, 2)),
+    "dec_pre_gelu_batched_4x5x8x2": dict(T=4, S=5, D=8, heads=2, H=16, B=2, causal=True, norm_first=True,
+                                         activation="gelu", memory_pad=(1, 0)),
+    "dec_pre_masked_3x4x4x1": dict(T=3, S=4, D=4, heads=1, H=8, B=None, causal=False, norm_first=True,
+                                   self_mask=True),
+}
+DECODER_DEFAULTS = dict(norm_first=False, activation="relu", causal=True, eps=1e-5, memory_pad=None,
+                        self_mask=False)
+
 
 def _np(t):
     return t.detach().numpy().astype(np.float64).copy()
 
 
-def layout(layer, D, heads, attn_bias, norm, grad=False):
-    """The layer's parameters (or their .grad) as {tapeml field path: array}."""
-    get = (lambda p: _np(p.grad)) if grad else _np
+def attention_layout(attn, D, heads, attn_bias, get, name="heads", bo="bo"):
+    """An nn.MultiheadAttention's parameters as {tapeml field path: array}: the heads and bo."""
     dk = D // heads
-    W = get(layer.self_attn.in_proj_weight)
-    b = get(layer.self_attn.in_proj_bias)
-    Wo = get(layer.self_attn.out_proj.weight)
+    W = get(attn.in_proj_weight)
+    b = get(attn.in_proj_bias)
+    Wo = get(attn.out_proj.weight)
     out = {}
     for h in range(heads):
         rows = slice(h * dk, (h + 1) * dk)
-        out[f"heads[{h}].wq"] = W[:D][rows].T.copy()
-        out[f"heads[{h}].wk"] = W[D:2 * D][rows].T.copy()
-        out[f"heads[{h}].wv"] = W[2 * D:][rows].T.copy()
-        out[f"heads[{h}].wo"] = Wo[:, rows].T.copy()
+        out[f"{name}[{h}].wq"] = W[:D][rows].T.copy()
+        out[f"{name}[{h}].wk"] = W[D:2 * D][rows].T.copy()
+        out[f"{name}[{h}].wv"] = W[2 * D:][rows].T.copy()
+        out[f"{name}[{h}].wo"] = Wo[:, rows].T.copy()
         if attn_bias:
-            out[f"heads[{h}].bq"] = b[:D][rows].copy()
-            out[f"heads[{h}].bk"] = b[D:2 * D][rows].copy()
-            out[f"heads[{h}].bv"] = b[2 * D:][rows].copy()
+            out[f"{name}[{h}].bq"] = b[:D][rows].copy()
+            out[f"{name}[{h}].bk"] = b[D:2 * D][rows].copy()
+            out[f"{name}[{h}].bv"] = b[2 * D:][rows].copy()
     if attn_bias:
-        out["bo"] = get(layer.self_attn.out_proj.bias)
+        out[bo] = get(attn.out_proj.bias)
+    return out
+
+
+def layout(layer, D, heads, attn_bias, norm, grad=False):
+    """The layer's parameters (or their .grad) as {tapeml field path: array}."""
+    get = (lambda p: _np(p.grad)) if grad else _np
+    out = attention_layout(layer.self_attn, D, heads, attn_bias, get)
     out["ln1_gamma"] = get(layer.norm1.weight)
     if norm == "layer_norm":
         out["ln1_beta"] = get(layer.norm1.bias)
@@ -137,6 +163,74 @@ def make_block_case(opts: dict, seed: int) -> dict:
     return arrays
 
 
+def decoder_layout(layer, D, heads, grad=False):
+    """An nn.TransformerDecoderLayer's parameters (or their .grad) in transformer_decoder_block's layout."""
+    get = (lambda p: _np(p.grad)) if grad else _np
+    out = attention_layout(layer.self_attn, D, heads, True, get, "self_heads", "self_bo")
+    out.update(attention_layout(layer.multihead_attn, D, heads, True, get, "cross_heads", "cross_bo"))
+    for i in (1, 2, 3):
+        norm = getattr(layer, f"norm{i}")
+        out[f"ln{i}_gamma"] = get(norm.weight)
+        out[f"ln{i}_beta"] = get(norm.bias)
+    out["w1"] = get(layer.linear1.weight).T.copy()
+    out["b1"] = get(layer.linear1.bias)
+    out["w2"] = get(layer.linear2.weight).T.copy()
+    out["b2"] = get(layer.linear2.bias)
+    return out
+
+
+def make_decoder_case(opts: dict, seed: int) -> dict:
+    o = {**DECODER_DEFAULTS, **opts}
+    T, S, D, heads, H, B = o["T"], o["S"], o["D"], o["heads"], o["H"], o["B"]
+    torch.manual_seed(seed)
+    layer = nn.TransformerDecoderLayer(D, heads, dim_feedforward=H, dropout=0.0, activation=ACT[o["activation"]],
+                                       layer_norm_eps=o["eps"], batch_first=True, norm_first=o["norm_first"],
+                                       dtype=DT)
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, p in layer.named_parameters():
+            p.copy_(torch.randn(p.shape, generator=g, dtype=DT) * (0.5 if p.ndim > 1 else 0.3))
+            if name.startswith("norm") and name.endswith("weight"):
+                p.add_(1.0)
+    layer.train()
+    shape, mshape = ((T, D), (S, D)) if B is None else ((B, T, D), (B, S, D))
+    x = torch.randn(shape, generator=g, dtype=DT, requires_grad=True)
+    memory = torch.randn(mshape, generator=g, dtype=DT, requires_grad=True)
+    R = torch.randn(shape, generator=g, dtype=DT)
+    kw = {}
+    allowed = torch.ones(T, T, dtype=torch.bool)
+    if o["causal"]:
+        allowed = torch.ones(T, T, dtype=torch.bool).tril()
+        kw["tgt_is_causal"] = True
+    if o["self_mask"]:
+        allowed = allowed & ((torch.rand(T, T, generator=g) < 0.6) | torch.eye(T, dtype=torch.bool))
+    if o["causal"] or o["self_mask"]:
+        kw["tgt_mask"] = ~allowed                       # PyTorch: true = masked out
+    config = {k: o[k] for k in ("norm_first", "activation", "causal", "eps")}
+    config["kind"] = "decoder"
+    arrays = {}
+    if o["self_mask"]:
+        arrays["mask"] = allowed.numpy().copy()
+        config["mask"] = True
+    if o["memory_pad"] is not None:
+        pad = torch.zeros(B, S, dtype=torch.bool)
+        for b, n in enumerate(o["memory_pad"]):
+            if n:
+                pad[b, S - n:] = True
+        kw["memory_key_padding_mask"] = pad
+        arrays["memory_mask"] = np.broadcast_to((~pad).numpy()[:, None, :], (B, T, S)).copy()
+        config["memory_mask"] = True
+    out = layer(x, memory, **kw)
+    (out * R).sum().backward()
+    arrays.update({"config": np.array(json.dumps(config)), "x": _np(x), "memory": _np(memory), "R": _np(R),
+                   "out": _np(out), "grad.x": _np(x.grad), "grad.memory": _np(memory.grad)})
+    for k, v in decoder_layout(layer, D, heads).items():
+        arrays[f"w.{k}"] = v
+    for k, v in decoder_layout(layer, D, heads, grad=True).items():
+        arrays[f"grad.w.{k}"] = v
+    return arrays
+
+
 def make_rms_norm_case(seed: int, shape=(2, 5, 8), eps=1e-5) -> dict:
     """rms_norm(x, gamma, eps) against torch.nn.RMSNorm; the weights record is {gamma}."""
     g = torch.Generator().manual_seed(seed)
@@ -155,6 +249,8 @@ def make_rms_norm_case(seed: int, shape=(2, 5, 8), eps=1e-5) -> dict:
 def all_cases(seed: int = 0) -> dict:
     cases = {name: make_block_case(opts, seed + i) for i, (name, opts) in enumerate(CASES.items())}
     cases["rms_norm_2x5x8"] = make_rms_norm_case(seed + 100)
+    for i, (name, opts) in enumerate(DECODER_CASES.items()):
+        cases[name] = make_decoder_case(opts, seed + 200 + i)
     return cases
 
 
