@@ -159,7 +159,7 @@ def range_(a, b, step):
         raise ValueErr("range(): step cannot be 0")
     n = int(np.ceil((stop - start) / step)) if np.isfinite(start) and np.isfinite(stop) else -1
     if n <= 0:
-        return np.zeros(0)
+        return np.zeros(0, dtype=ops.FLOAT["dtype"])
     return make_range(start, step, start + (n - 1) * step)
 
 

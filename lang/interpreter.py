@@ -842,7 +842,7 @@ def make_range(start: float, step: float, stop: float, span=None) -> np.ndarray:
         raise ValueErr("a range needs finite start, step and end", span)
     n = math.floor((stop - start) / step + 1e-10) + 1
     if n <= 0:
-        return np.zeros(0)
+        return np.zeros(0, dtype=ops.FLOAT["dtype"])
     if n > 100_000_000:
         raise ValueErr(f"the range would have {format_number(n)} elements; the limit is {format_number(1e8)}", span)
     return ops.as_float(start + step * np.arange(n, dtype=np.float64))

@@ -91,6 +91,13 @@ def test_float32_prints_the_stored_value_and_reads_back(f32, a):
     np.testing.assert_array_equal(back, a, err_msg=text)
 
 
+def test_empty_vectors_follow_float32_too(f32):
+    """[] reads back in the session's float type, as do the other empty vectors (1:0, range(0))."""
+    f32.run("a = []\nb = 1:0\nc = range(0)\nd = range(5, 1)\ne = zeros(0)", "<t>")
+    for name in "abcde":
+        assert f32.globals.vars[name].dtype == np.float32 and f32.globals.vars[name].shape == (0,), name
+
+
 # ---- the rules, one value each ---------------------------------------------------------------
 @pytest.mark.parametrize("value, text", [
     (np.array([1.0, 2.0]), "[1, 2]"),
