@@ -9,7 +9,7 @@ from tapeml.builtins.util import axis, check_size
 from tapeml.errors import ShapeError, TypeErr, ValueErr
 from tapeml.interpreter import make_range
 from tapeml.tape import raw
-from tapeml.values import describe, shape_text
+from tapeml.values import describe, format_value, shape_text
 
 DIMS = P("dims", variadic=True, doc="sizes of each axis (whole numbers)")
 
@@ -74,7 +74,8 @@ def reshape(x, dims):
     for d in dims:
         d = raw(d)
         if not isinstance(d, (float, int)) or isinstance(d, bool) or not float(d).is_integer() or d < -1:
-            raise ValueErr(f"reshape(): sizes must be whole numbers (or -1), got {d}")
+            got = format_value(d) if isinstance(d, (float, int)) and not isinstance(d, bool) else describe(d)
+            raise ValueErr(f"reshape(): sizes must be whole numbers (or -1), got {got}")
         shape.append(int(d))
     n = np.size(raw(x))
     known = int(np.prod([d for d in shape if d != -1])) if shape else 1
@@ -158,7 +159,7 @@ def range_(a, b, step):
         raise ValueErr("range(): step cannot be 0")
     n = int(np.ceil((stop - start) / step)) if np.isfinite(start) and np.isfinite(stop) else -1
     if n <= 0:
-        return np.zeros(0)
+        return np.zeros(0, dtype=ops.FLOAT["dtype"])
     return make_range(start, step, start + (n - 1) * step)
 
 

@@ -15,7 +15,8 @@ from tapeml.builtins.util import axis
          returns="none", interp=True,
          errors=["none: any number of values of any kind can be printed (print() writes an empty line)"],
          what="Writes its arguments to standard output with the one printer of the language: "
-              "numbers with up to 7 significant digits, matrices as `[1, 2; 3, 4]`.",
+              "whole numbers below 2^53 with every digit, other numbers with up to 7 significant digits, "
+              "matrices as the literal that makes them (`[1, 2; 3, 4]`, a one-row `[1, 2;]`).",
          how="Each argument goes through `format_value`; strings print without quotes at the top level.",
          examples=['print("hello", 1 + 2, [1, 2; 3, 4])', 'print(1e-9, -1/0, 0/0, true, none)'])
 def print_(interp, values):
@@ -78,10 +79,11 @@ def type_(x):
          [P("x")], returns="string",
          what="Turns any value into the text print would show for it, e.g. to build a message; a string "
               "comes back unchanged, strings inside tuples keep their quotes.",
-         how="format_value(x), the language's one printer (numbers with up to 7 significant digits, "
-             "matrices as [1, 2; 3, 4]), the same one string interpolation \"{x}\" uses; like Python's `str`.",
+         how="format_value(x), the language's one printer (whole numbers below 2^53 with every digit, other "
+             "numbers with up to 7 significant digits, matrices as their literal: [1, 2; 3, 4], a one-row "
+             "[1, 2;]), the same one string interpolation \"{x}\" uses; like Python's `str`.",
          errors=["TypeError when not called with exactly one argument"],
-         examples=['str([1, 2]) + "!"', "len(str(pi()))"])
+         examples=['str([1, 2]) + "!"', 'str([1, 2;])', "str(6 * 3152384)", "len(str(pi()))"])
 def str_(x):
     return format_value(x)
 

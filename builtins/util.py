@@ -8,7 +8,7 @@ import numpy as np
 from tapeml.errors import TypeErr, ValueErr
 from tapeml.ops import shape_of
 from tapeml.tape import Box, raw
-from tapeml.values import Record, describe, format_number, format_value, shape_text
+from tapeml.values import Record, describe, format_gb, format_value, shape_text
 
 def _max_elements() -> int:
     """Refuse (before allocating) a matrix larger than half the machine's memory, and never
@@ -52,11 +52,8 @@ def check_size(fname: str, dims) -> tuple:
     for d in out:
         n *= d
     if n > MAX_ELEMENTS:
-        def g3(x):        # three significant digits, written as the printer writes numbers
-            return format_number(float(f"{x:.3g}"))
-        raise ValueErr(f"{fname}({', '.join(map(str, out))}) would need {g3(n * 8)} bytes "
-                       f"({g3(n * 8 / 1e9)} GB of float64); the limit is {g3(MAX_ELEMENTS * 8 / 1e9)} GB "
-                       f"(half this machine's memory, at most 8 GB)")
+        raise ValueErr(f"{fname}({', '.join(map(str, out))}) would need {format_gb(n * 8)} of float64; "
+                       f"the limit is {format_gb(MAX_ELEMENTS * 8)} (half this machine's memory, at most 8 GB)")
     return tuple(out)
 
 

@@ -20,7 +20,7 @@ from .errors import (STDLIB_PREFIX, IOErr, IndexErr, InternalError, LangError, N
 from .lexer import FOREIGN_WORDS, KEYWORDS
 from .parser import parse
 from .tape import Box, raw
-from .values import Function, Record, describe, format_number, format_value, shape_text
+from .values import Function, Record, describe, format_gb, format_number, format_value, shape_text
 
 MAX_DEPTH = 20000       # tapeml call depth before a RecursionError
 _STDLIB_TREES: dict = {}    # (file name, text) -> parsed Program, shared by all interpreters
@@ -459,14 +459,14 @@ class Interpreter:
         if size == 0:
             return ""          # "" * 1e300 is "" (and int(1e300) copies would not fit an index)
         if size > 100_000_000:
-            raise ValueErr(f"the repeated string would take {size / 1e9:.3g} GB; the limit is 0.1 GB", span)
+            raise ValueErr(f"the repeated string would take {format_gb(size)}; the limit is 0.1 GB", span)
         return s * int(n)
 
     def memory_error(self, op, a, b, span) -> LangError:
         sa, sb = np.shape(raw(a)), np.shape(raw(b))
         try:
             out = np.broadcast_shapes(sa, sb)
-            need = f"a result of shape {shape_text(out)} ({math.prod(out) * 8 / 1e9:.3g} GB)"
+            need = f"a result of shape {shape_text(out)} ({format_gb(math.prod(out) * 8)})"
         except ValueError:
             need = "the result"
         return ValueErr(f"not enough memory for '{op}' of {shape_text(sa)} and {shape_text(sb)}: "
@@ -524,7 +524,7 @@ class Interpreter:
     def eval_matrix(self, node, env):
         rows = [[self.eval(x, env) for x in row] for row in node.rows]
         if not rows:
-            return np.zeros(0)
+            return np.zeros(0, dtype=ops.FLOAT["dtype"])
         for row, row_nodes in zip(rows, node.rows):
             for v, n in zip(row, row_nodes):
                 if not is_numeric(v):
@@ -842,9 +842,9 @@ def make_range(start: float, step: float, stop: float, span=None) -> np.ndarray:
         raise ValueErr("a range needs finite start, step and end", span)
     n = math.floor((stop - start) / step + 1e-10) + 1
     if n <= 0:
-        return np.zeros(0)
+        return np.zeros(0, dtype=ops.FLOAT["dtype"])
     if n > 100_000_000:
-        raise ValueErr(f"the range would have {format_number(float(f'{n:.3g}'))} elements; the limit is 1e8", span)
+        raise ValueErr(f"the range would have {format_number(n)} elements; the limit is {format_number(1e8)}", span)
     return ops.as_float(start + step * np.arange(n, dtype=np.float64))
 
 

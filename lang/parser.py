@@ -518,6 +518,8 @@ class Parser:
                     continue
                 if self.match(";"):
                     stacked = True
+                    if self.check("]"):     # a trailing ';' ends the last row: [1, 2;] is 1x2
+                        break
                     rows.append([])
                     continue
                 if self.check("]"):
@@ -529,9 +531,7 @@ class Parser:
                                       f"found {self.describe(tok)}", tok.span)
         self.index_depth = saved
         close = self.consume("]", "expected ']' to close the matrix")
-        if stacked and any(not r for r in rows):
-            raise LangSyntaxError("empty row in a matrix literal", open_.span.to(close.span))
-        return A.Matrix(open_.span.to(close.span), tuple(tuple(r) for r in rows if r or stacked), stacked)
+        return A.Matrix(open_.span.to(close.span), tuple(tuple(r) for r in rows if r), stacked)
 
     def record(self) -> A.Node:
         open_ = self.advance()

@@ -82,8 +82,9 @@ def _expr(node) -> str:
     if t is A.Colon:
         return ":"
     if t is A.Matrix:
-        # a stacked literal has at least two rows (the parser refuses an empty row)
-        return "[" + "; ".join(", ".join(_atom(x) for x in row) for row in node.rows) + "]"
+        # a stacked literal of one row ends in ';' ([1, 2;]); rows are never empty
+        end = ";" if node.stacked and len(node.rows) == 1 else ""
+        return "[" + "; ".join(", ".join(_atom(x) for x in row) for row in node.rows) + end + "]"
     if t is A.TupleLit:
         if len(node.items) == 1:
             return f"({_expr(node.items[0])},)"

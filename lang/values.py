@@ -16,6 +16,7 @@ from .tape import Box, raw
 
 SUMMARY_THRESHOLD = 1000   # arrays with more elements print summarized
 EDGE = 3                   # items shown at each end of a summarized axis
+WHOLE_LIMIT = 2.0 ** 53    # whole numbers below this magnitude print every digit
 
 
 class Record:
@@ -101,19 +102,32 @@ def describe(v) -> str:
 
 
 def format_number(x) -> str:
+    """A whole number below 2^53 in magnitude with all its digits (18915328); any other number
+    with up to 7 significant digits, the exponent without '+' or leading zeros (1.234568e-8).
+    A fraction that rounds to 7 digits alone takes the exponent form (1234567.5 prints
+    1.234568e6, not 1234568), so 7 or more digits without '.' or 'e' are exactly that number;
+    noise around a small whole number still prints short (0.99999999 prints 1)."""
     x = float(x)
     if math.isnan(x):
         return "nan"
     if math.isinf(x):
         return "inf" if x > 0 else "-inf"
-    if x == 0:
-        return "0"
+    if x.is_integer() and abs(x) < WHOLE_LIMIT:
+        return str(int(x))            # -0.0 prints as 0
     s = "%.7g" % x
+    if len(s.lstrip("-")) >= 7 and "e" not in s and "." not in s:     # a fraction that would look whole
+        mant, exp = ("%.6e" % x).split("e")
+        s = f"{mant.rstrip('0').rstrip('.')}e{exp}"
     if "e" in s:
         mant, exp = s.split("e")
         sign = "-" if exp[0] == "-" else ""
         s = f"{mant}e{sign}{exp[1:].lstrip('0') or '0'}"
     return s
+
+
+def format_gb(nbytes) -> str:
+    """A size for messages: gigabytes to 3 significant digits, as the printer writes them ('8000 GB')."""
+    return f"{format_number(float(f'{nbytes / 1e9:.3g}'))} GB"
 
 
 def _scalar(x, is_bool: bool) -> str:
@@ -133,12 +147,14 @@ def _row(items, is_bool, summarize) -> str:
 
 
 def _matrix_body(m: np.ndarray, is_bool: bool, summarize: bool, indent: str = "") -> str:
+    """The literal of a non-empty 2-D matrix; a one-row matrix ends in ';' ([1, 2;]), as its literal does."""
     rows = list(range(m.shape[0]))
     if summarize and len(rows) > 2 * EDGE:
         shown = [_row(m[i], is_bool, True) for i in rows[:EDGE]] + ["..."] + \
                 [_row(m[i], is_bool, True) for i in rows[-EDGE:]]
         return "[" + (";\n " + indent).join(shown) + "]"
-    return "[" + "; ".join(_row(m[i], is_bool, summarize) for i in rows) + "]"
+    end = ";" if len(rows) == 1 else ""
+    return "[" + "; ".join(_row(m[i], is_bool, summarize) for i in rows) + end + "]"
 
 
 def format_array(a: np.ndarray) -> str:
@@ -146,12 +162,14 @@ def format_array(a: np.ndarray) -> str:
     summarize = a.size > SUMMARY_THRESHOLD
     if a.ndim == 0:
         return _scalar(a[()], is_bool)
+    if a.size == 0:
+        # an empty array prints as the expression that makes it: [], zeros(0, 3), zeros(2, 0, 3)
+        text = "[]" if a.ndim == 1 else f"zeros({', '.join(str(n) for n in a.shape)})"
+        return f"{text} > 0" if is_bool else text
     if a.ndim == 1:
         body = "[" + _row(a, is_bool, summarize) + "]"
         return f"{a.shape[0]}-element vector {body}" if summarize else body
     if a.ndim == 2:
-        if a.shape[0] == 0 or a.shape[1] == 0:
-            return f"[] ({shape_text(a.shape)})"
         body = _matrix_body(a, is_bool, summarize)
         return f"{shape_text(a.shape)} matrix\n{body}" if summarize else body
     # rank >= 3: one 2-D slice per leading index, with the shape first

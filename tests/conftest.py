@@ -25,3 +25,12 @@ def run_ml(source):
 @pytest.fixture
 def ml():
     return run_ml
+
+
+@pytest.fixture(autouse=True)
+def _float64_after_each_test():
+    """The float type is process state (ops.FLOAT): a test or golden program that calls
+    set_dtype("float32") in-process must not leave it to the next test."""
+    yield
+    from tapeml import ops
+    ops.set_dtype("float64")

@@ -175,7 +175,7 @@ def gen_expr(rng, depth: int) -> str:
         rows, cols = rng.randint(1, 3), rng.randint(1, 2)
         ragged = rng.random() < 0.2
         body = "; ".join(", ".join(sub() for _ in range(cols + (ragged and r == 1))) for r in range(rows))
-        return f"[{body}]"
+        return f"[{body}{';' if rng.random() < 0.2 else ''}]"     # a trailing ';': one-row matrix
     if choice == 5:     # range
         lo, hi = rng.randint(-2, 3), rng.randint(-2, 6)
         if rng.random() < 0.5:
@@ -309,6 +309,7 @@ ROUND_TRIP_CASES = [
     "for i in 0:3\n if i == 2\n  break\n end\nend", "while false\n continue\nend",
     '"a{x + 1}b{{c}}\\n\\t\\"\\\\"', '"{ {a = 1} }"', '"{ "in{1}" }"', "1e999", "[1, 2; 3, 4]'",
     "not not true", "x.w'", "3.'", "[]", "[[1, 2], 3]", "import(\"m.ml\")", "x;", "1e-320",
+    "[1, 2;]", "[5;]", "[x;]'", "[1, 2; 3, 4;]", "[[1, 2];]",
 ]
 
 

@@ -71,6 +71,11 @@ def test_text_round_trips_and_unterminated_string_does_not_derail():
     assert (Name, "y") in tokens(src)                          # the next line lexes normally
 
 
+def test_a_one_row_matrix_literal_is_punctuation():
+    assert tokens("[1, 2;]") == [(Punctuation, "["), (Number.Integer, "1"), (Punctuation, ","),
+                                 (Number.Integer, "2"), (Punctuation, ";"), (Punctuation, "]")]
+
+
 PROGRAMS = sorted(glob.glob(os.path.join(ROOT, "examples", "*.ml")) +
                   glob.glob(os.path.join(ROOT, "stdlib", "*.ml")) +
                   glob.glob(os.path.join(SHARED, "golden", "*.ml")))

@@ -141,7 +141,7 @@ def test_zeros_1e6_by_1e6_is_refused_before_allocating():
     from tapeml.builtins.util import MAX_ELEMENTS
     from tapeml.values import format_number
     limit = format_number(float(f"{MAX_ELEMENTS * 8 / 1e9:.3g}"))
-    assert err.message == ("zeros(1000000, 1000000) would need 8e12 bytes (8000 GB of float64); "
+    assert err.message == ("zeros(1000000, 1000000) would need 8000 GB of float64; "
                            f"the limit is {limit} GB (half this machine's memory, at most 8 GB)")
     assert (err.span.line, err.span.col) == (1, 5)
 
@@ -180,7 +180,7 @@ def test_an_index_of_1e300():
 
 def test_a_range_of_1e300_elements_is_refused():
     err = error_of("x = 1:1e300")
-    assert isinstance(err, ValueErr) and "the limit is 1e8" in err.message
+    assert isinstance(err, ValueErr) and err.message == "the range would have 1e300 elements; the limit is 100000000"
 
 
 # ---- the tape of a long loop -----------------------------------------------------------------

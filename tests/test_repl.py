@@ -40,6 +40,10 @@ from tapeml.errors import NameErr
     ("x = 1 2", "invalid"),
     ("fn f(x)\n  return x\nend", "complete"),
     ("x = 1;", "complete"),
+    ("r = [1, 2;", "incomplete"),        # a trailing ';' inside a matrix literal: the row goes on
+    ("r = [1, 2;]", "complete"),         # a one-row matrix
+    ("r = [1, 2;\n]", "complete"),
+    ("r = [1, 2;;]", "invalid"),
 ])
 def test_is_complete_separates_incomplete_from_invalid(text, want):
     assert is_complete(text) == want
@@ -266,6 +270,12 @@ def test_pasted_program_runs_as_a_unit():
 def test_echo_and_semicolon_suppression():
     code, out = drive("x = 2\r1 + 1\rx * 10;\rx\r\"hi\"\rprint(\"hi\")\rnone\r[1, 2; 3, 4]\r:quit\r")
     assert out == '2\n2\n"hi"\nhi\n[1, 2; 3, 4]\n'
+
+
+def test_echo_of_one_row_matrices_and_whole_numbers():
+    code, out = drive("r = [1, 2;\r", "]\r", "r\r", "reshape(1:3, 1, 3)\r", "zeros(1, 0)\r", "18915328\r",
+                      ":quit\r")
+    assert out == "[1, 2;]\n[1, 2, 3;]\nzeros(1, 0)\n18915328\n"
 
 
 def test_completion_of_a_record_field_in_the_application():
