@@ -651,6 +651,9 @@ class Interpreter:
                 if v.dtype == np.bool_:
                     if len(items) == 1 and v.shape == shape and len(shape) > 1:
                         return (v,)
+                    if v.ndim > 1 and v.shape == shape:
+                        raise IndexErr(f"a bool mask of the full shape {shape_text(shape)} picks elements and "
+                                       f"must be the only index; got {len(items)} indices", item.span)
                     if v.ndim > 1:
                         raise IndexErr(f"a {shape_text(v.shape)} bool mask covers some axes of {describe(arr)} "
                                        f"but not all; a mask is either a bool vector for one axis or the "

@@ -198,7 +198,8 @@ def test_full_shape_mask_selects_elements_and_partial_masks_are_refused():
     assert same(g, [0, 1, 0, 2])
     for src, words in [("a = zeros(2, 3, 4)\na[zeros(2, 3) == 0]", "a 2x3 bool mask covers some axes"),
                        ("a = zeros(2, 3, 4)\na[zeros(2, 3) == 0, 1]", "a 2x3 bool mask covers some axes"),
-                       ("a = zeros(2, 3)\na[:, [true, false]]", "mask a vector of length 2, axis of length 3")]:
+                       ("a = zeros(2, 3)\na[:, [true, false]]", "mask a vector of length 2, axis of length 3"),
+                       ("a = zeros(2, 3)\na[a == 0, 1]", "must be the only index; got 2 indices")]:
         with pytest.raises(LangError) as e:
             run(src)
         assert e.value.kind == "IndexError" and words in e.value.message, e.value.message
