@@ -617,7 +617,8 @@ class Interpreter:
 
     def index_tuple(self, arr: np.ndarray, node, env) -> tuple:
         """The NumPy index for `arr[...]`, after checking every part (0-based, inclusive ranges,
-        `end`). Several index vectors pick the sub-matrix of all their combinations."""
+        `end`). Each index makes its own axis in order (several index vectors pick the sub-matrix
+        of all their combinations); ops.orthogonal builds the NumPy index that means that."""
         items = node.indices
         shape = arr.shape
         if len(items) > max(len(shape), 1) and not (len(shape) == 0):

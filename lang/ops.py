@@ -538,7 +538,11 @@ def _vjp_setitem(g, ans, res, needs, x, v, idx):
         repeats = last_writes(idx, shape_of(x))
         if repeats is not None:       # a write that a later one overwrote has no effect: gradient 0
             gv = mul(gv, repeats[1])
-        gv = unbroadcast(gv, shape_of(v))
+        vshape, extra = shape_of(v), len(shape_of(v)) - len(shape_of(gv))
+        if extra > 0:                 # a store drops a value's leading axes of length 1 (NumPy's rule)
+            gv = reshape(unbroadcast(gv, vshape[extra:]), shape=vshape)
+        else:
+            gv = unbroadcast(gv, vshape)
     return (setitem(g, 0.0, idx=idx) if needs[0] else None, gv)
 
 

@@ -195,6 +195,8 @@ V01 = np.array([0, 1])
     ((3,), (np.array([0, 0]),), ()),                                     # a number written twice
     ((3, 4), (np.array([1, 1]),), (2, 4)),                               # a whole row twice
     ((3, 4), (np.array([1, 1]),), (4,)),                                 # ... from one broadcast row
+    ((3, 4), (np.array([1, 1]),), (1, 1, 4)),                            # ... with leading axes of 1
+    ((3, 4), (1, slice(None)), (1, 4)),                                  # (a store drops them)
     ((3, 4), orth([np.array([2, 0, 2]), np.array([3, 3])], (3, 4)), (3, 2)),   # a grid repeating in both
     ((3, 4), orth([slice(None), np.array([1, 1, 0])], (3, 4)), (3, 3)),
     ((2, 3, 4), orth([1, slice(None), np.array([3, 0, 3])], (2, 3, 4)), (3, 3)),   # issue 16's mix
