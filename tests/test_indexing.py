@@ -43,7 +43,8 @@ def index_case(draw, kinds=KINDS):
         elif kind == "range":
             a, b = draw(st.integers(0, n - 1)), draw(st.integers(0, n - 1))
             step = draw(st.sampled_from((1, 1, 2, -1, -2)))
-            texts.append(f"{a}:{b}" if step == 1 else f"{a}:{step}:{b}")
+            stop = str(b) if draw(st.booleans()) else (f"end - {n - 1 - b}" if b < n - 1 else "end")
+            texts.append(f"{a}:{stop}" if step == 1 else f"{a}:{step}:{stop}")
             refs.append(list(range(a, b + (1 if step > 0 else -1), step)))   # both ends included
         elif kind == "colon":
             texts.append(":"), refs.append(list(range(n)))
