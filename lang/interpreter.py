@@ -217,7 +217,8 @@ class Interpreter:
                 new = ops.setitem(container, value, idx=idx)
             except (ValueError, TypeError) as e:
                 shape = np.shape(c[idx])
-                part = "a single element" if shape == () else f"a part of shape {shape_text(shape)}"
+                part = ("a single element" if shape == () else f"a part that is {shape_text(shape)}"
+                        if len(shape) == 1 else f"a part of shape {shape_text(shape)}")
                 raise ShapeError(f"cannot assign {describe(value)} to {part}", target.span) from e
             self.assign(target.obj, new, env)
         else:
@@ -259,9 +260,11 @@ class Interpreter:
     def eval_for(self, node, env):
         seq = self.eval(node.iterable, env)
         r = raw(seq)
+        # every item keeps the tape: a tracked matrix gives its elements or rows through the index
+        # primitive, a tuple its (tracked) items, a number (or 0-d value) itself, once
         if isinstance(r, np.ndarray):
             if r.ndim == 0:
-                items = [r[()]]
+                items = [ops.index(seq, idx=())]
             elif type(seq) is Box:
                 items = (ops.index(seq, idx=(i,)) for i in range(r.shape[0]))
             else:
@@ -273,7 +276,7 @@ class Interpreter:
         elif isinstance(r, str):
             items = list(r)
         elif isinstance(r, (float, int)) and not isinstance(r, bool):
-            items = [r]
+            items = [seq]
         else:
             raise TypeErr(f"cannot loop over {describe(seq)}; loop over a range, a matrix, "
                           f"a tuple or a string", node.iterable.span)
@@ -494,18 +497,27 @@ class Interpreter:
         return ops.transpose(v)
 
     def eval_range(self, node, env):
-        start = self.range_bound(node.start, env, "start")
+        start, a = self.range_bound(node.start, env, "start", keep=True)
         stop = self.range_bound(node.stop, env, "end")
-        step = 1.0 if node.step is None else self.range_bound(node.step, env, "step")
-        return make_range(start, step, stop, node.span)
+        step, s = (1.0, 1.0) if node.step is None else self.range_bound(node.step, env, "step", keep=True)
+        r = make_range(start, step, stop, node.span)
+        if type(a) is Box or type(s) is Box:
+            # element k is start + k*step, so a tracked start or step reaches every element (the
+            # end only sets the length); the tracked terms add exact zeros to make_range's values
+            def number(b):
+                return ops.index(b, idx=(0,) * len(ops.shape_of(b))) if ops.shape_of(b) else b
+            k = np.arange(r.size, dtype=r.dtype)
+            r = ops.add(r, ops.add(ops.sub(number(a), start), ops.mul(ops.sub(number(s), step), k)))
+        return r
 
-    def range_bound(self, node, env, what):
-        v = raw(self.eval(node, env))
+    def range_bound(self, node, env, what, keep=False):
+        tracked = self.eval(node, env)
+        v = raw(tracked)
         if isinstance(v, np.ndarray) and v.size == 1:
             v = float(v.reshape(()))
         if not isinstance(v, (float, int)) or isinstance(v, bool):
             raise TypeErr(f"the {what} of a range must be a number, got {describe(v)}", node.span)
-        return float(v)
+        return (float(v), tracked) if keep else float(v)
 
     def eval_field(self, node, env):
         obj = self.eval(node.obj, env)
@@ -605,13 +617,13 @@ class Interpreter:
 
     def index_tuple(self, arr: np.ndarray, node, env) -> tuple:
         """The NumPy index for `arr[...]`, after checking every part (0-based, inclusive ranges,
-        `end`). Several index vectors pick the sub-matrix of all their combinations."""
+        `end`). Each index makes its own axis in order (several index vectors pick the sub-matrix
+        of all their combinations); ops.orthogonal builds the NumPy index that means that."""
         items = node.indices
         shape = arr.shape
         if len(items) > max(len(shape), 1) and not (len(shape) == 0):
             raise IndexErr(f"{len(items)} indices for {describe(arr)}", node.span)
         out = []
-        arrays = 0
         for axis, item in enumerate(items):
             n = shape[axis] if axis < len(shape) else 1
             t = type(item)
@@ -640,11 +652,17 @@ class Interpreter:
                 if v.dtype == np.bool_:
                     if len(items) == 1 and v.shape == shape and len(shape) > 1:
                         return (v,)
+                    if v.ndim > 1 and v.shape == shape:
+                        raise IndexErr(f"a bool mask of the full shape {shape_text(shape)} picks elements and "
+                                       f"must be the only index; got {len(items)} indices", item.span)
+                    if v.ndim > 1:
+                        raise IndexErr(f"a {shape_text(v.shape)} bool mask covers some axes of {describe(arr)} "
+                                       f"but not all; a mask is either a bool vector for one axis or the "
+                                       f"array's full shape, alone in the brackets", item.span)
                     if v.ndim != 1 or v.shape[0] != n:
                         raise IndexErr(f"a bool mask must match the indexed axis: mask {shape_text(v.shape)}, "
                                        f"axis of length {n}", item.span)
                     out.append(np.flatnonzero(v))
-                    arrays += 1
                     continue
                 if v.ndim > 1:
                     raise IndexErr(f"an index vector must be a vector, got {describe(v)}", item.span)
@@ -656,19 +674,9 @@ class Interpreter:
                     raise IndexErr(f"index {format_value(bad)} is out of range for {self.axis_text(arr, axis)}",
                                    item.span)
                 out.append(ints.astype(np.intp))
-                arrays += 1
                 continue
             raise IndexErr(f"an index must be a number, a vector or a bool mask, got {describe(v)}", item.span)
-        if arrays > 1:
-            # several index vectors: every combination (MATLAB's sub-matrix), not NumPy's zip.
-            # Slices become index vectors too; single numbers stay and drop their axis.
-            grid_axes = [i for i, o in enumerate(out) if not isinstance(o, int)]
-            m = len(grid_axes)
-            for j, i in enumerate(grid_axes):
-                o = out[i]
-                vec = np.arange(shape[i])[o] if isinstance(o, slice) else o
-                out[i] = vec.reshape([1] * j + [-1] + [1] * (m - j - 1))
-        return tuple(out)
+        return ops.orthogonal(out, shape)
 
     def axis_text(self, arr, axis):
         if arr.ndim <= 1:

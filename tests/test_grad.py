@@ -182,6 +182,70 @@ def test_shapes_and_indexing():
     check(lambda g: ops.scatter_add(g, idx=(np.array([0, 0, 2]),), shape=(3,)), r(3))
 
 
+def orth(parts, shape):
+    """The NumPy index the language builds for per-axis parts (each index its own axis)."""
+    return ops.orthogonal(list(parts), shape)
+
+
+V01 = np.array([0, 1])
+
+
+@pytest.mark.parametrize("shape,idx,vshape", [
+    ((4,), (np.array([0, 2, 0]),), (3,)),                                # a vector with a repeat
+    ((3,), (np.array([0, 0]),), ()),                                     # a number written twice
+    ((3, 4), (np.array([1, 1]),), (2, 4)),                               # a whole row twice
+    ((3, 4), (np.array([1, 1]),), (4,)),                                 # ... from one broadcast row
+    ((3, 4), (np.array([1, 1]),), (1, 1, 4)),                            # ... with leading axes of 1
+    ((3, 4), (1, slice(None)), (1, 4)),                                  # (a store drops them)
+    ((3, 4), orth([np.array([2, 0, 2]), np.array([3, 3])], (3, 4)), (3, 2)),   # a grid repeating in both
+    ((3, 4), orth([slice(None), np.array([1, 1, 0])], (3, 4)), (3, 3)),
+    ((2, 3, 4), orth([1, slice(None), np.array([3, 0, 3])], (2, 3, 4)), (3, 3)),   # issue 16's mix
+    ((2, 3, 4), orth([np.array([0, 0]), slice(0, 2), np.array([2, 2])], (2, 3, 4)), (2, 2, 2)),
+    ((2, 3, 4), orth([V01[[1, 1]], 2, slice(3, None, -2)], (2, 3, 4)), (2, 2)),
+    ((2, 3, 4), (np.arange(24).reshape(2, 3, 4) % 5 == 0,), (5,)),      # a full-shape mask
+    ((2, 3, 4, 2), orth([np.array([1, 1]), 0, slice(None), np.array([0, 1, 0])], (2, 3, 4, 2)), (2, 4, 3)),
+])
+def test_writes_and_reads_with_repeated_indices(shape, idx, vshape):
+    """The last write to an element wins (row-major order of the index grid), forward and VJP:
+    finite differences see no effect from an overwritten write, so its gradient is 0; a read
+    through repeats adds the cotangents."""
+    check(lambda x, v: ops.setitem(x, v, idx=idx), r(*shape), r(*vshape))
+    check(lambda x: ops.index(x, idx=idx), r(*shape))
+    check(lambda x, v: ops.setitem(x, ops.add(ops.index(x, idx=idx), v), idx=idx), r(*shape), r(*vshape))
+
+
+def test_repeated_write_keeps_the_last_value_and_credits_it_alone():
+    x, v = np.zeros(3), np.array([10.0, 20.0])
+    assert np.array_equal(ops.setitem(x, v, idx=(np.array([0, 0]),)), [20, 0, 0])
+    g = grad(lambda v: ops.sum_(ops.mul(ops.setitem(x, v, idx=(np.array([0, 0]),)), np.array([1.0, 2, 3]))), v)
+    assert np.array_equal(g, [0, 1])
+    idx = orth([np.array([1, 0, 1]), slice(None)], (2, 2))
+    assert np.array_equal(ops.setitem(np.zeros((2, 2)), np.array([[1.0, 2], [3, 4], [5, 6]]), idx=idx),
+                          [[3, 4], [5, 6]])
+
+
+@pytest.mark.parametrize("shape,parts,want", [
+    ((2, 3, 4), [1, slice(None), np.array([1, 0])], (3, 2)),
+    ((2, 3, 4), [slice(None), 1, np.array([1, 0])], (2, 2)),
+    ((2, 3, 4), [np.array([1, 0]), slice(None), 2], (2, 3)),
+    ((2, 3, 4), [np.array([1]), 2, np.array([0, 1, 2])], (1, 3)),
+    ((2, 3, 4, 5), [0, slice(None), np.array([1, 0]), 4], (3, 2)),
+    ((2, 3, 4), [np.array([1, 0])], (2, 3, 4)),
+    ((2, 3, 4), [slice(None), np.array([2, 0])], (2, 2, 4)),
+])
+def test_orthogonal_index_keeps_each_axis_in_order(shape, parts, want):
+    x = np.arange(np.prod(shape)).reshape(shape)
+    ref, axis = x, 0
+    for p in parts:                  # one axis at a time, never NumPy's mixed rule
+        if isinstance(p, int):
+            ref = np.take(ref, p, axis=axis)
+        else:
+            ref = np.take(ref, np.arange(ref.shape[axis])[p] if isinstance(p, slice) else p, axis=axis)
+            axis += 1
+    got = x[ops.orthogonal(parts, shape)]
+    assert got.shape == want and np.array_equal(got, ref)
+
+
 @pytest.mark.parametrize("shape", [(5,), (3, 5), (2, 3, 5)])
 def test_softmax_family(shape):
     check(lambda x: ops.softmax(x, dim=-1), r(*shape))
@@ -439,3 +503,63 @@ def test_fused_heads_match_the_per_head_loop(monkeypatch):
     assert abs(v1 - v2) < 1e-9
     for (p, a), (_, b) in zip(tree_leaves(g1, "heads"), tree_leaves(g2, "heads")):
         assert np.max(np.abs(a - b)) < 1e-10 * max(1.0, np.max(np.abs(b))), p
+
+
+# ---- loops keep the tape (issue 16) ------------------------------------------------------
+LOOP = """
+fn f(s)
+    t = 0
+    for v in s
+        t = t + sum(v * v * 2)
+    end
+    return t
+end
+"""
+
+
+@pytest.mark.parametrize("expr,at,want", [
+    ("f(x)", "3", "12"),                                  # a number: one item, itself
+    ("f(x[0])", "[5, 6]", "[20, 0]"),                     # a number read out of a vector
+    ("f(x)", "[1, -2, 3]", "[4, -8, 12]"),                # a vector's elements
+    ("f(x)", "[1, 2; 3, 4]", "[4, 8; 12, 16]"),           # a matrix's rows
+    ("f(x)", "reshape(0:7, 2, 2, 2)", "reshape(0:4:28, 2, 2, 2)"),    # slices of a rank-3 array
+    ("f((x, 3 * x, [1, 1]))", "2", "80"),                 # a tuple's items
+    ("f(x:x + 2)", "1", "24"),                            # a range with a tracked start
+    ("f(0:x:3 * x)", "1", "56"),                          # ... and a tracked step
+    ("f(x[0]:x[1])", "[1, 3.5]", "[24, 0]"),              # the end only sets the length
+])
+def test_every_loop_item_keeps_the_tape(expr, at, want):
+    code, out = run_ml(LOOP + f"""
+x0 = {at}
+g = grad(fn(x) -> {expr}, x0)
+print(g)
+print(all(g == {want}), check_grad(fn(x) -> {expr}, x0) < 1e-6)
+""")
+    assert code == 0, out
+    assert out.splitlines()[-1] == "true true", out
+
+
+def test_loop_over_a_0d_value_keeps_the_tape():
+    import io
+    from tapeml.interpreter import Interpreter
+    interp = Interpreter(out=io.StringIO(), load_prelude=False)
+    interp.globals.vars["X"] = np.array(3.0)
+    interp.run(LOOP + "G = grad(f, X)\nN = 0\nfor v in X\n    N = N + 1\nend", "<loop>")
+    assert float(interp.globals.vars["G"]) == 12 and interp.globals.vars["N"] == 1
+
+
+def test_issue_16_loop_over_a_number():
+    code, out = run_ml("""
+fn f(s)
+  t = 0
+  for v in s
+    t = t + v * 2
+  end
+  return t
+end
+print(grad(f, 3))
+print(grad(fn(x) -> f(x[0]), [5, 6]))
+print(grad(fn(x) -> grad(f, x) * x, 4))
+""")
+    assert code == 0, out
+    assert out.splitlines() == ["2", "[2, 0]", "2"]
