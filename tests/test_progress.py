@@ -153,7 +153,7 @@ def test_the_value_prints_and_bad_items_are_refused():
                                    f"a tuple or a string")
 
 
-def test_off_by_environment_and_in_the_docs_build(monkeypatch, capsys):
+def test_off_by_environment_in_the_docs_build_and_in_help(monkeypatch, capsys):
     monkeypatch.setenv("TAPEML_PROGRESS", "0")
     _, _, bar = run("for i in progress(1:3) end")
     assert bar == ""
@@ -161,6 +161,8 @@ def test_off_by_environment_and_in_the_docs_build(monkeypatch, capsys):
     from tapeml import docgen
     res = docgen.run_code('s = 0\nfor i in progress(1:5, desc="x")\n    s = s + i\nend\ns', "<doc>")
     assert res.error is None and res.output == "15"
+    from tapeml.builtins.help import help_text
+    assert "  ... loss\n  0.3333333" in help_text("progress_note")    # help runs the example, bar off
     assert capsys.readouterr().err == ""
 
 
