@@ -5,3 +5,4 @@ from tapeml.builtins import plot  # noqa: F401  (registration: the Plotting cate
 from tapeml.builtins import random  # noqa: F401  (registration: seed, rand, randn, randint)
 from tapeml.builtins import help  # noqa: F401  (registration: help, and help_text for the REPL)
 from tapeml.builtins import train, io  # noqa: F401  (registration: embedding, cross_entropy, save, load, ...)
+from tapeml.builtins import progress  # noqa: F401  (registration: progress, progress_note)

@@ -83,6 +83,7 @@ def example_output(example: str) -> str | None:
     buf = io.StringIO()
     try:
         interp = Interpreter(out=buf)
+        interp.progress_out = False     # an example's progress(...) loop draws no bar into help
         # echoed as the REPL and the docs echo: strings quoted
         interp.run(example, "<example>", echo=lambda v: buf.write(format_value(v, True) + "\n"))
     except (LangError, RecursionError, MemoryError, ArithmeticError, ValueError, TypeError):

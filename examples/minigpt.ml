@@ -7,6 +7,9 @@
 #     tapeml examples/minigpt.ml                      # the full run (2 to 3 minutes)
 #     tapeml examples/minigpt.ml steps=30 every=10    # a quick check
 #
+# While it trains, a bar on standard error shows the step, the rate, the time left and the
+# latest loss (TAPEML_PROGRESS=0 turns it off); standard output gets a log line every `every` steps.
+#
 # Options (name=value): steps, batch, context, every (print interval), seed, lr (peak),
 # warmup (steps), dropout, weight_decay, samples (characters to generate), data, checkpoint (.npz path, or
 # "none"), plot (PNG path, or "none").
@@ -113,9 +116,10 @@ val_losses = zeros(0)
 start_loss = log(V)
 print("initial loss {round(val_loss(params, val_ids, context), 4)} (ln {V} = {round(start_loss, 4)})")
 t0 = clock()
-for step in 1:steps
+for step in progress(1:steps, desc="train")         # a live bar on standard error
     x, y = get_batch(train_ids, batch, context)
     loss, grads = value_and_grad(fn(p) -> loss_fn(p, x, y), params)
+    progress_note("loss {round(loss, 4)}")
     grads = clip_grad_norm(grads, 1.0)
     lr = cosine_lr(step, steps, peak_lr, peak_lr / 10, warmup = warmup)
     params, state = adamw_step(params, grads, state, lr = lr, weight_decay = weight_decay)

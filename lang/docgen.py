@@ -52,6 +52,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from tapeml import progress
 from tapeml.builtins.registry import SourceText
 
 GRAD_TOLERANCE = 1e-6
@@ -221,6 +222,7 @@ def fresh_interpreter(out):
         _TEMPLATE.append(template)
     t = _TEMPLATE[0]
     interp = Interpreter(out=out, load_prelude=False)
+    interp.progress_out = False      # examples draw no progress bar: the pages stay reproducible
     interp.prelude.vars.update(t.prelude.vars)
     interp.sources.update(t.sources)
     return interp
@@ -604,21 +606,26 @@ def build(root: str, source_root: str | None = None) -> list[DocsError]:
     plot.set_mode("docs")
     cwd = os.getcwd()
     scratch = tempfile.mkdtemp(prefix="tapeml-docs-")
+    bar = None
     try:
         os.chdir(scratch)          # examples that write files (savefig) write them here
         if os.path.isdir(bdir):    # pages of removed builtins must not linger
             shutil.rmtree(bdir)
         os.makedirs(img, exist_ok=True)
         entries = all_entries()
+        src_docs = os.path.join(source_root, "docs")
+        md_files = sorted(f for f in os.listdir(src_docs) if f.endswith(".md")) if os.path.isdir(src_docs) else []
+        bar = progress.Bar(len(entries) + len(md_files), "docs", progress.stream_for())   # on stderr
         for e in entries:
+            bar.note(f"{e.name}.md")
             if not e.summary.strip():
                 failures.append(DocsError(f"{e.name}.md", "no summary"))
             page = build_page(e, img, failures)
             with open(os.path.join(bdir, f"{e.name}.md"), "w", encoding="utf-8") as f:
                 f.write(page)
+            bar.update()
         with open(os.path.join(bdir, "index.md"), "w", encoding="utf-8") as f:
             f.write(build_index(entries))
-        src_docs = os.path.join(source_root, "docs")
         md_img = os.path.join(docs, "img")
         stems = [f[:-3] for f in os.listdir(src_docs) if f.endswith(".md")] if os.path.isdir(src_docs) else []
         for f in os.listdir(md_img) if os.path.isdir(md_img) else []:
@@ -627,15 +634,17 @@ def build(root: str, source_root: str | None = None) -> list[DocsError]:
         for fname in sorted(os.listdir(src_docs)) if os.path.isdir(src_docs) else []:
             if fname.endswith(".ml"):      # modules the docs' blocks import
                 shutil.copy(os.path.join(src_docs, fname), scratch)
-        for fname in sorted(os.listdir(src_docs)) if os.path.isdir(src_docs) else []:
-            if not fname.endswith(".md"):
-                continue
+        for fname in md_files:
+            bar.note(fname)
             with open(os.path.join(src_docs, fname), encoding="utf-8") as f:
                 text = f.read()
             new = run_markdown(text, fname, md_img, failures)
             with open(os.path.join(docs, fname), "w", encoding="utf-8") as f:
                 f.write(new)
+            bar.update()
     finally:
+        if bar is not None:
+            bar.close()
         os.chdir(cwd)
         shutil.rmtree(scratch, ignore_errors=True)
         plot.set_mode(old_mode)

@@ -19,8 +19,9 @@ from .errors import (STDLIB_PREFIX, IOErr, IndexErr, InternalError, LangError, N
                      ShapeError, TypeErr, ValueErr)
 from .lexer import FOREIGN_WORDS, KEYWORDS
 from .parser import parse
+from .progress import loop_bar
 from .tape import Box, raw
-from .values import Function, Record, describe, format_gb, format_number, format_value, shape_text
+from .values import Function, Progress, Record, describe, format_gb, format_number, format_value, shape_text
 
 MAX_DEPTH = 20000       # tapeml call depth before a RecursionError
 _STDLIB_TREES: dict = {}    # (file name, text) -> parsed Program, shared by all interpreters
@@ -97,6 +98,8 @@ class Interpreter:
         self.end_stack: list = []
         self.current_call = None
         self.dir_stack: list[str] = []
+        self.progress_out = None        # where progress bars draw (lang/progress.py: stream_for)
+        self.progress_bars: list = []   # the bars of the progress(...) loops running, innermost last
         self.dispatch = {cls: getattr(self, "eval_" + cls.__name__.lower())
                          for cls in vars(A).values()
                          if isinstance(cls, type) and issubclass(cls, A.Node) and cls is not A.Node
@@ -257,8 +260,11 @@ class Interpreter:
             except ContinueSignal:
                 continue
 
-    def eval_for(self, node, env):
-        seq = self.eval(node.iterable, env)
+    def eval_for(self, node, env, bar=None):
+        seq = self.eval(node.iterable, env) if bar is None else bar.items
+        if type(seq) is Progress:     # progress(items): this same loop over the items, with a bar
+            with loop_bar(self, seq) as bar:
+                return self.eval_for(node, env, bar)
         r = raw(seq)
         # every item keeps the tape: a tracked matrix gives its elements or rows through the index
         # primitive, a tuple its (tracked) items, a number (or 0-d value) itself, once
@@ -280,6 +286,8 @@ class Interpreter:
         else:
             raise TypeErr(f"cannot loop over {describe(seq)}; loop over a range, a matrix, "
                           f"a tuple or a string", node.iterable.span)
+        if bar is not None:
+            items = bar.track(items)
         name, body, vars_, d = node.var, node.body, env.vars, self.dispatch
         for item in items:
             vars_[name] = item

@@ -55,6 +55,16 @@ class Function:
         return f"{self.name}({', '.join(parts)})"
 
 
+class Progress:
+    """What progress(items, desc) returns: `items` (a range, matrix, tuple, string or number),
+    walked by a `for` loop exactly as the bare items are, while lang/progress.py draws a bar of
+    `count` steps (the loop's length, known before it starts)."""
+    __slots__ = ("items", "desc", "count")
+
+    def __init__(self, items, desc: str, count: int):
+        self.items, self.desc, self.count = items, desc, count
+
+
 def type_name(v) -> str:
     """The kind of a value as users see it (the `type` builtin)."""
     v = raw(v)
@@ -72,6 +82,8 @@ def type_name(v) -> str:
         return "tuple"
     if isinstance(v, Record):
         return "record"
+    if isinstance(v, Progress):
+        return "progress"
     return "function"
 
 
@@ -98,7 +110,7 @@ def describe(v) -> str:
         return f"a tuple of {len(v)}"
     t = type_name(v)
     return {"none": "none", "number": "a number", "bool": "a bool", "string": "a string",
-            "record": "a record", "function": "a function"}.get(t, t)
+            "record": "a record", "function": "a function", "progress": "a progress(...) loop"}.get(t, t)
 
 
 def format_number(x) -> str:
@@ -212,6 +224,8 @@ def format_value(v, nested: bool = False) -> str:
         return "{" + ", ".join([f"{k} = {format_value(x, True)}" for k, x in v.fields.items()]) + "}"
     if isinstance(v, Function):
         return f"<fn {v.signature()}>"
+    if isinstance(v, Progress):
+        return f"<progress {quote(v.desc) + ', ' if v.desc else ''}{v.count} step{'s' * (v.count != 1)}>"
     name = getattr(v, "name", None)
     if name:
         return f"<builtin {name}>"

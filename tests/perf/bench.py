@@ -32,6 +32,7 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, HERE)
 import handblock  # noqa: E402
 
+from tapeml import progress  # noqa: E402
 from tapeml.interpreter import Interpreter  # noqa: E402
 from tapeml.values import Record  # noqa: E402
 
@@ -302,10 +303,20 @@ def main():
     scale = 0.3 if args.quick else 1.0
     sizes = [(8, 16, 2), (128, 256, 8)] + ([] if args.quick else [(512, 512, 8)])
     lines = []
+    # progress on standard error (a live bar in a terminal, log lines otherwise); the table on stdout
+    bar = progress.Bar(2 * len(sizes) + 6 + (not args.quick), "bench", progress.stream_for())
 
     def out(s=""):
-        print(s, flush=True)
+        bar.write(sys.stdout, s + "\n")
         lines.append(s)
+
+    def stage(note):
+        """Count the stage that ran, show the one starting."""
+        if stage.started:
+            bar.update()
+        stage.started = True
+        bar.note(note)
+    stage.started = False
 
     out("# tapeml performance")
     out()
@@ -323,7 +334,10 @@ def main():
     out()
     for dtype in ("float64", "float32"):
         try:
-            rows = block_rows(sizes, np.float32 if dtype == "float32" else np.float64, scale)
+            rows = []
+            for size in sizes:
+                stage(f"block {dtype} T={size[0]} D={size[1]}")
+                rows += block_rows([size], np.float32 if dtype == "float32" else np.float64, scale)
         except Exception as e:  # float32 mode may be missing
             out(f"({dtype}: not measured: {e})")
             continue
@@ -361,6 +375,7 @@ fn f(x)
 end
 fn bench() -> grad(f, x)
 """
+    stage("tape loop")
     torch_ops = None
     if torch is not None:
         def torch_ops():
@@ -382,24 +397,30 @@ fn bench() -> grad(f, x)
         f"{(t_tape - t_plain) / 3e-6:.2f}x |")
     out(f"| the loop on untracked values inside a grad that ignores them | {fmt(t_ignored)} | "
         f"without grad {fmt(t_plain)} | {ratio(t_ignored, t_plain)} |")
+    stage("s = s + i")
     n = 1_000_000 if not args.quick else 200_000
     t_loop, t_py = interleaved([ml_bench(f"fn bench()\n  s = 0\n  for i in 1:{n}\n    s = s + i\n  end\n  return s\nend"),
                                 lambda: python_loop(n)], 5, 1)
     out(f"| `s = s + i`, {n:,} iterations | {fmt(t_loop)} | CPython {fmt(t_py)} | {ratio(t_loop, t_py)} |")
+    stage("fib")
     t_fib, t_pyfib = interleaved([ml_bench("fn fib(n)\n  if n < 2\n    return n\n  end\n  return fib(n - 1) + fib(n - 2)\nend\nfn bench() -> fib(22)"),
                                   lambda: fib(22)], 5, 1)
     out(f"| recursive fib(22) | {fmt(t_fib)} | CPython {fmt(t_pyfib)} | {ratio(t_fib, t_pyfib)} |")
+    stage("minigpt step")
     t_gpt, t_tgpt = interleaved([ml_bench(MINIGPT_STEP), torch_minigpt_step() if torch is not None else None],
                                 5 if not args.quick else 3, 2)
     out(f"| one minigpt training step (2 pre-norm causal blocks, d_model 64, batch 16x64, AdamW) | "
         f"{fmt(t_gpt)} | PyTorch eager {fmt(t_tgpt)} | {ratio(t_gpt, t_tgpt)} |")
+    stage("start-up")
     tml = os.path.join(os.path.dirname(sys.executable), "tapeml")
     t_start, t_np = startup([[tml, "-c", "1"], [sys.executable, "-c", "import numpy"]])
     out(f"| start-up `tapeml -c \"1\"` | {fmt(t_start)} | `python -c \"import numpy\"` {fmt(t_np)} | {ratio(t_start, t_np)} |")
+    stage("REPL first prompt")
     t_repl = repl_first_prompt()
     out(f"| the REPL's first prompt (`tapeml` in a pseudo-terminal) | {fmt(t_repl)} | target 400 ms | "
         f"{t_repl / 0.4:.2f}x |")
     if not args.quick:
+        stage("peak memory")
         setup = (f"import sys; sys.path.insert(0, {HERE!r}); import numpy as np, handblock; "
                  "from tapeml.cli import tune_runtime; tune_runtime(); "
                  "rng = np.random.default_rng(0); W = handblock.make_weights(512, 8, 2048, rng); "
@@ -409,6 +430,8 @@ fn bench() -> grad(f, x)
                                    "step, _ = bench.tapeml_setup(W, x, R)\nfor _ in range(3): step()")
         out(f"| peak resident memory, T=512 D=512 fwd+bwd | {tml_rss / 1024:.0f} MB | hand NumPy "
             f"{hand_rss / 1024:.0f} MB | {tml_rss / hand_rss:.2f}x |")
+    stage("done")
+    bar.close()
     out()
     if args.write:
         with open(args.write, "w", encoding="utf-8") as f:
