@@ -584,11 +584,11 @@ def _vjp_matmul(g, ans, res, needs, a, b):
     if type(g) is np.ndarray and type(a) is np.ndarray and type(b) is np.ndarray and b.ndim == 2 \
             and a.ndim >= 2 and a.dtype.kind == "f" and b.dtype.kind == "f":
         # plain matrices (first order): the products directly, a batch folded against one matrix
-        ga = np.matmul(g, b.T) if needs[0] else None
+        ga = _zmatmul(g, b.T) if needs[0] else None
         gb = None
         if needs[1]:
-            gb = np.matmul(a.T, g) if a.ndim == 2 else \
-                np.matmul(a.reshape(-1, a.shape[-1]).T, g.reshape(-1, g.shape[-1]))
+            gb = _zmatmul(a.T, g) if a.ndim == 2 else \
+                _zmatmul(a.reshape(-1, a.shape[-1]).T, g.reshape(-1, g.shape[-1]))
         return ga, gb
     sa, sb = shape_of(a), shape_of(b)
     a2 = reshape(a, shape=(1,) + sa) if len(sa) == 1 else a
@@ -604,21 +604,51 @@ def _vjp_matmul(g, ans, res, needs, a, b):
         g2 = g
     ga = gb = None
     if needs[0]:
-        ga = unbroadcast(matmul(g2, transpose(b2)), shape_of(a2))
+        ga = unbroadcast(zmatmul(g2, transpose(b2)), shape_of(a2))
         if len(sa) == 1:
             ga = reshape(ga, shape=sa)
     if needs[1]:
         a2s, g2s = shape_of(a2), shape_of(g2)
         if len(a2s) > 2 and len(shape_of(b2)) == 2:   # a batch against one matrix: fold the batch
-            gb = matmul(transpose(reshape(a2, shape=(-1, a2s[-1]))), reshape(g2, shape=(-1, g2s[-1])))
+            gb = zmatmul(transpose(reshape(a2, shape=(-1, a2s[-1]))), reshape(g2, shape=(-1, g2s[-1])))
         else:
-            gb = unbroadcast(matmul(transpose(a2), g2), shape_of(b2))
+            gb = unbroadcast(zmatmul(transpose(a2), g2), shape_of(b2))
         if len(sb) == 1:
             gb = reshape(gb, shape=sb)
     return ga, gb
 
 
 matmul = primitive("matmul", _matmul, _vjp_matmul, arity=2)
+
+
+def _zmatmul(a, b):
+    """a @ b where a product with a zero factor is 0 even against inf or nan (zmul's rule, summed):
+    the backward pass's matrix products, so that a zero cotangent never meets an infinite weight
+    as NaN. The plain product where nothing is infinite or NaN (one finiteness check of the result)."""
+    r = _matmul(a, b)
+    if type(r) is np.ndarray:
+        if np.isfinite(r).all():
+            return r
+    elif math.isfinite(r):
+        return r
+    a, b = np.asarray(_f(a), dtype=np.result_type(r)), np.asarray(_f(b), dtype=np.result_type(r))
+    fa, fb = np.isfinite(a), np.isfinite(b)
+    if fa.all() and fb.all():
+        return r                   # a true overflow, not a 0 x inf
+    mm = lambda x, y: _matmul(x.astype(r.dtype if type(r) is np.ndarray else np.float64),
+                              y.astype(r.dtype if type(r) is np.ndarray else np.float64))
+    finite = mm(np.where(fa, a, 0.0), np.where(fb, b, 0.0))
+    api, ani, bpi, bni = a == np.inf, a == -np.inf, b == np.inf, b == -np.inf
+    ap, an, bp, bn = a > 0, a < 0, b > 0, b < 0
+    plus = mm(api, bp) + mm(ani, bn) + mm(ap, bpi) + mm(an, bni)
+    minus = mm(api, bn) + mm(ani, bp) + mm(ap, bni) + mm(an, bpi)
+    nans = mm(np.isnan(a), b != 0) + mm(a != 0, np.isnan(b))
+    out = np.where((nans > 0) | ((plus > 0) & (minus > 0)), np.nan,
+                   np.where(plus > 0, np.inf, np.where(minus > 0, -np.inf, finite)))
+    return _num(out)
+
+
+zmatmul = primitive("zmatmul", _zmatmul, _vjp_matmul, arity=2)
 
 
 # ---- the transformer primitives -------------------------------------------------------------
@@ -840,18 +870,45 @@ def _fwd_layer_norm(x, gamma, beta, eps=1e-5):
     return (add(out, beta) if beta is not None else out), None
 
 
+def _row_jacobian_product(v, jac):
+    """sum_j v[..., j] jac[..., j, i] with 0 x inf = 0 (zmatmul): a cotangent row that holds +-inf
+    (an infinite gain or value) times the row's Jacobian, where the fused formulas below would
+    meet inf - inf. Only taken when such a row occurs."""
+    s = shape_of(v)
+    return reshape(zmatmul(reshape(v, shape=s[:-1] + (1, s[-1])), jac), shape=s)
+
+
+def _outer_rows(u, w):
+    """u[..., :, None] * w[..., None, :]"""
+    s = shape_of(u)
+    return mul(reshape(u, shape=s + (1,)), reshape(w, shape=s[:-1] + (1, s[-1])))
+
+
+def _norm_jacobian(xhat, center):
+    """d xhat_i / d (x_j / std) of layer_norm (center) or rms_norm: I - 1/n - xhat xhat' / n, or
+    I - xhat xhat' / n (symmetric), one [n, n] matrix per row."""
+    n = shape_of(xhat)[-1]
+    eye = np.eye(n) - (1.0 / n if center else 0.0)
+    return sub(eye, div(_outer_rows(xhat, xhat), float(n)))
+
+
 def _vjp_layer_norm(g, ans, res, needs, x, gamma, beta, eps=1e-5):
     if res is not None and type(g) is np.ndarray and type(gamma) is np.ndarray and g.ndim >= 1 \
             and gamma.shape == g.shape[-1:] and (beta is None or shape_of(beta) == gamma.shape):
-        return _vjp_layer_norm_plain(g, res, needs, gamma)
+        out = _vjp_layer_norm_plain(g, res, needs, gamma)
+        if out is not None:
+            return out
     xhat, rstd = res if res is not None else _ln_stats(x, eps)
     gx = ggamma = gbeta = None
     if needs[0]:
         d = float(shape_of(x)[-1])
-        dxhat = mul(g, gamma)
+        dxhat = zmul(g, gamma)
         m1 = div(sum_(dxhat, dim=-1, keepdims=True), d)
-        m2 = div(sum_(mul(dxhat, xhat), dim=-1, keepdims=True), d)
-        gx = zmul(rstd, sub(sub(dxhat, m1), mul(xhat, m2)))
+        if np.isfinite(raw(m1)).all():
+            m2 = div(sum_(mul(dxhat, xhat), dim=-1, keepdims=True), d)
+            gx = zmul(rstd, sub(sub(dxhat, m1), mul(xhat, m2)))
+        else:       # an infinite cotangent or gain: each entry of the gradient is its own +-inf
+            gx = zmul(rstd, _row_jacobian_product(dxhat, _norm_jacobian(xhat, True)))
     if needs[1]:
         ggamma = unbroadcast(mul(g, xhat), shape_of(gamma))
     if needs[2]:
@@ -867,11 +924,16 @@ def _vjp_layer_norm_plain(g, res, needs, gamma):
         inv_d = 1.0 / g.shape[-1]
         dxhat = g * gamma
         m1 = dxhat.sum(axis=-1, keepdims=True) * inv_d
+        if not np.isfinite(m1).all():
+            return None        # an infinite cotangent or gain: the general form takes it
         m2 = (dxhat * xhat).sum(axis=-1, keepdims=True) * inv_d
         dxhat -= m1
         dxhat -= xhat * m2
-        dxhat *= rstd
-        gx = dxhat
+        if np.isfinite(rstd).all():
+            dxhat *= rstd
+            gx = dxhat
+        else:
+            gx = _zmul(dxhat, rstd)     # 1/std overflows for subnormal rows: 0 x inf = 0
     rows = g.reshape(-1, g.shape[-1])
     if needs[1]:
         ggamma = (rows * xhat.reshape(rows.shape)).sum(axis=0)
@@ -977,35 +1039,70 @@ def _vjp_sdpa(g, ans, res, needs, q, k, v, bias=None, mask=None, causal=False, s
     p, rows = res
     gq = gk = gv = gbias = None
     if needs[2]:
-        gv = unbroadcast(matmul(transpose(p), g), shape_of(v))
+        gv = unbroadcast(zmatmul(transpose(p), g), shape_of(v))
     if needs[0] or needs[1] or (len(needs) > 3 and needs[3]):
+        if not (np.isfinite(raw(v)).all() and np.isfinite(raw(g)).all()):
+            gq, gk, gbias = _score_grads_split(g, v, p, rows, q, k, bias, needs, scale)
+            return gq, gk, gv, gbias
         # softmax's VJP, p * (dp - rowsum(dp * p)), with rowsum(dp * p) = rowsum(g * ans) because
         # dp = g v^T and ans = p v: a [.., T, d_v] product instead of a [.., T, T] one (the
         # identity of FlashAttention's backward pass: Dao et al. 2022, appendix B.2)
         if not (len(needs) > 3 and needs[3]) and all(type(t) is np.ndarray for t in (g, ans, p, q, k, v)):
             # nothing to record (first order): the [.., T, T] steps in place, the scale folded in
-            ds = np.matmul(g, np.swapaxes(v, -1, -2))
+            ds = _zmatmul(g, np.swapaxes(v, -1, -2))
             ds -= (g * ans).sum(axis=-1, keepdims=True)
             ds *= p
             ds *= scale
             if rows is not None:
                 ds = np.where(rows, 0.0, ds)
             if needs[0]:
-                gq = unbroadcast(np.matmul(ds, k), q.shape)
+                gq = unbroadcast(_zmatmul(ds, k), q.shape)
             if needs[1]:
-                gk = unbroadcast(np.matmul(np.swapaxes(ds, -1, -2), q), k.shape)
+                gk = unbroadcast(_zmatmul(np.swapaxes(ds, -1, -2), q), k.shape)
             return gq, gk, gv, gbias
-        dp = matmul(g, transpose(v))
-        ds = zmul(p, sub(dp, sum_(mul(g, ans), dim=-1, keepdims=True)))
-        if rows is not None:
-            ds = where(rows, 0.0, ds)
-        if needs[0]:
-            gq = unbroadcast(mul(matmul(ds, k), scale), shape_of(q))
-        if needs[1]:
-            gk = unbroadcast(mul(matmul(transpose(ds), q), scale), shape_of(k))
-        if len(needs) > 3 and needs[3]:
-            gbias = unbroadcast(ds, shape_of(bias))
+        gq, gk, gbias = _score_grads(g, v, matmul(p, v), p, rows, q, k, bias, needs, scale)
     return gq, gk, gv, gbias
+
+
+def _score_grads(g, v, ans, p, rows, q, k, bias, needs, scale):
+    """The cotangents of q, k and bias through the scores, written with primitives."""
+    gq = gk = gbias = None
+    dp = zmatmul(g, transpose(v))
+    ds = zmul(p, sub(dp, sum_(zmul(g, ans), dim=-1, keepdims=True)))
+    if rows is not None:
+        ds = where(rows, 0.0, ds)
+    if needs[0]:
+        gq = unbroadcast(mul(zmatmul(ds, k), scale), shape_of(q))
+    if needs[1]:
+        gk = unbroadcast(mul(zmatmul(transpose(ds), q), scale), shape_of(k))
+    if len(needs) > 3 and needs[3]:
+        gbias = unbroadcast(ds, shape_of(bias))
+    return gq, gk, gbias
+
+
+def _score_grads_split(g, v, p, rows, q, k, bias, needs, scale):
+    """_score_grads when v or the cotangent holds +-inf. They are linear in each, so with
+    v = v_finite + V u (u the signs of the infinite entries, V -> inf) each cotangent is
+    G(v_finite) + V G(u): +-inf where G(u) is nonzero, G(v_finite) elsewhere. Computing with the
+    infinities inside would meet inf - inf where the limit is a plain +-inf."""
+    split_v = not np.isfinite(raw(v)).all()
+    arr = raw(v) if split_v else raw(g)
+    inf = np.isinf(arr)
+    unit = np.where(inf, np.sign(arr), 0.0)
+    fin = where(inf, 0.0, v if split_v else g)
+    if split_v:
+        a = _score_grads(g, fin, matmul(p, fin), p, rows, q, k, bias, needs, scale)
+        b = _score_grads(g, unit, matmul(p, unit), p, rows, q, k, bias, needs, scale)
+    else:
+        a = _score_grads(fin, v, matmul(p, v), p, rows, q, k, bias, needs, scale)
+        b = _score_grads(unit, v, matmul(p, v), p, rows, q, k, bias, needs, scale)
+
+    def combine(x, y):
+        if x is None:
+            return None
+        yr = raw(y)
+        return where(yr > 0, np.inf, where(yr < 0, -np.inf, x))
+    return tuple(combine(x, y) for x, y in zip(a, b))
 
 
 sdpa = primitive("scaled_dot_product_attention", _sdpa_impl, _vjp_sdpa, _fwd_sdpa)
@@ -1061,9 +1158,12 @@ def _vjp_rms_norm(g, ans, res, needs, x, gamma, eps=1e-5):
     gx = ggamma = None
     if needs[0]:
         d = float(shape_of(x)[-1])
-        gh = mul(g, gamma)
+        gh = zmul(g, gamma)
         m = div(sum_(mul(gh, xhat), dim=-1, keepdims=True), d)
-        gx = zmul(r, sub(gh, mul(xhat, m)))
+        if np.isfinite(raw(m)).all():
+            gx = zmul(r, sub(gh, mul(xhat, m)))
+        else:       # an infinite cotangent or gain (see layer_norm)
+            gx = zmul(r, _row_jacobian_product(gh, _norm_jacobian(xhat, False)))
     if needs[1]:
         ggamma = unbroadcast(mul(g, xhat), shape_of(gamma))
     return gx, ggamma

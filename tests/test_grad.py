@@ -162,6 +162,7 @@ def test_where_blocks_nan_from_untaken_branch():
                                    ((2, 2, 3), (3, 4)), ((2, 2, 3), (2, 3, 4)), ((2, 3), (2, 3, 4))])
 def test_matmul(sa, sb):
     check(ops.matmul, r(*sa), r(*sb))
+    check(ops.zmatmul, r(*sa), r(*sb))
 
 
 def test_shapes_and_indexing():
@@ -257,7 +258,7 @@ def test_every_differentiable_primitive_is_checked_here():
     tested = set(UNARY) | {"add", "sub", "mul", "div", "pow", "zmul", "mod", "sum", "max", "min",
                            "clip", "where", "matmul", "reshape", "broadcast_to", "permute", "maximum", "minimum", "concat", "stack",
                            "index", "setitem", "scatter_add", "softmax", "log_softmax", "layer_norm",
-                           "dense", "scaled_dot_product_attention", "masked_softmax"}
+                           "dense", "scaled_dot_product_attention", "masked_softmax", "zmatmul"}
     extra = {"rms_norm"}    # checked in test_block_options.py
     diff = {n for n, p in ops.TABLE.items() if not p.nondiff}
     assert diff - tested - extra == set()
