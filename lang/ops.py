@@ -219,7 +219,7 @@ def _zmul(a, b):
         return a * b          # a finite, nonzero number: no 0 x inf can arise (a is a cotangent)
     r = _f(a) * _f(b)
     if type(r) is np.ndarray:
-        if not np.isfinite(r).all():
+        if not math.isfinite(r.sum()):     # one reduction; a false alarm (the sum overflows) only costs time
             r = np.where((a == 0) | (b == 0), 0.0, r)
     elif not math.isfinite(r) and (a == 0 or b == 0):
         r = 0.0
@@ -625,9 +625,13 @@ def _zmatmul(a, b):
     """a @ b where a product with a zero factor is 0 even against inf or nan (zmul's rule, summed):
     the backward pass's matrix products, so that a zero cotangent never meets an infinite weight
     as NaN. The plain product where nothing is infinite or NaN (one finiteness check of the result)."""
-    r = _matmul(a, b)
+    if type(a) is _NDARRAY and type(b) is _NDARRAY and a.ndim == 2 and b.ndim == 2 \
+            and a.dtype.kind == "f" and b.dtype.kind == "f":
+        r = np.matmul(a, b)
+    else:
+        r = _matmul(a, b)
     if type(r) is np.ndarray:
-        if np.isfinite(r).all():
+        if math.isfinite(r.sum()):      # one reduction: an inf or nan anywhere makes the sum non-finite
             return r
     elif math.isfinite(r):
         return r
@@ -663,7 +667,7 @@ def _posinf_rows(x, dim=-1):
     return rows if rows.any() else None
 
 
-def _shifted(x, dim):
+def _shifted(x, dim, want_rows=False):
     """x - max(x) along dim, and the row sums of its exponentials. A row whose max is -inf (all
     -inf: every key masked) is shifted by 0, so its exponentials are zeros, not NaN. A row holding
     +inf takes the limit: its +inf entries become 0 and the rest -inf, so the +inf entries share the
@@ -678,22 +682,29 @@ def _shifted(x, dim):
         z = z.astype(FLOAT["dtype"])
     if inf_rows is not None and inf_rows.any():
         z = np.where(inf_rows, np.where(x == np.inf, 0.0, -np.inf), z).astype(z.dtype)
-    return z
+    else:
+        inf_rows = None
+    return (z, inf_rows) if want_rows else z
 
 
 def _softmax_impl(x, dim=-1):
+    return _softmax_rows(x, dim)[0]
+
+
+def _softmax_rows(x, dim=-1):
+    """(softmax(x), the rows holding a +inf or None)."""
     x = _f(x)
     if type(x) is not np.ndarray:
         x = np.asarray(x, dtype=np.float64)
     if x.size == 0:
-        return x.copy()
-    e = _shifted(x, dim)
+        return x.copy(), None
+    e, rows = _shifted(x, dim, True)
     np.exp(e, out=e)            # in place on the fresh array: one temporary instead of three
     s = e.sum(axis=dim, keepdims=True)
     if not s.all():
         s = np.where(s == 0, 1.0, s)
     e /= s
-    return _num(e)
+    return _num(e), rows
 
 
 def _limit_rows(grad, x, dim=-1):
@@ -753,8 +764,9 @@ _SAFE = {np.dtype(np.float64): _safe_floor(np.float64), np.dtype(np.float32): _s
 def _unsafe_rows(den):
     """Rows [..., 1] whose variance + eps is not a safe finite number (or None when all are)."""
     floor = _SAFE.get(den.dtype, _SAFE[np.dtype(np.float64)])
-    ok = (den >= floor) & (den < np.inf)
-    return None if ok.all() else ~ok
+    if den.min() >= floor and den.max() < np.inf:      # two reductions on the common path (nan fails both)
+        return None
+    return ~((den >= floor) & (den < np.inf))
 
 
 def _row_exponents(x, eps):
@@ -1025,9 +1037,8 @@ def _fwd_sdpa(q, k, v, bias=None, mask=None, causal=False, scale=None):
     (an overflowing q k^T): their weights are the limit (the +inf keys share the row equally) and
     their gradient to q, k and bias is 0, as softmax's (None when there are none)."""
     if type(q) is not Box and type(k) is not Box and type(v) is not Box and type(bias) is not Box:
-        s = _sdpa_scores(q, k, bias, mask, causal, scale)   # nothing below this level to record
-        p = _softmax_impl(s)
-        return np.matmul(p, _f(v)), (p, _posinf_rows(s))
+        p, rows = _softmax_rows(_sdpa_scores(q, k, bias, mask, causal, scale))   # nothing below to record
+        return np.matmul(p, _f(v)), (p, rows)
     lq, lk = shape_of(q)[-2], shape_of(k)[-2]
     allowed = _allowed(mask, causal, lq, lk)
     s = _attn_scores(q, k, bias, scale)
@@ -1041,7 +1052,8 @@ def _vjp_sdpa(g, ans, res, needs, q, k, v, bias=None, mask=None, causal=False, s
     if needs[2]:
         gv = unbroadcast(zmatmul(transpose(p), g), shape_of(v))
     if needs[0] or needs[1] or (len(needs) > 3 and needs[3]):
-        if not (np.isfinite(raw(v)).all() and np.isfinite(raw(g)).all()):
+        if not (math.isfinite(raw(v).sum()) and math.isfinite(raw(g).sum())) and \
+                not (np.isfinite(raw(v)).all() and np.isfinite(raw(g)).all()):
             gq, gk, gbias = _score_grads_split(g, v, p, rows, q, k, bias, needs, scale)
             return gq, gk, gv, gbias
         # softmax's VJP, p * (dp - rowsum(dp * p)), with rowsum(dp * p) = rowsum(g * ans) because

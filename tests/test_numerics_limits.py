@@ -462,3 +462,21 @@ def test_negative_eps_is_refused_and_the_blocks_keep_eps_positive():
     assert code == 1 and "ValueError" in out
     code, out = run_ml("w = transformer_block_init(4, 1, seed=0)\ntransformer_block(ones(2, 4), w, eps=0)")
     assert code == 1 and "ValueError" in out and "eps" in out
+
+
+@pytest.mark.parametrize("norm", ["layer_norm", "rms_norm"])
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_float32_block_of_large_inputs_stays_finite(norm, norm_first):
+    """The blocks' internal norms: a float32 input of size 1e20 (its squares overflow float32) gives
+    a finite block output and gradient, as the same input scaled to 1 does (post-norm: the same output)."""
+    from tapeml.builtins import REGISTRY
+    ops.set_dtype("float32")
+    w = REGISTRY["transformer_block_init"].fn(8, 2, 4, norm, True, False, 1e-5, 0)
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((4, 8)).astype(np.float32)
+    blk = REGISTRY["transformer_block"]
+    run = lambda t: blk.fn(*blk.bind([t, w], {"norm_first": norm_first, "norm": norm}))
+    big = run(x * np.float32(1e20))
+    assert big.dtype == np.float32 and np.all(np.isfinite(big))
+    g = grad(lambda t: ops.sum_(run(t)), x * np.float32(1e20))
+    assert not np.isnan(g).any()
