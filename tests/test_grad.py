@@ -215,6 +215,16 @@ def test_sdpa(batch, causal):
     ("matmul", lambda: (r(3, 4), r(4, 2)), {}),
     ("scaled_dot_product_attention", lambda: (r(2, 3, 4), r(2, 5, 4), r(2, 5, 2)), {"scale": 0.5}),
     ("scaled_dot_product_attention", lambda: (r(3, 4), r(5, 4), r(5, 2)), {"scale": 0.5, "causal": True}),
+    # issue 15: rows that need rescaling, eps = 0 on a constant row, +inf scores, an infinite value
+    ("layer_norm", lambda: (np.array([[1e200, -2e200, 3e200, 5e199], [4.0, 4.0, 4.0, 4.0], [1.0, 2.0, 0.0, -1.0]]),
+                            r(4), r(4)), {"eps": 0.0}),
+    ("layer_norm", lambda: (np.array([[1e-300, -2e-300, 3e-300, 0.0], [1.0, np.inf, 0.0, 2.0]]), r(4), r(4)),
+     {"eps": 1e-5}),
+    ("scaled_dot_product_attention", lambda: (np.array([[1e200, 0.0], [0.0, 1.0], [1e200, 1e200]]),
+                                              np.array([[1e200, 0.0], [0.0, 1.0], [1e200, -1.0]]), r(3, 2)),
+     {"scale": 0.5}),
+    ("scaled_dot_product_attention", lambda: (r(3, 2), r(3, 2), np.array([[np.inf, 1.0], [2.0, -np.inf], [0.5, 1.0]])),
+     {"scale": 0.5}),
 ])
 def test_first_order_vjps_equal_their_recorded_form(name, args, kw):
     """Several VJPs take NumPy directly when nothing below records (first order). A Box around
@@ -234,6 +244,7 @@ def test_first_order_vjps_equal_their_recorded_form(name, args, kw):
         assert (a is None) == (b is None)
         if a is not None:
             assert type(a) is np.ndarray and np.shape(a) == np.shape(raw(b))
+            assert not np.isnan(a).any()
             np.testing.assert_allclose(a, raw(b), rtol=1e-12, atol=1e-12)
 
 
