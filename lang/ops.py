@@ -7,10 +7,16 @@ when an outer `grad` is running (grad of grad).
 Conventions at kinks, shared with docs/language.md:
 - relu'(0) = 0, abs'(0) = 0 (sign(0) = 0), sqrt'(0) = inf;
 - max/min (reductions) split the cotangent evenly among tied maxima, as PyTorch's `amax`;
-- in the backward pass a zero factor wins: `zmul(0, inf) = zmul(0, nan) = 0`. The VJPs of
-  `*`, `/`, `^`, exp, log and sqrt use it, so a branch that `where` did not take (cotangent 0) never brings a NaN or inf
-  into the gradient, and grad(sqrt(sum(x^2))) at x = 0 is 0 (the subgradient, like `norm`);
-- softmax of a row that is all -inf (every key masked) is all zeros, forward and backward.
+- in the backward pass a zero factor wins: `zmul(0, inf) = zmul(0, nan) = 0`, and `zmatmul` is the
+  matrix product with the same rule. Every VJP multiplies through them (tests/test_vjp_sweep.py runs
+  each primitive's VJP at 0, +-inf and its kinks), so a branch that `where` did not take (cotangent 0)
+  never brings a NaN or inf into the gradient, d/dx x^0 at 0 is 0, and grad(sqrt(sum(x^2))) at x = 0
+  is 0 (the subgradient, like `norm`);
+- softmax of a row that is all -inf (every key masked) is all zeros, forward and backward;
+- a row holding +inf (softmax, log_softmax, attention scores that overflow) takes the limit: the +inf
+  entries share the row equally, the rest get 0, and the row's gradient is 0;
+- layer_norm and rms_norm rescale a row by a power of 2 where its variance would overflow or
+  underflow; with eps = 0 a zero-variance row normalizes to 0 (gradient 0).
 """
 from __future__ import annotations
 
