@@ -137,6 +137,25 @@ def stop_gradient(x):
     return r
 
 
+def grad_error(tape: float, fd: float) -> float:
+    """|tape - fd| / max(|tape|, |fd|, 1); nan when either is nan (a failure, never hidden), 0 when
+    both are the same infinity, inf when only one is infinite or they are opposite infinities."""
+    if tape == fd:
+        return 0.0
+    if tape != tape or fd != fd:
+        return float("nan")
+    if not (np.isfinite(tape) and np.isfinite(fd)):
+        return float("inf")
+    return abs(tape - fd) / max(abs(tape), abs(fd), 1.0)
+
+
+def _worse(a: float, b: float) -> float:
+    """The larger error, where nan is the worst of all (Python's max(0.0, nan) is 0.0)."""
+    if a != a or b != b:
+        return float("nan")
+    return b if b > a else a
+
+
 @builtin("check_grad", CAT, "Compare grad(f, x) with central finite differences; the largest relative error of each leaf.",
          [P("f", "function"), P("x", "tree"), P("h", "number", 1e-6, doc="the finite-difference step (times max(1, |x|))",
                                                   check=positive, constraint="> 0"),
@@ -151,8 +170,11 @@ def stop_gradient(x):
                  "ValueError when h is 0 (\"float division by zero\") or samples is negative"],
          how="For each checked element i: fd = (f(x + h e_i) - f(x - h e_i)) / 2h, and the error is "
              "|grad_i - fd| / max(|grad_i|, |fd|, 1), the test of PyTorch's `torch.autograd.gradcheck`. Leaves larger than `samples` are checked on a fixed "
-             "pseudo-random subset of elements. Values near 1e-9 or below mean the tape is right.",
+             "pseudo-random subset of elements. Values near 1e-9 or below mean the tape is right. A nan in "
+             "either gradient makes the leaf's error nan, and an infinity in one but not the other makes it "
+             "inf: both are failures (nan < 1e-6 is false), never hidden as 0.",
          examples=["check_grad(fn(x) -> sum(sin(x) * x), [0.5, 1, 2]) < 1e-6",
+                   "check_grad(fn(x) -> sqrt(x), 0)  # tape inf, finite differences nan: a failure",
                    "check_grad(fn(w) -> sum(w.a @ w.b), {a = [1, 2; 3, 4], b = [1; 2]})"])
 def check_grad(interp, f, x, h, samples):
     root = _root_name(interp)
@@ -184,9 +206,7 @@ def check_grad(interp, f, x, h, samples):
             if rv.ndim == 0:
                 plus, minus = float(plus), float(minus)
             fd = (f_at(k, plus) - f_at(k, minus)) / (2 * step)
-            tape = float(gr.flat[i])
-            err = abs(tape - fd) / max(abs(tape), abs(fd), 1.0)
-            worst = max(worst, err)
+            worst = _worse(worst, grad_error(float(gr.flat[i]), fd))
         errors.append(worst)
     it = iter(errors)
     return tree_map(lambda v: next(it), x)

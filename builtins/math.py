@@ -58,8 +58,13 @@ _elementwise("abs", ops.abs_, "Absolute value of each element.", "|x|; d/dx = si
          what="Rounds each element to `digits` decimal places (0: to whole numbers), e.g. to print stable "
               "results. Halves go to the even neighbour: round(2.5) is 2, round(1.5) is 2.",
          errors=["ValueError when digits is not a whole number", "TypeError when x is not a number or matrix"],
-         how="NumPy's `round` (round half to even). Not differentiable: the tape records nothing.",
-         examples=["round(2.567)", "round(2.567, 2)", "round([0.5, 1.5, -2.25], 1)"])
+         how="Python's `round`: the number nearest to x correctly rounded to `digits` decimals, ties to even "
+             "on the exact binary value (2.675 is stored as 2.67499..., so round(2.675, 2) is 2.67). Any "
+             "whole digits works: beyond the precision of a float x comes back unchanged (round(1.5, 400) is "
+             "1.5), and far left of it the result is 0 (round(2.5, -400) is 0). NumPy's rint(x * 10^d) / 10^d "
+             "is used where it gives the same value. Not differentiable: the tape records nothing.",
+         examples=["round(2.567)", "round(2.567, 2)", "round([0.5, 1.5, -2.25], 1)",
+                   "round([1.5, 2675], 400)\nround([2.5, 2675], -2)\nround(2.5, -400)"])
 def round_(x, digits):
     return ops.round_(x, digits=digits) + 0.0
 

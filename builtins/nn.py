@@ -100,9 +100,13 @@ def sigmoid(x):
               "last axis; dim chooses another), as attention does with its score matrix.",
          how="softmax(x)_i = exp(x_i) / sum_j exp(x_j) (Bridle 1990; PyTorch's `torch.softmax`), computed as "
              "exp(x - max(x)) / sum(exp(x - max(x))): subtracting the row maximum keeps every exponent "
-             "<= 0, so large logits never overflow. A row of all -inf gives zeros, never NaN.",
+             "<= 0, so large logits never overflow. A row of all -inf gives zeros, never NaN. A row holding "
+             "+inf takes the limit: its +inf entries share the row equally and the rest get 0 "
+             "(softmax([1 / 0, 1]) is [1, 0]), and the gradient of such a row is 0 (no finite change of "
+             "its entries changes it).",
          errors=["ValueError when dim is out of range for x", "TypeError when x is not a number or matrix"],
-         examples=["softmax([1, 2, 3])", "softmax([1000, 1000])", "softmax([1, 2; 3, 5], dim=0)"])
+         examples=["softmax([1, 2, 3])", "softmax([1000, 1000])", "softmax([1, 2; 3, 5], dim=0)",
+                   "softmax([1 / 0, 1 / 0, 1])"])
 def softmax(x, dim):
     return ops.softmax(x, dim=axis(x, dim))
 
@@ -114,9 +118,11 @@ def softmax(x, dim):
               "log(softmax(x)) becomes -inf once a probability underflows to 0 (log(softmax([0, -1000]))), "
               "while log_softmax([0, -1000]) is [0, -1000].",
          how="log_softmax(x) = x - max(x) - log(sum(exp(x - max(x)))), the log-sum-exp trick (PyTorch's "
-             "`torch.log_softmax`). A row of all -inf gives nan (softmax gives zeros there).",
+             "`torch.log_softmax`). A row of all -inf gives -inf throughout (softmax gives zeros there), "
+             "never nan. A row holding +inf takes softmax's limit: log(1/k) at its k +inf entries and -inf "
+             "elsewhere, with gradient 0.",
          errors=["ValueError when dim is out of range for x", "TypeError when x is not a number or matrix"],
-         examples=["log_softmax([1, 2, 3])", "exp(log_softmax([0, 0]))"])
+         examples=["log_softmax([1, 2, 3])", "exp(log_softmax([0, 0]))", "log_softmax([1 / 0, 1 / 0, 1])"])
 def log_softmax(x, dim):
     return ops.log_softmax(x, dim=axis(x, dim))
 
@@ -124,22 +130,27 @@ def log_softmax(x, dim):
 @builtin("layer_norm", CAT, "Normalize each row (last axis) to mean 0 and variance 1, then scale and shift.",
          [P("x", "array", shape="[..., D]", doc="the input; each position is normalized on its own"),
           P("gamma", "array", shape="[D]", doc="gain"), P("beta", "array", shape="[D]", doc="bias"),
-          P("eps", "number", 1e-5, doc="added to the variance inside the square root", check=positive,
-            constraint="> 0")],
+          P("eps", "number", 1e-5, doc="added to the variance inside the square root (0 allowed: a row of "
+                                       "equal values then gives beta)", check=non_negative, constraint=">= 0")],
          returns="[..., D]", differentiable=True,
          what="Layer normalization rescales every token's feature vector using only that token's own "
               "numbers, so the result does not depend on the scale of the input row.",
          how="y = (x - mean(x)) / sqrt(var(x) + eps) * gamma + beta over the last axis, with the "
              "population variance computed in two passes (Ba, Kiros & Hinton 2016; PyTorch's "
-             "`nn.LayerNorm`). The VJP is fused: dx = (dxhat - mean(dxhat) - xhat mean(dxhat xhat)) / std.",
-         errors=["ShapeError when gamma or beta is not a vector of length D", "ValueError when eps <= 0"],
+             "`nn.LayerNorm`). The VJP is fused: dx = (dxhat - mean(dxhat) - xhat mean(dxhat xhat)) / std. "
+             "A row whose variance would overflow or underflow (1e20 in float32) is computed on the row "
+             "scaled by a power of 2, so the result stays finite wherever it is representable. With eps = 0 "
+             "a row of equal values (variance 0) gives beta, with gradient 0 to x (PyTorch gives nan); a "
+             "row holding +-inf gives the limit, its infinite entries counting as +-1 and the rest as 0.",
+         errors=["ShapeError when gamma or beta is not a vector of length D", "ValueError when eps < 0"],
          examples=["layer_norm([1, 2, 3, 4], [1, 1, 1, 1], [0, 0, 0, 0])",
                    "x = [1.0, 2.0, 3.0; 10.0, 20.0, 30.0]\nlayer_norm(x, [1, 1, 1], [0, 0, 0])",
                    "seed(0)\nx = randn(200, 16) * 3 + 2\ny = layer_norm(x, ones(16), zeros(16))\n"
                    'print("before: mean {round(mean(x), 2)}, mean square {round(mean(x * x), 2)}")\n'
                    'print("after:  mean {round(mean(y), 2)}, mean square {round(mean(y * y), 2)}")\n'
                    'figure(width=8, height=3)\nsubplot(1, 2, 0)\nhist(x, bins=30)\ntitle("before: x, 200 rows of 16")\n'
-                   'subplot(1, 2, 1)\nhist(y, bins=30)\ntitle("after: layer_norm(x, ones(16), zeros(16))")'])
+                   'subplot(1, 2, 1)\nhist(y, bins=30)\ntitle("after: layer_norm(x, ones(16), zeros(16))")',
+                   "layer_norm([5, 5, 5; 1e200, 2e200, 3e200], [1, 1, 1], [0, 1, 2], eps=0)"])
 def layer_norm(x, gamma, beta, eps):
     d = _last_dim(x, "layer_norm")
     need_shape(gamma, "layer_norm(): gamma", (d,))
@@ -187,6 +198,9 @@ def dense(x, w, b):
          how="Attention(Q, K, V) = softmax(Q K' / sqrt(d_k)) V (Vaswani et al. 2017, eq. 1). Masked "
              "scores are removed with `where` before the exponential, never by adding a finite -1e9 that a "
              "large score could beat; a row with every key masked gives zeros in the forward and backward pass. "
+             "Scores that overflow to +inf (q k' beyond 1e308) follow softmax's limit: the +inf keys share "
+             "the row's weight equally, the others get 0, and that row's gradient to q, k and bias is 0 "
+             "(v still gets its share). "
              "The backward pass takes softmax's correction term rowsum(dP * P) as rowsum(dO * O), a T x d_v "
              "product instead of a T x T one (FlashAttention's identity, Dao et al. 2022).",
          errors=["ShapeError when q, k and v do not agree in d_k or L_k, or the mask has the wrong shape"],
@@ -412,16 +426,20 @@ NORMS = ("layer_norm", "rms_norm")
 
 @builtin("rms_norm", CAT, "Divide each row (last axis) by its root mean square, then scale.",
          [P("x", "array", shape="[..., D]"), P("gamma", "array", shape="[D]", doc="gain"),
-          P("eps", "number", 1e-5, doc="added to the mean square inside the square root", check=positive,
-            constraint="> 0")],
+          P("eps", "number", 1e-5, doc="added to the mean square inside the square root (0 allowed: a row "
+                                       "of zeros then gives zeros)", check=non_negative, constraint=">= 0")],
          returns="[..., D]", differentiable=True,
          what="Root-mean-square normalization: like layer_norm without centering and without a bias; "
               "the normalization of LLaMA-style decoders.",
          how="y = x / sqrt(mean(x^2) + eps) * gamma over the last axis (Zhang & Sennrich 2019; PyTorch's "
              "nn.RMSNorm). The mean square is accumulated in float64. One primitive with a VJP written with "
-             "primitives: dx = r (g gamma) - x r^3 mean(g gamma x), r = 1/sqrt(mean(x^2) + eps).",
-         errors=["ShapeError when gamma is not a vector of length D", "ValueError when eps <= 0"],
-         examples=["rms_norm([3, 4], [1, 1])", "round(rms_norm([1, 2; 3, 4], [1, 2]), 4)"])
+             "primitives: dx = r (g gamma - xhat mean(g gamma xhat)), xhat = x r, r = 1/sqrt(mean(x^2) + eps). "
+             "A row whose mean square would overflow or underflow is computed scaled by a power of 2, so "
+             "the result stays finite wherever it is representable. With eps = 0 a row of zeros gives "
+             "zeros, with gradient 0.",
+         errors=["ShapeError when gamma is not a vector of length D", "ValueError when eps < 0"],
+         examples=["rms_norm([3, 4], [1, 1])", "round(rms_norm([1, 2; 3, 4], [1, 2]), 4)",
+                   "rms_norm([0, 0; 3e200, 4e200], [1, 1], eps=0)"])
 def rms_norm(x, gamma, eps):
     d = _last_dim(x, "rms_norm")
     need_shape(gamma, "rms_norm(): gamma", (d,))

@@ -75,12 +75,16 @@ def embedding(table, ids):
          how="L = -(1/N) sum_i log_softmax(z_i)[t_i], PyTorch's `F.cross_entropy(reduction=\"mean\")`. "
              "Composed from the `log_softmax` primitive (x - max(x) - log(sum(exp(x - max(x))))) and an "
              "`index` gather, so huge logits neither overflow nor give NaN: cross_entropy([1e8, 1e8], 0) is "
-             "ln 2, and the gradient is (softmax(z) - onehot(t)) / N.",
+             "ln 2, and the gradient is (softmax(z) - onehot(t)) / N. A row holding +inf logits follows "
+             "softmax's limit: its loss is ln k (k the number of +inf logits) when the target is one of "
+             "them and +inf when it is not, and in both cases its gradient is 0 (no finite change of its "
+             "logits changes the row).",
          errors=["ShapeError when targets do not match the logits without their last axis",
                  "IndexError when a target is not a whole number in 0..V-1"],
          examples=["cross_entropy([2.0, 1.0, 0.1], 0)",
                    "cross_entropy([1e8, 1e8], 0)",
                    "cross_entropy([1, 2, 3; 3, 2, 1], [2, 0])",
+                   "cross_entropy([1 / 0, 1 / 0, 1], 0)\ncross_entropy([1 / 0, 1 / 0, 1], 2)",
                    "grad(fn(z) -> cross_entropy(z, 0), [-431, 279, 427])"])
 def cross_entropy(logits, targets):
     s = ops.shape_of(logits)

@@ -7,10 +7,16 @@ when an outer `grad` is running (grad of grad).
 Conventions at kinks, shared with docs/language.md:
 - relu'(0) = 0, abs'(0) = 0 (sign(0) = 0), sqrt'(0) = inf;
 - max/min (reductions) split the cotangent evenly among tied maxima, as PyTorch's `amax`;
-- in the backward pass a zero factor wins: `zmul(0, inf) = zmul(0, nan) = 0`. The VJPs of
-  `*`, `/`, `^`, exp, log and sqrt use it, so a branch that `where` did not take (cotangent 0) never brings a NaN or inf
-  into the gradient, and grad(sqrt(sum(x^2))) at x = 0 is 0 (the subgradient, like `norm`);
-- softmax of a row that is all -inf (every key masked) is all zeros, forward and backward.
+- in the backward pass a zero factor wins: `zmul(0, inf) = zmul(0, nan) = 0`, and `zmatmul` is the
+  matrix product with the same rule. Every VJP multiplies through them (tests/test_vjp_sweep.py runs
+  each primitive's VJP at 0, +-inf and its kinks), so a branch that `where` did not take (cotangent 0)
+  never brings a NaN or inf into the gradient, d/dx x^0 at 0 is 0, and grad(sqrt(sum(x^2))) at x = 0
+  is 0 (the subgradient, like `norm`);
+- softmax of a row that is all -inf (every key masked) is all zeros, forward and backward;
+- a row holding +inf (softmax, log_softmax, attention scores that overflow) takes the limit: the +inf
+  entries share the row equally, the rest get 0, and the row's gradient is 0;
+- layer_norm and rms_norm rescale a row by a power of 2 where its variance would overflow or
+  underflow; with eps = 0 a zero-variance row normalizes to 0 (gradient 0).
 """
 from __future__ import annotations
 
@@ -199,16 +205,17 @@ def _vjp_div(g, ans, res, needs, a, b):
 
 def _vjp_mod(g, ans, res, needs, a, b):
     return (unbroadcast(g, shape_of(a)) if needs[0] else None,
-            unbroadcast(neg(mul(g, floor(div(a, b)))), shape_of(b)) if needs[1] else None)
+            unbroadcast(neg(zmul(g, floor(div(a, b)))), shape_of(b)) if needs[1] else None)
 
 
 def _vjp_pow(g, ans, res, needs, a, b):
     ga = gb = None
     if needs[0]:
-        ga = unbroadcast(zmul(g, mul(b, pow_(a, sub(b, 1.0)))), shape_of(a))
+        # b * a^(b-1) with 0 x inf = 0: d/dx x^0 is 0 at x = 0 too, not 0 * 0^-1 = nan
+        ga = unbroadcast(zmul(g, zmul(b, pow_(a, sub(b, 1.0)))), shape_of(a))
     if needs[1]:
         pos = gt(a, 0.0)
-        gb = unbroadcast(zmul(g, where(pos, mul(ans, log(where(pos, a, 1.0))), 0.0)), shape_of(b))
+        gb = unbroadcast(zmul(g, where(pos, zmul(ans, log(where(pos, a, 1.0))), 0.0)), shape_of(b))
     return ga, gb
 
 
@@ -218,7 +225,7 @@ def _zmul(a, b):
         return a * b          # a finite, nonzero number: no 0 x inf can arise (a is a cotangent)
     r = _f(a) * _f(b)
     if type(r) is np.ndarray:
-        if not np.isfinite(r).all():
+        if not math.isfinite(r.sum()):     # one reduction; a false alarm (the sum overflows) only costs time
             r = np.where((a == 0) | (b == 0), 0.0, r)
     elif not math.isfinite(r) and (a == 0 or b == 0):
         r = 0.0
@@ -256,7 +263,47 @@ gt = _cmp("gt", operator.gt)
 ge = _cmp("ge", operator.ge)
 sign = primitive("sign", lambda x: _num(np.sign(x)), nondiff=True)
 floor = primitive("floor", lambda x: _num(np.floor(x)), nondiff=True)
-round_ = primitive("round", lambda x, digits=0: _num(np.round(x, int(digits))), nondiff=True)
+
+
+def _round_py(v: float, d: int) -> float:
+    """Python's round: the float nearest to v correctly rounded to d decimals (half to even on the
+    exact binary value). |d| is clamped where it cannot matter: every double is a whole multiple of
+    10^-1074 and below 10^309."""
+    return float(round(v, max(-400, min(1100, d)))) if math.isfinite(v) else v
+
+
+_round_vec = np.frompyfunc(_round_py, 2, 1)
+
+
+def _round(x, digits=0):
+    """round(x, digits) with any whole digits, as Python's round: NumPy's rint(x * 10^d) / 10^d is
+    kept where it is exact (|d| <= 22, so 10^d is an exact double, and x * 10^d is not within one
+    rounding of a tie and below 2^52); every other element goes through Python's round, so
+    round(1.5, 400) is 1.5 and round(2.5, -400) is 0, never nan. float32 rounds in float64 and
+    casts back."""
+    d = int(digits)
+    x = _f(x)
+    if type(x) is not np.ndarray:
+        return _round_py(float(x), d)
+    dt = x.dtype if x.dtype.kind == "f" else FLOAT["dtype"]
+    x64 = x.astype(np.float64)
+    if d == 0:
+        return _num(np.rint(x64).astype(dt))
+    if -22 <= d <= 22:
+        p = 10.0 ** abs(d)
+        y = x64 * p if d > 0 else x64 / p
+        r = np.rint(y)
+        out = r / p if d > 0 else r * p
+        ay = np.abs(y)
+        redo = ~(ay < 2.0 ** 52) | (np.abs(np.abs(y - np.floor(y)) - 0.5) <= 2 * np.spacing(ay))
+        if redo.any():
+            out[redo] = _round_vec(x64[redo], d).astype(np.float64)
+    else:
+        out = _round_vec(x64, d).astype(np.float64) if x64.size else x64.copy()
+    return _num(out.astype(dt))
+
+
+round_ = primitive("round", _round, nondiff=True)
 logical = primitive("logical", lambda a, b, op: _num(np.logical_and(a, b) if op == "and" else np.logical_or(a, b)),
                     nondiff=True)
 logical_not = primitive("not", lambda x: _num(np.logical_not(x)) if type(x) is np.ndarray else not x,
@@ -272,11 +319,11 @@ def _unary(name, impl, deriv):
 exp = _unary("exp", lambda x: _num(np.exp(x)), lambda g, x, ans: zmul(g, ans))
 log = _unary("log", lambda x: _num(np.log(x)), lambda g, x, ans: zmul(g, div(1.0, x)))
 sqrt = _unary("sqrt", lambda x: _num(np.sqrt(x)), lambda g, x, ans: zmul(g, div(0.5, ans)))
-sin = _unary("sin", lambda x: _num(np.sin(x)), lambda g, x, ans: mul(g, cos(x)))
-cos = _unary("cos", lambda x: _num(np.cos(x)), lambda g, x, ans: neg(mul(g, sin(x))))
-tanh = _unary("tanh", lambda x: _num(np.tanh(x)), lambda g, x, ans: mul(g, sub(1.0, mul(ans, ans))))
-abs_ = _unary("abs", lambda x: _num(np.abs(_f(x))), lambda g, x, ans: mul(g, sign(x)))
-relu = _unary("relu", lambda x: _num(np.maximum(x, 0.0)), lambda g, x, ans: mul(g, gt(x, 0.0)))
+sin = _unary("sin", lambda x: _num(np.sin(x)), lambda g, x, ans: zmul(g, cos(x)))
+cos = _unary("cos", lambda x: _num(np.cos(x)), lambda g, x, ans: neg(zmul(g, sin(x))))
+tanh = _unary("tanh", lambda x: _num(np.tanh(x)), lambda g, x, ans: zmul(g, sub(1.0, mul(ans, ans))))
+abs_ = _unary("abs", lambda x: _num(np.abs(_f(x))), lambda g, x, ans: zmul(g, sign(x)))
+relu = _unary("relu", lambda x: _num(np.maximum(x, 0.0)), lambda g, x, ans: zmul(g, gt(x, 0.0)))
 
 
 def _sigmoid(x):
@@ -285,7 +332,7 @@ def _sigmoid(x):
     return _num(np.where(np.greater_equal(x, 0), 1.0 / (1.0 + e), e / (1.0 + e)))
 
 
-sigmoid = _unary("sigmoid", _sigmoid, lambda g, x, ans: mul(g, mul(ans, sub(1.0, ans))))
+sigmoid = _unary("sigmoid", _sigmoid, lambda g, x, ans: zmul(g, mul(ans, sub(1.0, ans))))
 
 _erf_vec = np.frompyfunc(math.erf, 1, 1)
 
@@ -296,17 +343,23 @@ def _erf(x):
     return math.erf(x)
 
 
-erf = _unary("erf", _erf, lambda g, x, ans: mul(g, mul(2.0 / math.sqrt(math.pi), exp(neg(mul(x, x))))))
+erf = _unary("erf", _erf, lambda g, x, ans: zmul(g, mul(2.0 / math.sqrt(math.pi), exp(neg(mul(x, x))))))
 
 
 def _gelu(x):
-    return _num(0.5 * x * (1.0 + _erf(x / math.sqrt(2.0))))
+    y = 0.5 * x * (1.0 + _erf(x / math.sqrt(2.0)))
+    if type(y) is np.ndarray:
+        if np.isneginf(x).any():
+            y = np.where(np.isneginf(x), 0.0, y)       # the limit at -inf: -inf * 0 would be nan
+    elif x == -math.inf:
+        y = 0.0
+    return _num(y)
 
 
 def _vjp_gelu(g, ans, res, needs, x):
     cdf = mul(0.5, add(1.0, erf(mul(x, 1.0 / math.sqrt(2.0)))))
     pdf = mul(1.0 / math.sqrt(2.0 * math.pi), exp(mul(-0.5, mul(x, x))))
-    return (mul(g, add(cdf, mul(x, pdf))),)
+    return (zmul(g, add(cdf, zmul(x, pdf))),)        # x pdf(x) -> 0 at +-inf (not inf * 0)
 
 
 gelu = primitive("gelu", _gelu, _vjp_gelu)
@@ -318,7 +371,7 @@ def _clip(x, lo=-math.inf, hi=math.inf):
 
 clip = primitive("clip", _clip,
                  lambda g, ans, res, needs, x, lo=-math.inf, hi=math.inf:
-                 (mul(g, mul(ge(x, lo), le(x, hi))),))
+                 (zmul(g, mul(ge(x, lo), le(x, hi))),))
 
 
 def _where(c, a, b):
@@ -582,14 +635,14 @@ def _vjp_extreme(g, ans, res, needs, x, dim=None, keepdims=False):
     shape = shape_of(x)
     hit = eq(x, _expand(ans, shape, dim, keepdims))          # ties: split evenly
     count = _expand(sum_(hit, dim=dim, keepdims=keepdims), shape, dim, keepdims)
-    return (div(mul(_expand(g, shape, dim, keepdims), hit), count),)
+    return (div(zmul(_expand(g, shape, dim, keepdims), hit), count),)
 
 
 def _vjp_pairwise(g, ans, res, needs, a, b):
     """max(a, b) / min(a, b) elementwise: the cotangent goes to the chosen side, split evenly at ties."""
     share_a = where(eq(a, b), 0.5, where(eq(ans, a), 1.0, 0.0))
-    return (unbroadcast(mul(g, share_a), shape_of(a)) if needs[0] else None,
-            unbroadcast(mul(g, sub(1.0, share_a)), shape_of(b)) if needs[1] else None)
+    return (unbroadcast(zmul(g, share_a), shape_of(a)) if needs[0] else None,
+            unbroadcast(zmul(g, sub(1.0, share_a)), shape_of(b)) if needs[1] else None)
 
 
 maximum = primitive("maximum", lambda a, b: _num(np.maximum(_f(a), _f(b))), _vjp_pairwise, arity=2)
@@ -614,11 +667,11 @@ def _vjp_matmul(g, ans, res, needs, a, b):
     if type(g) is np.ndarray and type(a) is np.ndarray and type(b) is np.ndarray and b.ndim == 2 \
             and a.ndim >= 2 and a.dtype.kind == "f" and b.dtype.kind == "f":
         # plain matrices (first order): the products directly, a batch folded against one matrix
-        ga = np.matmul(g, b.T) if needs[0] else None
+        ga = _zmatmul(g, b.T) if needs[0] else None
         gb = None
         if needs[1]:
-            gb = np.matmul(a.T, g) if a.ndim == 2 else \
-                np.matmul(a.reshape(-1, a.shape[-1]).T, g.reshape(-1, g.shape[-1]))
+            gb = _zmatmul(a.T, g) if a.ndim == 2 else \
+                _zmatmul(a.reshape(-1, a.shape[-1]).T, g.reshape(-1, g.shape[-1]))
         return ga, gb
     sa, sb = shape_of(a), shape_of(b)
     a2 = reshape(a, shape=(1,) + sa) if len(sa) == 1 else a
@@ -634,15 +687,15 @@ def _vjp_matmul(g, ans, res, needs, a, b):
         g2 = g
     ga = gb = None
     if needs[0]:
-        ga = unbroadcast(matmul(g2, transpose(b2)), shape_of(a2))
+        ga = unbroadcast(zmatmul(g2, transpose(b2)), shape_of(a2))
         if len(sa) == 1:
             ga = reshape(ga, shape=sa)
     if needs[1]:
         a2s, g2s = shape_of(a2), shape_of(g2)
         if len(a2s) > 2 and len(shape_of(b2)) == 2:   # a batch against one matrix: fold the batch
-            gb = matmul(transpose(reshape(a2, shape=(-1, a2s[-1]))), reshape(g2, shape=(-1, g2s[-1])))
+            gb = zmatmul(transpose(reshape(a2, shape=(-1, a2s[-1]))), reshape(g2, shape=(-1, g2s[-1])))
         else:
-            gb = unbroadcast(matmul(transpose(a2), g2), shape_of(b2))
+            gb = unbroadcast(zmatmul(transpose(a2), g2), shape_of(b2))
         if len(sb) == 1:
             gb = reshape(gb, shape=sb)
     return ga, gb
@@ -651,29 +704,102 @@ def _vjp_matmul(g, ans, res, needs, a, b):
 matmul = primitive("matmul", _matmul, _vjp_matmul, arity=2)
 
 
+def _zmatmul(a, b):
+    """a @ b where a product with a zero factor is 0 even against inf or nan (zmul's rule, summed):
+    the backward pass's matrix products, so that a zero cotangent never meets an infinite weight
+    as NaN. The plain product where nothing is infinite or NaN (one finiteness check of the result)."""
+    if type(a) is _NDARRAY and type(b) is _NDARRAY and a.ndim == 2 and b.ndim == 2 \
+            and a.dtype.kind == "f" and b.dtype.kind == "f":
+        r = np.matmul(a, b)
+    else:
+        r = _matmul(a, b)
+    if type(r) is np.ndarray:
+        if math.isfinite(r.sum()):      # one reduction: an inf or nan anywhere makes the sum non-finite
+            return r
+    elif math.isfinite(r):
+        return r
+    a, b = np.asarray(_f(a), dtype=np.result_type(r)), np.asarray(_f(b), dtype=np.result_type(r))
+    fa, fb = np.isfinite(a), np.isfinite(b)
+    if fa.all() and fb.all():
+        return r                   # a true overflow, not a 0 x inf
+    mm = lambda x, y: _matmul(x.astype(r.dtype if type(r) is np.ndarray else np.float64),
+                              y.astype(r.dtype if type(r) is np.ndarray else np.float64))
+    finite = mm(np.where(fa, a, 0.0), np.where(fb, b, 0.0))
+    api, ani, bpi, bni = a == np.inf, a == -np.inf, b == np.inf, b == -np.inf
+    ap, an, bp, bn = a > 0, a < 0, b > 0, b < 0
+    plus = mm(api, bp) + mm(ani, bn) + mm(ap, bpi) + mm(an, bni)
+    minus = mm(api, bn) + mm(ani, bp) + mm(ap, bni) + mm(an, bpi)
+    nans = mm(np.isnan(a), b != 0) + mm(a != 0, np.isnan(b))
+    out = np.where((nans > 0) | ((plus > 0) & (minus > 0)), np.nan,
+                   np.where(plus > 0, np.inf, np.where(minus > 0, -np.inf, finite)))
+    return _num(out)
+
+
+zmatmul = primitive("zmatmul", _zmatmul, _vjp_matmul, arity=2)
+
+
 # ---- the transformer primitives -------------------------------------------------------------
+def _posinf_rows(x, dim=-1):
+    """The rows (along dim, kept as an axis of 1) holding a +inf, or None when there are none."""
+    if type(x) is not np.ndarray or x.size == 0 or x.dtype.kind != "f":
+        return None
+    m = x.max(axis=dim, keepdims=True)
+    if np.isfinite(m).all():
+        return None
+    rows = m == np.inf
+    return rows if rows.any() else None
+
+
+def _shifted(x, dim, want_rows=False):
+    """x - max(x) along dim, and the row sums of its exponentials. A row whose max is -inf (all
+    -inf: every key masked) is shifted by 0, so its exponentials are zeros, not NaN. A row holding
+    +inf takes the limit: its +inf entries become 0 and the rest -inf, so the +inf entries share the
+    row's mass equally and the others get exactly 0."""
+    m = x.max(axis=dim, keepdims=True)
+    inf_rows = None
+    if not np.isfinite(m).all():
+        inf_rows = m == np.inf
+        m = np.where(np.isfinite(m), m, 0.0)
+    z = np.asarray(np.subtract(x, m))
+    if z.dtype.kind != "f":
+        z = z.astype(FLOAT["dtype"])
+    if inf_rows is not None and inf_rows.any():
+        z = np.where(inf_rows, np.where(x == np.inf, 0.0, -np.inf), z).astype(z.dtype)
+    else:
+        inf_rows = None
+    return (z, inf_rows) if want_rows else z
+
+
 def _softmax_impl(x, dim=-1):
+    return _softmax_rows(x, dim)[0]
+
+
+def _softmax_rows(x, dim=-1):
+    """(softmax(x), the rows holding a +inf or None)."""
     x = _f(x)
     if type(x) is not np.ndarray:
         x = np.asarray(x, dtype=np.float64)
     if x.size == 0:
-        return x.copy()
-    m = x.max(axis=dim, keepdims=True)
-    if not np.isfinite(m).all():
-        m = np.where(np.isfinite(m), m, 0.0)    # a row of all -inf: exp gives zeros, not NaN
-    e = np.asarray(np.subtract(x, m))
-    if e.dtype.kind != "f":
-        e = e.astype(FLOAT["dtype"])
+        return x.copy(), None
+    e, rows = _shifted(x, dim, True)
     np.exp(e, out=e)            # in place on the fresh array: one temporary instead of three
     s = e.sum(axis=dim, keepdims=True)
     if not s.all():
         s = np.where(s == 0, 1.0, s)
     e /= s
-    return _num(e)
+    return _num(e), rows
+
+
+def _limit_rows(grad, x, dim=-1):
+    """The cotangent of a softmax-like primitive with the rows that hold a +inf set to 0: such a row's
+    value does not change under any finite change of its entries (the +inf entries stay +inf), so
+    its gradient is 0 (docs/language.md, "Masks and softmax")."""
+    rows = _posinf_rows(raw(x), dim)
+    return grad if rows is None else where(rows, 0.0, grad)
 
 
 def _vjp_softmax(g, ans, res, needs, x, dim=-1):
-    return (mul(ans, sub(g, sum_(mul(g, ans), dim=dim, keepdims=True))),)
+    return (_limit_rows(zmul(ans, sub(g, sum_(zmul(g, ans), dim=dim, keepdims=True))), x, dim),)
 
 
 softmax = primitive("softmax", _softmax_impl, _vjp_softmax, arity=1)
@@ -685,28 +811,111 @@ def _log_softmax_impl(x, dim=-1):
         x = np.asarray(x, dtype=np.float64)
     if x.size == 0:
         return x.copy()
-    m = np.max(x, axis=dim, keepdims=True)
-    m = np.where(np.isfinite(m), m, 0.0)
-    z = x - m
+    z = _shifted(x, dim)
     s = np.sum(np.exp(z), axis=dim, keepdims=True)
     # a row of all -inf (every class masked) is -inf throughout, never NaN
     return _num(np.where(s == 0, -np.inf, z - np.log(np.where(s == 0, 1.0, s))))
 
 
 def _vjp_log_softmax(g, ans, res, needs, x, dim=-1):
-    return (sub(g, mul(exp(ans), sum_(g, dim=dim, keepdims=True))),)
+    return (_limit_rows(sub(g, zmul(exp(ans), sum_(g, dim=dim, keepdims=True))), x, dim),)
 
 
 log_softmax = primitive("log_softmax", _log_softmax_impl, _vjp_log_softmax, arity=1)
 
 
+# ---- reductions that square: scaled so that they stay finite (issue 15) ----------------------
+# layer_norm's variance and rms_norm's mean square overflow for rows of large values (1e20 in
+# float32, 1e155 in float64) and underflow for tiny ones, though the normalized row is an
+# ordinary number. A row whose plain statistic is not a safe normal number is computed again
+# with its entries scaled by 2^-E, E the binary exponent of the row's max |x| (raised to that of
+# sqrt(eps), so that eps * 2^-2E stays below 1): a power of two scales exactly, so such a row gives
+# what exact arithmetic would, and the rows that did not need it are untouched (float64 results
+# are the same to the last bit). A row holding +-inf takes the limit: its infinite entries count as
+# +-1 and the finite ones as 0. A row whose variance + eps is 0 (a constant row with eps = 0)
+# normalizes to 0: layer_norm gives beta there and rms_norm 0, with gradient 0 to x.
+def _safe_floor(dtype):
+    """The smallest variance + eps taken without rescaling: below it, terms that underflowed
+    could matter (tiny / machine epsilon: about 1e-292 in float64, 1e-31 in float32)."""
+    fi = np.finfo(dtype)
+    return float(fi.tiny) / float(fi.eps)
+
+
+_SAFE = {np.dtype(np.float64): _safe_floor(np.float64), np.dtype(np.float32): _safe_floor(np.float32)}
+
+
+def _unsafe_rows(den):
+    """Rows [..., 1] whose variance + eps is not a safe finite number (or None when all are)."""
+    floor = _SAFE.get(den.dtype, _SAFE[np.dtype(np.float64)])
+    if den.min() >= floor and den.max() < np.inf:      # two reductions on the common path (nan fails both)
+        return None
+    return ~((den >= floor) & (den < np.inf))
+
+
+def _row_exponents(x, eps):
+    """(E, inf_rows) for rows [..., D] of a plain array: E [..., 1] the binary exponent of each row's
+    max |x| (at least that of sqrt(eps)); inf_rows [..., 1] the rows holding +-inf."""
+    a = np.abs(x).max(axis=-1, keepdims=True)
+    inf_rows = np.isinf(a)
+    _, e = np.frexp(np.where(np.isfinite(a), a, 0.0))
+    if eps > 0:
+        e = np.maximum(e, np.frexp(math.sqrt(eps))[1])
+    lo = np.finfo(x.dtype).minexp + 1 if x.dtype.kind == "f" else -1021
+    return np.maximum(e, lo).astype(np.int32), inf_rows
+
+
+def _scaled_rows(x, eps, center):
+    """(xhat, r) of rows [..., D] on plain arrays, computed on x * 2^-E: xhat the normalized rows
+    ((x - mean) / sqrt(var + eps) with center, x / sqrt(mean(x^2) + eps) without) and r the
+    factor 1 / sqrt(var + eps) of the unscaled rows (0 where variance + eps is 0)."""
+    e, inf_rows = _row_exponents(x, eps)
+    xs = np.ldexp(x, -e)
+    if inf_rows.any():
+        xs = np.where(inf_rows, np.where(np.isinf(x), np.sign(x), 0.0), xs).astype(xs.dtype)
+    inv_d = 1.0 / x.shape[-1]
+    xc = xs - xs.sum(axis=-1, keepdims=True) * inv_d if center else xs
+    if center and eps == 0:
+        xc = _exact_center(x, xc)
+    eps_s = np.where(inf_rows, 0.0, np.ldexp(float(eps), -2 * e)).astype(xs.dtype)
+    den = (xc * xc).sum(axis=-1, keepdims=True) * inv_d + eps_s
+    pos = den > 0
+    rs = np.where(pos, 1.0 / np.sqrt(np.where(pos, den, 1.0)), 0.0).astype(xs.dtype)
+    r = np.where(inf_rows, 0.0, np.ldexp(rs, -e)).astype(xs.dtype)
+    return xc * rs, r
+
+
+def _constant_rows(x):
+    """Rows [..., 1] whose entries are all equal (their variance is exactly 0, whatever the
+    rounding of their mean: 0.1 * 3 / 3 is not 0.1)."""
+    return x.max(axis=-1, keepdims=True) == x.min(axis=-1, keepdims=True)
+
+
+def _exact_center(x, xc):
+    """xc with the rows of equal entries set to exactly 0 (used with eps = 0, where a rounding
+    residue of the mean would otherwise be normalized to +-1)."""
+    const = _constant_rows(x)
+    return np.where(const, 0.0, xc).astype(xc.dtype) if const.any() else xc
+
+
 def _layer_norm_stats(x, eps):
     """(xhat, 1/std) over the last axis on plain arrays; the variance in two passes (exact for
-    1e8 + small values)."""
+    1e8 + small values); rows whose variance would overflow or underflow are scaled (above)."""
     inv_d = 1.0 / x.shape[-1]
     xc = x - x.sum(axis=-1, keepdims=True) * inv_d
-    rstd = 1.0 / np.sqrt((xc * xc).sum(axis=-1, keepdims=True) * inv_d + eps)
-    return xc * rstd, rstd
+    if eps == 0:
+        xc = _exact_center(x, xc)
+    den = (xc * xc).sum(axis=-1, keepdims=True) * inv_d + eps
+    bad = _unsafe_rows(den)
+    if bad is None:
+        rstd = 1.0 / np.sqrt(den)
+        return xc * rstd, rstd
+    with np.errstate(all="ignore"):
+        rstd = 1.0 / np.sqrt(den)
+        xhat = xc * rstd
+    flat = bad.reshape(-1)
+    x2, xhat2, rstd2 = x.reshape(-1, x.shape[-1]), xhat.reshape(-1, x.shape[-1]), rstd.reshape(-1, 1)
+    xhat2[flat], rstd2[flat] = _scaled_rows(x2[flat], eps, True)
+    return xhat, rstd
 
 
 def _layer_norm_impl(x, gamma, beta, eps=1e-5):
@@ -715,13 +924,35 @@ def _layer_norm_impl(x, gamma, beta, eps=1e-5):
     return out + beta if beta is not None else out
 
 
+def _scaled_stats(x, eps, center):
+    """_scaled_rows with primitives (the recorded forward and the VJPs): every row scaled by its
+    2^-E, a constant (for any fixed scale the formula is the same function of x, so the
+    gradient is exact)."""
+    xr = raw(x)
+    dt = xr.dtype if type(xr) is np.ndarray and xr.dtype.kind == "f" else np.dtype(np.float64)
+    xr = np.asarray(xr, dtype=dt)
+    e, inf_rows = _row_exponents(xr, eps)
+    d = float(shape_of(x)[-1])
+    xs = mul(x, np.ldexp(np.ones(e.shape, dtype=dt), -e))
+    if inf_rows.any():
+        lim = np.where(np.isinf(xr), np.sign(xr), 0.0).astype(dt)
+        xs = where(np.broadcast_to(inf_rows, xr.shape), lim, xs)
+    xc = sub(xs, div(sum_(xs, dim=-1, keepdims=True), d)) if center else xs
+    if center and eps == 0:
+        const = _constant_rows(xr)
+        if const.any():
+            xc = where(const, 0.0, xc)
+    eps_s = np.where(inf_rows, 0.0, np.ldexp(float(eps), -2 * e)).astype(dt)
+    den = add(div(sum_(mul(xc, xc), dim=-1, keepdims=True), d), eps_s)
+    pos = raw(den) > 0
+    rs = where(pos, div(1.0, sqrt(where(pos, den, 1.0))), 0.0)
+    scale = np.where(inf_rows, 0.0, np.ldexp(np.ones(e.shape, dtype=dt), -e)).astype(dt)
+    return mul(xc, rs), mul(rs, scale)
+
+
 def _ln_stats(x, eps):
-    """xhat and 1/std over the last axis, with primitives (used by the VJP)."""
-    d = shape_of(x)[-1]
-    xc = sub(x, div(sum_(x, dim=-1, keepdims=True), float(d)))
-    var = div(sum_(mul(xc, xc), dim=-1, keepdims=True), float(d))
-    rstd = div(1.0, sqrt(add(var, eps)))
-    return mul(xc, rstd), rstd
+    """xhat and 1/std over the last axis, with primitives (the recorded forward and the VJP)."""
+    return _scaled_stats(x, eps, True)
 
 
 def _fwd_layer_norm(x, gamma, beta, eps=1e-5):
@@ -734,18 +965,45 @@ def _fwd_layer_norm(x, gamma, beta, eps=1e-5):
     return (add(out, beta) if beta is not None else out), None
 
 
+def _row_jacobian_product(v, jac):
+    """sum_j v[..., j] jac[..., j, i] with 0 x inf = 0 (zmatmul): a cotangent row that holds +-inf
+    (an infinite gain or value) times the row's Jacobian, where the fused formulas below would
+    meet inf - inf. Only taken when such a row occurs."""
+    s = shape_of(v)
+    return reshape(zmatmul(reshape(v, shape=s[:-1] + (1, s[-1])), jac), shape=s)
+
+
+def _outer_rows(u, w):
+    """u[..., :, None] * w[..., None, :]"""
+    s = shape_of(u)
+    return mul(reshape(u, shape=s + (1,)), reshape(w, shape=s[:-1] + (1, s[-1])))
+
+
+def _norm_jacobian(xhat, center):
+    """d xhat_i / d (x_j / std) of layer_norm (center) or rms_norm: I - 1/n - xhat xhat' / n, or
+    I - xhat xhat' / n (symmetric), one [n, n] matrix per row."""
+    n = shape_of(xhat)[-1]
+    eye = np.eye(n) - (1.0 / n if center else 0.0)
+    return sub(eye, div(_outer_rows(xhat, xhat), float(n)))
+
+
 def _vjp_layer_norm(g, ans, res, needs, x, gamma, beta, eps=1e-5):
     if res is not None and type(g) is np.ndarray and type(gamma) is np.ndarray and g.ndim >= 1 \
             and gamma.shape == g.shape[-1:] and (beta is None or shape_of(beta) == gamma.shape):
-        return _vjp_layer_norm_plain(g, res, needs, gamma)
+        out = _vjp_layer_norm_plain(g, res, needs, gamma)
+        if out is not None:
+            return out
     xhat, rstd = res if res is not None else _ln_stats(x, eps)
     gx = ggamma = gbeta = None
     if needs[0]:
         d = float(shape_of(x)[-1])
-        dxhat = mul(g, gamma)
+        dxhat = zmul(g, gamma)
         m1 = div(sum_(dxhat, dim=-1, keepdims=True), d)
-        m2 = div(sum_(mul(dxhat, xhat), dim=-1, keepdims=True), d)
-        gx = mul(rstd, sub(sub(dxhat, m1), mul(xhat, m2)))
+        if np.isfinite(raw(m1)).all():
+            m2 = div(sum_(mul(dxhat, xhat), dim=-1, keepdims=True), d)
+            gx = zmul(rstd, sub(sub(dxhat, m1), mul(xhat, m2)))
+        else:       # an infinite cotangent or gain: each entry of the gradient is its own +-inf
+            gx = zmul(rstd, _row_jacobian_product(dxhat, _norm_jacobian(xhat, True)))
     if needs[1]:
         ggamma = unbroadcast(mul(g, xhat), shape_of(gamma))
     if needs[2]:
@@ -761,11 +1019,16 @@ def _vjp_layer_norm_plain(g, res, needs, gamma):
         inv_d = 1.0 / g.shape[-1]
         dxhat = g * gamma
         m1 = dxhat.sum(axis=-1, keepdims=True) * inv_d
+        if not np.isfinite(m1).all():
+            return None        # an infinite cotangent or gain: the general form takes it
         m2 = (dxhat * xhat).sum(axis=-1, keepdims=True) * inv_d
         dxhat -= m1
         dxhat -= xhat * m2
-        dxhat *= rstd
-        gx = dxhat
+        if np.isfinite(rstd).all():
+            dxhat *= rstd
+            gx = dxhat
+        else:
+            gx = _zmul(dxhat, rstd)     # 1/std overflows for subnormal rows: 0 x inf = 0
     rows = g.reshape(-1, g.shape[-1])
     if needs[1]:
         ggamma = (rows * xhat.reshape(rows.shape)).sum(axis=0)
@@ -818,14 +1081,19 @@ def _masked_softmax_impl(s, allowed):
     return _softmax_impl(np.where(allowed, s, -np.inf))
 
 
+def _masked(s, allowed):
+    s = raw(s)
+    return s if allowed is None else np.where(allowed, s, -np.inf)
+
+
 masked_softmax = primitive(
     "masked_softmax", _masked_softmax_impl,
-    lambda g, ans, res, needs, s, allowed: (_vjp_softmax(g, ans, None, needs, s)[0],))
+    lambda g, ans, res, needs, s, allowed: (_vjp_softmax(g, ans, None, needs, _masked(s, allowed))[0],))
 
 
-def _sdpa_probs(q, k, bias, mask, causal, scale):
-    """The attention weights softmax(q k^T * scale + bias) on plain arrays, the scores scaled in
-    place (they are a fresh product)."""
+def _sdpa_scores(q, k, bias, mask, causal, scale):
+    """The scores q k^T * scale + bias on plain arrays, scaled in place (they are a fresh
+    product), with the keys the mask hides set to -inf."""
     q, k = _f(q), _f(k)
     s = np.matmul(q, np.swapaxes(k, -1, -2))
     if type(s) is np.ndarray and s.ndim:
@@ -834,7 +1102,13 @@ def _sdpa_probs(q, k, bias, mask, causal, scale):
         s = s * scale
     if bias is not None:
         s = s + bias
-    return _masked_softmax_impl(s, _allowed(mask, causal, q.shape[-2], k.shape[-2]))
+    allowed = _allowed(mask, causal, q.shape[-2], k.shape[-2])
+    return s if allowed is None else np.where(allowed, s, -np.inf)
+
+
+def _sdpa_probs(q, k, bias, mask, causal, scale):
+    """The attention weights softmax(q k^T * scale + bias) on plain arrays."""
+    return _softmax_impl(_sdpa_scores(q, k, bias, mask, causal, scale))
 
 
 def _sdpa_impl(q, k, v, bias=None, mask=None, causal=False, scale=None):
@@ -842,42 +1116,88 @@ def _sdpa_impl(q, k, v, bias=None, mask=None, causal=False, scale=None):
 
 
 def _fwd_sdpa(q, k, v, bias=None, mask=None, causal=False, scale=None):
+    """(output, (p, rows)): the weights for the VJP, and the query rows whose scores hold a +inf
+    (an overflowing q k^T): their weights are the limit (the +inf keys share the row equally) and
+    their gradient to q, k and bias is 0, as softmax's (None when there are none)."""
     if type(q) is not Box and type(k) is not Box and type(v) is not Box and type(bias) is not Box:
-        p = _sdpa_probs(q, k, bias, mask, causal, scale)   # nothing below this level to record
-        return np.matmul(p, _f(v)), p
+        p, rows = _softmax_rows(_sdpa_scores(q, k, bias, mask, causal, scale))   # nothing below to record
+        return np.matmul(p, _f(v)), (p, rows)
     lq, lk = shape_of(q)[-2], shape_of(k)[-2]
-    p = masked_softmax(_attn_scores(q, k, bias, scale), allowed=_allowed(mask, causal, lq, lk))
-    return matmul(p, v), p
+    allowed = _allowed(mask, causal, lq, lk)
+    s = _attn_scores(q, k, bias, scale)
+    p = masked_softmax(s, allowed=allowed)
+    return matmul(p, v), (p, _posinf_rows(_masked(s, allowed)))
 
 
-def _vjp_sdpa(g, ans, p, needs, q, k, v, bias=None, mask=None, causal=False, scale=None):
+def _vjp_sdpa(g, ans, res, needs, q, k, v, bias=None, mask=None, causal=False, scale=None):
+    p, rows = res
     gq = gk = gv = gbias = None
     if needs[2]:
-        gv = unbroadcast(matmul(transpose(p), g), shape_of(v))
+        gv = unbroadcast(zmatmul(transpose(p), g), shape_of(v))
     if needs[0] or needs[1] or (len(needs) > 3 and needs[3]):
+        if not (math.isfinite(raw(v).sum()) and math.isfinite(raw(g).sum())) and \
+                not (np.isfinite(raw(v)).all() and np.isfinite(raw(g)).all()):
+            gq, gk, gbias = _score_grads_split(g, v, p, rows, q, k, bias, needs, scale)
+            return gq, gk, gv, gbias
         # softmax's VJP, p * (dp - rowsum(dp * p)), with rowsum(dp * p) = rowsum(g * ans) because
         # dp = g v^T and ans = p v: a [.., T, d_v] product instead of a [.., T, T] one (the
         # identity of FlashAttention's backward pass: Dao et al. 2022, appendix B.2)
         if not (len(needs) > 3 and needs[3]) and all(type(t) is np.ndarray for t in (g, ans, p, q, k, v)):
             # nothing to record (first order): the [.., T, T] steps in place, the scale folded in
-            ds = np.matmul(g, np.swapaxes(v, -1, -2))
+            ds = _zmatmul(g, np.swapaxes(v, -1, -2))
             ds -= (g * ans).sum(axis=-1, keepdims=True)
             ds *= p
             ds *= scale
+            if rows is not None:
+                ds = np.where(rows, 0.0, ds)
             if needs[0]:
-                gq = unbroadcast(np.matmul(ds, k), q.shape)
+                gq = unbroadcast(_zmatmul(ds, k), q.shape)
             if needs[1]:
-                gk = unbroadcast(np.matmul(np.swapaxes(ds, -1, -2), q), k.shape)
+                gk = unbroadcast(_zmatmul(np.swapaxes(ds, -1, -2), q), k.shape)
             return gq, gk, gv, gbias
-        dp = matmul(g, transpose(v))
-        ds = mul(p, sub(dp, sum_(mul(g, ans), dim=-1, keepdims=True)))
-        if needs[0]:
-            gq = unbroadcast(mul(matmul(ds, k), scale), shape_of(q))
-        if needs[1]:
-            gk = unbroadcast(mul(matmul(transpose(ds), q), scale), shape_of(k))
-        if len(needs) > 3 and needs[3]:
-            gbias = unbroadcast(ds, shape_of(bias))
+        gq, gk, gbias = _score_grads(g, v, matmul(p, v), p, rows, q, k, bias, needs, scale)
     return gq, gk, gv, gbias
+
+
+def _score_grads(g, v, ans, p, rows, q, k, bias, needs, scale):
+    """The cotangents of q, k and bias through the scores, written with primitives."""
+    gq = gk = gbias = None
+    dp = zmatmul(g, transpose(v))
+    ds = zmul(p, sub(dp, sum_(zmul(g, ans), dim=-1, keepdims=True)))
+    if rows is not None:
+        ds = where(rows, 0.0, ds)
+    if needs[0]:
+        gq = unbroadcast(mul(zmatmul(ds, k), scale), shape_of(q))
+    if needs[1]:
+        gk = unbroadcast(mul(zmatmul(transpose(ds), q), scale), shape_of(k))
+    if len(needs) > 3 and needs[3]:
+        gbias = unbroadcast(ds, shape_of(bias))
+    return gq, gk, gbias
+
+
+def _score_grads_split(g, v, p, rows, q, k, bias, needs, scale):
+    """_score_grads when v or the cotangent holds +-inf. They are linear in each, so with
+    v = v_finite + V u (u the signs of the infinite entries, V -> inf) each cotangent is
+    G(v_finite) + V G(u): +-inf where G(u) is nonzero, G(v_finite) elsewhere. Computing with the
+    infinities inside would meet inf - inf where the limit is a plain +-inf."""
+    split_v = not np.isfinite(raw(v)).all()
+    arr = raw(v) if split_v else raw(g)
+    inf = np.isinf(arr)
+    unit = np.where(inf, np.sign(arr), 0.0)
+    fin = where(inf, 0.0, v if split_v else g)
+    if split_v:
+        a = _score_grads(g, fin, matmul(p, fin), p, rows, q, k, bias, needs, scale)
+        b = _score_grads(g, unit, matmul(p, unit), p, rows, q, k, bias, needs, scale)
+    else:
+        a = _score_grads(fin, v, matmul(p, v), p, rows, q, k, bias, needs, scale)
+        b = _score_grads(unit, v, matmul(p, v), p, rows, q, k, bias, needs, scale)
+
+    def combine(x, y):
+        if x is None:
+            return None
+        yr = raw(y)
+        return where(yr > 0, np.inf, where(yr < 0, -np.inf, x))
+    return tuple(combine(x, y) for x, y in zip(a, b))
 
 
 sdpa = primitive("scaled_dot_product_attention", _sdpa_impl, _vjp_sdpa, _fwd_sdpa)
@@ -889,36 +1209,58 @@ sdpa = primitive("scaled_dot_product_attention", _sdpa_impl, _vjp_sdpa, _fwd_sdp
 # type (float32 sessions stay float32). The VJP is written with primitives:
 # with r = 1/sqrt(mean(x^2) + eps) and gh = g * gamma,
 #     dx = r * gh - x * r^3 * mean(gh * x),     dgamma = sum over positions of g * x * r.
-def _rms_norm_impl(x, gamma, eps=1e-5):
-    x = _f(x)
+def _rms_stats_plain(x, eps):
+    """(xhat, r) on plain arrays: the mean square accumulated in float64, r cast back to x's
+    float type; rows whose mean square + eps is not a safe number are scaled (see layer_norm)."""
     ms = np.mean(np.square(x, dtype=np.float64), axis=-1, keepdims=True)
-    r = 1.0 / np.sqrt(ms + eps)
+    den = ms + eps
+    bad = _unsafe_rows(den)
+    with np.errstate(all="ignore"):
+        r = 1.0 / np.sqrt(den)
     if type(x) is np.ndarray and x.dtype != np.float64:
         r = r.astype(x.dtype)
-    return _num(x * r * gamma)
+    xhat = x * r
+    if bad is not None:
+        flat = bad.reshape(-1)
+        xhat2, r2 = xhat.reshape(-1, x.shape[-1]), r.reshape(-1, 1)
+        xh, rr = _scaled_rows(x.reshape(-1, x.shape[-1])[flat].astype(np.float64), eps, False)
+        xhat2[flat], r2[flat] = xh.astype(xhat.dtype), rr.astype(r.dtype)
+    return xhat, r
 
 
-def _rms_rstd(x, eps):
-    d = float(shape_of(x)[-1])
-    return div(1.0, sqrt(add(div(sum_(mul(x, x), dim=-1, keepdims=True), d), eps)))
+def _rms_norm_impl(x, gamma, eps=1e-5):
+    x = _f(x)
+    if type(x) is not np.ndarray:
+        x = np.asarray(x, dtype=np.float64)
+    return _num(_rms_stats_plain(x, eps)[0] * gamma)
+
+
+def _rms_stats(x, eps):
+    """(xhat, r) with primitives: xhat = x r, r = 1/sqrt(mean(x^2) + eps), each row scaled."""
+    return _scaled_stats(x, eps, False)
 
 
 def _fwd_rms_norm(x, gamma, eps=1e-5):
     if type(x) is not Box and type(gamma) is not Box:
         return _rms_norm_impl(x, gamma, eps), None
-    return mul(mul(x, _rms_rstd(x, eps)), gamma), None
+    return mul(_rms_stats(x, eps)[0], gamma), None
 
 
 def _vjp_rms_norm(g, ans, res, needs, x, gamma, eps=1e-5):
-    r = _rms_rstd(x, eps)
+    # with xhat = x r: dx = r (gh - xhat mean(gh xhat)), gh = g gamma (the r^3 of the textbook
+    # form underflows for large rows); dgamma = sum of g xhat
+    xhat, r = _rms_stats(x, eps)
     gx = ggamma = None
     if needs[0]:
         d = float(shape_of(x)[-1])
-        gh = mul(g, gamma)
-        m = div(sum_(mul(gh, x), dim=-1, keepdims=True), d)
-        gx = sub(mul(r, gh), mul(mul(x, mul(r, mul(r, r))), m))
+        gh = zmul(g, gamma)
+        m = div(sum_(mul(gh, xhat), dim=-1, keepdims=True), d)
+        if np.isfinite(raw(m)).all():
+            gx = zmul(r, sub(gh, mul(xhat, m)))
+        else:       # an infinite cotangent or gain (see layer_norm)
+            gx = zmul(r, _row_jacobian_product(gh, _norm_jacobian(xhat, False)))
     if needs[1]:
-        ggamma = unbroadcast(mul(g, mul(x, r)), shape_of(gamma))
+        ggamma = unbroadcast(mul(g, xhat), shape_of(gamma))
     return gx, ggamma
 
 

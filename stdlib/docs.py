@@ -103,9 +103,11 @@ STDLIB_DOCS = {
                       what="One number for the size of a whole gradient: the Euclidean length of all elements "
                            "of all leaves taken together. Logged during training, and what clip_grad_norm limits.",
                       how="sqrt(sum over leaves of sum(g^2)), the total norm of torch.nn.utils.clip_grad_norm_ "
-                          "(norm_type 2); an empty tree gives 0.",
+                          "(norm_type 2); an empty tree gives 0. When the sum of squares overflows (elements "
+                          "beyond about 1e154, 1e19 in float32) or underflows, the leaves are divided by the "
+                          "largest |g| first, so the norm is right wherever it is representable.",
                       errors=["TypeError when a leaf is not a number or matrix (g * g fails)"],
-                      examples=["grad_norm({w = [3, 0], b = 4})"]),
+                      examples=["grad_norm({w = [3, 0], b = 4})", "grad_norm({w = [3e200, 0], b = 4e200})"]),
     "clip_grad_norm": _doc(
         _OPT, ML, "clip_grad_norm(grads, max_norm)",
         "The gradient tree scaled down so that its global norm is at most max_norm.",

@@ -78,13 +78,31 @@ fn adamw_step(params, grads, state, lr = 1e-3, betas = (0.9, 0.999), eps = 1e-8,
     return adam_update(params, grads, state, lr, betas, eps, 1 - lr * weight_decay)
 end
 
-# The global L2 norm of a gradient tree: sqrt of the sum of every squared element.
+# The global L2 norm of a gradient tree: sqrt of the sum of every squared element. When the
+# sum of squares overflows (entries beyond about 1e154, 1e19 in float32) or underflows, though
+# the norm itself is representable, the leaves are divided by the largest |g| first.
 fn grad_norm(grads)
     total = 0
     for g in tree_leaves(grads)
         total = total + sum(g * g)
     end
-    return sqrt(total)
+    if not (total < 1e-30 or total == 1 / 0)
+        return sqrt(total)
+    end
+    m = 0
+    for g in tree_leaves(grads)
+        if sum(abs(g)) > 0
+            m = max(m, max(abs(g)))
+        end
+    end
+    if m == 0 or m == 1 / 0
+        return m
+    end
+    total = 0
+    for g in tree_leaves(grads)
+        total = total + sum((g / m) * (g / m))
+    end
+    return m * sqrt(total)
 end
 
 # Scale the whole gradient tree down so that its global norm is at most max_norm

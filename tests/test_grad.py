@@ -162,6 +162,7 @@ def test_where_blocks_nan_from_untaken_branch():
                                    ((2, 2, 3), (3, 4)), ((2, 2, 3), (2, 3, 4)), ((2, 3), (2, 3, 4))])
 def test_matmul(sa, sb):
     check(ops.matmul, r(*sa), r(*sb))
+    check(ops.zmatmul, r(*sa), r(*sb))
 
 
 def test_shapes_and_indexing():
@@ -278,6 +279,16 @@ def test_sdpa(batch, causal):
     ("matmul", lambda: (r(3, 4), r(4, 2)), {}),
     ("scaled_dot_product_attention", lambda: (r(2, 3, 4), r(2, 5, 4), r(2, 5, 2)), {"scale": 0.5}),
     ("scaled_dot_product_attention", lambda: (r(3, 4), r(5, 4), r(5, 2)), {"scale": 0.5, "causal": True}),
+    # issue 15: rows that need rescaling, eps = 0 on a constant row, +inf scores, an infinite value
+    ("layer_norm", lambda: (np.array([[1e200, -2e200, 3e200, 5e199], [4.0, 4.0, 4.0, 4.0], [1.0, 2.0, 0.0, -1.0]]),
+                            r(4), r(4)), {"eps": 0.0}),
+    ("layer_norm", lambda: (np.array([[1e-300, -2e-300, 3e-300, 0.0], [1.0, np.inf, 0.0, 2.0]]), r(4), r(4)),
+     {"eps": 1e-5}),
+    ("scaled_dot_product_attention", lambda: (np.array([[1e200, 0.0], [0.0, 1.0], [1e200, 1e200]]),
+                                              np.array([[1e200, 0.0], [0.0, 1.0], [1e200, -1.0]]), r(3, 2)),
+     {"scale": 0.5}),
+    ("scaled_dot_product_attention", lambda: (r(3, 2), r(3, 2), np.array([[np.inf, 1.0], [2.0, -np.inf], [0.5, 1.0]])),
+     {"scale": 0.5}),
 ])
 def test_first_order_vjps_equal_their_recorded_form(name, args, kw):
     """Several VJPs take NumPy directly when nothing below records (first order). A Box around
@@ -297,6 +308,7 @@ def test_first_order_vjps_equal_their_recorded_form(name, args, kw):
         assert (a is None) == (b is None)
         if a is not None:
             assert type(a) is np.ndarray and np.shape(a) == np.shape(raw(b))
+            assert not np.isnan(a).any()
             np.testing.assert_allclose(a, raw(b), rtol=1e-12, atol=1e-12)
 
 
@@ -321,7 +333,7 @@ def test_every_differentiable_primitive_is_checked_here():
     tested = set(UNARY) | {"add", "sub", "mul", "div", "pow", "zmul", "mod", "sum", "max", "min",
                            "clip", "where", "matmul", "reshape", "broadcast_to", "permute", "maximum", "minimum", "concat", "stack",
                            "index", "setitem", "scatter_add", "softmax", "log_softmax", "layer_norm",
-                           "dense", "scaled_dot_product_attention", "masked_softmax"}
+                           "dense", "scaled_dot_product_attention", "masked_softmax", "zmatmul"}
     extra = {"rms_norm"}    # checked in test_block_options.py
     diff = {n for n, p in ops.TABLE.items() if not p.nondiff}
     assert diff - tested - extra == set()

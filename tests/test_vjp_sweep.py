@@ -1,0 +1,204 @@
+"""Every differentiable primitive's VJP at 0, at +-inf and at its kinks (issue 15, item 2).
+
+The loop runs over the primitive table (ops.TABLE), not a hand list: a primitive added to the
+table without a case here fails `test_every_primitive_has_a_sweep_case`. Each case puts a
+special value into one differentiable input at a time and checks two things:
+
+- with cotangent 1, no gradient is NaN unless the forward value itself is NaN there (the function
+  has no value and no limit: sin(inf), 0 / 0, inf - inf), because the guide promises 0 x inf = 0
+  in every backward pass;
+- with cotangent 0 (the untaken branch of a `where`), every gradient is exactly 0.
+"""
+import math
+
+import numpy as np
+import pytest
+
+from tapeml import ops
+from tapeml.builtins.autodiff import value_and_grad_impl
+from tapeml.tape import raw
+
+INF = math.inf
+SPECIALS = [0.0, INF, -INF]
+
+
+class PyInterp:
+    current_call = None
+
+    def call(self, f, args, kwargs, span):
+        return f(*args, **kwargs)
+
+
+def grad(f, x):
+    return value_and_grad_impl(PyInterp(), f, x)[1]
+
+
+def a(*v):
+    return np.array(v, dtype=np.float64)
+
+
+# name -> (call(*inputs), base inputs, kinks): kinks are extra whole-input sets (ties, zero rows)
+ALLOWED = np.array([[True, True, False], [True, True, True]])
+CASES = {
+    "add": (ops.add, [a(1.5, -2.0, 0.5), a(0.3, 1.0, -1.0)], []),
+    "sub": (ops.sub, [a(1.5, -2.0, 0.5), a(0.3, 1.0, -1.0)], []),
+    "mul": (ops.mul, [a(1.5, -2.0, 0.5), a(0.3, 1.0, -1.0)], [[a(0, 0, 1), a(INF, -INF, 0)]]),
+    "zmul": (ops.zmul, [a(1.5, -2.0, 0.5), a(0.3, 1.0, -1.0)], [[a(0, 0, 1), a(INF, -INF, 0)]]),
+    "div": (ops.div, [a(1.5, -2.0, 0.5), a(0.3, 1.0, -1.0)], [[a(1, -1, 0), a(0, 0, 2)]]),
+    "mod": (ops.mod, [a(1.5, -2.0, 0.5), a(0.3, 1.0, -1.0)], [[a(1, 2, 3), a(0, INF, -INF)]]),
+    "pow": (ops.pow_, [a(0.7, 1.3, 2.0), a(0.0, 2.0, 0.5)],
+            [[a(0, 0, 0), a(0, 1, 2)], [a(0, 0, 1), a(0.5, -1, 0)], [a(INF, INF, 2), a(0, -1, 0)]]),
+    "neg": (ops.neg, [a(1.5, -2.0, 0.5)], []),
+    "exp": (ops.exp, [a(1.5, -2.0, 0.5)], []),
+    "log": (ops.log, [a(1.5, 2.0, 0.5)], []),
+    "sqrt": (ops.sqrt, [a(1.5, 2.0, 0.5)], []),
+    "sin": (ops.sin, [a(1.5, -2.0, 0.5)], []),
+    "cos": (ops.cos, [a(1.5, -2.0, 0.5)], []),
+    "tanh": (ops.tanh, [a(1.5, -2.0, 0.5)], []),
+    "abs": (ops.abs_, [a(1.5, -2.0, 0.5)], []),
+    "relu": (ops.relu, [a(1.5, -2.0, 0.5)], []),
+    "sigmoid": (ops.sigmoid, [a(1.5, -2.0, 0.5)], []),
+    "erf": (ops.erf, [a(1.5, -2.0, 0.5)], []),
+    "gelu": (ops.gelu, [a(1.5, -2.0, 0.5)], []),
+    "clip": (lambda x: ops.clip(x, lo=-1.0, hi=1.0), [a(1.5, -2.0, 0.5)], [[a(-1, 1, 0)]]),
+    "where": (lambda x, y: ops.where(np.array([True, False, True]), x, y),
+              [a(1.5, -2.0, 0.5), a(0.3, 1.0, -1.0)], []),
+    "transpose": (ops.transpose, [a(1.5, -2.0, 0.5)], []),
+    "reshape": (lambda x: ops.reshape(x, shape=(3, 1)), [a(1.5, -2.0, 0.5)], []),
+    "permute": (lambda x: ops.permute(x.reshape(1, 3) if type(x) is np.ndarray else ops.reshape(x, shape=(1, 3)),
+                                      axes=(1, 0)), [a(1.5, -2.0, 0.5)], []),
+    "broadcast_to": (lambda x: ops.broadcast_to(x, shape=(2, 3)), [a(1.5, -2.0, 0.5)], []),
+    "concat": (lambda x, y: ops.concat(x, y, dim=0), [a(1.5, -2.0, 0.5), a(0.3, 1.0, -1.0)], []),
+    "stack": (lambda x, y: ops.stack(x, y, dim=0), [a(1.5, -2.0, 0.5), a(0.3, 1.0, -1.0)], []),
+    "index": (lambda x: ops.index(x, idx=(np.array([0, 0, 2]),)), [a(1.5, -2.0, 0.5)], []),
+    "scatter_add": (lambda x: ops.scatter_add(x, idx=(np.array([0, 0, 2]),), shape=(4,)), [a(1.5, -2.0, 0.5)], []),
+    "setitem": (lambda x, v: ops.setitem(x, v, idx=(slice(0, 2),)), [a(1.5, -2.0, 0.5), a(0.3, 1.0)], []),
+    "sum": (ops.sum_, [a(1.5, -2.0, 0.5)], []),
+    "maximum": (ops.maximum, [a(1.5, -2.0, 0.5), a(0.3, 1.0, -1.0)], [[a(1, INF, -INF), a(1, INF, -INF)]]),
+    "minimum": (ops.minimum, [a(1.5, -2.0, 0.5), a(0.3, 1.0, -1.0)], [[a(1, INF, -INF), a(1, INF, -INF)]]),
+    "max": (ops.amax, [a(1.5, -2.0, 0.5)], [[a(2, 2, 1)], [a(INF, INF, 1)], [a(-INF, -INF, -INF)]]),
+    "min": (ops.amin, [a(1.5, -2.0, 0.5)], [[a(2, 2, 3)], [a(-INF, -INF, 1)], [a(INF, INF, INF)]]),
+    "matmul": (lambda x, y: ops.matmul(ops.reshape(x, shape=(1, 3)), ops.reshape(y, shape=(3, 1))),
+               [a(1.5, -2.0, 0.5), a(0.3, 1.0, -1.0)], []),
+    "zmatmul": (lambda x, y: ops.zmatmul(ops.reshape(x, shape=(1, 3)), ops.reshape(y, shape=(3, 1))),
+                [a(1.5, -2.0, 0.5), a(0.3, 1.0, -1.0)], [[a(0, 0, 1), a(INF, -INF, 0)]]),
+    "dense": (lambda x, w, b: ops.dense(ops.reshape(x, shape=(1, 3)), ops.reshape(w, shape=(3, 1)), b),
+              [a(1.5, -2.0, 0.5), a(0.3, 1.0, -1.0), a(0.2)], []),
+    "softmax": (ops.softmax, [a(1.5, -2.0, 0.5)],
+                [[a(INF, INF, 1)], [a(-INF, -INF, -INF)], [a(INF, -INF, 0)], [a(1e308, 1e308, -1e308)]]),
+    "log_softmax": (ops.log_softmax, [a(1.5, -2.0, 0.5)],
+                    [[a(INF, INF, 1)], [a(-INF, -INF, -INF)], [a(INF, -INF, 0)]]),
+    "masked_softmax": (lambda s: ops.masked_softmax(ops.reshape(s, shape=(1, 3)), allowed=np.array([[True, True, False]])),
+                       [a(1.5, -2.0, 0.5)], [[a(INF, 1, INF)], [a(-INF, -INF, 2)]]),
+    "layer_norm": (lambda x, g, b: ops.layer_norm(x, g, b, eps=1e-5),
+                   [a(1.5, -2.0, 0.5), a(1.0, 2.0, 0.5), a(0.1, 0.2, 0.3)],
+                   [[a(2, 2, 2), a(1, 2, 3), a(0, 0, 0)], [a(1e300, -1e300, 0), a(1, 1, 1), a(0, 0, 0)],
+                    [a(1e-300, 3e-300, 2e-300), a(1, 1, 1), a(0, 0, 0)]]),
+    "layer_norm/eps=0": (lambda x, g, b: ops.layer_norm(x, g, b, eps=0.0),
+                         [a(1.5, -2.0, 0.5), a(1.0, 2.0, 0.5), a(0.1, 0.2, 0.3)],
+                         [[a(2, 2, 2), a(1, 2, 3), a(0, 0, 0)], [a(0.1, 0.1, 0.1), a(1, 2, 3), a(0, 0, 0)],
+                          [a(1e-310, 3e-310, 2e-310), a(1, 1, 1), a(0, 0, 0)]]),
+    "rms_norm": (lambda x, g: ops.rms_norm(x, g, eps=1e-5), [a(1.5, -2.0, 0.5), a(1.0, 2.0, 0.5)],
+                 [[a(0, 0, 0), a(1, 2, 3)], [a(1e300, -1e300, 0), a(1, 1, 1)]]),
+    "rms_norm/eps=0": (lambda x, g: ops.rms_norm(x, g, eps=0.0), [a(1.5, -2.0, 0.5), a(1.0, 2.0, 0.5)],
+                       [[a(0, 0, 0), a(1, 2, 3)], [a(1e-310, 0, 0), a(1, 1, 1)]]),
+    "scaled_dot_product_attention": (
+        lambda q, k, v: ops.sdpa(ops.reshape(q, shape=(3, 1)), ops.reshape(k, shape=(3, 1)),
+                                 ops.reshape(v, shape=(3, 1)), scale=1.0),
+        [a(1.5, -2.0, 0.5), a(0.3, 1.0, -1.0), a(0.2, 0.4, 0.8)],
+        [[a(1e200, 1, 2), a(1e200, 1, 2), a(1, 2, 3)], [a(1e200, -1e200, 0), a(1e200, 1e200, 1), a(1, 2, 3)]]),
+    "scaled_dot_product_attention/mask": (
+        lambda q, k, v: ops.sdpa(ops.reshape(q, shape=(2, 1)), ops.reshape(k, shape=(3, 1)),
+                                 ops.reshape(v, shape=(3, 1)), mask=ALLOWED[:, :3][:2], scale=1.0),
+        [a(1.5, -2.0), a(0.3, 1.0, -1.0), a(0.2, 0.4, 0.8)],
+        [[a(1e200, 1), a(1e200, 1e200, 1e200), a(1, 2, 3)]]),
+}
+
+
+def sweep_cases():
+    """(case name, call, inputs) for every special value in every input, and every kink."""
+    out = []
+    for name, (call, base, kinks) in CASES.items():
+        for k in range(len(base)):
+            for t in SPECIALS:
+                inputs = [b.copy() for b in base]
+                inputs[k][0] = t
+                out.append((f"{name}[{k}]={t}", call, inputs))
+        for j, inputs in enumerate(kinks):
+            out.append((f"{name}/kink{j}", call, inputs))
+    return out
+
+
+def test_every_primitive_has_a_sweep_case():
+    diff = {n for n, p in ops.TABLE.items() if not p.nondiff}
+    covered = {n.split("/")[0] for n in CASES}
+    assert diff - covered == set(), "add a sweep case for these primitives"
+
+
+def _gradients(call, inputs, cot):
+    out = []
+    for k in range(len(inputs)):
+        def f(x, k=k):
+            args = list(inputs)
+            args[k] = x
+            y = call(*args)
+            return ops.sum_(ops.mul(y, cot(np.shape(raw(y)))))
+        out.append(np.asarray(raw(grad(f, inputs[k])), dtype=np.float64))
+    return out
+
+
+@pytest.mark.parametrize("label, call, inputs", sweep_cases(), ids=[c[0] for c in sweep_cases()])
+def test_vjp_has_no_nan_the_limit_does_not_have(label, call, inputs):
+    value = np.asarray(raw(call(*inputs)), dtype=np.float64)
+    for k, g in enumerate(_gradients(call, inputs, lambda s: np.ones(s))):
+        if not np.isnan(value).any():
+            assert not np.isnan(g).any(), (label, k, value, g)
+    for k, g in enumerate(_gradients(call, inputs, lambda s: np.zeros(s))):
+        assert np.array_equal(g, np.zeros_like(g)), (label, k, "zero cotangent", g)
+
+
+# ---- the limits the sweep relies on, as values ----------------------------------------------------
+def test_pow_at_zero():
+    assert grad(lambda x: ops.pow_(x, 0.0), 0.0) == 0.0                     # right: 0 (was nan)
+    assert grad(lambda x: ops.sum_(ops.pow_(x, a(0, 0))), a(0, 1)).tolist() == [0, 0]
+    assert grad(lambda x: ops.pow_(x, 1.0), 0.0) == 1.0
+    assert grad(lambda x: ops.pow_(x, 2.0), 0.0) == 0.0
+    assert grad(lambda x: ops.pow_(x, 0.5), 0.0) == INF
+    assert grad(lambda b: ops.pow_(INF, b), -1.0) == 0.0                   # inf^b ln(inf) -> 0 for b < 0
+
+
+def test_gelu_at_infinity_is_its_limit():
+    assert ops.gelu(-INF) == 0.0 and ops.gelu(INF) == INF
+    assert grad(lambda x: ops.sum_(ops.gelu(x)), a(INF, -INF)).tolist() == [1.0, 0.0]
+
+
+def test_zero_cotangent_through_sin_at_infinity():
+    # where(x finite, sin(x), 0) at x = inf: the untaken branch's cos(inf) = nan meets a 0 cotangent
+    x = a(INF, 1.0)
+    g = grad(lambda v: ops.sum_(ops.where(np.isfinite(x), ops.sin(v), 0.0)), x)
+    assert g.tolist() == [0.0, math.cos(1.0)]
+
+
+def test_infinite_values_and_gains_give_the_limit_of_the_gradient():
+    q, k = a(1.5, -2.0, 0.5).reshape(3, 1), a(0.3, 1.0, -1.0).reshape(3, 1)
+    v = a(INF, 0.4, 0.8).reshape(3, 1)
+    R = a(1.0, -2.0, 0.5).reshape(3, 1)
+    # the gradient to q and k with an infinite value is G(v finite) + V G(sign): +-inf, not nan
+    for argnum in range(2):
+        def f(t, argnum=argnum, vv=v):
+            args = [q, k, vv]
+            args[argnum] = t
+            return ops.sum_(ops.mul(ops.sdpa(*args, scale=1.0), R))
+        at_inf = grad(f, [q, k][argnum])
+        vb = np.where(np.isinf(v), 1e150, v)
+        at_big = grad(lambda t, argnum=argnum: f(t, argnum, vb), [q, k][argnum])
+        assert not np.isnan(at_inf).any()
+        assert np.array_equal(np.sign(at_inf), np.sign(at_big))
+    # an infinite gain of layer_norm / rms_norm: each entry of the gradient is its own +-inf
+    x = a(1.5, -2.0, 0.5)
+    for norm in (lambda t, gm: ops.layer_norm(t, gm, None, eps=1e-5), lambda t, gm: ops.rms_norm(t, gm, eps=1e-5)):
+        gm = a(INF, 1.0, 2.0)
+        at_inf = grad(lambda t: ops.sum_(norm(t, gm)), x)
+        at_big = grad(lambda t: ops.sum_(norm(t, a(1e150, 1.0, 2.0))), x)
+        assert not np.isnan(at_inf).any()
+        assert np.array_equal(np.sign(at_inf), np.sign(at_big))
