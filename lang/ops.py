@@ -590,7 +590,7 @@ def _vjp_setitem(g, ans, res, needs, x, v, idx):
         gv = index(g, idx=idx)
         repeats = last_writes(idx, shape_of(x))
         if repeats is not None:       # a write that a later one overwrote has no effect: gradient 0
-            gv = mul(gv, repeats[1])
+            gv = zmul(gv, repeats[1])
         vshape, extra = shape_of(v), len(shape_of(v)) - len(shape_of(gv))
         if extra > 0:                 # a store drops a value's leading axes of length 1 (NumPy's rule)
             gv = reshape(unbroadcast(gv, vshape[extra:]), shape=vshape)

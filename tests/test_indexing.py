@@ -247,6 +247,19 @@ GR = grad(k2, [1, 2; 3, 4])
     assert out["G"] == 7 and same(out["GR"], [[0, 0], [3, 4]])
 
 
+def test_an_overwritten_write_gets_gradient_0_even_under_an_infinite_cotangent():
+    # the overwritten write's gradient is 0 x inf = 0 (zmul), not nan
+    out = run("""
+fn g(v)
+    x = zeros(3)
+    x[[0, 0]] = v
+    return sum(x * [1 / 0, 2, 3])
+end
+G = grad(g, [10, 20])
+""")
+    assert out["G"][0] == 0 and out["G"][1] == np.inf
+
+
 def test_second_order_through_a_repeated_write():
     # d/dv of the gradient: x[[0, 0]] = v * v keeps v[1]^2 only
     out = run("""
