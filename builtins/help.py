@@ -16,7 +16,7 @@ import textwrap
 from tapeml.builtins.registry import CATEGORIES, REGISTRY, REQUIRED, Builtin, P, SourceText, builtin
 from tapeml.errors import NameErr, TypeErr
 from tapeml.tape import raw
-from tapeml.values import Function, describe, format_value
+from tapeml.values import Function, describe, display_value, format_value
 
 WIDTH = 88
 KIND_WORDS = {"any": "any value", "number": "number", "int": "whole number", "bool": "bool",
@@ -84,8 +84,8 @@ def example_output(example: str) -> str | None:
     try:
         interp = Interpreter(out=buf)
         interp.progress_out = False     # an example's progress(...) loop draws no bar into help
-        # echoed as the REPL and the docs echo: strings quoted
-        interp.run(example, "<example>", echo=lambda v: buf.write(format_value(v, True) + "\n"))
+        # echoed as the REPL and the docs echo: strings quoted, big matrices as grids
+        interp.run(example, "<example>", echo=lambda v: buf.write(display_value(v) + "\n"))
     except (LangError, RecursionError, MemoryError, ArithmeticError, ValueError, TypeError):
         return None
     return buf.getvalue().rstrip("\n")

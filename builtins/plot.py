@@ -30,6 +30,7 @@ PNG_METADATA = {"Software": None}   # matplotlib writes its version here otherwi
 _pyplot = None
 _mode = "script"            # "script", "docs" or "repl"
 _shown = 0                  # PNGs written by show() without a display
+_after_show = None          # after show(): the PNG paths it wrote ([] for a window); None once drawing resumes
 
 
 def set_mode(mode: str) -> None:
@@ -66,6 +67,8 @@ def loaded() -> bool:
 
 
 def close_all() -> None:
+    global _after_show
+    _after_show = None
     if _pyplot is not None:
         _pyplot.close("all")
 
@@ -109,7 +112,18 @@ def _xy(fname, x, y):
     return xv, yv
 
 
+def _fresh() -> None:
+    """After show(), the next drawing starts a new figure (the shown one stays in its window),
+    so a session draws the same figures as the same code run as a script."""
+    global _after_show
+    if _after_show is not None:
+        _after_show = None
+        if plt().get_fignums():
+            plt().figure()
+
+
 def _ax():
+    _fresh()
     return plt().gca()
 
 
@@ -208,7 +222,8 @@ def imshow(m, colorbar):
         r = r.reshape(1, -1)
     if not isinstance(r, np.ndarray) or r.ndim != 2:
         raise ShapeError(f"imshow(): m must be a matrix, got {describe(m)}")
-    fig, ax = plt().gcf(), _ax()
+    ax = _ax()
+    fig = ax.figure
     im = ax.imshow(np.asarray(r, dtype=np.float64), interpolation="nearest", aspect="auto")
     for n, setter in ((r.shape[1], ax.set_xticks), (r.shape[0], ax.set_yticks)):
         step = 1 if n <= 20 else int(np.ceil(n / 10))
@@ -266,6 +281,8 @@ def legend():
          errors=["ValueError when width or height <= 0"],
          examples=["figure(width=4, height=2)\nplot([0, 1, 0, 1])"])
 def figure(width, height):
+    global _after_show
+    _after_show = None
     plt().figure(figsize=(width, height), dpi=DPI)
 
 
@@ -286,6 +303,7 @@ def subplot(rows, cols, index):
     if not 0 <= index < rows * cols:
         raise IndexErr(f"subplot(): index {index} is outside a {rows}x{cols} grid "
                        f"(0 to {rows * cols - 1})")
+    _fresh()
     plt().subplot(rows, cols, index + 1)
 
 
@@ -293,13 +311,19 @@ def subplot(rows, cols, index):
          [P("path", "string", doc="the file to write; .png is added when the name has no extension")],
          returns="none",
          what="Writes the current figure to a PNG file, e.g. a loss curve at the end of a training script. "
-              "The figure stays open, so drawing can continue and be saved again.",
+              "The figure stays open, so drawing can continue and be saved again. After show() has saved "
+              "and closed the figures (no display), savefig warns and writes nothing: call it before show().",
          how="matplotlib's `Figure.savefig` as PNG with fixed dpi and without the software-version "
              "metadata, so saving the same drawing twice gives the same bytes.",
          errors=["IOError when the file cannot be written",
                  "ValueError when the name ends in another extension (.jpg, .pdf, ...)"],
          examples=['plot([1, 2, 3])\nsavefig("line.png")'])
 def savefig(path):
+    if _after_show:     # show() saved and closed the figures: the current one would be blank
+        where = ", ".join(_after_show)
+        sys.stderr.write(f"warning: savefig(): the figure was already shown (show() saved it to {where} "
+                         f"and closed it); nothing was written to '{path}'. Call savefig before show()\n")
+        return
     ext = os.path.splitext(path)[1].lower()
     if ext and ext != ".png":
         raise ValueErr(f"savefig(): figures are written as PNG; name the file '{os.path.splitext(path)[0]}.png' "
@@ -336,14 +360,17 @@ def _to_window() -> bool:
 @builtin("show", CAT, "Show the figures: a window in the REPL when a display exists, otherwise a PNG file.",
          [], returns="none", interp=True,
          what="In the REPL with a display, opens the drawn figures in a window and returns at once. "
-              "Elsewhere (scripts, no display) saves each figure as a PNG in the temporary directory and "
-              "prints where; the docs builder captures figures itself, so there show() does nothing.",
+              "Elsewhere (scripts, no display) saves each figure as a PNG in the current directory "
+              "(tapeml-figure-1.png, then the next free number) and prints where; the docs builder captures "
+              "figures itself, so there show() does nothing. After show(), the next drawing starts a new "
+              "figure, so a session draws the same figures as the script.",
          errors=["TypeError when given an argument: show() takes none"],
          how="pyplot's `show(block=False)` on an interactive backend (Qt, Tk, GTK, macOS, in that order); "
-             "otherwise `savefig` to tapeml-figure-N.png. The figures are closed after saving.",
+             "otherwise `savefig` to tapeml-figure-N.png in the current directory (the temporary directory "
+             "when that cannot be written). The figures are closed after saving.",
          examples=["plot([1, 2, 3])\nshow()"])
 def show(interp):
-    global _shown
+    global _shown, _after_show
     if _pyplot is None or not _pyplot.get_fignums():
         return None
     if _mode == "docs":
@@ -352,12 +379,29 @@ def show(interp):
     if repl and _display_available() and _to_window():
         _pyplot.show(block=False)
         _pyplot.pause(0.001)
+        _after_show = []
         return None
+    paths = []
     for fig in open_figures():
-        _shown += 1
-        import tempfile       # only when a figure is saved there (start-up time)
-        path = os.path.join(tempfile.gettempdir(), f"tapeml-figure-{os.getpid()}-{_shown}.png")
+        path = _next_figure_path()
         save_png(fig, path)
+        paths.append(path)
         interp.out.write(f"figure saved to {path}\n")
     close_all()
+    _after_show = paths
     return None
+
+
+def _next_figure_path() -> str:
+    """tapeml-figure-N.png in the current directory, N the next number not taken (so no file is
+    overwritten); in the temporary directory when the current one cannot be written."""
+    global _shown
+    folder = os.getcwd()
+    if not os.access(folder, os.W_OK):
+        import tempfile
+        folder = tempfile.gettempdir()
+    while True:
+        _shown += 1
+        path = os.path.join(folder, f"tapeml-figure-{_shown}.png")
+        if not os.path.exists(path):
+            return path

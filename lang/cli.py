@@ -17,7 +17,43 @@ USAGE = """usage: tapeml [--debug] [--dtype float32|float64] FILE.ml [ARGS...]
        tapeml [--debug] [--dtype float32|float64] -c CODE
        tapeml [--debug] [--dtype float32|float64] -i FILE.ml
        tapeml [--dtype float32|float64]   (interactive session)
-       tapeml docs build|check [--root DIR]"""
+       tapeml docs build|check [--root DIR]
+       tapeml -h | --help | -V | --version"""
+
+HELP = USAGE + """
+
+tapeml: a small interpreted matrix language for building, differentiating and training
+transformer pieces by hand. `python -m tapeml` is the same command.
+
+Arguments:
+  FILE.ml [ARGS...]   run a script; ARGS (strings) are the tuple `ARGS` in the program
+  -c CODE [ARGS...]   run CODE, a program given as one string
+  -i FILE.ml          run the file, then open the interactive session with its variables
+  (none)              the interactive session; with piped input, run the program read from stdin
+  docs build|check    regenerate docs/ from the builtin registry / check that it is up to date
+
+Options (before FILE, -c or -i; later ones are passed to the program in ARGS):
+  --dtype float32|float64   the floating-point type of matrices (default float64)
+  --debug                   show the Python traceback of an internal error
+  -h, --help                this help, then exit
+  -V, --version             the version, then exit
+
+Exit status:
+  0    success
+  1    a language error (its message, place and caret are written to stderr)
+  2    bad usage: an unknown option, a missing or unreadable file
+  130  interrupted (Ctrl-C)
+  141  the reader of the output went away (tapeml x.ml | head)
+
+Environment:
+  TAPEML_HISTORY    the interactive session's history file (default ~/.tapeml_history)
+  TAPEML_PROGRESS   0, off, false or no turns progress bars off
+  TAPEML_MALLOC     'default' keeps glibc's malloc settings (tapeml tunes them for NumPy)
+  NO_COLOR          set: no colour in the session's error messages
+  MPLBACKEND        a matplotlib backend to use instead of Agg for figures
+  COLUMNS, LINES    the width and height the session lays matrices out for when the terminal
+                    does not say (default 80x24)
+"""
 
 
 def _usage_error(message: str) -> int:
@@ -87,16 +123,16 @@ def main(argv: list[str] | None = None) -> int:
     sys.setrecursionlimit(max(sys.getrecursionlimit(), 200_000))
     debug = False
     dtype = None
-    while argv and argv[0].startswith("--"):
+    while argv and (argv[0].startswith("--") or argv[0] in ("-h", "-V")):
         flag = argv.pop(0)
         if flag == "--debug":
             debug = True
-        elif flag == "--version":
+        elif flag in ("--version", "-V"):
             from . import __version__
             print(f"tapeml {__version__}")
             return 0
-        elif flag == "--help":
-            print(USAGE)
+        elif flag in ("--help", "-h"):
+            print(HELP, end="")
             return 0
         elif flag == "--dtype" or flag.startswith("--dtype="):
             if flag == "--dtype":

@@ -18,7 +18,7 @@ What `build` writes (DIR defaults to the checkout that holds this package):
 
 Running an example: a fresh Interpreter with its output captured; a top-level expression
 statement that is not none and does not end in ';' is echoed as the REPL echoes it, with
-format_value (strings quoted). Plots draw on matplotlib's Agg backend; every figure left open
+display_value for 80x24 (strings quoted, big matrices as grids). Plots draw on matplotlib's Agg backend; every figure left open
 by the example is saved. An example that raises fails the build (exit 1, naming the page and
 the example): failing examples are never dropped.
 
@@ -205,8 +205,9 @@ class RunResult:
 
 
 def echo_text(value) -> str:
-    from tapeml.values import format_value
-    return format_value(value, True)
+    """A bare expression's echo: the REPL's display form for a terminal of 80x24 (values.py)."""
+    from tapeml.values import display_value
+    return display_value(value)
 
 
 _TEMPLATE = []

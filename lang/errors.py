@@ -147,12 +147,43 @@ def render(error: LangError, sources: dict[str, str] | str | None = None) -> str
         out.extend(caret_lines(error.span, source_of(error.span)))
     else:
         out.append(f"{error.kind}: {error.message}")
-    for name, site in trace[:20]:
-        out.append(f"  called from {site} in {name}")
-    if len(trace) > 20:
-        more = "more than " if getattr(error, "trace_truncated", False) else ""
-        out.append(f"  ... and {more}{len(trace) - 20} more calls")
+    out.extend(trace_lines(trace, getattr(error, "trace_truncated", False)))
     return "\n".join(out)
+
+
+TRACE_LINES = 20        # the most call-chain lines an error shows
+
+
+def trace_lines(trace, truncated: bool = False) -> list[str]:
+    """The call chain, innermost first. A recursion's repeated frames (the same call, or the
+    same cycle of up to 4 calls, as in mutual recursion) show once, then '... the same call N
+    more times'; past TRACE_LINES lines the rest is counted. `truncated`: the interpreter
+    stopped recording, so the true count is larger ('more than')."""
+    keys = [(name, str(site)) for name, site in trace]
+    lines, i, n = [], 0, len(trace)
+    more = "more than " if truncated else ""
+    while i < n:
+        if len(lines) >= TRACE_LINES:
+            lines.append(f"  ... and {more}{n - i} more call{'s' * (n - i != 1)}")
+            break
+        period, reps = 1, 1
+        for p in range(1, 5):
+            r = 1
+            while keys[i + r * p:i + (r + 1) * p] == keys[i:i + p]:
+                r += 1
+            if r >= 3 and r * p > period * reps:
+                period, reps = p, r
+        for name, site in trace[i:i + period]:
+            lines.append(f"  called from {site} in {name}")
+        if reps >= 3:
+            again = reps - 1
+            what = "the same call" if period == 1 else f"the same {period} calls"
+            at_end = i + reps * period >= n - (n - i) % period if truncated else False
+            lines.append(f"  ... {what} {more if at_end else ''}{again} more time{'s' * (again != 1)}")
+            i += reps * period
+        else:
+            i += period
+    return lines
 
 
 def _first_user_call(error: LangError) -> int | None:

@@ -34,9 +34,18 @@ class TapemlLexer(RegexLexer):
     """tapeml source: keywords, numbers, strings with `{...}` interpolation, comments, builtins."""
     name = "tapeml"
     aliases = ["tapeml"]
-    filenames = ["*.ml"]
+    # `*.ml` is OCaml's extension too: tapeml claims it only as an alias pattern, so that
+    # guess_lexer_for_filename decides by analyse_text (OCaml source scores 0 here and wins the
+    # tie as the primary pattern's owner); get_lexer_by_name("tapeml") is how tools pick us.
+    filenames = []
+    alias_filenames = ["*.ml"]
     mimetypes = ["text/x-tapeml"]
     url = "https://example.invalid/tapeml"
+
+    def analyse_text(text):
+        """How much `text` looks like tapeml (0 to 1): `fn name(...)` ... `end` blocks, `#`
+        comments, `[1, 2; 3, 4]` literals, calls of builtins; 0 for OCaml's `(* *)`, `let`, `;;`."""
+        return _tapeml_score(text)
 
     tokens = {
         "root": [
@@ -89,3 +98,26 @@ class TapemlLexer(RegexLexer):
             include("code"),
         ],
     }
+
+
+import re as _re
+
+_OCAML = _re.compile(r"\(\*|;;|^\s*let\s|^\s*(module|open)\s+[A-Z]|^\s*type\s+\w+\s*=|^\s*match\s"
+                     r"|^\s*val\s+\w+\s*:|\blet\s+rec\b|\bfun\s+\w+\s*->|\bwith\s*\|?\s*$", _re.M)
+_COMMENT_LINE = _re.compile(r"^\s*#.*$", _re.M)
+_TAPEML_HINTS = (
+    (_re.compile(r"^\s*fn\s+[A-Za-z_]\w*\s*\(", _re.M), 0.3),     # fn name(
+    (_re.compile(r"^\s*end\s*(#.*)?$", _re.M), 0.2),                # a block's end
+    (_re.compile(r"^\s*#", _re.M), 0.1),                             # a comment line
+    (_re.compile(r"\[[^\]\n]*;[^\]\n]*\]"), 0.2),                 # a matrix literal [1, 2; 3, 4]
+    (_re.compile(r"^\s*[A-Za-z_]\w*(\s*,\s*[A-Za-z_]\w*)*\s*=[^=]", _re.M), 0.1),   # x = ...
+    (_re.compile(r"\b(print|zeros|ones|randn|softmax|layer_norm|grad|value_and_grad|"
+                 r"transformer_block|plot|matmul|reshape|sum|mean)\("), 0.3),
+    (_re.compile(r"\bfn\s*\([^)]*\)\s*->"), 0.2),                  # fn(x) -> ...
+)
+
+
+def _tapeml_score(text: str) -> float:
+    if not text.strip() or _OCAML.search(_COMMENT_LINE.sub("", text)):
+        return 0.0
+    return min(0.99, sum(weight for pattern, weight in _TAPEML_HINTS if pattern.search(text)))

@@ -28,12 +28,13 @@ from .errors import LangError, LangSyntaxError, render
 from .lexer import KEYWORDS
 from .parser import is_complete, parse
 from .tape import raw
-from .values import Function, Record, describe, format_value, type_name
+from .values import Function, Record, describe, display_value, format_value, type_name
 
 PROMPT = "ml> "
 CONTINUATION = "... "
 INDENT = "    "
 HISTORY_ENV = "TAPEML_HISTORY"
+ANS = "ans"                 # the variable holding the last echoed value
 BLOCK_OPENERS = ("fn", "if", "elif", "else", "for", "while")
 DEDENTERS = ("end", "else", "elif")
 COMMANDS = {
@@ -149,7 +150,8 @@ class Candidate:
 
 
 WORD = re.compile(r"[A-Za-z_]\w*$")
-FIELD = re.compile(r"([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*)\.([A-Za-z_]\w*)?$")
+FIELD = re.compile(r"([A-Za-z_]\w*(?:\.[A-Za-z_]\w*|\[\s*\d+\s*\])*)\.([A-Za-z_]\w*)?$")
+STEP = re.compile(r"\.([A-Za-z_]\w*)|\[\s*(\d+)\s*\]")     # .field or [3] in a FIELD path
 
 
 def _builtin_meta(b) -> str:
@@ -170,9 +172,9 @@ def _value_meta(v) -> str:
 def completions(text: str, interp=None) -> list[Candidate]:
     """Completion candidates for the end of `text` (the text before the cursor).
 
-    After `name.` or `a.b.`, the fields of that live record (a variable, never a call: nothing
-    is evaluated). After `:`, the session commands. Otherwise names starting with the word
-    before the cursor: session variables, keywords, builtins and stdlib functions, sorted."""
+    After `name.`, `a.b.` or `w.heads[0].`, the fields of that live record (a variable, its
+    fields and tuple items by number, never a call: nothing is evaluated). After `:`, the
+    session commands. Otherwise names starting with the word before the cursor: session variables, keywords, builtins and stdlib functions, sorted."""
     from tapeml.builtins import REGISTRY
     line = text.split("\n")[-1]
     stripped = line.lstrip()
@@ -188,14 +190,17 @@ def completions(text: str, interp=None) -> list[Candidate]:
         return [c for c in _name_candidates(prefix, interp, REGISTRY) if c.meta != "keyword"]
     m = FIELD.search(line)
     if m and not re.search(r"[\d]$", line[:m.start()] if m.start() else ""):
-        root, *path = m.group(1).split(".")
+        root = re.match(r"[A-Za-z_]\w*", m.group(1)).group(0)
         prefix = m.group(2) or ""
         value = _live(root, interp)
-        for name in path:
+        for field, index in STEP.findall(m.group(1)[len(root):]):
             value = raw(value)
-            if not isinstance(value, Record) or name not in value.fields:
+            if field and isinstance(value, Record) and field in value.fields:
+                value = value.fields[field]
+            elif index and isinstance(value, tuple) and int(index) < len(value):
+                value = value[int(index)]           # a tuple item: heads[0] (nothing is evaluated)
+            else:
                 return []
-            value = value.fields[name]
         value = raw(value)
         if not isinstance(value, Record):
             return []
@@ -318,6 +323,13 @@ def format_vars(interp) -> str:
     for r in [head] + rows:
         out.append("  ".join(r[i].ljust(widths[i]) for i in range(3)) + "  " + r[3])
     return "\n".join(line.rstrip() for line in out)
+
+
+def terminal_size() -> tuple[int, int]:
+    """(columns, rows) of the terminal, from $COLUMNS/$LINES when set; 80x24 without one."""
+    import shutil
+    size = shutil.get_terminal_size((80, 24))
+    return size.columns or 80, size.lines or 24
 
 
 def history_path() -> str:
@@ -480,8 +492,9 @@ class Repl:
         interp = self.interp
 
         def echo(value):
-            shown = format_value(value, nested=isinstance(raw(value), str))
-            self.write(self.out, shown)
+            interp.globals.vars[ANS] = value        # `ans`: the last echoed value
+            columns, rows = terminal_size()
+            self.write(self.out, display_value(value, columns, rows))
 
         try:
             interp.run(text, name, echo=echo)

@@ -166,12 +166,56 @@ def test_matplotlib_is_imported_only_when_a_plot_is_drawn():
 def test_show_in_a_script_saves_a_png_and_says_where(tmp_path, monkeypatch):
     from tapeml.interpreter import Interpreter
     monkeypatch.setattr(plot, "_mode", "script")
-    monkeypatch.setattr("tempfile.tempdir", str(tmp_path))
+    monkeypatch.chdir(tmp_path)                 # into the current directory, not /tmp
+    (tmp_path / "tapeml-figure-1.png").write_bytes(b"the user's file")
+    monkeypatch.setattr(plot, "_shown", 0)
     buf = io.StringIO()
     Interpreter(out=buf).run("plot([1, 2, 3])\nshow()", "<t>")
     m = re.fullmatch(r"figure saved to (.+\.png)\n", buf.getvalue())
-    assert m and os.path.isfile(m.group(1))
+    assert m and m.group(1) == str(tmp_path / "tapeml-figure-2.png")   # never overwrites a file
+    assert open(m.group(1), "rb").read(8) == b"\x89PNG\r\n\x1a\n"
+    assert (tmp_path / "tapeml-figure-1.png").read_bytes() == b"the user's file"
     assert plot.open_figures() == []
+
+
+def test_savefig_after_show_warns_instead_of_writing_a_blank_image(tmp_path, monkeypatch, capsys):
+    from tapeml.interpreter import Interpreter
+    monkeypatch.setattr(plot, "_mode", "script")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(plot, "_shown", 0)
+    interp = Interpreter(out=io.StringIO())
+    interp.run('plot([1, 2, 3])\nshow()\nsavefig("after.png")', "<t>")
+    assert not (tmp_path / "after.png").exists()
+    err = capsys.readouterr().err
+    assert "warning: savefig(): the figure was already shown" in err and "tapeml-figure-1.png" in err
+    assert "Call savefig before show()" in err
+    # drawing again makes a new figure, and savefig writes it
+    interp.run('plot([3, 2, 1])\nsavefig("again.png")', "<t>")
+    assert (tmp_path / "again.png").read_bytes()[:4] == b"\x89PNG"
+    plot.close_all()
+
+
+def test_each_drawing_after_show_starts_a_fresh_figure(monkeypatch):
+    """In a session with a window, show() leaves its figure open; the next plot must not draw
+    on its axes (the tutorial's heat map and loss curve shared one axes)."""
+    from tapeml.interpreter import Interpreter
+    monkeypatch.setattr(plot, "_mode", "repl")
+    monkeypatch.setattr(plot, "_display_available", lambda: True)
+    monkeypatch.setattr(plot, "_to_window", lambda: True)      # Agg stands in for the window
+    plot.close_all()
+    interp = Interpreter(out=io.StringIO())
+    interp.run("imshow([1, 2; 3, 4])\nshow()", "<t>")
+    assert len(plot.open_figures()) == 1
+    interp.run("plot([1, 2, 3])\ntitle(\"loss\")", "<t>")
+    first, second = plot.open_figures()
+    assert len(first.axes) == 2 and len(first.axes[0].images) == 1 and not first.axes[0].lines
+    assert len(second.axes) == 1 and len(second.axes[0].lines) == 1
+    assert second.axes[0].get_title() == "loss"
+    interp.run("show()\nxlabel(\"step\")\nshow()\nsubplot(1, 2, 0)\nplot([1, 2])", "<t>")
+    figs = plot.open_figures()
+    assert len(figs) == 4 and figs[2].axes[0].get_xlabel() == "step" and not figs[2].axes[0].lines
+    assert len(figs[3].axes) == 1 and len(figs[3].axes[0].lines) == 1
+    plot.close_all()
 
 
 def test_plot_errors_are_language_errors():

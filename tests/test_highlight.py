@@ -4,7 +4,7 @@ import glob
 import os
 
 import pytest
-from pygments.lexers import get_lexer_by_name, get_lexer_for_filename
+from pygments.lexers import get_lexer_by_name, get_lexer_for_filename, guess_lexer_for_filename
 from pygments.token import Comment, Error, Keyword, Name, Number, Operator, Punctuation, String
 
 from conftest import ROOT, SHARED
@@ -19,8 +19,48 @@ def tokens(src):
 def test_registered_as_a_pygments_plugin():
     lexer = get_lexer_by_name("tapeml")
     assert type(lexer).__name__ == "TapemlLexer"
-    assert lexer.name == "tapeml" and lexer.aliases == ["tapeml"] and lexer.filenames == ["*.ml"]
-    assert type(get_lexer_for_filename("model.ml", "x = 1")).__name__ == "TapemlLexer"
+    assert lexer.name == "tapeml" and lexer.aliases == ["tapeml"]
+    # *.ml is OCaml's too: tapeml claims it as an alias pattern, decided by analyse_text
+    assert lexer.filenames == [] and lexer.alias_filenames == ["*.ml"]
+    assert type(get_lexer_for_filename("model.ml")).__name__ == "OcamlLexer"
+
+
+OCAML_SOURCES = [
+    "(* factorial *)\nlet rec fact n = if n = 0 then 1 else n * fact (n - 1)\n"
+    "let () = print_endline (string_of_int (fact 5))\n",
+    "let x = 1\n",
+    'print_string "hello";;\n',
+    "type shape = Circle of float | Square of float\n",
+    "open Printf\nmodule M = struct let y = 2 end\n",
+    "let f = function\n  | 0 -> 1\n  | n -> n\n",
+]
+
+
+@pytest.mark.parametrize("source", OCAML_SOURCES)
+def test_guess_for_ml_file_picks_ocaml_for_ocaml_source(source):
+    assert TapemlLexer.analyse_text(source) == 0.0
+    assert type(guess_lexer_for_filename("a.ml", source)).__name__ == "OcamlLexer"
+
+
+def test_guess_for_ml_file_picks_tapeml_for_every_tapeml_program():
+    files = sorted(glob.glob(os.path.join(ROOT, "examples", "*.ml")) +
+                   glob.glob(os.path.join(ROOT, "stdlib", "*.ml")) +
+                   glob.glob(os.path.join(ROOT, "tests", "golden", "*.ml")))
+    assert len(files) > 20
+    wrong = [f for f in files
+             if type(guess_lexer_for_filename(f, open(f, encoding="utf-8").read())).__name__ != "TapemlLexer"]
+    assert wrong == []
+    for small in ("x = [1, 2; 3, 4]\nprint(x)\n", "fn f(x)\n  return x + 1\nend\n", "print(softmax(randn(3)))"):
+        assert 0 < TapemlLexer.analyse_text(small) < 1
+        assert type(guess_lexer_for_filename("a.ml", small)).__name__ == "TapemlLexer"
+
+
+def test_pygmentize_by_name_still_works():
+    import subprocess
+    import sys
+    out = subprocess.run([sys.executable, "-m", "pygments", "-l", "tapeml", "-f", "raw"],
+                         input="fn f(x) -> x + 1\n", capture_output=True, text=True, check=True).stdout
+    assert "Token.Keyword.Declaration\t'fn'" in out and "Token.Name.Function\t'f'" in out
 
 
 def test_kinds_of_tokens():

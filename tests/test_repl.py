@@ -269,7 +269,7 @@ def test_pasted_program_runs_as_a_unit():
 
 def test_echo_and_semicolon_suppression():
     code, out = drive("x = 2\r1 + 1\rx * 10;\rx\r\"hi\"\rprint(\"hi\")\rnone\r[1, 2; 3, 4]\r:quit\r")
-    assert out == '2\n2\n"hi"\nhi\n[1, 2; 3, 4]\n'
+    assert out == '2\n2\n"hi"\nhi\n2x2 matrix:\n 1  2\n 3  4\n'
 
 
 def test_echo_of_one_row_matrices_and_whole_numbers():
