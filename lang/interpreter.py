@@ -210,6 +210,19 @@ class Interpreter:
                 return
             if not isinstance(c, np.ndarray):
                 raise TypeErr(f"cannot assign into {describe(container)} by index", target.span)
+            if c.ndim == 0:        # zeros(): written as a 1-vector, then given back its shape ()
+                flat = ops.reshape(container, shape=(1,))
+                idx = self.index_tuple(raw(flat), target, env)
+                if not is_numeric(value):
+                    raise TypeErr(f"cannot store {describe(value)} in a matrix", target.span)
+                try:
+                    new = ops.setitem(flat, value, idx=idx)
+                except (ValueError, TypeError) as e:
+                    raise ShapeError(f"cannot assign {describe(value)} to a single element", target.span) from e
+                if np.shape(raw(new)) != (1,):
+                    raise ShapeError(f"cannot assign {describe(value)} to a single element", target.span)
+                self.assign(target.obj, ops.reshape(new, shape=()), env)
+                return
             idx = self.index_tuple(c, target, env)
             if not is_numeric(value):
                 raise TypeErr(f"cannot store {describe(value)} in a matrix", target.span)
@@ -569,6 +582,8 @@ class Interpreter:
     def eval_index(self, node, env):
         obj = self.eval(node.obj, env)
         r = raw(obj)
+        if isinstance(r, np.ndarray) and r.ndim == 0:     # zeros(): indexed as the number it holds
+            obj, r = ops.reshape(obj, shape=(1,)), r.reshape(1)
         if isinstance(r, np.ndarray):
             idx = self.index_tuple(r, node, env)
             return ops.index(obj, idx=idx)
@@ -834,18 +849,36 @@ class Interpreter:
         return record
 
 
+RANGE_MAX = 100_000_000    # elements of one range
+
+
 def make_range(start: float, step: float, stop: float, span=None) -> np.ndarray:
-    """The inclusive range start:step:stop as a float vector (`1:0` is empty)."""
+    """The inclusive range start:step:stop as a float vector (`1:0` is empty).
+
+    Elements are start + k*step; the last is stop exactly when start + k*step lands on stop
+    within rounding (RANGE_ULPS ulps of the largest of |start|, |stop|, |step|), so
+    `(0:0.1:0.3)[end] == 0.3` (docs/language.md, "Ranges")."""
     if step == 0:
         raise ValueErr("a range step cannot be 0", span)
     if not (math.isfinite(start) and math.isfinite(stop) and math.isfinite(step)):
         raise ValueErr("a range needs finite start, step and end", span)
-    n = math.floor((stop - start) / step + 1e-10) + 1
-    if n <= 0:
+    q = (stop - start) / step          # inf when the step is tiny (0:1e-320:1)
+    if not math.isfinite(q) or q >= RANGE_MAX:
+        shown = format_number(float(f"{math.floor(q) + 1:.3g}")) if math.isfinite(q) else "more than 1e308"
+        raise ValueErr(f"the range would have {shown} elements; the limit is 1e8", span)
+    tol = RANGE_ULPS * 2.0 ** -52 * max(abs(start), abs(stop), abs(step))
+    k = math.floor(q) if q > -1 else -1          # the last whole step at or before stop
+    if abs(start + (k + 1) * step - stop) <= tol:
+        k += 1                                   # rounding left the last step just short of stop
+    if k < 0:
         return np.zeros(0)
-    if n > 100_000_000:
-        raise ValueErr(f"the range would have {format_number(float(f'{n:.3g}'))} elements; the limit is 1e8", span)
-    return ops.as_float(start + step * np.arange(n, dtype=np.float64))
+    out = start + step * np.arange(k + 1, dtype=np.float64)
+    if abs(out[-1] - stop) <= tol:
+        out[-1] = stop
+    return ops.as_float(out)
+
+
+RANGE_ULPS = 4
 
 
 def values_equal(a, b) -> bool:

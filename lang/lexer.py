@@ -188,7 +188,23 @@ class Lexer:
     def prev_ends_value(self) -> bool:
         return bool(self.tokens) and self.tokens[-1].kind in ENDS_VALUE
 
+    def exponent_at(self, k: int) -> int:
+        """The length of an exponent (e3, E-07) starting k characters ahead, or 0."""
+        if self.peek(k) not in ("e", "E"):
+            return 0
+        j = k + 1
+        if self.peek(j) in ("+", "-"):
+            j += 1
+        if not _digit(self.peek(j)):
+            return 0
+        while _digit(self.peek(j)):
+            j += 1
+        return j - k
+
     def scan_number(self, line: int, col: int, space: bool) -> None:
+        """number := digits ["." [digits]] [exponent] | "." digits [exponent];
+        exponent := ("e" | "E") ["+" | "-"] digits. A "." followed by a name (other than an
+        exponent) is not part of the number: `1.e3` is 1000, `x.e3` and `1.5.e3` read a field."""
         start = self.pos
         while _digit(self.peek()):
             self.advance()
@@ -196,19 +212,19 @@ class Lexer:
             self.advance()
             while _digit(self.peek()):
                 self.advance()
-        elif self.peek() == "." and not (self.peek(1).isalpha() or self.peek(1) == "_"):
-            self.advance()   # `3.` is 3.0
-        if self.peek() in ("e", "E"):
-            k = 1
-            if self.peek(1) in "+-" and self.peek(1):
-                k = 2
-            if _digit(self.peek(k)):
-                for _ in range(k):
-                    self.advance()
-                while _digit(self.peek()):
-                    self.advance()
+        elif self.peek() == "." and (self.exponent_at(1) or not (self.peek(1).isalpha() or self.peek(1) == "_")):
+            self.advance()   # `3.` is 3.0 and `1.e3` is 1000
+        for _ in range(self.exponent_at(0)):
+            self.advance()
         text = self.src[start:self.pos]
         nxt = self.peek()
+        if nxt == "_" and (_digit(self.peek(1)) or self.peek(1) == "_"):
+            j = self.pos
+            while j < len(self.src) and (_digit(self.src[j]) or self.src[j] == "_"):
+                j += 1
+            whole = self.src[start:j]
+            raise self.error(f"numbers are written without '_' separators: write {whole.replace('_', '')} "
+                             f"for {whole}", self.here())
         if nxt and nxt.isascii() and (nxt.isalpha() or nxt == "_"):
             raise self.error(f"a name cannot follow the number {text} directly; "
                              f"did you mean {text} * {nxt}...?", self.here())
