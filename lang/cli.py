@@ -132,7 +132,8 @@ def main(argv: list[str] | None = None) -> int:
         if code == 2:
             return code
         if not sys.stdin.isatty():     # piped input: run it after the script, with its names
-            return exit_code(run_source(interp, sys.stdin.read(), "<stdin>", debug) or code)
+            source = _stdin_source()
+            return exit_code(1 if source is None else run_source(interp, source, "<stdin>", debug) or code)
         from .repl import run_repl
         return run_repl(interp)
     if argv and argv[0].startswith("-"):
@@ -142,7 +143,8 @@ def main(argv: list[str] | None = None) -> int:
         return exit_code(run_file(interp, argv[0], argv[1:], debug))
     interp = Interpreter()
     if not sys.stdin.isatty():
-        return exit_code(run_source(interp, sys.stdin.read(), "<stdin>", debug))
+        source = _stdin_source()
+        return exit_code(1 if source is None else run_source(interp, source, "<stdin>", debug))
     from .repl import run_repl
     return run_repl(interp)
 
@@ -163,14 +165,32 @@ def run_file(interp, path: str, args: list[str], debug: bool) -> int:
         print(f"tapeml: cannot open '{path}': {why}", file=sys.stderr)
         return 2
     try:
-        with open(path, encoding="utf-8") as f:
-            source = f.read().removeprefix("\ufeff")      # a UTF-8 byte-order mark from some editors
-    except (OSError, UnicodeDecodeError) as e:
-        print(f"tapeml: cannot read '{path}': {e}", file=sys.stderr)
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError as e:
+        print(f"tapeml: cannot read '{path}': {e.strerror or e}", file=sys.stderr)
         return 2
+    source = _decode(data, path)
+    if source is None:
+        return 1
     _warn_late_options(args)
     interp.prelude.vars["ARGS"] = tuple(args)
     return run_source(interp, source, path, debug)
+
+
+def _decode(data: bytes, filename: str) -> str | None:
+    """A script's text; None after printing the error when it is not UTF-8 (line:col of the byte)."""
+    from .errors import LangError, render
+    from .lexer import decode_source
+    try:
+        return decode_source(data, filename)
+    except LangError as e:
+        print(render(e, getattr(e, "source", None)), file=sys.stderr)
+        return None
+
+
+def _stdin_source() -> str | None:
+    return _decode(sys.stdin.buffer.read(), "<stdin>")
 
 
 def exit_code(code: int) -> int:

@@ -14,10 +14,10 @@ import sys
 import numpy as np
 
 from . import ast as A
-from . import ops
+from . import limits, ops
 from .errors import (STDLIB_PREFIX, IOErr, IndexErr, InternalError, LangError, NameErr, RecursionErr,
                      ShapeError, TypeErr, ValueErr)
-from .lexer import FOREIGN_WORDS, KEYWORDS
+from .lexer import FOREIGN_WORDS, KEYWORDS, decode_source
 from .parser import parse
 from .tape import Box, raw
 from .values import Function, Record, describe, format_number, format_value, shape_text
@@ -333,7 +333,12 @@ class Interpreter:
             return parts[0]
         # a list, not a generator: a generator consumed by C code re-enters the evaluator on
         # the C stack, and deep recursion through it crashed the process (segfault)
-        return "".join([p if type(p) is str else format_value(self.eval(p, env)) for p in parts])
+        texts = [p if type(p) is str else format_value(self.eval(p, env)) for p in parts]
+        try:
+            limits.check_join("the interpolated string", texts)
+        except LangError as e:
+            raise e.with_span(node.span) from None
+        return "".join(texts)
 
     def eval_name(self, node, env):
         name = node.name
@@ -432,6 +437,8 @@ class Interpreter:
                 raise self.shape_error(op, a, b, span) from e
             except MemoryError:
                 raise self.memory_error(op, a, b, span) from None
+            except LangError as e:          # the size guard (lang/limits.py)
+                raise e.with_span(span)
         if is_numeric(a) and is_numeric(b):
             try:
                 return BINARY[op](a, b)
@@ -439,11 +446,17 @@ class Interpreter:
                 raise self.shape_error(op, a, b, span) from e
             except MemoryError:
                 raise self.memory_error(op, a, b, span) from None
+            except LangError as e:          # the size guard (lang/limits.py)
+                raise e.with_span(span)
         ra, rb = raw(a), raw(b)
         if op in ("==", "!="):
             same = values_equal(ra, rb)
             return same if op == "==" else not same
         if op == "+" and isinstance(ra, str) and isinstance(rb, str):
+            try:
+                limits.check_join("the joined string", (ra, rb))
+            except LangError as e:
+                raise e.with_span(span) from None
             return ra + rb
         if op == "*" and isinstance(ra, str) and isinstance(rb, float):
             return self.repeat_string(ra, rb, span)
@@ -468,11 +481,13 @@ class Interpreter:
                 pass
             raise ValueErr(f"a string can only be repeated a whole, non-negative number of times, got "
                            f"\"{shown}\" * {format_value(n)}{hint}", span)
-        size = len(s.encode("utf-8")) * n
+        size = limits.utf8_len(s) * n
         if size == 0:
             return ""          # "" * 1e300 is "" (and int(1e300) copies would not fit an index)
-        if size > 100_000_000:
-            raise ValueErr(f"the repeated string would take {size / 1e9:.3g} GB; the limit is 0.1 GB", span)
+        try:
+            limits.check_string_bytes("the repeated string", size)
+        except LangError as e:
+            raise e.with_span(span) from None
         return s * int(n)
 
     def memory_error(self, op, a, b, span) -> LangError:
@@ -683,6 +698,12 @@ class Interpreter:
                 o = out[i]
                 vec = np.arange(shape[i])[o] if isinstance(o, slice) else o
                 out[i] = vec.reshape([1] * j + [-1] + [1] * (m - j - 1))
+        if arrays:           # index vectors can pick more elements than arr has: the size guard
+            n = math.prod(shape[len(out):])
+            for i, o in enumerate(out):
+                n *= len(range(*o.indices(shape[i]))) if isinstance(o, slice) else getattr(o, "size", 1)
+            if n > limits.MAX_ELEMENTS:
+                raise limits.elements_error(f"indexing {describe(arr)}", n).with_span(node.span)
         return tuple(out)
 
     def axis_text(self, arr, axis):
@@ -823,13 +844,16 @@ class Interpreter:
             return self.modules[full]
         if full in self.importing:
             raise ValueErr(f"circular import of {full}", node.span)
+        if os.path.isdir(full):
+            raise IOErr(f"import: {full} is a directory, not a file (from \"{path}\")", node.span)
         if not os.path.isfile(full):
-            raise IOErr(f"import: no file at {full} (from \"{path}\")", node.span)
+            why = "no file" if not os.path.exists(full) else "not a regular file"
+            raise IOErr(f"import: {why} at {full} (from \"{path}\")", node.span)
         try:
-            with open(full, encoding="utf-8") as f:
-                text = f.read().removeprefix("\ufeff")      # a UTF-8 byte-order mark from some editors
-        except (OSError, UnicodeDecodeError) as e:
-            raise IOErr(f"import: cannot read {full}: {e}", node.span) from None
+            with open(full, "rb") as f:
+                data = f.read()
+        except OSError as e:
+            raise IOErr(f"import: cannot read {full}: {e.strerror or e}", node.span) from None
         module_env = Env(self.prelude)
         self.importing.append(full)
         # errors name the file as the main script is named: relative to the current directory
@@ -837,6 +861,11 @@ class Interpreter:
         cwd = os.getcwd()
         shown = os.path.relpath(full, cwd) if cwd != os.sep and full.startswith(os.path.join(cwd, "")) else full
         try:
+            try:
+                text = decode_source(data, shown)
+            except LangError as e:
+                self.sources[shown] = e.source
+                raise
             self.run(text, shown, env=module_env)
         except LangError as e:
             if len(e.trace) < 1000:

@@ -61,6 +61,45 @@ FOREIGN_WORDS = {"True": "'true'", "False": "'false'", "None": "'none'", "null":
                    "self": "no methods: pass the record as an argument", "np": "builtins directly (zeros, sum, ...)"}
 
 
+def char_text(ch: str) -> str:
+    """A character as a message names it: 'x' when it prints, its code point and name when it
+    does not or is not ASCII ('é' (U+00E9 LATIN SMALL LETTER E WITH ACUTE), U+0000 (NULL))."""
+    name = unicodedata.name(ch, "")
+    if not name and unicodedata.category(ch) == "Cc":
+        name = CONTROL_NAMES.get(ord(ch), "a control character")
+    if ch.isascii() and ch.isprintable():
+        return f"'{ch}'"
+    if ch.isprintable():
+        return f"'{ch}' (U+{ord(ch):04X} {name or 'unnamed'})"
+    return f"U+{ord(ch):04X} ({name or 'unnamed'})"
+
+
+CONTROL_NAMES = {0: "NULL", 7: "BELL", 8: "BACKSPACE", 11: "LINE TABULATION", 12: "FORM FEED",
+                 27: "ESCAPE", 127: "DELETE"}
+
+
+def utf8_error_place(data: bytes, start: int) -> tuple[int, int]:
+    """The 1-based line and column (in characters) of byte `start` of UTF-8 `data`."""
+    before = data[:start].decode("utf-8", errors="replace")
+    line = before.count("\n") + 1
+    return line, len(before) - (before.rfind("\n") + 1) + 1
+
+
+def decode_source(data: bytes, filename: str) -> str:
+    """The text of a script from its bytes: UTF-8, a leading byte-order mark dropped. A byte that
+    is not UTF-8 (a Latin-1 file) is a SyntaxError at its line and column."""
+    data = data.removeprefix(b"\xef\xbb\xbf")      # a UTF-8 byte-order mark from some editors
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line, col = utf8_error_place(data, e.start)
+        err = LangSyntaxError(f"the file is not UTF-8 text: byte 0x{data[e.start]:02X} cannot start or continue a "
+                              f"character here (a Latin-1 or other legacy encoding?); save the file as UTF-8",
+                              Span(filename, line, col, line, col + 1))
+        err.source = data.decode("utf-8", errors="replace")   # for the caret line
+        raise err from None
+
+
 @dataclass(frozen=True)
 class Token:
     kind: str
@@ -248,7 +287,8 @@ class Lexer:
                 e = self.peek()
                 table = {"n": "\n", "t": "\t", '"': '"', "\\": "\\", "{": "{", "}": "}"}
                 if e not in table or not e:
-                    raise self.error(f"unknown escape '\\{e}' in string; the escapes are \\n \\t \\\" \\\\",
+                    shown = f"'\\{e}'" if e.isprintable() else f"'\\' followed by {char_text(e)}"
+                    raise self.error(f"unknown escape {shown} in string; the escapes are \\n \\t \\\" \\\\",
                                      Span(self.file, esc_line, esc_col, esc_line, esc_col + 2))
                 self.advance()
                 buf.append(table[e])
@@ -321,10 +361,8 @@ class Lexer:
         else:
             if ch in FOREIGN and FOREIGN[ch]:
                 raise self.error(f"'{ch}' is not a tapeml operator; write '{FOREIGN[ch]}'")
-            if not ch.isascii():
-                name = unicodedata.name(ch, "unknown")
-                raise self.error(f"unexpected character '{ch}' (U+{ord(ch):04X} {name}) outside a string")
-            raise self.error(f"unexpected character '{ch}'")
+            raise self.error(f"unexpected character {char_text(ch)}"
+                             + ("" if ch.isascii() and ch.isprintable() else " outside a string"))
         if op in ("+", "-") and self.brackets and self.brackets[-1].text == "[" and space \
                 and self.peek(1) not in (" ", "\t", "\n", "") and self.prev_ends_value():
             prev = self.tokens[-1].text

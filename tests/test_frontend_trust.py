@@ -146,3 +146,174 @@ def test_zeros_of_no_size_is_indexed_as_the_number_it_holds():
     err = error_of("x = zeros()\nx[:] = [1, 2]\n")
     assert err.message == "cannot assign a vector of length 2 to a single element"
     assert run("print(grad(fn(v) -> (zeros() + v)[0] * 3, 2))\n") == "3\n"
+
+
+# ---- 11. one size guard for every producer -----------------------------------------------------
+LIMIT_TAIL = "the limit is 0.1 GB"
+
+
+@pytest.mark.parametrize("step", ["s = s + s", 's = "{s}{s}"', "s = s * 2"])
+def test_a_string_doubled_40_times_stops_at_the_limit(step):
+    start = time.perf_counter()
+    err = error_of(f's = "ab"\nfor i in 1:40\n    {step}\nend\n')
+    assert isinstance(err, ValueErr) and err.span.line == 3
+    assert err.message.endswith("string would take 0.134 GB; " + LIMIT_TAIL), err.message
+    assert time.perf_counter() - start < 10
+
+
+def test_interpolating_eight_50_mb_strings_is_refused():
+    err = error_of('s = "a" * 5e7\nt = "{s}{s}{s}{s}{s}{s}{s}{s}"\n')
+    assert err.message == "the interpolated string would take 0.4 GB; " + LIMIT_TAIL
+    assert (err.span.line, err.span.col) == (2, 5)
+    assert run('s = "é" * 1e6\nprint(len("{s}{s}"), len(s + s))\n') == "2000000 2000000\n"
+
+
+GB20 = "would need 2e10 bytes (20 GB of float64); the limit is"
+
+
+@pytest.mark.parametrize("source, start", [
+    ("x = ones(5e4, 1) @ ones(1, 5e4)", "'@' of 50000x1 and 1x50000 (a result of 50000x50000) "),
+    ("x = ones(5e4, 1) + ones(1, 5e4)", "'+' of 50000x1 and 1x50000 (a result of 50000x50000) "),
+    ("x = ones(5e4, 1) < ones(1, 5e4)", "'<' of 50000x1 and 1x50000 (a result of 50000x50000) "),
+    ("x = where(ones(5e4, 1) > 0, ones(1, 5e4), 0)", "where() of 50000x1 and 1x50000 (a result of 50000x50000) "),
+    ("x = scaled_dot_product_attention(ones(5e4, 1), ones(5e4, 1), ones(5e4, 1))",
+     "scaled_dot_product_attention() of 50000x1, 50000x1 and 50000x1 (a result of 50000x50000) "),
+    ("x = ones(5e4)\ny = x[zeros(5e4), zeros(4e5)]".replace("ones(5e4)\n", "ones(5e4, 5)\n"),
+     "indexing a 50000x5 matrix "),
+])
+def test_products_broadcasts_and_index_grids_are_refused_before_allocating(source, start):
+    t0 = time.perf_counter()
+    err = error_of(source)
+    assert time.perf_counter() - t0 < 2.0          # refused, not attempted
+    assert isinstance(err, ValueErr) and err.message.startswith(start), err.message
+    assert "would need" in err.message and "(half this machine's memory, at most 8 GB)" in err.message
+    assert err.span is not None
+
+
+def test_the_product_inside_a_gradient_is_blamed_at_the_operator():
+    err = error_of("g = grad(fn(x) -> sum(x @ ones(1, 5e4)), ones(5e4, 1))")
+    assert err.message.startswith("'@' of 50000x1 and 1x50000") and (err.span.line, err.span.col) == (1, 25)
+
+
+SWEEP = r'''
+import resource, sys, numpy as np
+resource.setrlimit(resource.RLIMIT_AS, (3 * 1024 ** 3, 3 * 1024 ** 3))
+from tapeml import ops
+from tapeml.errors import LangError
+a, b = np.ones((50000, 1)), np.ones((1, 50000))
+bad = []
+for name, prim in sorted(ops.TABLE.items()):
+    for args in ((a, b), (a, b, b), (a > 0, b, b)):
+        try:
+            prim.impl(*args)
+        except LangError as e:
+            if "would need" not in e.message:
+                bad.append(f"{name}: {e.message}")
+        except MemoryError:
+            bad.append(f"{name}: tried to allocate (MemoryError)")
+        except Exception:
+            pass                      # not an operation on these operands
+        else:
+            bad.append(f"{name}{tuple(x.shape for x in args)}: made a result")
+print("\n".join(bad))
+'''
+
+
+def test_every_primitive_on_operands_whose_result_is_20_gb_refuses_before_allocating():
+    """A sweep over the whole primitive table under a 3 GB address-space limit: an unguarded
+    primitive fails with MemoryError (it tried) or returns a result; a guarded one refuses."""
+    proc = subprocess.run([sys.executable, "-c", SWEEP], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.strip() == "", proc.stdout
+
+
+def test_concat_and_stack_are_guarded():
+    err = error_of("x = ones(1e8)\ny = concat(x, x, x, x, x, x, x, x, x, x, x)")
+    assert isinstance(err, ValueErr) and err.message.startswith("concat() of 11 parts would need 8.8e9 bytes")
+
+
+def test_file_reads_are_guarded(tmp_path):
+    err = error_of('x = read_text("/dev/zero")')
+    assert isinstance(err, IOErr) and err.message == \
+        "read_text(): /dev/zero is not a regular file (it is a device, a pipe or a socket)"
+    big = tmp_path / "big.txt"
+    with open(big, "wb") as f:
+        f.truncate(150_000_000)            # sparse: no disk used
+    err = error_of(f'x = read_text("{big}")')
+    assert isinstance(err, ValueErr) and err.message == f"read_text(): the text of {big} would take 0.15 GB; " + LIMIT_TAIL
+    os.mkfifo(tmp_path / "fifo")
+    err = error_of(f'x = read_text("{tmp_path / "fifo"}")')
+    assert "is not a regular file" in err.message
+    err = error_of('x = load("/dev/zero")')
+    assert "is not a regular file" in err.message
+
+
+def test_a_checkpoint_whose_header_claims_2e9_elements_is_refused_unread(tmp_path):
+    import zipfile
+    buf = io.BytesIO()
+    np.lib.format.write_array_header_1_0(buf, {"descr": "<f8", "fortran_order": False, "shape": (2_000_000_000,)})
+    buf.write(b"\0" * 64)
+    with zipfile.ZipFile(tmp_path / "huge.npz", "w") as z:
+        z.writestr("w.npy", buf.getvalue())
+    err = error_of(f'x = load("{tmp_path / "huge.npz"}")')
+    assert isinstance(err, ValueErr)
+    assert err.message.startswith(f"load(): 'w' in {tmp_path / 'huge.npz'} would need 1.6e10 bytes (16 GB of float64)")
+
+
+def test_from_char_codes_refuses_surrogates_and_huge_strings():
+    for code in (55296, 56000, 57343):
+        err = error_of(f"from_char_codes([65, {code}])")
+        assert err.message == (f"from_char_codes(): {code} is a surrogate code point (55296..57343, "
+                               f"U+D800..U+DFFF), which is not a character")
+    assert run("print(from_char_codes([72, 105, 233, 128512, 55295, 57344]) == "
+               "from_char_codes(char_codes(from_char_codes([72, 105, 233, 128512, 55295, 57344]))))\n") == "true\n"
+    err = error_of("x = from_char_codes(fill(233, 6e7))")
+    assert err.message == "from_char_codes(): the string would take 0.12 GB; " + LIMIT_TAIL
+
+
+# ---- 14. messages: control characters, non-UTF-8 scripts, import of a directory ----------------
+def test_a_nul_byte_is_named_by_its_code_point():
+    with pytest.raises(LangSyntaxError) as info:
+        tokenize("x = 1\ny = \x00\n", "<t>")
+    assert info.value.message == "unexpected character U+0000 (NULL) outside a string"
+    assert (info.value.span.line, info.value.span.col) == (2, 5)
+
+
+@pytest.mark.parametrize("code", [c for c in list(range(0, 32)) + [127, 0x85, 0x200B, 0x2028, 0xFEFF, 0xE000]
+                                  if chr(c) not in "\t\n\r"])
+def test_no_message_shows_an_unprintable_character_raw(code):
+    ch = chr(code)
+    with pytest.raises(LangSyntaxError) as info:
+        tokenize(f"x = 1 {ch} 2\n", "<t>")
+    msg = info.value.message
+    assert ch not in msg and f"U+{code:04X}" in msg, msg
+    with pytest.raises(LangSyntaxError) as info:         # as an escape in a string, too
+        tokenize(f'x = "\\{ch}"\n', "<t>")
+    assert ch not in info.value.message and f"U+{code:04X}" in info.value.message
+
+
+def test_a_latin1_script_reports_line_and_column(tmp_path):
+    path = tmp_path / "prog.ml"
+    path.write_bytes(b"x = 1\ny = \"caf\xe9\"\nprint(y)\n")
+    proc = subprocess.run(TAPEML + [str(path)], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 1
+    lines = proc.stderr.splitlines()
+    assert lines[0] == (f"{path}:2:9: SyntaxError: the file is not UTF-8 text: byte 0xE9 cannot start or continue "
+                        f"a character here (a Latin-1 or other legacy encoding?); save the file as UTF-8")
+    assert lines[1:3] == ['  2 | y = "caf\ufffd"', "    |         ^"]
+    proc = subprocess.run(TAPEML, input=b"print(1)\n# \xff\n", capture_output=True, timeout=60)
+    assert proc.returncode == 1 and b"<stdin>:2:3: SyntaxError: the file is not UTF-8 text: byte 0xFF" in proc.stderr
+
+
+def test_an_imported_latin1_file_and_a_directory(tmp_path):
+    (tmp_path / "lib.ml").write_bytes(b"a = 1\n\n  b = \"\xe9\"\n")
+    (tmp_path / "sub").mkdir()
+    main = tmp_path / "main.ml"
+    main.write_text('m = import("lib.ml")\n')
+    proc = subprocess.run(TAPEML + [str(main)], capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert proc.returncode == 1
+    assert proc.stderr.splitlines()[0].startswith("lib.ml:3:8: SyntaxError: the file is not UTF-8 text: byte 0xE9")
+    assert 'main.ml:1:5 in import("lib.ml")' in proc.stderr.splitlines()[-1]
+    main.write_text('m = import("sub")\n')
+    proc = subprocess.run(TAPEML + [str(main)], capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert f'IOError: import: {tmp_path / "sub"} is a directory, not a file (from "sub")' in proc.stderr
