@@ -6,7 +6,8 @@
     tapeml                     the REPL (reads a script from stdin when it is not a terminal)
     tapeml docs build|check    build or check the generated docs
 
-Exit status: 0 success, 1 language error, 2 bad usage, 130 interrupted (Ctrl-C).
+Exit status: 0 success, 1 language error, 2 bad usage, 130 interrupted (Ctrl-C), 143 terminated
+(SIGTERM, handled as Ctrl-C is: a save in progress removes its temporary file).
 """
 from __future__ import annotations
 
@@ -39,6 +40,10 @@ def run_source(interp, source: str, filename: str, debug: bool = False) -> int:
         sys.stdout.flush()
         print("Interrupted (Ctrl-C)", file=sys.stderr)
         return 130
+    except Terminated:
+        sys.stdout.flush()
+        print("Terminated (SIGTERM)", file=sys.stderr)
+        return 143
     except BrokenPipeError:     # the reader went away (`tapeml x.ml | head`): stop quietly
         try:
             devnull = os.open(os.devnull, os.O_WRONLY)
@@ -198,8 +203,24 @@ def exit_code(code: int) -> int:
     return code
 
 
+class Terminated(BaseException):
+    """Raised by the SIGTERM handler: unwinds like KeyboardInterrupt (a save in progress removes
+    its temporary file), and generic handlers (`except Exception`) never swallow it."""
+
+
+def _on_sigterm(signum, frame):
+    raise Terminated()
+
+
 def entry() -> None:
-    sys.exit(main())
+    import signal
+    signal.signal(signal.SIGTERM, _on_sigterm)
+    try:
+        code = main()
+    except Terminated:          # outside a program run (the REPL, the docs builder)
+        print("Terminated (SIGTERM)", file=sys.stderr)
+        code = 143
+    sys.exit(code)
 
 
 if __name__ == "__main__":

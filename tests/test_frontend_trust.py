@@ -317,3 +317,28 @@ def test_an_imported_latin1_file_and_a_directory(tmp_path):
     main.write_text('m = import("sub")\n')
     proc = subprocess.run(TAPEML + [str(main)], capture_output=True, text=True, timeout=60, cwd=tmp_path)
     assert f'IOError: import: {tmp_path / "sub"} is a directory, not a file (from "sub")' in proc.stderr
+
+
+# ---- 13. SIGTERM is handled as Ctrl-C is ---------------------------------------------------------
+@pytest.mark.parametrize("sig, code, line", [(signal.SIGTERM, 143, "Terminated (SIGTERM)"),
+                                             (signal.SIGINT, 130, "Interrupted (Ctrl-C)")])
+def test_a_signal_during_save_leaves_no_temporary_file(tmp_path, sig, code, line):
+    path = tmp_path / "saver.ml"
+    path.write_text('x = ones(4e6)\nsave("ck.npz", {w = x})\nprint("saved")\nwhile true\n'
+                    '    save("ck.npz", {w = x, v = x})\nend\n', encoding="utf-8")
+    proc = subprocess.Popen(TAPEML + [str(path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            cwd=tmp_path)
+    try:
+        assert proc.stdout.readline() == "saved\n"
+        deadline = time.time() + 20        # send it while a temporary file is being written
+        while time.time() < deadline and not any(p.name.endswith(".tmp") for p in tmp_path.iterdir()):
+            time.sleep(0.001)
+        proc.send_signal(sig)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == code
+    assert err.splitlines() == [line]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ck.npz", "saver.ml"]
+    assert run(f'print(size(load("{tmp_path / "ck.npz"}").w))\n') == "(4000000,)\n"
