@@ -11,7 +11,7 @@ from tapeml.builtins.util import axis, check_size
 from tapeml.errors import ShapeError, TypeErr, ValueErr
 from tapeml.interpreter import RANGE_MAX, RANGE_ULPS, make_range
 from tapeml.tape import raw
-from tapeml.values import describe, format_number, shape_text
+from tapeml.values import describe, format_number, format_value, shape_text
 
 DIMS = P("dims", variadic=True, doc="sizes of each axis (whole numbers)")
 
@@ -75,14 +75,17 @@ def reshape(x, dims):
     shape = []
     for d in dims:
         d = raw(d)
-        if not isinstance(d, (float, int)) or isinstance(d, bool) or not float(d).is_integer() or d < -1:
-            raise ValueErr(f"reshape(): sizes must be whole numbers (or -1), got {d}")
+        if not isinstance(d, (float, int)) or isinstance(d, bool) or not math.isfinite(d) \
+                or not float(d).is_integer() or d < -1:
+            got = format_value(d) if isinstance(d, (float, int)) and not isinstance(d, bool) else describe(d)
+            raise ValueErr(f"reshape(): sizes must be whole numbers (or -1), got {got}")
         shape.append(int(d))
     n = np.size(raw(x))
-    known = int(np.prod([d for d in shape if d != -1])) if shape else 1
+    known = math.prod(d for d in shape if d != -1)
     if shape.count(-1) > 1 or (-1 not in shape and known != n) or (-1 in shape and (known == 0 or n % known)):
+        shown = " x ".join(str(d) if d < 10 ** 16 else format_number(float(d)) for d in shape)
         raise ShapeError(f"reshape(): cannot put {n} elements ({shape_text(np.shape(raw(x)))}) "
-                         f"into shape {' x '.join(map(str, shape))}")
+                         f"into shape {shown}")
     return ops.reshape(x, shape=tuple(shape))
 
 

@@ -134,6 +134,10 @@ def atomic_write(fname: str, full: str, write, binary: bool) -> None:
         raise IOErr(f"{fname}(): the directory {directory} does not exist")
     if os.path.isdir(full):
         raise IOErr(f"{fname}(): {full} is a directory")
+    if os.path.lexists(full) and not os.path.isfile(full):
+        # the rename would put a regular file in place of a device (/dev/null), a pipe or a socket
+        raise IOErr(f"{fname}(): {full} is not a regular file (it is a device, a pipe or a socket); "
+                    f"only regular files are written")
     try:
         fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(full) + ".", suffix=".tmp", dir=directory)
     except OSError as e:

@@ -381,7 +381,7 @@ def num(s):
          examples=["fn safe_div(a, b)\n    if b == 0\n        error(\"safe_div: b must not be 0\")\n    end\n"
                    "    return a / b\nend\nsafe_div(1, 2)"])
 def error(message):
-    raise ValueErr(message)
+    raise ValueErr(message or "error() was called with an empty message")
 
 
 @builtin("append", "Core", "A new tuple: the items of t followed by item.",

@@ -325,8 +325,17 @@ logical_not = primitive("not", lambda x: _num(np.logical_not(x)) if type(x) is n
 
 # ---- elementwise functions ----------------------------------------------------------------
 def _unary(name, impl, deriv):
-    """An elementwise primitive whose VJP is g * deriv(x, ans)."""
-    return primitive(name, impl, lambda g, ans, res, needs, x: (deriv(g, x, ans),), arity=1)
+    """An elementwise primitive whose VJP is g * deriv(x, ans). Booleans take part as 0 and 1
+    in the session's float type (NumPy would compute tanh of a bool matrix in float16)."""
+    def on_floats(x):
+        t = type(x)
+        if t is _NDARRAY:
+            if x.dtype is _BOOL:
+                x = x.astype(FLOAT["dtype"])
+        elif t is bool or t is np.bool_:
+            x = float(x)
+        return impl(x)
+    return primitive(name, on_floats, lambda g, ans, res, needs, x: (deriv(g, x, ans),), arity=1)
 
 
 exp = _unary("exp", lambda x: _num(np.exp(x)), lambda g, x, ans: zmul(g, ans))

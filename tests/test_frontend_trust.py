@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from tapeml.errors import IOErr, LangError, LangSyntaxError, ValueErr
 from tapeml.interpreter import Interpreter, make_range
 from tapeml.lexer import NUMBER, tokenize
+from tapeml.limits import MAX_ELEMENTS, g3
 
 TAPEML = [sys.executable, "-m", "tapeml.cli"]
 
@@ -342,3 +343,80 @@ def test_a_signal_during_save_leaves_no_temporary_file(tmp_path, sig, code, line
     assert err.splitlines() == [line]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ck.npz", "saver.ml"]
     assert run(f'print(size(load("{tmp_path / "ck.npz"}").w))\n') == "(4000000,)\n"
+
+
+# ---- 12. no Python or NumPy words reach the user ---------------------------------------------------
+@pytest.mark.parametrize("source, message", [
+    ("randint(0, 1e300, 2)", "randint(): hi must be a whole number between -2^53 and 2^53, got 1e300"),
+    ("round([1.5], 1e300)", "round(): digits must be a whole number between -2^53 and 2^53, got 1e300"),
+    ("hist([1, 2], 1e300)", "hist(): bins must be a whole number between -2^53 and 2^53, got 1e300"),
+    ("hist([1, 2], 1e6)", "hist(): bins must be between 1 and 100000, got 1000000"),
+    ("figure(1e6, 1e6)", "figure(): width must be > 0 and at most 100 (inches), got 1000000"),
+    ("figure(1 / 0, 2)", "figure(): width must be > 0 and at most 100 (inches), got inf"),
+    ("linspace(0, 1, 1e300)", "linspace(): n must be a whole number between -2^53 and 2^53, got 1e300"),
+    ("from_char_codes([55296])", "from_char_codes(): 55296 is a surrogate code point (55296..57343, "
+                                 "U+D800..U+DFFF), which is not a character"),
+    ("imshow(zeros(0, 0))", "imshow(): m is empty (a 0x0 matrix); there is nothing to draw"),
+    ("imshow([1e308, -1e308])", "imshow(): the values span more than the float range (-1e308 to 1e308); scale them first"),
+    ("hist([1, 1 + 1e-15], 100)", "hist(): the values span too narrow a range (1.110223e-15) for 100 bins"),
+    ("rand(0, 2^63)", f"rand(0, 9.22e18): a size of 9.22e18 is past the limit of {g3(MAX_ELEMENTS)} elements"),
+    ("reshape([1, 2, 3], 1e300)", "reshape(): cannot put 3 elements (a vector of length 3) into shape 1e300"),
+    ("reshape([1, 2, 3], [1, 2])", "reshape(): sizes must be whole numbers (or -1), got a vector of length 2"),
+    ("x = [1, 2]\ny = x[0:1e300]", "index 1e300 is out of range for a vector of length 2"),
+    ('error("")', "error() was called with an empty message"),
+])
+def test_the_issues_inputs_get_messages_in_tapemls_words(source, message):
+    err = error_of(source)
+    if message is not None:
+        assert err.message == message
+    assert not getattr(err, "python_text", False)
+
+
+GOOD = {"array": "[1, 2]", "function": "fn(x) -> sum(x)", "tuple": "(1,)", "record": "{w = 1}", "string": '"x"',
+        "tree": "[1, 2]", "number": "1", "int": "1", "bool": "true", "any": "1"}
+
+
+def test_an_int_parameter_of_any_builtin_refuses_1e300_in_its_own_words():
+    """A sweep over the registry: every parameter of kind int, given 1e300, says the bound."""
+    from tapeml.builtins.registry import REGISTRY, REQUIRED
+    run("1")                                      # registers the builtins
+    checked = 0
+    for name, b in sorted(REGISTRY.items()):
+        for p in b.params:
+            if p.kind != "int" or p.variadic:
+                continue
+            args = ", ".join(f"{q.name}=1e300" if q is p else f"{q.name}={GOOD[q.kind]}" for q in b.params
+                             if (q.default is REQUIRED and not q.variadic) or q is p)
+            err = error_of(f"{name}({args})")
+            assert err.message == f"{name}(): {p.name} must be a whole number between -2^53 and 2^53, got 1e300", \
+                (name, err.message)
+            checked += 1
+    assert checked >= 15
+
+
+@pytest.mark.parametrize("fn", ["tanh", "exp", "sigmoid", "silu", "sqrt", "log", "sin", "relu", "gelu"])
+def test_elementwise_functions_of_bools_compute_in_float64(fn):
+    """NumPy computes tanh of a bool matrix in float16 (0.7617188) and refuses -x for sigmoid."""
+    assert run(f"print(all({fn}([true, false]) == {fn}([1, 0])), {fn}(true) == {fn}(1))\n") == "true true\n"
+
+
+@pytest.mark.parametrize("source", ["hist([0 / 0], 10)", "imshow(zeros(0, 0))", "hist([1, 2, 0 / 0], 3)",
+                                    "plot([0 / 0, 0 / 0])", "imshow([0 / 0, 1])", "scatter([1], [1 / 0])"])
+def test_matplotlib_warnings_never_reach_stderr(tmp_path, source):
+    proc = subprocess.run(TAPEML + ["-c", f'{source}\nsavefig("{tmp_path / "f.png"}")\n'],
+                          capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    lines = proc.stderr.splitlines()
+    assert not any("Warning" in line or ".py:" in line for line in lines), proc.stderr
+    assert proc.returncode in (0, 1) and len(lines) <= 3, proc.stderr
+
+
+def test_writers_refuse_devices_and_pipes(tmp_path):
+    os.mkfifo(tmp_path / "pipe")
+    for call in ['write_text("{p}", "x")', 'save("{p}", {{w = 1}})']:
+        err = error_of(call.format(p=tmp_path / "pipe"))
+        assert isinstance(err, IOErr) and "is not a regular file (it is a device, a pipe or a socket)" in err.message
+    os.mkfifo(tmp_path / "pipe.png")
+    err = error_of(f'plot([1, 2])\nsavefig("{tmp_path / "pipe.png"}")')
+    assert isinstance(err, IOErr) and "is not a regular file" in err.message
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["pipe", "pipe.png"]      # no temporary file left
+    assert os.path.exists("/dev/null") and not os.path.isfile("/dev/null")
