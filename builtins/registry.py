@@ -139,7 +139,13 @@ def convert(fname: str, p: P, v):
     if kind == "number":
         if type(r) is np.ndarray and r.ndim == 0:
             return float(r)
-        ok = _is_number(r)
+        if _is_number(r):
+            if type(v) is Box:  # a tracked number: its gradient would silently be 0
+                raise TypeErr(f"{fname}(): {p.name} is being differentiated (it depends on the input of "
+                              f"grad), but {fname}() takes it as a plain number; write "
+                              f"stop_gradient(...) around it to use its value with a gradient of 0")
+            return float(r)
+        ok = False
     elif kind == "int":
         if _is_number(r) and math.isfinite(r) and float(r).is_integer():
             if abs(r) > INT_BOUND:      # no count, index or seed is larger; never a 300-digit int

@@ -59,6 +59,8 @@ def embedding(table, ids):
     if len(s) != 2:
         raise ShapeError(f"embedding(): table must be a V x D matrix, got {describe(table)}")
     idx = _ids(ids, s[0], "embedding", "id", "the table")
+    from tapeml import limits
+    limits.check_elements(f"embedding() of {idx.size} ids into a {s[0]}x{s[1]} table", idx.shape + (s[1],))
     if idx.ndim == 0:
         return ops.index(table, idx=(int(idx),))
     return ops.index(table, idx=(idx,))

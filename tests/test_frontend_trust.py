@@ -228,6 +228,16 @@ def test_every_primitive_on_operands_whose_result_is_20_gb_refuses_before_alloca
     assert proc.stdout.strip() == "", proc.stdout
 
 
+def test_builtins_that_build_from_sizes_or_ids_are_guarded():
+    t0 = time.perf_counter()
+    err = error_of("e = embedding(ones(1e4, 1e4), zeros(2e5))")
+    assert err.message.startswith("embedding() of 200000 ids into a 10000x10000 table would need 1.6e10 bytes")
+    err = error_of("w = transformer_block_init(1e5, 1)")
+    assert err.message.startswith("transformer_block_init(): a weight of 300000 x 100000 would need 2.4e11 bytes")
+    assert time.perf_counter() - t0 < 5
+    assert run("print(size(embedding(ones(3, 2), [0, 2, 2, 1])))\n") == "(4, 2)\n"
+
+
 def test_concat_and_stack_are_guarded():
     err = error_of("x = ones(1e8)\ny = concat(x, x, x, x, x, x, x, x, x, x, x)")
     assert isinstance(err, ValueErr) and err.message.startswith("concat() of 11 parts would need 8.8e9 bytes")
@@ -350,7 +360,7 @@ def test_a_signal_during_save_leaves_no_temporary_file(tmp_path, sig, code, line
     ("randint(0, 1e300, 2)", "randint(): hi must be a whole number between -2^53 and 2^53, got 1e300"),
     ("round([1.5], 1e300)", "round(): digits must be a whole number between -2^53 and 2^53, got 1e300"),
     ("hist([1, 2], 1e300)", "hist(): bins must be a whole number between -2^53 and 2^53, got 1e300"),
-    ("hist([1, 2], 1e6)", "hist(): bins must be between 1 and 100000, got 1000000"),
+    ("hist([1, 2], 1e6)", "hist(): bins must be between 1 and 1000, got 1000000"),
     ("figure(1e6, 1e6)", "figure(): width must be > 0 and at most 100 (inches), got 1000000"),
     ("figure(1 / 0, 2)", "figure(): width must be > 0 and at most 100 (inches), got inf"),
     ("linspace(0, 1, 1e300)", "linspace(): n must be a whole number between -2^53 and 2^53, got 1e300"),
@@ -420,3 +430,22 @@ def test_writers_refuse_devices_and_pipes(tmp_path):
     assert isinstance(err, IOErr) and "is not a regular file" in err.message
     assert sorted(p.name for p in tmp_path.iterdir()) == ["pipe", "pipe.png"]      # no temporary file left
     assert os.path.exists("/dev/null") and not os.path.isfile("/dev/null")
+
+
+def test_round_with_bools_and_digits_past_the_float_range():
+    assert run("print(round(false, digits=1), round([true, false], digits=-1), round(2^53, 2^53))\n") == \
+        "0 [0, 0] 9.007199e15\n"
+    assert run("print(round(1.5, 400), round(2.5, -400), round([1.5, 1 / 0, 0 / 0, -1 / 0], 400), "
+               "round(1e308, 300), round(1234.5678, -2), round(0.125, 2))\n") == \
+        "1.5 0 [1.5, inf, nan, -inf] 1e308 1200 0.12\n"
+
+
+@pytest.mark.parametrize("call", ["linspace(x, 2)", "range(x, 5)", "clip([1, 2], x, 3)", "dropout([1, 2], x)",
+                                  "fill(x, 2)"])
+def test_a_tracked_number_given_to_a_number_parameter_is_a_clear_error(call):
+    """These took the Box into NumPy ("unsupported operand type(s) for -: 'float' and 'Box'"),
+    or (fill) gave a gradient of 0 without a word."""
+    err = error_of(f"g = grad(fn(x) -> sum({call}), 0.5)")
+    assert "is being differentiated (it depends on the input of grad), but" in err.message
+    assert "stop_gradient(...)" in err.message
+    assert run(f"print(grad(fn(x) -> sum({call.replace('x', 'stop_gradient(x)', 1)}), 0.5))\n") == "0\n"

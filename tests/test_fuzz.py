@@ -200,8 +200,8 @@ def test_random_token_sequences_parse(tokens, spaces):
 # per example instead of hundreds), and a failure message always shows the whole program.
 NAMES = ["a", "b", "c", "x", "y"]
 NUMBERS = ["0", "1", "2", "3", "-1", "-3", "5", "0.5", "2.5", "1e-9", "1e300", "1e999", "1e308",
-           "3.0", "1e-320"]
-LEAVES = ["true", "false", "none", '"s"', "[1, 2, 3]", "[1, 2; 3, 4]", "()", "{w = 1}", "[]"]
+           "3.0", "1e-320", "1.e3", ".5", "1.", "0.1", "2^53"]
+LEAVES = ["true", "false", "none", '"s"', "[1, 2, 3]", "[1, 2; 3, 4]", "()", "{w = 1}", "[]", "zeros()"]
 BUILTINS_1 = ["sum", "mean", "max", "min", "exp", "log", "sqrt", "abs", "tanh", "sin", "relu",
               "sigmoid", "softmax", "log_softmax", "len", "size", "type", "str", "transpose",
               "round", "argmax", "argmin", "stop_gradient", "print", "gelu", "cos", "range", "zeros",
@@ -239,7 +239,7 @@ def gen_expr(rng, depth: int) -> str:
     if choice == 5:     # range
         lo, hi = rng.randint(-2, 3), rng.randint(-2, 6)
         if rng.random() < 0.5:
-            return f"({lo}:{rng.choice(['1', '2', '-1', '0.5', '0', '1e-300'])}:{hi})"
+            return f"({lo}:{rng.choice(['1', '2', '-1', '0.5', '0', '1e-300', '0.1', '-0.1', '1e-320'])}:{hi})"
         return f"({lo}:{hi})"
     if choice == 6:     # indexing
         items = [rng.choice(INDEX_ITEMS) if rng.random() < 0.7 else sub() for _ in range(rng.randint(1, 3))]
