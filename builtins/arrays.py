@@ -1,15 +1,17 @@
 """Building and reshaping matrices."""
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from tapeml import ops
 from tapeml.builtins.registry import P, builtin
 from tapeml.builtins.util import axis, check_size
 from tapeml.errors import ShapeError, TypeErr, ValueErr
-from tapeml.interpreter import make_range
+from tapeml.interpreter import RANGE_MAX, RANGE_ULPS, make_range
 from tapeml.tape import raw
-from tapeml.values import describe, format_value, shape_text
+from tapeml.values import describe, format_number, format_value, shape_text
 
 DIMS = P("dims", variadic=True, doc="sizes of each axis (whole numbers)")
 
@@ -73,15 +75,17 @@ def reshape(x, dims):
     shape = []
     for d in dims:
         d = raw(d)
-        if not isinstance(d, (float, int)) or isinstance(d, bool) or not float(d).is_integer() or d < -1:
+        if not isinstance(d, (float, int)) or isinstance(d, bool) or not math.isfinite(d) \
+                or not float(d).is_integer() or d < -1:
             got = format_value(d) if isinstance(d, (float, int)) and not isinstance(d, bool) else describe(d)
             raise ValueErr(f"reshape(): sizes must be whole numbers (or -1), got {got}")
         shape.append(int(d))
     n = np.size(raw(x))
-    known = int(np.prod([d for d in shape if d != -1])) if shape else 1
+    known = math.prod(d for d in shape if d != -1)
     if shape.count(-1) > 1 or (-1 not in shape and known != n) or (-1 in shape and (known == 0 or n % known)):
+        shown = " x ".join(str(d) if d < 10 ** 16 else format_number(float(d)) for d in shape)
         raise ShapeError(f"reshape(): cannot put {n} elements ({shape_text(np.shape(raw(x)))}) "
-                         f"into shape {' x '.join(map(str, shape))}")
+                         f"into shape {shown}")
     return ops.reshape(x, shape=tuple(shape))
 
 
@@ -149,15 +153,26 @@ def stack(xs, dim):
          [P("a", "number"), P("b", "number", None), P("step", "number", 1.0)], returns="vector",
          what="The numbers from a up to but not including b, step apart (0 to n - 1 for range(n)); an "
               "empty vector when there are none, e.g. range(5, 1).",
-         errors=["ValueError when step is 0", "TypeError when a, b or step is not a number"],
+         errors=["ValueError when step is 0, a, b or step is not finite, or the range would have more than 1e8 elements",
+                 "TypeError when a, b or step is not a number"],
          how="NumPy's `arange(a, b, step)`: Python's half-open convention, unlike the `a:b` operator, which "
-             "includes b. range(n) is exactly the valid indices of an axis of length n.",
+             "includes b. b is left out also when the last step lands on it within rounding "
+             "(range(0, 0.3, 0.1) is [0, 0.1, 0.2]). range(n) is exactly the valid indices of an axis of length n.",
          examples=["range(4)", "range(2, 5)", "range(0, 10, 3)", "range(0)"])
 def range_(a, b, step):
     start, stop = (0.0, a) if b is None else (a, b)
     if step == 0:
         raise ValueErr("range(): step cannot be 0")
-    n = int(np.ceil((stop - start) / step)) if np.isfinite(start) and np.isfinite(stop) else -1
+    if not (np.isfinite(start) and np.isfinite(stop) and np.isfinite(step)):
+        raise ValueErr("range(): a, b and step must be finite")
+    q = (stop - start) / step
+    if not np.isfinite(q) or q > RANGE_MAX:
+        shown = format_number(float(f"{math.ceil(q):.3g}")) if np.isfinite(q) else "more than 1e308"
+        raise ValueErr(f"range(): the range would have {shown} elements; the limit is 1e8")
+    n = math.ceil(q)
+    # b is excluded, also when the last step lands on b within rounding (the rule of a:b's end)
+    if n >= 1 and abs(start + (n - 1) * step - stop) <= RANGE_ULPS * 2.0 ** -52 * max(abs(start), abs(stop), abs(step)):
+        n -= 1
     if n <= 0:
         return np.zeros(0, dtype=ops.FLOAT["dtype"])
     return make_range(start, step, start + (n - 1) * step)

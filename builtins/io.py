@@ -134,6 +134,10 @@ def atomic_write(fname: str, full: str, write, binary: bool) -> None:
         raise IOErr(f"{fname}(): the directory {directory} does not exist")
     if os.path.isdir(full):
         raise IOErr(f"{fname}(): {full} is a directory")
+    if os.path.lexists(full) and not os.path.isfile(full):
+        # the rename would put a regular file in place of a device (/dev/null), a pipe or a socket
+        raise IOErr(f"{fname}(): {full} is not a regular file (it is a device, a pipe or a socket); "
+                    f"only regular files are written")
     try:
         fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(full) + ".", suffix=".tmp", dir=directory)
     except OSError as e:
@@ -187,12 +191,27 @@ def save(interp, path, value):
     return None
 
 
+def _check_header(data, key: str, full: str) -> None:
+    """Refuse an array whose .npy header claims more elements than the limit (lang/limits.py)."""
+    from tapeml import limits
+    name = key + ".npy" if key + ".npy" in data.zip.namelist() else key
+    with data.zip.open(name) as member:
+        version = np.lib.format.read_magic(member)
+        if version == (1, 0):
+            shape = np.lib.format.read_array_header_1_0(member)[0]
+        else:
+            shape = np.lib.format.read_array_header_2_0(member)[0]
+    limits.check_elements(f"load(): '{key}' in {full}", shape)
+
+
 def existing_file(fname: str, full: str, what: str) -> str:
     """`full` when it names a file; an IOError naming the resolved path otherwise."""
     if not os.path.exists(full):
         raise IOErr(f"{fname}(): no file at {full}")
     if os.path.isdir(full):
         raise IOErr(f"{fname}(): {full} is a directory, not {what}")
+    if not os.path.isfile(full):        # /dev/zero, a pipe, a socket: no end, or no size to check
+        raise IOErr(f"{fname}(): {full} is not a regular file (it is a device, a pipe or a socket)")
     return full
 
 
@@ -219,17 +238,18 @@ def load(interp, path):
             if not isinstance(data, np.lib.npyio.NpzFile):
                 raise IOErr(f"load(): {full} is not an .npz archive")
             for key in data.files:
+                _check_header(data, key, full)        # the size guard, before the array is read
                 items.append((key, data[key]))
     except IOErr:
         raise
     except ValueError as e:
         if "pickle" in str(e).lower():
             raise IOErr(f"load(): {full} holds pickled objects, which load() refuses to read") from None
-        raise IOErr(f"load(): {full} is damaged or not a checkpoint: {e}") from None
+        raise IOErr(f"load(): {full} is damaged or not a checkpoint written by save()") from None
     except (OSError, EOFError, zipfile.BadZipFile, KeyError, NotImplementedError, RuntimeError,
             zlib.error, OverflowError, MemoryError) as e:
         # corrupted headers: an unknown compression method, an "encrypted" flag, a broken stream
-        raise IOErr(f"load(): {full} is damaged or truncated: {e}") from None
+        raise IOErr(f"load(): {full} is damaged or truncated") from None
     out = []
     for key, a in items:
         if a.dtype.kind not in "fb" and a.dtype.kind not in "iu":

@@ -66,7 +66,20 @@ _elementwise("abs", ops.abs_, "Absolute value of each element.", "|x|; d/dx = si
          examples=["round(2.567)", "round(2.567, 2)", "round([0.5, 1.5, -2.25], 1)",
                    "round([1.5, 2675], 400)\nround([2.5, 2675], -2)\nround(2.5, -400)"])
 def round_(x, digits):
-    return ops.round_(x, digits=digits) + 0.0
+    r = raw(x)
+    if isinstance(r, (bool, np.bool_)) or (isinstance(r, np.ndarray) and r.dtype == np.bool_):
+        x = ops.as_float(np.asarray(r, dtype=np.float64)) if isinstance(r, np.ndarray) else float(r)
+    digits = max(-400, min(400, digits))     # NumPy takes a C int; past +-400 no float64 digit changes
+    out = ops.round_(x, digits=digits) + 0.0
+    # x * 10^digits overflowed (digits large: x has no digit there, so it stays) or 10^digits
+    # underflowed (digits very negative: every finite x rounds to 0); NumPy gives NaN for both,
+    # and for +-inf. A NaN stays NaN.
+    ro, rx = raw(out), np.asarray(raw(x), dtype=np.float64)
+    bad = (np.isfinite(rx) & ~np.isfinite(ro)) | (np.isinf(rx) & np.isnan(ro))
+    if np.any(bad):
+        fixed = np.where(np.isfinite(rx), rx if digits > 0 else 0.0 * rx, rx)
+        return ops.as_float(np.where(bad, fixed, ro)) if np.ndim(ro) else float(fixed)
+    return out
 
 
 def _reduction(name, prim, summary, how, examples, differentiable=True, what="", errors=()):

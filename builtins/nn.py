@@ -910,6 +910,8 @@ def need_tuple(w, name):
 
 # ---- making and counting weights ----------------------------------------------------------------
 def _uniform(gen, bound, shape):
+    from tapeml import limits
+    limits.check_elements(f"transformer_block_init(): a weight of {' x '.join(map(str, shape))}", shape)
     return gen.uniform(-bound, bound, shape)
 
 

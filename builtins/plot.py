@@ -19,13 +19,15 @@ import numpy as np
 from tapeml.builtins.registry import P, builtin, positive
 from tapeml.errors import IOErr, ShapeError, TypeErr, ValueErr
 from tapeml.tape import raw
-from tapeml.values import describe
+from tapeml.values import describe, format_value
 
 CAT = "Plotting"
 
 FIGSIZE = (6.0, 4.0)        # inches
 DPI = 100
 PNG_METADATA = {"Software": None}   # matplotlib writes its version here otherwise
+MAX_BINS = 1000             # hist: more bars than pixels draw slowly (10000 bins take 5 s)
+MAX_INCHES = 100            # figure(): 10000 pixels a side at DPI
 
 _pyplot = None
 _mode = "script"            # "script", "docs" or "repl"
@@ -57,6 +59,9 @@ def plt():
             matplotlib.use("Agg")
         import matplotlib.pyplot as pyplot
         pyplot.rcParams.update(_style())
+        import warnings     # matplotlib's warnings (singular limits, all-NaN data) carry file paths
+        warnings.filterwarnings("ignore", module=r"matplotlib(\.|$)")
+        warnings.filterwarnings("ignore", module=r"tapeml\.builtins\.plot$")
         _pyplot = pyplot
     return _pyplot
 
@@ -169,19 +174,34 @@ def scatter(x, y, label):
 
 @builtin("hist", CAT, "Histogram of the elements of x (all of them, whatever the shape).",
          [P("x", "array", shape="any", doc="the values; a matrix is flattened"),
-          P("bins", "int", 10, doc="number of equal-width bins", check=positive, constraint="> 0"),
+          P("bins", "int", 10, doc="number of equal-width bins", check=lambda v: None if 0 < v <= MAX_BINS else
+            f"must be between 1 and {MAX_BINS}", constraint=f"1 <= bins <= {MAX_BINS}"),
           LABEL],
          returns="none",
          what="How the values of x are distributed: their range is cut into `bins` equal intervals and each "
               "bar counts the elements in one, e.g. activations before and after layer_norm.",
          how="matplotlib's `Axes.hist`: the range min(x)..max(x) cut into `bins` equal intervals, each "
-             "bar as high as the count of elements inside it.",
-         errors=["TypeError when x is not a number or matrix", "ValueError when bins <= 0"],
+             "bar as high as the count of elements inside it. NaN and +-inf elements are left out.",
+         errors=["TypeError when x is not a number or matrix",
+                 f"ValueError when bins is not between 1 and {MAX_BINS}, or the values span too narrow a range "
+                 "for that many bins"],
          examples=["hist([1, 2, 2, 3, 3, 3, 4, 4, 5], bins=5)"])
 def hist(x, bins, label):
     r = raw(x)
     v = np.asarray(r, dtype=np.float64).reshape(-1)
-    _ax().hist(v, bins=bins, label=label, alpha=0.75 if label else 1.0)
+    v = v[np.isfinite(v)]                   # NaN and +-inf have no bin
+    if v.size:
+        lo, hi = float(v.min()), float(v.max())
+        if lo == hi:
+            lo, hi = lo - 0.5, hi + 0.5     # one value: a bin of width 1 around it, as NumPy does
+        edges = np.linspace(lo / 2, hi / 2, bins + 1) * 2      # halved: hi - lo may overflow
+        edges[0], edges[-1] = lo, hi
+        if not (np.all(np.isfinite(edges)) and np.all(np.diff(edges) > 0)):
+            raise ValueErr(f"hist(): the values span too narrow a range ({format_value(hi - lo)}) "
+                           f"for {bins} bins")
+    else:
+        edges = bins
+    _ax().hist(v, bins=edges, label=label, alpha=0.75 if label else 1.0)
 
 
 @builtin("bar", CAT, "Bar chart: one bar per element of heights, at positions 0, 1, 2, ...",
@@ -212,7 +232,8 @@ def bar(heights, labels, label):
               "weights: rows are queries, columns are keys, and the ticks are the positions 0, 1, 2, ...",
          how="matplotlib's `Axes.imshow` with the viridis colour map and nearest-neighbour cells, integer "
              "ticks at every position (up to 20 per axis, then evenly spaced), and `Figure.colorbar`.",
-         errors=["ShapeError when m is not a matrix"],
+         errors=["ShapeError when m is not a matrix, or is empty",
+                 "ValueError when max(m) - min(m) overflows (values near +-1e308)"],
          examples=["imshow([1, 2, 3; 4, 5, 6])",
                    "x = [1.0, 0.5; -0.5, 1.0; 0.2, -0.3]\nimshow(softmax(x @ x' / sqrt(2)))\n"
                    'title("attention weights")\nxlabel("key")\nylabel("query")'])
@@ -222,6 +243,12 @@ def imshow(m, colorbar):
         r = r.reshape(1, -1)
     if not isinstance(r, np.ndarray) or r.ndim != 2:
         raise ShapeError(f"imshow(): m must be a matrix, got {describe(m)}")
+    if r.size == 0:
+        raise ShapeError(f"imshow(): m is empty ({describe(m)}); there is nothing to draw")
+    finite = np.asarray(r, dtype=np.float64)[np.isfinite(r)]
+    if finite.size and not np.isfinite(finite.max() - finite.min()):
+        raise ValueErr(f"imshow(): the values span more than the float range ({format_value(finite.min())} "
+                       f"to {format_value(finite.max())}); scale them first")
     ax = _ax()
     fig = ax.figure
     im = ax.imshow(np.asarray(r, dtype=np.float64), interpolation="nearest", aspect="auto")
@@ -272,18 +299,23 @@ def legend():
     ax.legend(loc="best")
 
 
+def _inches(v):
+    return None if 0 < v <= MAX_INCHES else f"must be > 0 and at most {MAX_INCHES} (inches)"
+
+
 @builtin("figure", CAT, "Start a new, empty figure; later drawing goes there.",
-         [P("width", "number", FIGSIZE[0], doc="inches", check=positive, constraint="> 0"),
-          P("height", "number", FIGSIZE[1], doc="inches", check=positive, constraint="> 0")],
+         [P("width", "number", FIGSIZE[0], doc="inches", check=_inches, constraint=f"0 < width <= {MAX_INCHES}"),
+          P("height", "number", FIGSIZE[1], doc="inches", check=_inches, constraint=f"0 < height <= {MAX_INCHES}")],
          returns="none",
          what="Each figure is one picture (one PNG). Without figure(), the first drawing call opens one.",
          how="matplotlib's `pyplot.figure` with the fixed dpi.",
-         errors=["ValueError when width or height <= 0"],
+         errors=[f"ValueError when width or height is not > 0 and at most {MAX_INCHES} inches"],
          examples=["figure(width=4, height=2)\nplot([0, 1, 0, 1])"])
 def figure(width, height):
     global _after_show
     _after_show = None
     plt().figure(figsize=(width, height), dpi=DPI)
+
 
 
 @builtin("subplot", CAT, "Split the figure into a rows x cols grid and draw in cell index (0-based, row by row).",
@@ -330,10 +362,15 @@ def savefig(path):
                        f"instead of '{path}'")
     if not ext:
         path += ".png"
+    if os.path.lexists(path) and not os.path.isfile(path):      # a FIFO would block, a device be written
+        raise IOErr(f"savefig(): {path} is not a regular file (it is a directory, a device, a pipe or a socket)")
     try:
         save_png(plt().gcf(), path)
     except OSError as e:
         raise IOErr(f"savefig(): cannot write '{path}': {e.strerror or e}") from None
+    except (ValueError, OverflowError, RuntimeError, MemoryError):     # the drawing itself failed
+        raise ValueErr("savefig(): the figure cannot be drawn: its values or sizes are out of the range "
+                       "a picture can show (near +-1e308, or too many points)") from None
 
 
 def _display_available() -> bool:

@@ -23,6 +23,7 @@ from tapeml.tape import Box, raw
 from tapeml.values import Function, Record, describe, format_value
 
 REQUIRED = object()
+INT_BOUND = 2 ** 53           # "int" parameters: whole numbers a float64 holds exactly
 # Keyword names other libraries use for a parameter tapeml names differently (NumPy's axis,
 # PyTorch's keepdim, Hugging Face's num_heads): the error suggests tapeml's name.
 SYNONYMS = {"axis": "dim", "keepdim": "keepdims", "num_heads": "n_heads", "nhead": "n_heads",
@@ -138,9 +139,18 @@ def convert(fname: str, p: P, v):
     if kind == "number":
         if type(r) is np.ndarray and r.ndim == 0:
             return float(r)
-        ok = _is_number(r)
+        if _is_number(r):
+            if type(v) is Box:  # a tracked number: its gradient would silently be 0
+                raise TypeErr(f"{fname}(): {p.name} is being differentiated (it depends on the input of "
+                              f"grad), but {fname}() takes it as a plain number; write "
+                              f"stop_gradient(...) around it to use its value with a gradient of 0")
+            return float(r)
+        ok = False
     elif kind == "int":
         if _is_number(r) and math.isfinite(r) and float(r).is_integer():
+            if abs(r) > INT_BOUND:      # no count, index or seed is larger; never a 300-digit int
+                raise ValueErr(f"{fname}(): {p.name} must be a whole number between -2^53 and 2^53, "
+                               f"got {format_value(r)}")
             return int(r)
         if _is_number(r):
             raise ValueErr(f"{fname}(): {p.name} must be a whole number, got {format_value(r)}")

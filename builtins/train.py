@@ -59,6 +59,8 @@ def embedding(table, ids):
     if len(s) != 2:
         raise ShapeError(f"embedding(): table must be a V x D matrix, got {describe(table)}")
     idx = _ids(ids, s[0], "embedding", "id", "the table")
+    from tapeml import limits
+    limits.check_elements(f"embedding() of {idx.size} ids into a {s[0]}x{s[1]} table", idx.shape + (s[1],))
     if idx.ndim == 0:
         return ops.index(table, idx=(int(idx),))
     return ops.index(table, idx=(idx,))
@@ -243,6 +245,19 @@ def resolve_path(interp, path: str) -> str:
     return os.path.join(base, path)
 
 
+def read_limited(f, fname: str, full: str) -> bytes:
+    """The bytes of an open file, refused before reading when it is past the string limit
+    (lang/limits.py), and never more than the limit read even if the file grows meanwhile."""
+    from tapeml import limits
+    size = os.fstat(f.fileno()).st_size
+    data = b""
+    if size <= limits.MAX_STRING_BYTES:
+        data = f.read(limits.MAX_STRING_BYTES + 1)
+        size = len(data)
+    limits.check_string_bytes(f"{fname}(): the text of {full}", size)
+    return data
+
+
 @builtin("read_text", "IO", "The contents of a UTF-8 text file as a string.",
          [P("path", "string", doc="a file path; relative paths start at the script's directory")],
          returns="string", interp=True,
@@ -250,19 +265,26 @@ def resolve_path(interp, path: str) -> str:
          how="Python's `open(path, encoding=\"utf-8\").read()`; line endings are kept as they are in the "
              "file. A relative path is resolved against the directory of the running script (as "
              "`import` does), or the current directory in the REPL and with -c.",
-         errors=["IOError when the file does not exist, is a directory, or is not valid UTF-8"],
+         errors=["IOError when the file does not exist, is a directory or not a regular file (a device such "
+                 "as /dev/zero, a pipe), or is not valid UTF-8 (the message names the line and column)",
+                 "ValueError when the file is larger than the string limit, 0.1 GB"],
          examples=["write_text(\"/tmp/tapeml_doc_text.txt\", \"to be, or not to be\\n\")\n"
                    "text = read_text(\"/tmp/tapeml_doc_text.txt\")\nlen(text)"])
 def read_text(interp, path):
     from tapeml.builtins.io import existing_file
     full = existing_file("read_text", resolve_path(interp, path), "a file")
     try:
-        with open(full, encoding="utf-8", newline="") as f:
-            return f.read()
-    except UnicodeDecodeError as e:
-        raise IOErr(f"read_text(): {full} is not UTF-8 text ({e.reason} at byte {e.start})") from None
+        with open(full, "rb") as f:
+            data = read_limited(f, "read_text", full)
     except OSError as e:
         raise IOErr(f"read_text(): cannot read {full}: {e.strerror}") from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        from tapeml.lexer import utf8_error_place
+        line, col = utf8_error_place(data, e.start)
+        raise IOErr(f"read_text(): {full} is not UTF-8 text: byte 0x{data[e.start]:02X} at line {line}, "
+                    f"column {col} cannot start or continue a character") from None
 
 
 @builtin("write_text", "IO", "Write a string to a UTF-8 text file (replacing it), atomically.",
@@ -300,7 +322,8 @@ def char_codes(s):
          what="The string spelled by a vector of Unicode code points (or one code point); "
               "from_char_codes(char_codes(s)) is s.",
          how="Python's `chr` of each element, joined; the inverse of char_codes.",
-         errors=["ValueError when a code is not a whole number in 0..1114111",
+         errors=["ValueError when a code is not a whole number in 0..1114111, or is a surrogate (55296..57343)",
+                 "ValueError when the string would pass the string limit, 0.1 GB",
                  "ShapeError when codes is a matrix rather than a vector",
                  "TypeError when codes is not a number or matrix"],
          examples=["from_char_codes([72, 105, 33])"])
@@ -310,7 +333,15 @@ def from_char_codes(codes):
         raise ShapeError(f"from_char_codes(): codes must be a vector, got {describe(codes)}")
     if a.size and (not np.all(np.isfinite(a)) or np.any(a != np.floor(a)) or a.min() < 0 or a.max() > 0x10FFFF):
         raise ValueErr("from_char_codes(): codes must be whole numbers in 0..1114111")
-    return "".join(chr(int(c)) for c in a)
+    surrogate = (a >= 0xD800) & (a <= 0xDFFF)
+    if surrogate.any():     # halves of UTF-16 pairs: no character, and no UTF-8 text can hold one
+        raise ValueErr(f"from_char_codes(): {format_value(a[surrogate][0])} is a surrogate code point "
+                       f"(55296..57343, U+D800..U+DFFF), which is not a character")
+    from tapeml import limits
+    if a.size > limits.MAX_STRING_BYTES // 4:      # its UTF-8 size: 1 to 4 bytes a code
+        limits.check_string_bytes("from_char_codes(): the string", a.size + int((a >= 0x80).sum())
+                                  + int((a >= 0x800).sum()) + int((a >= 0x10000).sum()))
+    return "".join(map(chr, a.astype(np.int64).tolist()))
 
 
 @builtin("unique", "Arrays", "The distinct elements of x, sorted ascending, as a vector.",
@@ -356,7 +387,7 @@ def num(s):
          examples=["fn safe_div(a, b)\n    if b == 0\n        error(\"safe_div: b must not be 0\")\n    end\n"
                    "    return a / b\nend\nsafe_div(1, 2)"])
 def error(message):
-    raise ValueErr(message)
+    raise ValueErr(message or "error() was called with an empty message")
 
 
 @builtin("append", "Core", "A new tuple: the items of t followed by item.",

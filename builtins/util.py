@@ -1,26 +1,15 @@
 """Helpers shared by builtin modules: axis arguments, size limits, tree walking."""
 from __future__ import annotations
 
-import os
-
 import numpy as np
 
+from tapeml import limits
 from tapeml.errors import TypeErr, ValueErr
 from tapeml.ops import shape_of
 from tapeml.tape import Box, raw
 from tapeml.values import Record, describe, format_gb, format_value, shape_text
 
-def _max_elements() -> int:
-    """Refuse (before allocating) a matrix larger than half the machine's memory, and never
-    more than 8 GB of float64."""
-    try:
-        ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (ValueError, OSError, AttributeError):
-        ram = 16 * 1024 ** 3
-    return int(min(1_000_000_000, ram // 2 // 8))
-
-
-MAX_ELEMENTS = _max_elements()
+MAX_ELEMENTS = limits.MAX_ELEMENTS     # the one size guard lives in lang/limits.py
 
 
 def axis(x, dim, name: str = "dim"):
@@ -48,12 +37,11 @@ def check_size(fname: str, dims) -> tuple:
             got = describe(d) if not isinstance(d, (float, int)) or isinstance(d, bool) else format_value(d)
             raise ValueErr(f"{fname}(): sizes must be whole numbers >= 0, got {got}")
         out.append(int(d))
-    n = 1
-    for d in out:
-        n *= d
-    if n > MAX_ELEMENTS:
-        raise ValueErr(f"{fname}({', '.join(map(str, out))}) would need {format_gb(n * 8)} of float64; "
-                       f"the limit is {format_gb(MAX_ELEMENTS * 8)} (half this machine's memory, at most 8 GB)")
+    shown = ", ".join(str(d) if d < 10 ** 16 else limits.g3(d) for d in out)   # never 300 digits
+    limits.check_elements(f"{fname}({shown})", out)
+    if out and max(out) > limits.MAX_ELEMENTS:     # zeros(0, 2^63): no elements, but no such axis either
+        raise ValueErr(f"{fname}({shown}): a size of {limits.g3(max(out))} is past the limit of "
+                       f"{limits.g3(limits.MAX_ELEMENTS)} elements")
     return tuple(out)
 
 

@@ -6,7 +6,8 @@
     tapeml                     the REPL (reads a script from stdin when it is not a terminal)
     tapeml docs build|check    build or check the generated docs
 
-Exit status: 0 success, 1 language error, 2 bad usage, 130 interrupted (Ctrl-C).
+Exit status: 0 success, 1 language error, 2 bad usage, 130 interrupted (Ctrl-C), 143 terminated
+(SIGTERM, handled as Ctrl-C is: a save in progress removes its temporary file).
 """
 from __future__ import annotations
 
@@ -75,6 +76,10 @@ def run_source(interp, source: str, filename: str, debug: bool = False) -> int:
         sys.stdout.flush()
         print("Interrupted (Ctrl-C)", file=sys.stderr)
         return 130
+    except Terminated:
+        sys.stdout.flush()
+        print("Terminated (SIGTERM)", file=sys.stderr)
+        return 143
     except BrokenPipeError:     # the reader went away (`tapeml x.ml | head`): stop quietly
         try:
             devnull = os.open(os.devnull, os.O_WRONLY)
@@ -168,7 +173,8 @@ def main(argv: list[str] | None = None) -> int:
         if code == 2:
             return code
         if not sys.stdin.isatty():     # piped input: run it after the script, with its names
-            return exit_code(run_source(interp, sys.stdin.read(), "<stdin>", debug) or code)
+            source = _stdin_source()
+            return exit_code(1 if source is None else run_source(interp, source, "<stdin>", debug) or code)
         from .repl import run_repl
         return run_repl(interp)
     if argv and argv[0].startswith("-"):
@@ -178,7 +184,8 @@ def main(argv: list[str] | None = None) -> int:
         return exit_code(run_file(interp, argv[0], argv[1:], debug))
     interp = Interpreter()
     if not sys.stdin.isatty():
-        return exit_code(run_source(interp, sys.stdin.read(), "<stdin>", debug))
+        source = _stdin_source()
+        return exit_code(1 if source is None else run_source(interp, source, "<stdin>", debug))
     from .repl import run_repl
     return run_repl(interp)
 
@@ -199,14 +206,32 @@ def run_file(interp, path: str, args: list[str], debug: bool) -> int:
         print(f"tapeml: cannot open '{path}': {why}", file=sys.stderr)
         return 2
     try:
-        with open(path, encoding="utf-8") as f:
-            source = f.read().removeprefix("\ufeff")      # a UTF-8 byte-order mark from some editors
-    except (OSError, UnicodeDecodeError) as e:
-        print(f"tapeml: cannot read '{path}': {e}", file=sys.stderr)
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError as e:
+        print(f"tapeml: cannot read '{path}': {e.strerror or e}", file=sys.stderr)
         return 2
+    source = _decode(data, path)
+    if source is None:
+        return 1
     _warn_late_options(args)
     interp.prelude.vars["ARGS"] = tuple(args)
     return run_source(interp, source, path, debug)
+
+
+def _decode(data: bytes, filename: str) -> str | None:
+    """A script's text; None after printing the error when it is not UTF-8 (line:col of the byte)."""
+    from .errors import LangError, render
+    from .lexer import decode_source
+    try:
+        return decode_source(data, filename)
+    except LangError as e:
+        print(render(e, getattr(e, "source", None)), file=sys.stderr)
+        return None
+
+
+def _stdin_source() -> str | None:
+    return _decode(sys.stdin.buffer.read(), "<stdin>")
 
 
 def exit_code(code: int) -> int:
@@ -214,8 +239,24 @@ def exit_code(code: int) -> int:
     return code
 
 
+class Terminated(BaseException):
+    """Raised by the SIGTERM handler: unwinds like KeyboardInterrupt (a save in progress removes
+    its temporary file), and generic handlers (`except Exception`) never swallow it."""
+
+
+def _on_sigterm(signum, frame):
+    raise Terminated()
+
+
 def entry() -> None:
-    sys.exit(main())
+    import signal
+    signal.signal(signal.SIGTERM, _on_sigterm)
+    try:
+        code = main()
+    except Terminated:          # outside a program run (the REPL, the docs builder)
+        print("Terminated (SIGTERM)", file=sys.stderr)
+        code = 143
+    sys.exit(code)
 
 
 if __name__ == "__main__":

@@ -14,10 +14,10 @@ import sys
 import numpy as np
 
 from . import ast as A
-from . import ops
+from . import limits, ops
 from .errors import (STDLIB_PREFIX, IOErr, IndexErr, InternalError, LangError, NameErr, RecursionErr,
                      ShapeError, TypeErr, ValueErr)
-from .lexer import FOREIGN_WORDS, KEYWORDS
+from .lexer import FOREIGN_WORDS, KEYWORDS, decode_source
 from .parser import parse
 from .progress import loop_bar
 from .tape import Box, raw
@@ -213,6 +213,19 @@ class Interpreter:
                 return
             if not isinstance(c, np.ndarray):
                 raise TypeErr(f"cannot assign into {describe(container)} by index", target.span)
+            if c.ndim == 0:        # zeros(): written as a 1-vector, then given back its shape ()
+                flat = ops.reshape(container, shape=(1,))
+                idx = self.index_tuple(raw(flat), target, env)
+                if not is_numeric(value):
+                    raise TypeErr(f"cannot store {describe(value)} in a matrix", target.span)
+                try:
+                    new = ops.setitem(flat, value, idx=idx)
+                except (ValueError, TypeError) as e:
+                    raise ShapeError(f"cannot assign {describe(value)} to a single element", target.span) from e
+                if np.shape(raw(new)) != (1,):
+                    raise ShapeError(f"cannot assign {describe(value)} to a single element", target.span)
+                self.assign(target.obj, ops.reshape(new, shape=()), env)
+                return
             idx = self.index_tuple(c, target, env)
             if not is_numeric(value):
                 raise TypeErr(f"cannot store {describe(value)} in a matrix", target.span)
@@ -331,7 +344,12 @@ class Interpreter:
             return parts[0]
         # a list, not a generator: a generator consumed by C code re-enters the evaluator on
         # the C stack, and deep recursion through it crashed the process (segfault)
-        return "".join([p if type(p) is str else format_value(self.eval(p, env)) for p in parts])
+        texts = [p if type(p) is str else format_value(self.eval(p, env)) for p in parts]
+        try:
+            limits.check_join("the interpolated string", texts)
+        except LangError as e:
+            raise e.with_span(node.span) from None
+        return "".join(texts)
 
     def eval_name(self, node, env):
         name = node.name
@@ -430,6 +448,8 @@ class Interpreter:
                 raise self.shape_error(op, a, b, span) from e
             except MemoryError:
                 raise self.memory_error(op, a, b, span) from None
+            except LangError as e:          # the size guard (lang/limits.py)
+                raise e.with_span(span)
         if is_numeric(a) and is_numeric(b):
             try:
                 return BINARY[op](a, b)
@@ -437,11 +457,17 @@ class Interpreter:
                 raise self.shape_error(op, a, b, span) from e
             except MemoryError:
                 raise self.memory_error(op, a, b, span) from None
+            except LangError as e:          # the size guard (lang/limits.py)
+                raise e.with_span(span)
         ra, rb = raw(a), raw(b)
         if op in ("==", "!="):
             same = values_equal(ra, rb)
             return same if op == "==" else not same
         if op == "+" and isinstance(ra, str) and isinstance(rb, str):
+            try:
+                limits.check_join("the joined string", (ra, rb))
+            except LangError as e:
+                raise e.with_span(span) from None
             return ra + rb
         if op == "*" and isinstance(ra, str) and isinstance(rb, float):
             return self.repeat_string(ra, rb, span)
@@ -466,11 +492,13 @@ class Interpreter:
                 pass
             raise ValueErr(f"a string can only be repeated a whole, non-negative number of times, got "
                            f"\"{shown}\" * {format_value(n)}{hint}", span)
-        size = len(s.encode("utf-8")) * n
+        size = limits.utf8_len(s) * n
         if size == 0:
             return ""          # "" * 1e300 is "" (and int(1e300) copies would not fit an index)
-        if size > 100_000_000:
-            raise ValueErr(f"the repeated string would take {format_gb(size)}; the limit is 0.1 GB", span)
+        try:
+            limits.check_string_bytes("the repeated string", size)
+        except LangError as e:
+            raise e.with_span(span) from None
         return s * int(n)
 
     def memory_error(self, op, a, b, span) -> LangError:
@@ -589,6 +617,8 @@ class Interpreter:
     def eval_index(self, node, env):
         obj = self.eval(node.obj, env)
         r = raw(obj)
+        if isinstance(r, np.ndarray) and r.ndim == 0:     # zeros(): indexed as the number it holds
+            obj, r = ops.reshape(obj, shape=(1,)), r.reshape(1)
         if isinstance(r, np.ndarray):
             idx = self.index_tuple(r, node, env)
             return ops.index(obj, idx=idx)
@@ -684,6 +714,12 @@ class Interpreter:
                 out.append(ints.astype(np.intp))
                 continue
             raise IndexErr(f"an index must be a number, a vector or a bool mask, got {describe(v)}", item.span)
+        if any(type(o) is np.ndarray for o in out):   # index vectors can pick more elements than arr has
+            n = math.prod(shape[len(out):])
+            for i, o in enumerate(out):
+                n *= len(range(*o.indices(shape[i]))) if isinstance(o, slice) else getattr(o, "size", 1)
+            if n > limits.MAX_ELEMENTS:
+                raise limits.elements_error(f"indexing {describe(arr)}", n).with_span(node.span)
         return ops.orthogonal(out, shape)
 
     def axis_text(self, arr, axis):
@@ -714,7 +750,7 @@ class Interpreter:
             return slice(0, 0)
         for v in (start, stop):
             if v < 0 or v > n - 1:
-                raise IndexErr(f"index {v} is out of range for {describe(arr)}"
+                raise IndexErr(f"index {format_value(float(v))} is out of range for {describe(arr)}"
                                + (" (indices start at 0; the last is 'end')" if v == n else ""), item.span)
         end = stop + 1 if step > 0 else (stop - 1 if stop > 0 else None)
         return slice(start, end, step)
@@ -758,7 +794,9 @@ class Interpreter:
             except MemoryError:
                 raise ValueErr(f"{fn.name}(): not enough memory for this computation", span) from None
             except (ValueError, TypeError, IndexError, ZeroDivisionError, OverflowError) as e:
-                raise ValueErr(f"{fn.name}(): {e}", span) from e
+                err = ValueErr(f"{fn.name}(): {e}", span)
+                err.python_text = True      # a Python exception's words: the fuzz suite counts these
+                raise err from e
         hint = "; to index a matrix write x[i]" if isinstance(raw(fn), (np.ndarray, float)) else ""
         raise TypeErr(f"cannot call {describe(fn)}; only functions can be called{hint}", span)
 
@@ -824,13 +862,16 @@ class Interpreter:
             return self.modules[full]
         if full in self.importing:
             raise ValueErr(f"circular import of {full}", node.span)
+        if os.path.isdir(full):
+            raise IOErr(f"import: {full} is a directory, not a file (from \"{path}\")", node.span)
         if not os.path.isfile(full):
-            raise IOErr(f"import: no file at {full} (from \"{path}\")", node.span)
+            why = "no file" if not os.path.exists(full) else "not a regular file"
+            raise IOErr(f"import: {why} at {full} (from \"{path}\")", node.span)
         try:
-            with open(full, encoding="utf-8") as f:
-                text = f.read().removeprefix("\ufeff")      # a UTF-8 byte-order mark from some editors
-        except (OSError, UnicodeDecodeError) as e:
-            raise IOErr(f"import: cannot read {full}: {e}", node.span) from None
+            with open(full, "rb") as f:
+                data = f.read()
+        except OSError as e:
+            raise IOErr(f"import: cannot read {full}: {e.strerror or e}", node.span) from None
         module_env = Env(self.prelude)
         self.importing.append(full)
         # errors name the file as the main script is named: relative to the current directory
@@ -838,6 +879,11 @@ class Interpreter:
         cwd = os.getcwd()
         shown = os.path.relpath(full, cwd) if cwd != os.sep and full.startswith(os.path.join(cwd, "")) else full
         try:
+            try:
+                text = decode_source(data, shown)
+            except LangError as e:
+                self.sources[shown] = e.source
+                raise
             self.run(text, shown, env=module_env)
         except LangError as e:
             if len(e.trace) < 1000:
@@ -850,18 +896,36 @@ class Interpreter:
         return record
 
 
+RANGE_MAX = 100_000_000    # elements of one range
+
+
 def make_range(start: float, step: float, stop: float, span=None) -> np.ndarray:
-    """The inclusive range start:step:stop as a float vector (`1:0` is empty)."""
+    """The inclusive range start:step:stop as a float vector (`1:0` is empty).
+
+    Elements are start + k*step; the last is stop exactly when start + k*step lands on stop
+    within rounding (RANGE_ULPS ulps of the largest of |start|, |stop|, |step|), so
+    `(0:0.1:0.3)[end] == 0.3` (docs/language.md, "Ranges")."""
     if step == 0:
         raise ValueErr("a range step cannot be 0", span)
     if not (math.isfinite(start) and math.isfinite(stop) and math.isfinite(step)):
         raise ValueErr("a range needs finite start, step and end", span)
-    n = math.floor((stop - start) / step + 1e-10) + 1
-    if n <= 0:
+    q = (stop - start) / step          # inf when the step is tiny (0:1e-320:1)
+    if not math.isfinite(q) or q >= RANGE_MAX:
+        shown = format_number(float(f"{math.floor(q) + 1:.3g}")) if math.isfinite(q) else "more than 1e308"
+        raise ValueErr(f"the range would have {shown} elements; the limit is 1e8", span)
+    tol = RANGE_ULPS * 2.0 ** -52 * max(abs(start), abs(stop), abs(step))
+    k = math.floor(q) if q > -1 else -1          # the last whole step at or before stop
+    if abs(start + (k + 1) * step - stop) <= tol:
+        k += 1                                   # rounding left the last step just short of stop
+    if k < 0:
         return np.zeros(0, dtype=ops.FLOAT["dtype"])
-    if n > 100_000_000:
-        raise ValueErr(f"the range would have {format_number(n)} elements; the limit is {format_number(1e8)}", span)
-    return ops.as_float(start + step * np.arange(n, dtype=np.float64))
+    out = start + step * np.arange(k + 1, dtype=np.float64)
+    if abs(out[-1] - stop) <= tol:
+        out[-1] = stop
+    return ops.as_float(out)
+
+
+RANGE_ULPS = 4
 
 
 def values_equal(a, b) -> bool:

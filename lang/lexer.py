@@ -61,6 +61,45 @@ FOREIGN_WORDS = {"True": "'true'", "False": "'false'", "None": "'none'", "null":
                    "self": "no methods: pass the record as an argument", "np": "builtins directly (zeros, sum, ...)"}
 
 
+def char_text(ch: str) -> str:
+    """A character as a message names it: 'x' when it prints, its code point and name when it
+    does not or is not ASCII ('é' (U+00E9 LATIN SMALL LETTER E WITH ACUTE), U+0000 (NULL))."""
+    name = unicodedata.name(ch, "")
+    if not name and unicodedata.category(ch) == "Cc":
+        name = CONTROL_NAMES.get(ord(ch), "a control character")
+    if ch.isascii() and ch.isprintable():
+        return f"'{ch}'"
+    if ch.isprintable():
+        return f"'{ch}' (U+{ord(ch):04X} {name or 'unnamed'})"
+    return f"U+{ord(ch):04X} ({name or 'unnamed'})"
+
+
+CONTROL_NAMES = {0: "NULL", 7: "BELL", 8: "BACKSPACE", 11: "LINE TABULATION", 12: "FORM FEED",
+                 27: "ESCAPE", 127: "DELETE"}
+
+
+def utf8_error_place(data: bytes, start: int) -> tuple[int, int]:
+    """The 1-based line and column (in characters) of byte `start` of UTF-8 `data`."""
+    before = data[:start].decode("utf-8", errors="replace")
+    line = before.count("\n") + 1
+    return line, len(before) - (before.rfind("\n") + 1) + 1
+
+
+def decode_source(data: bytes, filename: str) -> str:
+    """The text of a script from its bytes: UTF-8, a leading byte-order mark dropped. A byte that
+    is not UTF-8 (a Latin-1 file) is a SyntaxError at its line and column."""
+    data = data.removeprefix(b"\xef\xbb\xbf")      # a UTF-8 byte-order mark from some editors
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line, col = utf8_error_place(data, e.start)
+        err = LangSyntaxError(f"the file is not UTF-8 text: byte 0x{data[e.start]:02X} cannot start or continue a "
+                              f"character here (a Latin-1 or other legacy encoding?); save the file as UTF-8",
+                              Span(filename, line, col, line, col + 1))
+        err.source = data.decode("utf-8", errors="replace")   # for the caret line
+        raise err from None
+
+
 @dataclass(frozen=True)
 class Token:
     kind: str
@@ -188,7 +227,23 @@ class Lexer:
     def prev_ends_value(self) -> bool:
         return bool(self.tokens) and self.tokens[-1].kind in ENDS_VALUE
 
+    def exponent_at(self, k: int) -> int:
+        """The length of an exponent (e3, E-07) starting k characters ahead, or 0."""
+        if self.peek(k) not in ("e", "E"):
+            return 0
+        j = k + 1
+        if self.peek(j) in ("+", "-"):
+            j += 1
+        if not _digit(self.peek(j)):
+            return 0
+        while _digit(self.peek(j)):
+            j += 1
+        return j - k
+
     def scan_number(self, line: int, col: int, space: bool) -> None:
+        """number := digits ["." [digits]] [exponent] | "." digits [exponent];
+        exponent := ("e" | "E") ["+" | "-"] digits. A "." followed by a name (other than an
+        exponent) is not part of the number: `1.e3` is 1000, `x.e3` and `1.5.e3` read a field."""
         start = self.pos
         while _digit(self.peek()):
             self.advance()
@@ -196,19 +251,19 @@ class Lexer:
             self.advance()
             while _digit(self.peek()):
                 self.advance()
-        elif self.peek() == "." and not (self.peek(1).isalpha() or self.peek(1) == "_"):
-            self.advance()   # `3.` is 3.0
-        if self.peek() in ("e", "E"):
-            k = 1
-            if self.peek(1) in "+-" and self.peek(1):
-                k = 2
-            if _digit(self.peek(k)):
-                for _ in range(k):
-                    self.advance()
-                while _digit(self.peek()):
-                    self.advance()
+        elif self.peek() == "." and (self.exponent_at(1) or not (self.peek(1).isalpha() or self.peek(1) == "_")):
+            self.advance()   # `3.` is 3.0 and `1.e3` is 1000
+        for _ in range(self.exponent_at(0)):
+            self.advance()
         text = self.src[start:self.pos]
         nxt = self.peek()
+        if nxt == "_" and (_digit(self.peek(1)) or self.peek(1) == "_"):
+            j = self.pos
+            while j < len(self.src) and (_digit(self.src[j]) or self.src[j] == "_"):
+                j += 1
+            whole = self.src[start:j]
+            raise self.error(f"numbers are written without '_' separators: write {whole.replace('_', '')} "
+                             f"for {whole}", self.here())
         if nxt and nxt.isascii() and (nxt.isalpha() or nxt == "_"):
             raise self.error(f"a name cannot follow the number {text} directly; "
                              f"did you mean {text} * {nxt}...?", self.here())
@@ -232,7 +287,8 @@ class Lexer:
                 e = self.peek()
                 table = {"n": "\n", "t": "\t", '"': '"', "\\": "\\", "{": "{", "}": "}"}
                 if e not in table or not e:
-                    raise self.error(f"unknown escape '\\{e}' in string; the escapes are \\n \\t \\\" \\\\",
+                    shown = f"'\\{e}'" if e.isprintable() else f"'\\' followed by {char_text(e)}"
+                    raise self.error(f"unknown escape {shown} in string; the escapes are \\n \\t \\\" \\\\",
                                      Span(self.file, esc_line, esc_col, esc_line, esc_col + 2))
                 self.advance()
                 buf.append(table[e])
@@ -305,10 +361,8 @@ class Lexer:
         else:
             if ch in FOREIGN and FOREIGN[ch]:
                 raise self.error(f"'{ch}' is not a tapeml operator; write '{FOREIGN[ch]}'")
-            if not ch.isascii():
-                name = unicodedata.name(ch, "unknown")
-                raise self.error(f"unexpected character '{ch}' (U+{ord(ch):04X} {name}) outside a string")
-            raise self.error(f"unexpected character '{ch}'")
+            raise self.error(f"unexpected character {char_text(ch)}"
+                             + ("" if ch.isascii() and ch.isprintable() else " outside a string"))
         if op in ("+", "-") and self.brackets and self.brackets[-1].text == "[" and space \
                 and self.peek(1) not in (" ", "\t", "\n", "") and self.prev_ends_value():
             prev = self.tokens[-1].text

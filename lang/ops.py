@@ -53,10 +53,70 @@ def as_float(a):
 def primitive(name, impl, vjp=None, fwd=None, nondiff=False, arity=None, scalar=None):
     """Declare a primitive in the table; returns the plain function that calls it.
     `scalar` is the same operation on two Python floats, which the interpreter calls directly
-    for plain numbers (they are never tracked, so nothing is lost for the tape)."""
+    for plain numbers (they are never tracked, so nothing is lost for the tape).
+    A primitive named in GROWS runs behind the size guard (lang/limits.py)."""
+    if name in GROWS:
+        impl = _size_guarded(name, impl, GROWS[name], arity)
+        if fwd is not None:
+            fwd = _size_guarded(name, fwd, GROWS[name], None)
     prim = Primitive(name, impl, vjp, fwd, nondiff, arity, scalar)
     TABLE[name] = prim
     return prim.call
+
+
+# ---- the size guard: primitives whose result can be larger than each of their operands -------
+def _broadcast_shape(*shapes):
+    return np.broadcast_shapes(*shapes)
+
+
+def _matmul_shape(sa, sb, *rest):
+    if len(sa) >= 2 and len(sb) >= 2:
+        return np.broadcast_shapes(sa[:-2], sb[:-2]) + (sa[-2], sb[-1])
+    return sa[:-1] + sb[:-2] + sb[-1:] if len(sa) >= 1 and len(sb) >= 1 else sa + sb
+
+
+def _scores_shape(sq, sk, *rest):       # attention: the [.., Tq, Tk] weights come first
+    return sq[:-1] + sk[-2:-1]
+
+
+GROWS = {name: _broadcast_shape for name in
+         ("add", "sub", "mul", "div", "mod", "pow", "zmul", "eq", "ne", "lt", "le", "gt", "ge",
+          "logical", "maximum", "minimum", "where", "clip", "layer_norm", "rms_norm", "masked_softmax")}
+GROWS.update({"matmul": _matmul_shape, "dense": _matmul_shape, "scaled_dot_product_attention": _scores_shape})
+
+
+def _size_guarded(name, impl, out_shape, arity):
+    """`impl` behind the size guard: when the operands' sizes multiply past the element limit
+    (a bound on any broadcast or product result), the result's shape is worked out and refused
+    before anything is allocated."""
+    from . import limits
+    big = limits.MAX_ELEMENTS
+    nd = np.ndarray
+
+    def refuse(args):
+        shapes = [a.shape for a in args if type(a) is nd]
+        try:
+            out = out_shape(*shapes)
+        except (ValueError, TypeError, IndexError):
+            return                      # operands that do not fit: impl says so
+        limits.check_operands(name, out, *shapes)
+
+    if arity == 2:
+        def guarded2(a, b):
+            if type(a) is nd and type(b) is nd and a.size * b.size > big:
+                refuse((a, b))
+            return impl(a, b)
+        return guarded2
+
+    def guarded(*args, **kw):
+        n = 1
+        for a in args:
+            if type(a) is nd:
+                n *= a.size
+        if n > big:
+            refuse(args)
+        return impl(*args, **kw)
+    return guarded
 
 
 def shape_of(v) -> tuple:
@@ -312,8 +372,17 @@ logical_not = primitive("not", lambda x: _num(np.logical_not(x)) if type(x) is n
 
 # ---- elementwise functions ----------------------------------------------------------------
 def _unary(name, impl, deriv):
-    """An elementwise primitive whose VJP is g * deriv(x, ans)."""
-    return primitive(name, impl, lambda g, ans, res, needs, x: (deriv(g, x, ans),), arity=1)
+    """An elementwise primitive whose VJP is g * deriv(x, ans). Booleans take part as 0 and 1
+    in the session's float type (NumPy would compute tanh of a bool matrix in float16)."""
+    def on_floats(x):
+        t = type(x)
+        if t is _NDARRAY:
+            if x.dtype is _BOOL:
+                x = x.astype(FLOAT["dtype"])
+        elif t is bool or t is np.bool_:
+            x = float(x)
+        return impl(x)
+    return primitive(name, on_floats, lambda g, ans, res, needs, x: (deriv(g, x, ans),), arity=1)
 
 
 exp = _unary("exp", lambda x: _num(np.exp(x)), lambda g, x, ans: zmul(g, ans))
@@ -437,7 +506,18 @@ broadcast_to = primitive("broadcast_to", _broadcast_to,
 
 
 def _concat(*xs, dim=0):
+    _check_total("concat", xs)
     return np.concatenate(xs, axis=dim)
+
+
+def _check_total(name, xs):
+    """The size guard for concat and stack: the result holds all the parts."""
+    n = 0
+    for x in xs:
+        n += np.size(x)
+    from . import limits
+    if n > limits.MAX_ELEMENTS:
+        raise limits.elements_error(f"{name}() of {len(xs)} parts", n)
 
 
 def _vjp_concat(g, ans, res, needs, *xs, dim=0):
@@ -463,6 +543,7 @@ concat = primitive("concat", _concat, _vjp_concat)
 
 
 def _stack(*xs, dim=0):
+    _check_total("stack", xs)
     return np.stack(xs, axis=dim)
 
 

@@ -1,7 +1,10 @@
 """Fuzzing the lexer, parser and interpreter with hypothesis (issue 9).
 
 Every input ends in a value or a LangError whose span lies inside the input (a line that
-exists, a column within that line or just past its end). Any other exception fails.
+exists, a column within that line or just past its end), whose message has no Python or NumPy
+wording (PYTHON_WORDING; issue 15) and did not come from a Python exception's text, and no
+Python warning is shown. Any other exception fails. tests/fuzz_long.py runs the same checks
+over 50,000 programs or more, outside CI.
 Bounded: each test runs a fixed number of examples with no per-example deadline; the
 counts are printed in the summary by `pytest -s` through `EXAMPLES` below.
 """
@@ -10,7 +13,9 @@ from __future__ import annotations
 import io
 import os
 import random
+import re
 import signal
+import warnings
 
 import numpy as np
 import pytest
@@ -27,6 +32,10 @@ from tapeml.unparse import unparse
 EXAMPLES = int(os.environ.get("TAPEML_FUZZ_EXAMPLES", "2000"))
 FUZZ = settings(max_examples=EXAMPLES, deadline=None, derandomize=False, database=None,
                 suppress_health_check=list(HealthCheck))
+FUZZ_BUILTINS = settings(max_examples=int(os.environ.get("TAPEML_FUZZ_BUILTIN_EXAMPLES", "2000")), deadline=None,
+                         derandomize=False, database=None, suppress_health_check=list(HealthCheck))
+FUZZ_DIR = os.path.join(__import__("tempfile").gettempdir(), f"tapeml_fuzz_{os.getpid()}")
+os.makedirs(FUZZ_DIR, exist_ok=True)
 
 
 # ---- the property every run must satisfy --------------------------------------------------
@@ -44,6 +53,36 @@ def check_span(err: LangError, source: str, filename: str = "<fuzz>") -> None:
     assert isinstance(err.message, str) and err.message
     text = render(err, {filename: source})      # rendering never fails either
     assert err.kind in text
+
+
+# Python's and NumPy's own words, which must never reach a user (issue 15, item 12): type and
+# module names, C types, exception names, file paths, bytes reprs, 20-digit numbers.
+PYTHON_WORDING = re.compile("|".join([
+    r"\bnumpy\b", r"\bnp\.", r"ndarray", r"\bdtype\('", r"\b[u]?int(8|16|32|64)\b", r"\bC (long|int|double)\b",
+    r"Python (int|float|object)", r"NoneType", r"object of type", r"'(int|float|str|list|tuple|dict|bool|bytes)' object",
+    r"unsupported operand", r"not subscriptable", r"positional argument", r"invalid literal", r"could not convert",
+    r"Traceback", r"File \"", r"\.py\b", r"line \d+, in", r"0-dimensional", r"too many indices", r"out of bounds",
+    r"Maximum allowed", r"cannot convert float", r"\b[A-Z][a-z]+(Error|Warning|Exception)\b(?<!ShapeError)",
+    r"math domain", r"operands could not", r"\baxis \d+ is out", r"codec can't", r"surrogates not allowed",
+    r"\\x[0-9a-f]{2}", r"(?<!')\bb'", r"__\w+__", r"Errno", r"autodetected", r"\d{20,}", r"\bmatplotlib\b",
+    r"\bscipy\b", r"\bkwargs?\b", r"\bbuiltins?\.", r"<class ", r"<function ",
+]))
+# our own kinds and the words tapeml uses on purpose
+_OURS = re.compile(r"\b(SyntaxError|NameError|TypeError|ShapeError|IndexError|ValueError|RecursionError|IOError|"
+                   r"InternalError)\b")
+
+
+def python_wording(message: str) -> str | None:
+    """The first Python/NumPy phrase in a message (None when there is none)."""
+    m = PYTHON_WORDING.search(_OURS.sub("", message))
+    return m.group(0) if m else None
+
+
+def check_wording(err: LangError, source: str) -> None:
+    assert not getattr(err, "python_text", False), \
+        f"a Python exception's text reached the user: {err.kind}: {err.message}\nin the program:\n{source}"
+    word = python_wording(err.message)
+    assert word is None, f"Python/NumPy wording {word!r} in {err.kind}: {err.message}\nin the program:\n{source}"
 
 
 def lex_and_parse(source: str, lex_first: bool = True):
@@ -68,22 +107,43 @@ def _alarm(signum, frame):
     raise Hang("the program ran for more than 5 s")
 
 
-def run_program(source: str):
+def run_program(source: str, seconds: float = 5.0):
+    """Run one program: a value or a LangError with a span inside it and no Python wording;
+    no Python warning either (what the user would see on stderr). The session's global state
+    (dtype, figures) is reset after it."""
     out = io.StringIO()
     interp = Interpreter(out=out)
     old = signal.signal(signal.SIGALRM, _alarm)
-    signal.setitimer(signal.ITIMER_REAL, 5.0)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
     try:
-        interp.run(source, "<fuzz>", echo=lambda v: None)
-    except LangError as e:
-        check_span(e, source)
-        return e
+        with warnings.catch_warnings(record=True) as seen:     # the filters in force stay in force
+            try:
+                interp.run(source, "<fuzz>", echo=lambda v: None)
+            except LangError as e:
+                check_span(e, source)
+                check_wording(e, source)
+                return e
+            finally:
+                shown = [f"{w.category.__name__}: {w.message}" for w in seen]
+                assert not shown, f"Python warnings reached stderr: {shown}\nin the program:\n{source}"
+    except AssertionError:
+        raise
     except Exception as e:
         raise AssertionError(f"{type(e).__name__}: {e}\nin the program:\n{source}") from e
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, old)
+        _reset_session()
     return None
+
+
+def _reset_session() -> None:
+    from tapeml import ops
+    ops.set_dtype("float64")
+    import sys
+    plot = sys.modules.get("tapeml.builtins.plot")
+    if plot is not None:
+        plot.close_all()
 
 
 def check_round_trip(tree) -> None:
@@ -140,8 +200,8 @@ def test_random_token_sequences_parse(tokens, spaces):
 # per example instead of hundreds), and a failure message always shows the whole program.
 NAMES = ["a", "b", "c", "x", "y"]
 NUMBERS = ["0", "1", "2", "3", "-1", "-3", "5", "0.5", "2.5", "1e-9", "1e300", "1e999", "1e308",
-           "3.0", "1e-320"]
-LEAVES = ["true", "false", "none", '"s"', "[1, 2, 3]", "[1, 2; 3, 4]", "()", "{w = 1}", "[]"]
+           "3.0", "1e-320", "1.e3", ".5", "1.", "0.1", "2^53"]
+LEAVES = ["true", "false", "none", '"s"', "[1, 2, 3]", "[1, 2; 3, 4]", "()", "{w = 1}", "[]", "zeros()"]
 BUILTINS_1 = ["sum", "mean", "max", "min", "exp", "log", "sqrt", "abs", "tanh", "sin", "relu",
               "sigmoid", "softmax", "log_softmax", "len", "size", "type", "str", "transpose",
               "round", "argmax", "argmin", "stop_gradient", "print", "gelu", "cos", "range", "zeros",
@@ -179,7 +239,7 @@ def gen_expr(rng, depth: int) -> str:
     if choice == 5:     # range
         lo, hi = rng.randint(-2, 3), rng.randint(-2, 6)
         if rng.random() < 0.5:
-            return f"({lo}:{rng.choice(['1', '2', '-1', '0.5', '0', '1e-300'])}:{hi})"
+            return f"({lo}:{rng.choice(['1', '2', '-1', '0.5', '0', '1e-300', '0.1', '-0.1', '1e-320'])}:{hi})"
         return f"({lo}:{hi})"
     if choice == 6:     # indexing
         items = [rng.choice(INDEX_ITEMS) if rng.random() < 0.7 else sub() for _ in range(rng.randint(1, 3))]
@@ -279,6 +339,73 @@ def gen_program(seed: int) -> str:
 
 SEEDS = st.integers(0, 2 ** 64 - 1)
 
+# ---- calls of every builtin with odd arguments (issue 15, item 12) -------------------------------
+# Each builtin of the registry, called with values at the edges: huge, tiny, NaN, empty, 0-d,
+# surrogate code points, wrong kinds, files that are devices or directories.
+ODD = ["0", "1", "-1", "2", "3", "0.5", "1e300", "-1e300", "1e-320", "1e999", "-1e999", "(0 / 0)", "2^63",
+       "[]", "zeros(0, 0)", "zeros(0, 3)", "zeros()", "[1, 2, 3]", "[1, 2; 3, 4]", "[0 / 0, 1]", "[1e308, -1e308]",
+       "ones(2, 2, 2)", "[true, false]", "true", "none", '""', '"x"', '"é😀"', "(1,)", "()", "(1, [2, 3])",
+       "{w = 1}", "{w = [1, 2], b = 0.5}", "fn(x) -> x", "fn(x) -> sum(x)", "55296", "[55296]", "1114112",
+       "[65, 66]", "ones(3, 4)", "randn(2, 3)", "[0, 1]", "[1, 0; 0, 1]", "1e6", "-1e-300", "[1e300, 1]"]
+# Paths only inside FUZZ_DIR, for every builtin: a writer given /dev/null would, run as root
+# before the fix in atomic_write, have put a regular file in place of the device.
+if not os.path.exists(os.path.join(FUZZ_DIR, "fifo")):
+    os.mkfifo(os.path.join(FUZZ_DIR, "fifo"))
+os.makedirs(os.path.join(FUZZ_DIR, "dir"), exist_ok=True)
+PATHS = [f'"{FUZZ_DIR}/{name}"' for name in ("f.npz", "t.txt", "p.png", "p.pdf", "dir", "fifo", "missing/x.npz", "")]
+NOT_CALLED = {"show"}          # opens a window or writes a PNG into the current directory
+
+
+def _registry():
+    from tapeml.builtins.registry import REGISTRY, REQUIRED
+    Interpreter(out=io.StringIO())            # registers the builtins
+    return sorted((name, b, REQUIRED) for name, b in REGISTRY.items() if name not in NOT_CALLED)
+
+
+_BUILTINS: list = []
+
+
+def gen_builtin_call(rng, depth: int = 2) -> str:
+    """name(args) for a random builtin: its required arguments (variadic ones 0 to 3 times),
+    sometimes its optional ones by position or keyword, from ODD, PATHS or a generated expression."""
+    if not _BUILTINS:
+        _BUILTINS.extend(_registry())
+    name, b, required = rng.choice(_BUILTINS)
+
+    def arg(p):
+        if "path" in p.name:
+            return rng.choice(PATHS)
+        if rng.random() < 0.15:
+            return gen_expr(rng, depth)
+        return rng.choice(ODD)
+    args, kwargs = [], []
+    for p in b.params:
+        if p.variadic:
+            args += [arg(p) for _ in range(rng.randint(0, 3))]
+        elif p.default is required or rng.random() < 0.3:
+            if p.default is not required and rng.random() < 0.5:
+                kwargs.append(f"{p.name}={arg(p)}")
+            elif not kwargs:
+                args.append(arg(p))
+    if rng.random() < 0.05:
+        args.append(rng.choice(ODD))            # one too many
+    return f"{name}({', '.join(args + kwargs)})"
+
+
+def gen_builtin_program(seed: int) -> str:
+    rng = random.Random(seed)
+    lines = []
+    for _ in range(rng.randint(1, 3)):
+        call = gen_builtin_call(rng)
+        lines.append(rng.choice([f"r = {call}", f"print({call})", f'print("{{ {call} }}")', call + ";"]))
+    return PRELUDE + "\n".join(lines) + "\n"
+
+
+@FUZZ_BUILTINS
+@given(SEEDS)
+def test_every_builtin_with_odd_arguments(seed):
+    run_program(gen_builtin_program(seed))
+
 
 @FUZZ
 @given(SEEDS)
@@ -368,5 +495,6 @@ def run_program_in(folder: str, source: str):
         interp.run(source, os.path.join(folder, "main.ml"))
     except LangError as e:
         check_span(e, source, os.path.join(folder, "main.ml"))
+        check_wording(e, source)
     except Exception as e:
         raise AssertionError(f"{type(e).__name__}: {e}") from e

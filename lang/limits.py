@@ -1,0 +1,100 @@
+"""The one size guard. Every producer of a new value checks the size of its result here,
+before allocating: constructors and ranges (element counts), the binary operators and
+products (the broadcast or product shape), indexing with index vectors, concat and stack,
+string concatenation, interpolation, repetition, code points, file reads.
+
+The limits (docs/language.md, "Limits"):
+- a matrix holds at most MAX_ELEMENTS elements: half this machine's memory in float64,
+  and never more than 8 GB;
+- a range at most MAX_RANGE elements;
+- a string at most MAX_STRING_BYTES bytes of UTF-8 (0.1 GB).
+"""
+from __future__ import annotations
+
+import math
+import os
+
+from .errors import ValueErr
+
+
+def _max_elements() -> int:
+    """Half the machine's memory in float64 elements, and never more than 8 GB of them."""
+    try:
+        ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        ram = 16 * 1024 ** 3
+    return int(min(1_000_000_000, ram // 2 // 8))
+
+
+MAX_ELEMENTS = _max_elements()
+MAX_RANGE = 100_000_000
+MAX_STRING_BYTES = 100_000_000
+
+
+def g3(x: float) -> str:
+    """Three significant digits, written as the printer writes numbers (8e12, 0.4, 1e8)."""
+    from .values import format_number
+    try:
+        x = float(x)
+    except OverflowError:            # a Python int past the float range
+        return "more than 1e308"
+    if not math.isfinite(x):
+        return "more than 1e308"
+    return format_number(float(f"{x:.3g}"))
+
+
+def elements_error(what: str, n: int) -> ValueErr:
+    """'{what} would need 8e12 bytes (8000 GB of float64); the limit is 8 GB (...)'."""
+    try:
+        gb = n * 8 / 1e9
+    except OverflowError:            # a Python int past the float range
+        gb = math.inf
+    return ValueErr(f"{what} would need {g3(n * 8)} bytes ({g3(gb)} GB of float64); the limit is "
+                    f"{g3(MAX_ELEMENTS * 8 / 1e9)} GB (half this machine's memory, at most 8 GB)")
+
+
+def check_elements(what: str, shape) -> None:
+    """Refuse a matrix of `shape` past MAX_ELEMENTS; `what` names the producer."""
+    n = math.prod(shape)
+    if n > MAX_ELEMENTS:
+        raise elements_error(what, n)
+
+
+OP_SYMBOLS = {"add": "'+'", "sub": "'-'", "mul": "'*'", "div": "'/'", "mod": "'%'", "pow": "'^'",
+              "matmul": "'@'", "eq": "'=='", "ne": "'!='", "lt": "'<'", "le": "'<='", "gt": "'>'",
+              "ge": "'>='", "logical": "'and'/'or'"}
+
+
+def check_operands(name: str, out_shape, *shapes) -> None:
+    """Refuse the result of an operator or primitive on operands of `shapes` whose result shape
+    `out_shape` would pass the limit (called only when the operands' sizes multiply past it)."""
+    n = math.prod(out_shape)
+    if n > MAX_ELEMENTS:
+        from .values import shape_text
+        op = OP_SYMBOLS.get(name, f"{name}()")
+        names = [shape_text(s) for s in shapes]
+        listed = names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+        raise elements_error(f"{op} of {listed} (a result of "
+                             f"{shape_text(tuple(out_shape))})", n)
+
+
+def utf8_len(s: str) -> int:
+    """The UTF-8 size of a string (O(1) for ASCII text)."""
+    return len(s) if s.isascii() else len(s.encode("utf-8", "surrogatepass"))
+
+
+def check_string_bytes(what: str, nbytes: float) -> None:
+    """Refuse a string of `nbytes` UTF-8 bytes past MAX_STRING_BYTES."""
+    if nbytes > MAX_STRING_BYTES:
+        raise ValueErr(f"{what} would take {g3(nbytes / 1e9)} GB; the limit is "
+                       f"{g3(MAX_STRING_BYTES / 1e9)} GB")
+
+
+def check_join(what: str, parts) -> None:
+    """Refuse the concatenation of the strings `parts` past the limit (cheap for short strings)."""
+    total = 0
+    for p in parts:
+        total += len(p)
+    if total * 4 <= MAX_STRING_BYTES:        # at most 4 bytes a character: surely fine
+        return
+    check_string_bytes(what, sum(utf8_len(p) for p in parts))
