@@ -5,7 +5,7 @@ import math
 
 import numpy as np
 
-from tapeml import ops
+from tapeml import limits, ops
 from tapeml.builtins.registry import P, builtin
 from tapeml.builtins.util import axis, check_size
 from tapeml.errors import ShapeError, TypeErr, ValueErr
@@ -167,8 +167,7 @@ def range_(a, b, step):
         raise ValueErr("range(): a, b and step must be finite")
     q = (stop - start) / step
     if not np.isfinite(q) or q > RANGE_MAX:
-        shown = format_number(float(f"{math.ceil(q):.3g}")) if np.isfinite(q) else "more than 1e308"
-        raise ValueErr(f"range(): the range would have {shown} elements; the limit is 1e8")
+        raise limits.range_error(math.ceil(q) if np.isfinite(q) else q, "range(): ")
     n = math.ceil(q)
     # b is excluded, also when the last step lands on b within rounding (the rule of a:b's end)
     if n >= 1 and abs(start + (n - 1) * step - stop) <= RANGE_ULPS * 2.0 ** -52 * max(abs(start), abs(stop), abs(step)):

@@ -896,7 +896,7 @@ class Interpreter:
         return record
 
 
-RANGE_MAX = 100_000_000    # elements of one range
+RANGE_MAX = limits.RANGE_MAX
 
 
 def make_range(start: float, step: float, stop: float, span=None) -> np.ndarray:
@@ -911,8 +911,7 @@ def make_range(start: float, step: float, stop: float, span=None) -> np.ndarray:
         raise ValueErr("a range needs finite start, step and end", span)
     q = (stop - start) / step          # inf when the step is tiny (0:1e-320:1)
     if not math.isfinite(q) or q >= RANGE_MAX:
-        shown = format_number(float(f"{math.floor(q) + 1:.3g}")) if math.isfinite(q) else "more than 1e308"
-        raise ValueErr(f"the range would have {shown} elements; the limit is 1e8", span)
+        raise limits.range_error(math.floor(q) + 1 if math.isfinite(q) else q).with_span(span)
     tol = RANGE_ULPS * 2.0 ** -52 * max(abs(start), abs(stop), abs(step))
     k = math.floor(q) if q > -1 else -1          # the last whole step at or before stop
     if abs(start + (k + 1) * step - stop) <= tol:

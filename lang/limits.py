@@ -31,6 +31,9 @@ MAX_RANGE = 100_000_000
 MAX_STRING_BYTES = 100_000_000
 
 
+RANGE_MAX = 100_000_000    # elements of one range
+
+
 def g3(x: float) -> str:
     """Three significant digits, written as the printer writes numbers (8e12, 0.4, 1e8)."""
     from .values import format_number
@@ -44,13 +47,22 @@ def g3(x: float) -> str:
 
 
 def elements_error(what: str, n: int) -> ValueErr:
-    """'{what} would need 8e12 bytes (8000 GB of float64); the limit is 8 GB (...)'."""
+    """'{what} would need 8000 GB of float64; the limit is 8 GB (...)'."""
+    from .values import format_gb
     try:
-        gb = n * 8 / 1e9
+        nbytes = float(n * 8)
     except OverflowError:            # a Python int past the float range
-        gb = math.inf
-    return ValueErr(f"{what} would need {g3(n * 8)} bytes ({g3(gb)} GB of float64); the limit is "
-                    f"{g3(MAX_ELEMENTS * 8 / 1e9)} GB (half this machine's memory, at most 8 GB)")
+        nbytes = math.inf
+    need = format_gb(nbytes) if math.isfinite(nbytes) else "more than 1e299 GB"
+    return ValueErr(f"{what} would need {need} of float64; the limit is "
+                    f"{format_gb(MAX_ELEMENTS * 8)} (half this machine's memory, at most 8 GB)")
+
+
+def range_error(count: float, fname: str = "") -> ValueErr:
+    """'the range would have 100000001 elements; the limit is 100000000' (count inf: more than 1e308)."""
+    from .values import format_number
+    shown = format_number(float(count)) if math.isfinite(count) else "more than 1e308"
+    return ValueErr(f"{fname}the range would have {shown} elements; the limit is {format_number(RANGE_MAX)}")
 
 
 def check_elements(what: str, shape) -> None:

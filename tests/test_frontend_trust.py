@@ -78,9 +78,9 @@ def test_an_end_between_steps_is_never_passed(a, step, n, frac):
 
 
 @pytest.mark.parametrize("source, message", [
-    ("x = 0:1e-320:1", "the range would have more than 1e308 elements; the limit is 1e8"),
-    ("x = range(0, 1, 1e-320)", "range(): the range would have more than 1e308 elements; the limit is 1e8"),
-    ("x = 0:1e8", "the range would have 1e8 elements; the limit is 1e8"),
+    ("x = 0:1e-320:1", "the range would have more than 1e308 elements; the limit is 100000000"),
+    ("x = range(0, 1, 1e-320)", "range(): the range would have more than 1e308 elements; the limit is 100000000"),
+    ("x = 0:1e8", "the range would have 100000001 elements; the limit is 100000000"),
     ("x = range(0, 1 / 0)", "range(): a, b and step must be finite"),
 ])
 def test_ranges_too_long_are_clear_errors(source, message):
@@ -169,7 +169,7 @@ def test_interpolating_eight_50_mb_strings_is_refused():
     assert run('s = "é" * 1e6\nprint(len("{s}{s}"), len(s + s))\n') == "2000000 2000000\n"
 
 
-GB20 = "would need 2e10 bytes (20 GB of float64); the limit is"
+GB20 = "would need 20 GB of float64; the limit is"
 
 
 @pytest.mark.parametrize("source, start", [
@@ -231,16 +231,16 @@ def test_every_primitive_on_operands_whose_result_is_20_gb_refuses_before_alloca
 def test_builtins_that_build_from_sizes_or_ids_are_guarded():
     t0 = time.perf_counter()
     err = error_of("e = embedding(ones(1e4, 1e4), zeros(2e5))")
-    assert err.message.startswith("embedding() of 200000 ids into a 10000x10000 table would need 1.6e10 bytes")
+    assert err.message.startswith("embedding() of 200000 ids into a 10000x10000 table would need 16 GB of float64")
     err = error_of("w = transformer_block_init(1e5, 1)")
-    assert err.message.startswith("transformer_block_init(): a weight of 300000 x 100000 would need 2.4e11 bytes")
+    assert err.message.startswith("transformer_block_init(): a weight of 300000 x 100000 would need 240 GB of float64")
     assert time.perf_counter() - t0 < 5
     assert run("print(size(embedding(ones(3, 2), [0, 2, 2, 1])))\n") == "(4, 2)\n"
 
 
 def test_concat_and_stack_are_guarded():
     err = error_of("x = ones(1e8)\ny = concat(x, x, x, x, x, x, x, x, x, x, x)")
-    assert isinstance(err, ValueErr) and err.message.startswith("concat() of 11 parts would need 8.8e9 bytes")
+    assert isinstance(err, ValueErr) and err.message.startswith("concat() of 11 parts would need 8.8 GB of float64")
 
 
 def test_file_reads_are_guarded(tmp_path):
@@ -268,7 +268,7 @@ def test_a_checkpoint_whose_header_claims_2e9_elements_is_refused_unread(tmp_pat
         z.writestr("w.npy", buf.getvalue())
     err = error_of(f'x = load("{tmp_path / "huge.npz"}")')
     assert isinstance(err, ValueErr)
-    assert err.message.startswith(f"load(): 'w' in {tmp_path / 'huge.npz'} would need 1.6e10 bytes (16 GB of float64)")
+    assert err.message.startswith(f"load(): 'w' in {tmp_path / 'huge.npz'} would need 16 GB of float64")
 
 
 def test_from_char_codes_refuses_surrogates_and_huge_strings():
