@@ -13,8 +13,10 @@ first line (K examples of each shown). Exit status 0 when there is no failure.
 from __future__ import annotations
 
 import argparse
+import atexit
 import collections
 import os
+import shutil
 import random
 import sys
 import tempfile
@@ -41,7 +43,9 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=20261130)
     ap.add_argument("--show", type=int, default=2)
     args = ap.parse_args(argv)
-    os.chdir(tempfile.mkdtemp(prefix="tapeml_fuzz_long_"))     # anything written lands here
+    work = tempfile.mkdtemp(prefix="tapeml_fuzz_long_")     # anything written lands here
+    os.chdir(work)
+    atexit.register(shutil.rmtree, work, True)
     master = random.Random(args.seed)
     outcomes: collections.Counter = collections.Counter()
     by_generator: collections.Counter = collections.Counter()

@@ -34,8 +34,8 @@ FUZZ = settings(max_examples=EXAMPLES, deadline=None, derandomize=False, databas
                 suppress_health_check=list(HealthCheck))
 FUZZ_BUILTINS = settings(max_examples=int(os.environ.get("TAPEML_FUZZ_BUILTIN_EXAMPLES", "2000")), deadline=None,
                          derandomize=False, database=None, suppress_health_check=list(HealthCheck))
-FUZZ_DIR = os.path.join(__import__("tempfile").gettempdir(), f"tapeml_fuzz_{os.getpid()}")
-os.makedirs(FUZZ_DIR, exist_ok=True)
+FUZZ_DIR = __import__("tempfile").mkdtemp(prefix="tapeml_fuzz_builtins_")   # every path the fuzz writes
+__import__("atexit").register(__import__("shutil").rmtree, FUZZ_DIR, True)
 
 
 # ---- the property every run must satisfy --------------------------------------------------
