@@ -34,6 +34,7 @@ Options (environment):
     TAPEML_DIFF_SEED    the seed (default 16)
     TAPEML_DIFF_KNOWN   comma-separated known bugs to skip (default: KNOWN_BUGS)
     TAPEML_DIFF_SHOW    how many failures to print in full (default 5)
+    TAPEML_DIFF_CASES   run only these case numbers, e.g. "171,223" (to reproduce a failure)
 The long run:  TAPEML_DIFF_N=10000 pytest tests/test_differential.py -s
 """
 from __future__ import annotations
@@ -68,6 +69,7 @@ SKIP = KNOWN_BUGS if _known is None else frozenset(s.strip() for s in _known.spl
 N = int(os.environ.get("TAPEML_DIFF_N", "150"))
 SEED = int(os.environ.get("TAPEML_DIFF_SEED", "16"))
 SHOW = int(os.environ.get("TAPEML_DIFF_SHOW", "5"))
+CASES = [int(c) for c in os.environ.get("TAPEML_DIFF_CASES", "").split(",") if c.strip()]
 RTOL = 1e-9
 LN_EPS = 1e-5
 
@@ -212,6 +214,16 @@ def _layer_norm(x, g, b, eps):
     return F.layer_norm(x, (x.shape[-1],), _t(g), _t(b), eps=eps)
 
 
+def _layer_norm_composite(x, g, b, eps):
+    """layer_norm from primitives, for use inside a nested grad: PyTorch's fused layer_norm
+    gives silently wrong derivatives from the third order on (pytorch/pytorch#175754: its
+    double backward treats the saved mean and 1/std as constants)."""
+    x = _t(x)
+    m = x.mean(-1, keepdim=True)
+    v = ((x - m) ** 2).mean(-1, keepdim=True)
+    return (x - m) / torch.sqrt(v + eps) * _t(g) + _t(b)
+
+
 class _T:
     c = staticmethod(_t)
     grad = staticmethod(_grad)
@@ -223,6 +235,7 @@ class _T:
     items = staticmethod(_items)
     sdpa = staticmethod(_sdpa)
     layer_norm = staticmethod(_layer_norm)
+    layer_norm_composite = staticmethod(_layer_norm_composite)
     Rec = Rec
 
     @staticmethod
@@ -316,6 +329,7 @@ class Gen:
         self.consts: list[tuple[str, np.ndarray]] = []    # K0, K1, ... (constants)
         self.scope: list[tuple[str, tuple]] = []          # names an expression may read
         self.allow_new_inputs = True
+        self.grad_depth = 0          # > 0 inside a grad within f: derivatives reach order 3
         self.tags: Counter = Counter()
         self.fresh = 0
         self.pre_ml: list[str] = []      # top-level definitions before f (named functions)
@@ -522,11 +536,10 @@ class Gen:
         self.tag("layer_norm")
         a = self.expr(shape, d)
         g, b = self.expr(shape[-1:], d - 1), self.expr(shape[-1:], d - 1)
+        ln = "T.layer_norm_composite" if self.grad_depth else "T.layer_norm"
         if self.rng.random() < 0.5:
-            return E(f"layer_norm({a.ml}, {g.ml}, {b.ml})",
-                     f"T.layer_norm({a.py}, {g.py}, {b.py}, {LN_EPS})", shape)
-        return E(f"layer_norm({a.ml}, {g.ml}, {b.ml}, eps=0.01)",
-                 f"T.layer_norm({a.py}, {g.py}, {b.py}, 0.01)", shape)
+            return E(f"layer_norm({a.ml}, {g.ml}, {b.ml})", f"{ln}({a.py}, {g.py}, {b.py}, {LN_EPS})", shape)
+        return E(f"layer_norm({a.ml}, {g.ml}, {b.ml}, eps=0.01)", f"{ln}({a.py}, {g.py}, {b.py}, 0.01)", shape)
 
     def op_concat(self, shape, d):
         ax = self.rng.randrange(len(shape))
@@ -607,10 +620,12 @@ class Gen:
         self.scope.append((y, shape))
         saved = self.allow_new_inputs
         self.allow_new_inputs = False
+        self.grad_depth += 1
         try:
             body = self.expr(shape, max(d, 1))
         finally:
             self.allow_new_inputs = saved
+            self.grad_depth -= 1
             self.scope.remove((y, shape))
         k = self.const(shape)
         return E(f"grad(fn({y}) -> sum({body.ml} * {k.ml}), {a.ml})",
@@ -1143,7 +1158,9 @@ class StmtGen(Gen):
     def inner_fn(self, shape):
         z = self.name("z")
         self.scope.append((z, shape))
+        self.grad_depth += 1
         body = self.e(shape)
+        self.grad_depth -= 1
         self.scope.remove((z, shape))
         k = self.const(shape)
         return (f"fn({z}) -> sum({body.ml} * {k.ml})", f"lambda {z}: T.sum({body.py} * {k.py})")
@@ -1289,23 +1306,24 @@ def largest(v) -> float:
     return float(np.max(np.abs(v))) if v.size else 0.0
 
 
-def differences(got, want, path, scale):
+def differences(got, want, path, scale, floor):
     """[(path, message)] where tapeml's `got` and torch's `want` disagree: elementwise by RTOL
     relative to the element plus RTOL of `scale`, the quantity's largest element over all its
-    leaves (a gradient that is zero in exact arithmetic comes out as rounding noise in both)."""
+    leaves, plus `floor` (1e-12 of the case's largest number): a gradient that is zero in exact
+    arithmetic comes out as rounding noise, or as an exact 0, on either side."""
     if isinstance(want, dict) or isinstance(got, dict):
         if not (isinstance(want, dict) and isinstance(got, dict)) or list(got) != list(want):
             return [(path, f"structure {type(got).__name__} {list(got) if isinstance(got, dict) else ''} "
                            f"!= {type(want).__name__} {list(want) if isinstance(want, dict) else ''}")]
-        return [d for k in want for d in differences(got[k], want[k], f"{path}.{k}", scale)]
+        return [d for k in want for d in differences(got[k], want[k], f"{path}.{k}", scale, floor)]
     if isinstance(want, tuple) or isinstance(got, tuple):
         if not (isinstance(want, tuple) and isinstance(got, tuple)) or len(got) != len(want):
             return [(path, "structure differs")]
         return [d for j, (a, b) in enumerate(zip(got, want))
-                for d in differences(a, b, f"{path}[{j}]", scale)]
+                for d in differences(a, b, f"{path}[{j}]", scale, floor)]
     if got.shape != want.shape:
         return [(path, f"shape {got.shape} != {want.shape}")]
-    bad = np.abs(got - want) > RTOL * (np.abs(want) + scale) + 1e-300
+    bad = np.abs(got - want) > RTOL * (np.abs(want) + scale) + floor
     bad |= np.isnan(got) != np.isnan(want)
     if bad.any():
         err = float(np.max(np.abs(got - want)) / max(scale, 1e-300))
@@ -1344,7 +1362,8 @@ def run_case(case: Case):
             return "ok"          # the refusal issue 16 allows for a loop over a number
         return "tapeml raised:\n" + render(e, interp.sources)
     got = {q: from_tapeml(interp.globals.vars[q]) for q in want}
-    diffs = [d for q in want for d in differences(got[q], want[q], q, largest(want[q]))]
+    floor = 1e-12 * max(largest(v) for v in want.values()) + 1e-300
+    diffs = [d for q in want for d in differences(got[q], want[q], q, largest(want[q]), floor)]
     if not diffs:
         return "ok"
     lines = [f"{p}: {m}" for p, m in diffs]
@@ -1357,7 +1376,7 @@ def run_case(case: Case):
 def run_family(draw, n):
     t0 = time.perf_counter()
     counts, tags, failures = Counter(), Counter(), []
-    for i in range(n):
+    for i in CASES or range(n):
         case = draw(i)
         result = run_case(case)
         counts["ok" if result == "ok" else "skipped" if result == "skipped" else "failed"] += 1
@@ -1409,7 +1428,7 @@ def test_differential(family):
                           f"the smallest:\n{failures[0][0].ml}\n{failures[0][1]}")
     assert counts["skipped"] <= N // 10, f"too many ill-conditioned draws: {dict(counts)}"
     want = EXPRESSION_PATTERNS if family == "expressions" else STATEMENT_PATTERNS
-    if N >= 150:
+    if N >= 150 and not CASES:
         assert want <= set(tags), f"patterns never drawn: {sorted(want - set(tags))}"
 
 
