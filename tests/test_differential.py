@@ -1368,16 +1368,16 @@ class Magnitude(torch.overrides.TorchFunctionMode):
         return out
 
 
-LARGEST = 1e6
+LARGEST = 1e5
 
 
 def unstable(v) -> bool:
-    """A reference that is not finite or huge: an ill-conditioned draw, not a test."""
+    """A result that is not finite or past LARGEST: an ill-conditioned draw, not a test."""
     if isinstance(v, dict):
         return any(unstable(x) for x in v.values())
     if isinstance(v, tuple):
         return any(unstable(x) for x in v)
-    return not np.all(np.isfinite(v)) or (v.size and float(np.max(np.abs(v))) > 1e8)
+    return not np.all(np.isfinite(v)) or (v.size and float(np.max(np.abs(v))) > LARGEST)
 
 
 QUANTITIES = ("OUT", "G", "H", "EV")
