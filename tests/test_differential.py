@@ -30,7 +30,7 @@ still draws them, but while a name is listed, a case that contains it is redrawn
 name once its fix is merged, or run with TAPEML_DIFF_KNOWN="" to include every pattern.
 
 Options (environment):
-    TAPEML_DIFF_N       number of programs of each family (default 250 + 250 in CI)
+    TAPEML_DIFF_N       number of programs of each family (default 300 + 300 in CI)
     TAPEML_DIFF_SEED    the seed (default 16)
     TAPEML_DIFF_KNOWN   comma-separated known bugs to skip (default: KNOWN_BUGS)
     TAPEML_DIFF_SHOW    how many failures to print in full (default 5)
@@ -66,7 +66,7 @@ KNOWN_BUGS = frozenset({"rank3_mixed_index", "for_over_number", "repeated_index_
 
 _known = os.environ.get("TAPEML_DIFF_KNOWN")
 SKIP = KNOWN_BUGS if _known is None else frozenset(s.strip() for s in _known.split(",") if s.strip())
-N = int(os.environ.get("TAPEML_DIFF_N", "250"))
+N = int(os.environ.get("TAPEML_DIFF_N", "300"))
 SEED = int(os.environ.get("TAPEML_DIFF_SEED", "16"))
 SHOW = int(os.environ.get("TAPEML_DIFF_SHOW", "5"))
 CASES = [int(c) for c in os.environ.get("TAPEML_DIFF_CASES", "").split(",") if c.strip()]
