@@ -56,13 +56,14 @@ from tapeml.errors import LangError, render  # noqa: E402
 from tapeml.interpreter import Interpreter  # noqa: E402
 from tapeml.values import Record  # noqa: E402
 
-# The patterns tapeml gets wrong today; a case containing one is redrawn while it is listed.
+# Patterns tapeml got wrong (fixed; kept as named patterns that the generator draws and the
+# regression test below runs); a case containing a listed one is redrawn.
 #   rank3_mixed_index     a scalar and exactly one index vector or mask with a range or ':'
 #                         between them, in rank >= 3 (NumPy moves the vector's axis first)
 #   for_over_number       `for v in s` with s a number or 0-d value: the loop drops the tape
 #                         (a refusal with a TypeError is accepted too, as the issue allows)
 #   repeated_index_write  x[[0, 0]] = v: the gradient credits every write, not the last one
-KNOWN_BUGS = frozenset({"rank3_mixed_index", "for_over_number", "repeated_index_write"})
+KNOWN_BUGS: frozenset = frozenset()      # the three of issues 15 and 16 are fixed: all patterns are drawn
 
 _known = os.environ.get("TAPEML_DIFF_KNOWN")
 SKIP = KNOWN_BUGS if _known is None else frozenset(s.strip() for s in _known.split(",") if s.strip())
@@ -1509,8 +1510,8 @@ KNOWN_BUG_CASES = {
 }
 
 
-@pytest.mark.parametrize("bug", sorted(KNOWN_BUGS))
-def test_known_bugs_are_listed_while_they_disagree(bug):
+@pytest.mark.parametrize("bug", sorted(KNOWN_BUG_CASES))
+def test_fixed_bugs_agree_and_listed_ones_disagree(bug):
     """Each known bug's smallest program disagrees with PyTorch while it is skipped; once its
     fix is merged this fails, saying to remove the name from KNOWN_BUGS (which switches the
     pattern on in the generated programs)."""
