@@ -3,6 +3,12 @@ import contextlib
 import os
 
 import pytest
+from hypothesis import settings
+
+# Property tests draw the same examples every run, so CI never passes or fails by chance;
+# TAPEML_FUZZ_RANDOM=1 draws new ones (run it by hand to explore).
+settings.register_profile("tapeml", derandomize=os.environ.get("TAPEML_FUZZ_RANDOM") != "1", database=None)
+settings.load_profile("tapeml")
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SHARED = os.path.join(os.path.dirname(ROOT), "shared")

@@ -30,10 +30,13 @@ from tapeml.parser import parse
 from tapeml.unparse import unparse
 
 EXAMPLES = int(os.environ.get("TAPEML_FUZZ_EXAMPLES", "2000"))
-FUZZ = settings(max_examples=EXAMPLES, deadline=None, derandomize=False, database=None,
+# The same programs every run (CI must not pass or fail by chance); TAPEML_FUZZ_RANDOM=1 draws new
+# ones each run, and tests/fuzz_long.py runs 50,000+ with a seed of its own.
+DERANDOMIZE = os.environ.get("TAPEML_FUZZ_RANDOM") != "1"
+FUZZ = settings(max_examples=EXAMPLES, deadline=None, derandomize=DERANDOMIZE, database=None,
                 suppress_health_check=list(HealthCheck))
 FUZZ_BUILTINS = settings(max_examples=int(os.environ.get("TAPEML_FUZZ_BUILTIN_EXAMPLES", "2000")), deadline=None,
-                         derandomize=False, database=None, suppress_health_check=list(HealthCheck))
+                         derandomize=DERANDOMIZE, database=None, suppress_health_check=list(HealthCheck))
 FUZZ_DIR = __import__("tempfile").mkdtemp(prefix="tapeml_fuzz_builtins_")   # every path the fuzz writes
 __import__("atexit").register(__import__("shutil").rmtree, FUZZ_DIR, True)
 
