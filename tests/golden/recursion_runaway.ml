@@ -1,0 +1,5 @@
+# exit: 1
+fn forever(n)
+    return forever(n + 1)
+end
+forever(0)
