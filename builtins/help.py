@@ -5,8 +5,9 @@ from): signature, parameters with kinds, shapes and constraints, summary, `what`
 example. Functions written in tapeml (the stdlib prelude, the user's own) are described from
 their signature and the `#` comment lines directly above their `fn` line.
 
-Stdlib functions are documented by the table `tapeml.stdlib.docs.STDLIB_DOCS` (name -> dict
-with signature, summary, category, what, examples, file); see `stdlib_table`.
+Stdlib functions are documented by the structured comment above their `fn` line in
+stdlib/*.ml, read by the doc model the docs builder uses too (tapeml.docs.collect; see
+`stdlib_table`).
 """
 from __future__ import annotations
 
@@ -133,18 +134,20 @@ def _doc_text(name: str, entry, category: str = "") -> str:
 
 
 def stdlib_table() -> dict:
-    """The stdlib documentation table (tapeml.stdlib.docs.STDLIB_DOCS: name -> dict with
-    signature, summary, category, what, examples, file), or {} when there is none."""
-    try:
-        from tapeml.stdlib import docs
-    except ImportError:
-        return {}
-    table = getattr(docs, "STDLIB_DOCS", None)
-    return table if isinstance(table, dict) else {}
+    """The documented stdlib functions: name -> docs.collect.Entry (summary, signature, params,
+    returns, what, how, errors, examples, file), read once from the doc comments above their
+    `fn` lines in stdlib/*.ml by the same collector the docs builder uses."""
+    if not _STDLIB:
+        from tapeml.docs.collect import stdlib_entries
+        _STDLIB.update((e.name, e) for e in stdlib_entries())
+    return _STDLIB
+
+
+_STDLIB: dict = {}
 
 
 def _stdlib_doc(name: str):
-    """The stdlib documentation table's entry for `name`, if there is one."""
+    """The stdlib documentation of `name`, if there is one."""
     return stdlib_table().get(name)
 
 
@@ -215,8 +218,7 @@ def help_text(name: str | None = None, interp=None) -> str:
     if what == "builtin":
         return _doc_text(value.name, value)
     if what == "stdlib":
-        from tapeml.docgen import stdlib_params
-        text = _doc_text(name, {**value, "params": stdlib_params(value)}, "Standard library")
+        text = _doc_text(name, value, "Standard library")
         where = _field(value, "file", "")
         return text + (f"\n\nWritten in tapeml: {where}" if where else "")
     if what == "function":

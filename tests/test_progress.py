@@ -158,7 +158,7 @@ def test_off_by_environment_in_the_docs_build_and_in_help(monkeypatch, capsys):
     _, _, bar = run("for i in progress(1:3) end")
     assert bar == ""
     monkeypatch.delenv("TAPEML_PROGRESS")
-    from tapeml import docgen
+    from tapeml import docs as docgen
     res = docgen.run_code('s = 0\nfor i in progress(1:5, desc="x")\n    s = s + i\nend\ns', "<doc>")
     assert res.error is None and res.output == "15"
     from tapeml.builtins.help import help_text
