@@ -303,3 +303,42 @@ def test_every_public_stdlib_function_has_a_doc_comment_and_no_other_table_exist
             names = re.findall(r"^fn ([a-zA-Z]\w*)\(", open(os.path.join(root, f), encoding="utf-8").read(), re.M)
             assert all(entries[n].file == f"stdlib/{f}" and entries[n].summary for n in names), f
     assert not os.path.exists(os.path.join(root, "docs.py"))
+
+
+def test_gradient_figures_print_as_a_stable_bound():
+    """The gradient check prints the power of ten the error stays below; a rebuild keeps the
+    bound the committed page printed while it still holds and is at most 100 times the error,
+    so rounding noise in the last digits (5e-10 one run, 6e-10 the next) changes no page."""
+    b = docgen.error_bound
+    assert [b(5.3e-10), b(6.1e-10), b(1e-10), b(9.99e-11), b(0.0), b(3e-7)] == [
+        "< 1e-9", "< 1e-9", "< 1e-9", "< 1e-10", "0", "< 1e-6"]
+    assert b(0.98e-9, "1e-8") == "< 1e-8"          # kept: still true, not 100x loose
+    assert b(1.02e-9, "1e-9") == "< 1e-8"          # no longer true: the next decade
+    assert b(5e-12, "1e-9") == "< 1e-11"           # too loose: recomputed
+    page = "| `x` | < 1e-9 (passes) |\n| `w` | 5e-10 (passes) |\n| `y` | 3e-3 (FAILS) |\n"
+    assert docgen.printed_bounds(page) == {"x": "1e-9"}
+
+
+def test_docs_build_on_a_clean_copy_changes_no_file_twice(tmp_path):
+    """`tapeml docs build` in a copy of the committed docs/ rewrites every page and figure with
+    the same text (figures: the same pixels), and a second build in a row does too. Run as the
+    command (its own process, the CLI's call depth), as a user runs it."""
+    root = ROOT
+    shutil.copytree(os.path.join(root, "docs"), tmp_path / "docs")
+    for _ in range(2):
+        res = subprocess.run([sys.executable, "-m", "tapeml", "docs", "build", "--root", str(tmp_path)],
+                             capture_output=True, text=True, timeout=300)
+        assert res.returncode == 0, res.stderr[-2000:]
+        changed = []
+        for dirpath, _, files in os.walk(os.path.join(root, "docs")):
+            for f in files:
+                a = os.path.join(dirpath, f)
+                b = os.path.join(tmp_path, os.path.relpath(a, root))
+                if not os.path.exists(b):
+                    changed.append(f"{f}: removed by the build")
+                elif f.endswith(".png"):
+                    if not docgen.same_png(a, b):
+                        changed.append(f)
+                elif open(a, "rb").read() != open(b, "rb").read():
+                    changed.append(f)
+        assert changed == []

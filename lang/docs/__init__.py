@@ -49,8 +49,8 @@ _WHERE = {
     "collect": ["DocsError", "Entry", "builtin_entries", "stdlib_entries",
                 "params_from_signature", "parse_doc_comment", "all_entries"],
     "run": ["GRAD_TOLERANCE", "RunResult", "echo_text", "fresh_interpreter", "reset_random", "run_code",
-            "save_figures", "gradient_check", "format_error"],
-    "render": ["GENERATED", "build_page", "build_index", "run_markdown", "build", "default_root"],
+            "save_figures", "gradient_check", "error_bound", "format_error"],
+    "render": ["GENERATED", "printed_bounds", "build_page", "build_index", "run_markdown", "build", "default_root"],
     "check": ["normalize_page", "same_png", "compare", "report", "main"],
 }
 _MODULE = {name: mod for mod, names in _WHERE.items() for name in names}

@@ -15,7 +15,7 @@ from tapeml.docs.collect import DocsError, all_entries
 from tapeml.docs.render import GENERATED_IMG, build, default_root
 
 
-GRAD_ROW = re.compile(r"^(\| `[A-Za-z_0-9]+` \| )[-+.e0-9]+ \((passes|FAILS)\) \|$", re.M)
+GRAD_ROW = re.compile(r"^(\| `[A-Za-z_0-9]+` \| )(?:< )?[-+.e0-9]+ \((passes|FAILS)\) \|$", re.M)
 
 
 def normalize_page(text: str) -> str:

@@ -11,7 +11,7 @@ import tempfile
 from tapeml import progress
 from tapeml.builtins.registry import SourceText
 from tapeml.docs.collect import DocsError, Entry, all_entries
-from tapeml.docs.run import (GRAD_TOLERANCE, format_error, fresh_interpreter, gradient_check, reset_random,
+from tapeml.docs.run import (GRAD_TOLERANCE, error_bound, format_error, fresh_interpreter, gradient_check, reset_random,
                              run_code, save_figures)
 
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))   # the tapeml package (lang/)
@@ -60,7 +60,16 @@ def fence(lang: str, text: str) -> list[str]:
 RAISES = re.compile(r"^#\s*raises\b")   # an example whose first line is "# raises ..." must raise
 
 
-def build_page(e: Entry, img_dir: str, failures: list) -> str:
+BOUND_ROW = re.compile(r"^\| `([A-Za-z_0-9]+)` \| < (1e-\d+) \(passes\) \|$", re.M)
+
+
+def printed_bounds(page: str) -> dict:
+    """The gradient bounds a page printed: {argument: "1e-9"} (for error_bound's `previous`)."""
+    return {m.group(1): m.group(2) for m in BOUND_ROW.finditer(page)}
+
+
+def build_page(e: Entry, img_dir: str, failures: list, previous: dict | None = None) -> str:
+    """The markdown page of e; `previous` holds the gradient bounds the committed page printed."""
     lines = [GENERATED, f"# {e.name}", "",
              f"[Builtin index](index.md) · {e.category}" + (" · standard library (tapeml code)"
                                                             if e.source == "stdlib" else ""), ""]
@@ -107,7 +116,9 @@ def build_page(e: Entry, img_dir: str, failures: list) -> str:
                       f"The build took the arguments of the first call of `{e.name}` in example 1, fixed a "
                       f"pseudo-random weight R shaped like the result, and compared the tape's gradient of "
                       f"`sum({e.name}(...) * R)` with central finite differences (`check_grad`), one "
-                      f"argument at a time. The build fails above {format_error(GRAD_TOLERANCE)}.", "",
+                      f"argument at a time. The build fails above {format_error(GRAD_TOLERANCE)}. The figure is the "
+                      f"power of ten the error stays below: its last digits are rounding noise that moves "
+                      f"with the BLAS and memory alignment from run to run.", "",
                       "| argument | largest relative error |", "| --- | --- |"]
             for name, err in checks:
                 if err is None:
@@ -116,7 +127,10 @@ def build_page(e: Entry, img_dir: str, failures: list) -> str:
                 if not err <= GRAD_TOLERANCE:      # nan fails too
                     failures.append(DocsError(where, f"{name}: largest relative error {err:.3g} is above "
                                                      f"{format_error(GRAD_TOLERANCE)}"))
-                lines.append(f"| `{name}` | {format_error(err)} ({'passes' if err <= GRAD_TOLERANCE else 'FAILS'}) |")
+                if err <= GRAD_TOLERANCE:
+                    lines.append(f"| `{name}` | {error_bound(err, (previous or {}).get(name))} (passes) |")
+                else:
+                    lines.append(f"| `{name}` | {format_error(err)} (FAILS) |")
             lines.append("")
     lines += ["## How it works", "", (e.how or "(not yet written)").strip(), ""]
     if e.errors:
@@ -238,6 +252,16 @@ def default_root() -> str:
     return os.getcwd()
 
 
+def committed_bounds(bdir: str) -> dict:
+    """{page name: printed_bounds(page)} of the pages in bdir (read before a rebuild replaces them)."""
+    out = {}
+    for f in os.listdir(bdir) if os.path.isdir(bdir) else []:
+        if f.endswith(".md"):
+            with open(os.path.join(bdir, f), encoding="utf-8") as fh:
+                out[f[:-3]] = printed_bounds(fh.read())
+    return out
+
+
 def build(root: str, source_root: str | None = None) -> list[DocsError]:
     """Write docs under root/docs; docs/*.md are read from source_root/docs (default: root)."""
     from tapeml.builtins import plot
@@ -253,6 +277,7 @@ def build(root: str, source_root: str | None = None) -> list[DocsError]:
     bar = None
     try:
         os.chdir(scratch)          # examples that write files (savefig) write them here
+        previous = committed_bounds(os.path.join(source_root, "docs", "builtins"))
         if os.path.isdir(bdir):    # pages of removed builtins must not linger
             shutil.rmtree(bdir)
         os.makedirs(img, exist_ok=True)
@@ -264,7 +289,7 @@ def build(root: str, source_root: str | None = None) -> list[DocsError]:
             bar.note(f"{e.name}.md")
             if not e.summary.strip():
                 failures.append(DocsError(f"{e.name}.md", "no summary"))
-            page = build_page(e, img, failures)
+            page = build_page(e, img, failures, previous.get(e.name))
             with open(os.path.join(bdir, f"{e.name}.md"), "w", encoding="utf-8") as f:
                 f.write(page)
             bar.update()
