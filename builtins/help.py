@@ -75,15 +75,18 @@ def _param_rows(params) -> list[str]:
 NO_RUN_CATEGORIES = {"Plotting", "IO"}   # examples with effects beyond printing are shown, not run
 
 
-def example_output(example: str) -> str | None:
+def example_output(example: str, interp) -> str | None:
     """What the REPL shows for `example` in a fresh session (prints and the echo), or None when
-    it fails. Used so that help shows the result beside the code."""
+    it fails. Used so that help shows the result beside the code. The fresh session is a new
+    interpreter of the kind of `interp` (the session asking; help has no interpreter of its own,
+    which would import the interpreter that imports the builtins); without one, None."""
     import io
     from tapeml.errors import LangError
-    from tapeml.interpreter import Interpreter
+    if interp is None:
+        return None
     buf = io.StringIO()
     try:
-        interp = Interpreter(out=buf)
+        interp = type(interp)(out=buf)
         interp.progress_out = False     # an example's progress(...) loop draws no bar into help
         # echoed as the REPL and the docs echo: strings quoted, big matrices as grids
         interp.run(example, "<example>", echo=lambda v: buf.write(display_value(v) + "\n"))
@@ -92,16 +95,16 @@ def example_output(example: str) -> str | None:
     return buf.getvalue().rstrip("\n")
 
 
-def _example_lines(example: str, run: bool = True) -> list[str]:
+def _example_lines(example: str, interp, run: bool = True) -> list[str]:
     lines = example.split("\n")
     out = ["  ml> " + lines[0]] + ["  ... " + more for more in lines[1:]]
-    result = example_output(example) if run else None
+    result = example_output(example, interp) if run else None
     if result:
         out.extend("  " + line for line in result.split("\n"))
     return out
 
 
-def _doc_text(name: str, entry, category: str = "") -> str:
+def _doc_text(name: str, entry, interp, category: str = "") -> str:
     """Help text for a Builtin, or a Builtin-like object or dict (the stdlib table)."""
     signature = _field(entry, "signature")
     signature = signature() if callable(signature) else signature
@@ -129,7 +132,7 @@ def _doc_text(name: str, entry, category: str = "") -> str:
     if examples:
         out.append("")
         out.append("Example")
-        out.extend(_example_lines(examples[0], run=category not in NO_RUN_CATEGORIES))
+        out.extend(_example_lines(examples[0], interp, run=category not in NO_RUN_CATEGORIES))
     return "\n".join(out)
 
 
@@ -209,6 +212,8 @@ def known_names(interp=None) -> list[str]:
 
 def help_text(name: str | None = None, interp=None) -> str:
     """The help shown by `help(name)` and the REPL's `?name`; `help_text()` lists categories.
+    interp is the session asking: its names are known, and a fresh interpreter of its kind runs
+    the example shown (without one, the example is shown without its result).
 
     Raises NameErr (with a close match when there is one) for an unknown name."""
     if name is None or name == "":
@@ -216,9 +221,9 @@ def help_text(name: str | None = None, interp=None) -> str:
     name = name.strip()
     what, value = _lookup(name, interp)
     if what == "builtin":
-        return _doc_text(value.name, value)
+        return _doc_text(value.name, value, interp)
     if what == "stdlib":
-        text = _doc_text(name, value, "Standard library")
+        text = _doc_text(name, value, interp, "Standard library")
         where = _field(value, "file", "")
         return text + (f"\n\nWritten in tapeml: {where}" if where else "")
     if what == "function":
@@ -280,7 +285,7 @@ def help_(interp, name):
     elif isinstance(r, str):
         text = help_text(r, interp)
     elif isinstance(r, Builtin):
-        text = _doc_text(r.name, r)
+        text = _doc_text(r.name, r, interp)
     elif isinstance(r, Function) and r.name in stdlib_table() and \
             raw(interp.prelude.vars.get(r.name)) is r:
         text = help_text(r.name, interp)

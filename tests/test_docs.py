@@ -342,3 +342,17 @@ def test_docs_build_on_a_clean_copy_changes_no_file_twice(tmp_path):
                 elif open(a, "rb").read() != open(b, "rb").read():
                     changed.append(f)
         assert changed == []
+
+
+def test_help_shares_the_doc_model_and_runs_examples_in_the_asking_session():
+    """help reads stdlib docs through docs.collect (the builder's doc model) and runs the example
+    in a fresh interpreter of the asking session's kind; with no session it shows the code only."""
+    from tapeml.builtins.help import help_text, stdlib_table
+    from tapeml.interpreter import Interpreter
+    assert set(stdlib_table()) == {e.name for e in docgen.stdlib_entries()}
+    with_session = help_text("len", Interpreter(out=io.StringIO())).split("Example\n")[1].split("\n")
+    without = help_text("len").split("Example\n")[1].split("\n")
+    assert len(with_session) == len(without) + 1 and with_session[:len(without)] == without
+    assert with_session[-1].strip() == docgen.run_code(REGISTRY["len"].examples[0], "<len>").output.split("\n")[-1]
+    help_src = open(os.path.join(ROOT, "builtins", "help.py"), encoding="utf-8").read()
+    assert "tapeml.interpreter" not in help_src and "docs.run" not in help_src and "docs.render" not in help_src
