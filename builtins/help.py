@@ -159,13 +159,9 @@ def _comment_above(fn: Function, sources: dict) -> list[str]:
     span = getattr(fn, "span", None)
     if span is None or not sources or span.file not in sources:
         return []
+    from tapeml.docs.collect import comment_above
     lines = sources[span.file].splitlines()
-    i = span.line - 2
-    found = []
-    while 0 <= i < len(lines) and lines[i].lstrip().startswith("#"):
-        found.append(lines[i].lstrip()[1:].strip())
-        i -= 1
-    return list(reversed(found))
+    return [line.lstrip()[1:].strip() for line in comment_above(lines, min(span.line - 1, len(lines)))]
 
 
 def _function_text(fn: Function, sources: dict | None) -> str:

@@ -1,11 +1,11 @@
-"""The docs builder (a face: the core never imports it): `tapeml docs build` and `tapeml docs check` (DESIGN.md rule 9).
+"""The docs builder, a face (the core never imports it): `tapeml docs build` and `docs check`.
 
     tapeml docs build [--root DIR]   write docs/builtins/ from the registry; run docs/*.md blocks
     tapeml docs check [--root DIR]   rebuild into a temporary directory and compare
 
 What `build` writes (DIR defaults to the checkout that holds this package):
 - docs/builtins/index.md: every builtin, grouped by category with counts, one line each; then the
-  documented stdlib functions (when a documentation table exists, see `stdlib_entries`).
+  stdlib functions, documented by the comment above their `fn` (see collect.stdlib_entries).
 - docs/builtins/<name>.md, one page per builtin and documented stdlib function, in this order:
   title and call shape, "What it is", the signature table, the examples (code, the exact output,
   the figure), the gradient check, "How it works", the errors.
@@ -47,7 +47,7 @@ import importlib
 
 _WHERE = {
     "collect": ["DocsError", "Entry", "builtin_entries", "stdlib_entries",
-                "params_from_signature", "parse_doc_comment", "all_entries"],
+                "params_from_signature", "parse_doc_comment", "comment_above", "all_entries"],
     "run": ["GRAD_TOLERANCE", "RunResult", "echo_text", "fresh_interpreter", "reset_random", "run_code",
             "save_figures", "gradient_check", "error_bound", "format_error"],
     "render": ["GENERATED", "printed_bounds", "build_page", "build_index", "run_markdown", "build", "default_root"],

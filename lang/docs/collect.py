@@ -92,11 +92,17 @@ def stdlib_entries(directory: str | None = None) -> list[Entry]:
             m = FN_LINE.match(line)
             if not m or m.group(1).startswith("_"):
                 continue
-            k = i
-            while k > 0 and lines[k - 1].startswith("#"):
-                k -= 1
-            out.append(parse_doc_comment(m.group(1), m.group(2), lines[k:i], f"stdlib/{fname}"))
+            out.append(parse_doc_comment(m.group(1), m.group(2), comment_above(lines, i), f"stdlib/{fname}"))
     return out
+
+
+def comment_above(lines: list[str], i: int) -> list[str]:
+    """The `#` comment lines directly above line i (0-based), in order: a function's doc comment
+    (help shows it for the user's own functions too)."""
+    k = i
+    while k > 0 and lines[k - 1].lstrip().startswith("#"):
+        k -= 1
+    return lines[k:i]
 
 
 def parse_doc_comment(name: str, params_text: str, comment: list[str], file: str) -> Entry:
@@ -105,7 +111,7 @@ def parse_doc_comment(name: str, params_text: str, comment: list[str], file: str
     by_name = {p.name: p for p in params}
     summary, fields = [], []          # fields: [kind, param or None, [lines]]
     for line in comment:
-        body = line[1:]
+        body = line.lstrip()[1:]
         body = body[1:] if body.startswith(" ") else body
         if not body.strip():
             continue
