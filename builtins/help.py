@@ -5,8 +5,9 @@ from): signature, parameters with kinds, shapes and constraints, summary, `what`
 example. Functions written in tapeml (the stdlib prelude, the user's own) are described from
 their signature and the `#` comment lines directly above their `fn` line.
 
-Stdlib functions are documented by the table `tapeml.stdlib.docs.STDLIB_DOCS` (name -> dict
-with signature, summary, category, what, examples, file); see `stdlib_table`.
+Stdlib functions are documented by the structured comment above their `fn` line in
+stdlib/*.ml, read by the doc model the docs builder uses too (tapeml.docs.collect; see
+`stdlib_table`).
 """
 from __future__ import annotations
 
@@ -74,15 +75,18 @@ def _param_rows(params) -> list[str]:
 NO_RUN_CATEGORIES = {"Plotting", "IO"}   # examples with effects beyond printing are shown, not run
 
 
-def example_output(example: str) -> str | None:
+def example_output(example: str, interp) -> str | None:
     """What the REPL shows for `example` in a fresh session (prints and the echo), or None when
-    it fails. Used so that help shows the result beside the code."""
+    it fails. Used so that help shows the result beside the code. The fresh session is a new
+    interpreter of the kind of `interp` (the session asking; help has no interpreter of its own,
+    which would import the interpreter that imports the builtins); without one, None."""
     import io
     from tapeml.errors import LangError
-    from tapeml.interpreter import Interpreter
+    if interp is None:
+        return None
     buf = io.StringIO()
     try:
-        interp = Interpreter(out=buf)
+        interp = type(interp)(out=buf)
         interp.progress_out = False     # an example's progress(...) loop draws no bar into help
         # echoed as the REPL and the docs echo: strings quoted, big matrices as grids
         interp.run(example, "<example>", echo=lambda v: buf.write(display_value(v) + "\n"))
@@ -91,16 +95,16 @@ def example_output(example: str) -> str | None:
     return buf.getvalue().rstrip("\n")
 
 
-def _example_lines(example: str, run: bool = True) -> list[str]:
+def _example_lines(example: str, interp, run: bool = True) -> list[str]:
     lines = example.split("\n")
     out = ["  ml> " + lines[0]] + ["  ... " + more for more in lines[1:]]
-    result = example_output(example) if run else None
+    result = example_output(example, interp) if run else None
     if result:
         out.extend("  " + line for line in result.split("\n"))
     return out
 
 
-def _doc_text(name: str, entry, category: str = "") -> str:
+def _doc_text(name: str, entry, interp, category: str = "") -> str:
     """Help text for a Builtin, or a Builtin-like object or dict (the stdlib table)."""
     signature = _field(entry, "signature")
     signature = signature() if callable(signature) else signature
@@ -128,23 +132,25 @@ def _doc_text(name: str, entry, category: str = "") -> str:
     if examples:
         out.append("")
         out.append("Example")
-        out.extend(_example_lines(examples[0], run=category not in NO_RUN_CATEGORIES))
+        out.extend(_example_lines(examples[0], interp, run=category not in NO_RUN_CATEGORIES))
     return "\n".join(out)
 
 
 def stdlib_table() -> dict:
-    """The stdlib documentation table (tapeml.stdlib.docs.STDLIB_DOCS: name -> dict with
-    signature, summary, category, what, examples, file), or {} when there is none."""
-    try:
-        from tapeml.stdlib import docs
-    except ImportError:
-        return {}
-    table = getattr(docs, "STDLIB_DOCS", None)
-    return table if isinstance(table, dict) else {}
+    """The documented stdlib functions: name -> docs.collect.Entry (summary, signature, params,
+    returns, what, how, errors, examples, file), read once from the doc comments above their
+    `fn` lines in stdlib/*.ml by the same collector the docs builder uses."""
+    if not _STDLIB:
+        from tapeml.docs.collect import stdlib_entries
+        _STDLIB.update((e.name, e) for e in stdlib_entries())
+    return _STDLIB
+
+
+_STDLIB: dict = {}
 
 
 def _stdlib_doc(name: str):
-    """The stdlib documentation table's entry for `name`, if there is one."""
+    """The stdlib documentation of `name`, if there is one."""
     return stdlib_table().get(name)
 
 
@@ -153,13 +159,9 @@ def _comment_above(fn: Function, sources: dict) -> list[str]:
     span = getattr(fn, "span", None)
     if span is None or not sources or span.file not in sources:
         return []
+    from tapeml.docs.collect import comment_above
     lines = sources[span.file].splitlines()
-    i = span.line - 2
-    found = []
-    while 0 <= i < len(lines) and lines[i].lstrip().startswith("#"):
-        found.append(lines[i].lstrip()[1:].strip())
-        i -= 1
-    return list(reversed(found))
+    return [line.lstrip()[1:].strip() for line in comment_above(lines, min(span.line - 1, len(lines)))]
 
 
 def _function_text(fn: Function, sources: dict | None) -> str:
@@ -206,6 +208,8 @@ def known_names(interp=None) -> list[str]:
 
 def help_text(name: str | None = None, interp=None) -> str:
     """The help shown by `help(name)` and the REPL's `?name`; `help_text()` lists categories.
+    interp is the session asking: its names are known, and a fresh interpreter of its kind runs
+    the example shown (without one, the example is shown without its result).
 
     Raises NameErr (with a close match when there is one) for an unknown name."""
     if name is None or name == "":
@@ -213,10 +217,9 @@ def help_text(name: str | None = None, interp=None) -> str:
     name = name.strip()
     what, value = _lookup(name, interp)
     if what == "builtin":
-        return _doc_text(value.name, value)
+        return _doc_text(value.name, value, interp)
     if what == "stdlib":
-        from tapeml.docgen import stdlib_params
-        text = _doc_text(name, {**value, "params": stdlib_params(value)}, "Standard library")
+        text = _doc_text(name, value, interp, "Standard library")
         where = _field(value, "file", "")
         return text + (f"\n\nWritten in tapeml: {where}" if where else "")
     if what == "function":
@@ -278,7 +281,7 @@ def help_(interp, name):
     elif isinstance(r, str):
         text = help_text(r, interp)
     elif isinstance(r, Builtin):
-        text = _doc_text(r.name, r)
+        text = _doc_text(r.name, r, interp)
     elif isinstance(r, Function) and r.name in stdlib_table() and \
             raw(interp.prelude.vars.get(r.name)) is r:
         text = help_text(r.name, interp)

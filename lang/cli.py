@@ -149,8 +149,8 @@ def main(argv: list[str] | None = None) -> int:
         else:
             return _usage_error(f"unknown option '{flag}'")
     if argv and argv[0] == "docs":
-        from . import docgen
-        return docgen.main(argv[1:])
+        from .docs.check import main
+        return main(argv[1:])
     from .interpreter import Interpreter
     if dtype is not None:
         from . import ops

@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from tapeml import docgen
+from tapeml import docs as docgen
 from tapeml.builtins import REGISTRY, plot
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -247,29 +247,112 @@ def test_docs_check_fails_when_an_expected_output_is_edited(tmp_path):
 def test_every_builtin_and_stdlib_function_has_what_how_and_errors():
     """Every page has a "What it is" paragraph, a "How it works" paragraph and its errors, written
     in the declaration (not the summary standing in for them)."""
-    from tapeml.stdlib.docs import STDLIB_DOCS
+    from tapeml.docs.collect import stdlib_entries
+    STDLIB_DOCS = {e.name: e for e in stdlib_entries()}
 
     def blank(v):
         return not (v.strip() if isinstance(v, str) else v and all(str(x).strip() for x in v))
     missing = [f"{n}: no {k}" for n, b in REGISTRY.items() for k in ("what", "how", "errors")
                if blank(getattr(b, k))]
     missing += [f"stdlib {n}: no {k}" for n, d in STDLIB_DOCS.items() for k in ("what", "how", "errors")
-                if blank(d.get(k) or "")]
+                if blank(getattr(d, k) or "")]
     assert missing == []
 
 
 def test_every_stdlib_parameter_is_described_and_every_result_named():
     """A stdlib function's page and help() list each parameter with its kind and what it is, as a
     builtin's do; the descriptions name only parameters the signature has."""
-    from tapeml.stdlib.docs import STDLIB_DOCS
     missing = []
-    for name, entry in STDLIB_DOCS.items():
-        params = docgen.stdlib_params(entry)
-        assert set(entry["param_docs"]) <= {p.name for p in params}, name
+    for entry in docgen.stdlib_entries():
+        name, params = entry.name, entry.params
         missing += [f"{name}({p.name})" for p in params if not p.doc or p.kind == "any" and p.name != "params"]
-        if not entry["returns"].strip():
+        if not entry.returns.strip():
             missing.append(f"{name}: returns")
     assert missing == []
+    with pytest.raises(docgen.DocsError, match="describes a parameter 'y' it does not have"):
+        docgen.parse_doc_comment("f", "x", ["# Sum.", "# param y (number): no such parameter"], "stdlib/t.ml")
     from tapeml.builtins.help import help_text
     text = help_text("adamw_step")
     assert "Parameters" in text and "weight_decay  number" in text and "default 0.01" in text
+
+
+def test_a_stdlib_doc_comment_is_read_field_by_field():
+    """The structured comment above a stdlib `fn` (docs.collect.stdlib_entries): summary, params
+    with kind and shape (defaults from the fn line as written), returns, prose continued on
+    indented lines, one error per line, multi-line examples."""
+    comment = ["# Scale x.", "#", "# param x (array, [N]): the values", "# param k (number): the factor,",
+               "#     > 0", "# returns: x * k", "# what: Multiplies", "#     every element.",
+               "# how: x * k.", "# error: TypeError one", "# error: ValueError two",
+               "# example:", "#     y = [1, 2]", "#     scale(y, 2)", "# example:", "#     scale(1)"]
+    e = docgen.parse_doc_comment("scale", "x, k = 1.0", comment, "stdlib/t.ml")
+    assert (e.name, e.summary, e.signature, e.returns, e.what, e.how, e.file, e.source) == (
+        "scale", "Scale x.", "scale(x, k=1.0)", "x * k", "Multiplies every element.", "x * k.",
+        "stdlib/t.ml", "stdlib")
+    assert [(p.name, p.kind, p.shape, p.doc, str(p.default)) for p in e.params][1] == (
+        "k", "number", "", "the factor, > 0", "1.0")
+    assert (e.params[0].kind, e.params[0].shape, e.params[0].required) == ("array", "[N]", True)
+    assert e.errors == ["TypeError one", "ValueError two"]
+    assert e.examples == ["y = [1, 2]\nscale(y, 2)", "scale(1)"]
+
+
+def test_every_public_stdlib_function_has_a_doc_comment_and_no_other_table_exists():
+    entries = {e.name: e for e in docgen.stdlib_entries()}
+    root = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "stdlib")
+    for f in os.listdir(root):
+        if f.endswith(".ml"):
+            names = re.findall(r"^fn ([a-zA-Z]\w*)\(", open(os.path.join(root, f), encoding="utf-8").read(), re.M)
+            assert all(entries[n].file == f"stdlib/{f}" and entries[n].summary for n in names), f
+    assert not os.path.exists(os.path.join(root, "docs.py"))
+
+
+def test_gradient_figures_print_as_a_stable_bound():
+    """The gradient check prints the power of ten the error stays below; a rebuild keeps the
+    bound the committed page printed while it still holds and is at most 100 times the error,
+    so rounding noise in the last digits (5e-10 one run, 6e-10 the next) changes no page."""
+    b = docgen.error_bound
+    assert [b(5.3e-10), b(6.1e-10), b(1e-10), b(9.99e-11), b(0.0), b(3e-7)] == [
+        "< 1e-9", "< 1e-9", "< 1e-9", "< 1e-10", "0", "< 1e-6"]
+    assert b(0.98e-9, "1e-8") == "< 1e-8"          # kept: still true, not 100x loose
+    assert b(1.02e-9, "1e-9") == "< 1e-8"          # no longer true: the next decade
+    assert b(5e-12, "1e-9") == "< 1e-11"           # too loose: recomputed
+    page = "| `x` | < 1e-9 (passes) |\n| `w` | 5e-10 (passes) |\n| `y` | 3e-3 (FAILS) |\n"
+    assert docgen.printed_bounds(page) == {"x": "1e-9"}
+
+
+def test_docs_build_on_a_clean_copy_changes_no_file_twice(tmp_path):
+    """`tapeml docs build` in a copy of the committed docs/ rewrites every page and figure with
+    the same text (figures: the same pixels), and a second build in a row does too. Run as the
+    command (its own process, the CLI's call depth), as a user runs it."""
+    root = ROOT
+    shutil.copytree(os.path.join(root, "docs"), tmp_path / "docs")
+    for _ in range(2):
+        res = subprocess.run([sys.executable, "-m", "tapeml", "docs", "build", "--root", str(tmp_path)],
+                             capture_output=True, text=True, timeout=300)
+        assert res.returncode == 0, res.stderr[-2000:]
+        changed = []
+        for dirpath, _, files in os.walk(os.path.join(root, "docs")):
+            for f in files:
+                a = os.path.join(dirpath, f)
+                b = os.path.join(tmp_path, os.path.relpath(a, root))
+                if not os.path.exists(b):
+                    changed.append(f"{f}: removed by the build")
+                elif f.endswith(".png"):
+                    if not docgen.same_png(a, b):
+                        changed.append(f)
+                elif open(a, "rb").read() != open(b, "rb").read():
+                    changed.append(f)
+        assert changed == []
+
+
+def test_help_shares_the_doc_model_and_runs_examples_in_the_asking_session():
+    """help reads stdlib docs through docs.collect (the builder's doc model) and runs the example
+    in a fresh interpreter of the asking session's kind; with no session it shows the code only."""
+    from tapeml.builtins.help import help_text, stdlib_table
+    from tapeml.interpreter import Interpreter
+    assert set(stdlib_table()) == {e.name for e in docgen.stdlib_entries()}
+    with_session = help_text("len", Interpreter(out=io.StringIO())).split("Example\n")[1].split("\n")
+    without = help_text("len").split("Example\n")[1].split("\n")
+    assert len(with_session) == len(without) + 1 and with_session[:len(without)] == without
+    assert with_session[-1].strip() == docgen.run_code(REGISTRY["len"].examples[0], "<len>").output.split("\n")[-1]
+    help_src = open(os.path.join(ROOT, "builtins", "help.py"), encoding="utf-8").read()
+    assert "tapeml.interpreter" not in help_src and "docs.run" not in help_src and "docs.render" not in help_src

@@ -89,7 +89,7 @@ def test_grad_error_and_worse():
 
 
 def test_docs_gradient_gate_fails_on_nan():
-    from tapeml import docgen
+    from tapeml import docs as docgen
     from tapeml.builtins.registry import Builtin, P
     import tapeml.builtins.registry as reg
     nan_square = ops.primitive("docs_test_nan_square", lambda x: x * x,

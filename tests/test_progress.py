@@ -158,11 +158,12 @@ def test_off_by_environment_in_the_docs_build_and_in_help(monkeypatch, capsys):
     _, _, bar = run("for i in progress(1:3) end")
     assert bar == ""
     monkeypatch.delenv("TAPEML_PROGRESS")
-    from tapeml import docgen
+    from tapeml import docs as docgen
     res = docgen.run_code('s = 0\nfor i in progress(1:5, desc="x")\n    s = s + i\nend\ns', "<doc>")
     assert res.error is None and res.output == "15"
     from tapeml.builtins.help import help_text
-    assert "  ... loss\n  0.3333333" in help_text("progress_note")    # help runs the example, bar off
+    from tapeml.interpreter import Interpreter
+    assert "  ... loss\n  0.3333333" in help_text("progress_note", Interpreter(out=io.StringIO()))   # help runs the example, bar off
     assert capsys.readouterr().err == ""
 
 

@@ -169,8 +169,13 @@ def test_history_path_env(monkeypatch, tmp_path):
 
 # ---- help -------------------------------------------------------------------------------------
 
+def help_in_a_session(name):
+    """help_text as a session shows it: the example run in a fresh interpreter, with its result."""
+    return help_text(name, Interpreter(out=io.StringIO()))
+
+
 def test_help_text_of_layer_norm():
-    text = help_text("layer_norm")
+    text = help_in_a_session("layer_norm")
     lines = text.split("\n")
     assert lines[0] == "layer_norm(x, gamma, beta, eps=1e-5)    [Statistics & ML]"
     assert lines[1] == "  Normalize each row (last axis) to mean 0 and variance 1, then scale and shift."
@@ -184,7 +189,7 @@ def test_help_text_of_layer_norm():
 
 def test_help_builtin_forms(ml):
     code, out = ml('help(layer_norm)')
-    assert code == 0 and out == help_text("layer_norm") + "\n"
+    assert code == 0 and out == help_in_a_session("layer_norm") + "\n"
     code, out = ml('help("softmax")')
     assert code == 0 and out.startswith("softmax(x, dim=-1)    [Statistics & ML]\n")
     code, out = ml("help()")
@@ -295,7 +300,7 @@ def test_enter_applies_a_selected_completion():
 
 def test_help_of_layer_norm_in_the_session():
     code, out = drive("?layer_norm\r", "help(layer_norm)\r", "layer_norm?\r", ":quit\r")
-    text = help_text("layer_norm") + "\n"
+    text = help_in_a_session("layer_norm") + "\n"
     assert out == text * 3
 
 
