@@ -40,3 +40,17 @@ def _float64_after_each_test():
     yield
     from tapeml import ops
     ops.set_dtype("float64")
+
+
+@contextlib.contextmanager
+def allocates_at_most(limit_bytes):
+    """Fail when the block's peak allocation (NumPy arrays included: NumPy reports to
+    tracemalloc) passes `limit_bytes`: "refused before allocating" checked by memory, not time."""
+    import tracemalloc
+    tracemalloc.start()
+    try:
+        yield
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak <= limit_bytes, f"peak allocation {peak / 1e6:.0f} MB > {limit_bytes / 1e6:.0f} MB"
