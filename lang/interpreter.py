@@ -20,8 +20,10 @@ from .errors import (STDLIB_PREFIX, IOErr, IndexErr, InternalError, LangError, N
 from .lexer import FOREIGN_WORDS, KEYWORDS, decode_source
 from .parser import parse
 from .progress import loop_bar
+from .ranges import make_range
 from .tape import Box, raw
-from .values import Function, Progress, Record, describe, format_gb, format_number, format_value, shape_text
+from .values import (Callable, Function, Progress, Record, bind_arguments, describe, format_gb, format_number,
+                     format_value, shape_text)
 
 MAX_DEPTH = 20000       # tapeml call depth before a RecursionError
 _STDLIB_TREES: dict = {}    # (file name, text) -> parsed Program, shared by all interpreters
@@ -773,58 +775,17 @@ class Interpreter:
 
     def call(self, fn, args, kwargs, span):
         """Call a tapeml function or builtin; errors get `span` (the call site)."""
-        t = type(fn)
-        if t is Function:
+        if type(fn) is Function:
             return self.call_function(fn, args, kwargs, span)
-        from tapeml.builtins.registry import Builtin
-        if t is Builtin:
-            try:
-                bound = fn.bind(args, kwargs)
-                if fn.interp:
-                    return fn.fn(self, *bound)
-                return fn.fn(*bound)
-            except LangError as e:
-                pending = getattr(e, "pending_fn", None)
-                if pending is not None and span is not None:
-                    e.trace.append((f"{pending} (called by {fn.name})", span))
-                    e.pending_fn = None
-                raise e.with_span(span)
-            except (ReturnSignal, BreakSignal, ContinueSignal, KeyboardInterrupt):
-                raise
-            except MemoryError:
-                raise ValueErr(f"{fn.name}(): not enough memory for this computation", span) from None
-            except (ValueError, TypeError, IndexError, ZeroDivisionError, OverflowError) as e:
-                err = ValueErr(f"{fn.name}(): {e}", span)
-                err.python_text = True      # a Python exception's words: the fuzz suite counts these
-                raise err from e
+        if isinstance(fn, Callable):
+            return fn.call(self, args, kwargs, span)
         hint = "; to index a matrix write x[i]" if isinstance(raw(fn), (np.ndarray, float)) else ""
         raise TypeErr(f"cannot call {describe(fn)}; only functions can be called{hint}", span)
 
     def call_function(self, fn: Function, args, kwargs, span):
-        params = fn.params
-        if len(args) > len(params):
-            raise TypeErr(f"{fn.name}() takes {len(params)} argument{'s' * (len(params) != 1)} "
-                          f"({fn.signature()}), got {len(args)}", span)
+        """Run a user function's body in a new scope below the one it was defined in."""
         local = Env(fn.env)
-        vars_ = local.vars
-        for p, a in zip(params, args):
-            vars_[p.name] = a
-        if kwargs:
-            names = [p.name for p in params]
-            for k, v in kwargs.items():
-                if k not in names:
-                    close = difflib.get_close_matches(k, names, 1)
-                    hint = f"; did you mean '{close[0]}'?" if close else ""
-                    raise TypeErr(f"{fn.name}() has no parameter '{k}'{hint} ({fn.signature()})", span)
-                if k in vars_:
-                    raise TypeErr(f"{fn.name}() got '{k}' both by position and by keyword", span)
-                vars_[k] = v
-        if len(vars_) < len(params):
-            for p in params:
-                if p.name not in vars_:
-                    if p.default is None:
-                        raise TypeErr(f"{fn.name}() is missing the argument '{p.name}' ({fn.signature()})", span)
-                    vars_[p.name] = self.eval(p.default, local)
+        bind_arguments(fn, args, kwargs, local.vars, span, self.eval, local)
         self.depth += 1
         if self.depth > MAX_DEPTH:
             self.depth = 0
@@ -894,37 +855,6 @@ class Interpreter:
         record = Record(dict(module_env.vars))
         self.modules[full] = record
         return record
-
-
-RANGE_MAX = limits.RANGE_MAX
-
-
-def make_range(start: float, step: float, stop: float, span=None) -> np.ndarray:
-    """The inclusive range start:step:stop as a float vector (`1:0` is empty).
-
-    Elements are start + k*step; the last is stop exactly when start + k*step lands on stop
-    within rounding (RANGE_ULPS ulps of the largest of |start|, |stop|, |step|), so
-    `(0:0.1:0.3)[end] == 0.3` (docs/language.md, "Ranges")."""
-    if step == 0:
-        raise ValueErr("a range step cannot be 0", span)
-    if not (math.isfinite(start) and math.isfinite(stop) and math.isfinite(step)):
-        raise ValueErr("a range needs finite start, step and end", span)
-    q = (stop - start) / step          # inf when the step is tiny (0:1e-320:1)
-    if not math.isfinite(q) or q >= RANGE_MAX:
-        raise limits.range_error(math.floor(q) + 1 if math.isfinite(q) else q).with_span(span)
-    tol = RANGE_ULPS * 2.0 ** -52 * max(abs(start), abs(stop), abs(step))
-    k = math.floor(q) if q > -1 else -1          # the last whole step at or before stop
-    if abs(start + (k + 1) * step - stop) <= tol:
-        k += 1                                   # rounding left the last step just short of stop
-    if k < 0:
-        return np.zeros(0, dtype=ops.FLOAT["dtype"])
-    out = start + step * np.arange(k + 1, dtype=np.float64)
-    if abs(out[-1] - stop) <= tol:
-        out[-1] = stop
-    return ops.as_float(out)
-
-
-RANGE_ULPS = 4
 
 
 def values_equal(a, b) -> bool:
