@@ -179,3 +179,35 @@ def test_a_node_class_without_handler_is_an_internal_error_naming_it():
     # and a node class of the language that is only ever handled by its parent (Param)
     with pytest.raises(InternalError, match="Param"):
         interp.eval(A.Param(None, "x", None), interp.globals)
+
+
+# ---- item 3: one callable protocol, one binder, the wordings of before -----------------------
+@pytest.mark.parametrize("program, message", [
+    ("fn f(a, b=a+1)\n return a+b\nend\nf(1,2,3)", "f() takes 2 arguments (f(a, b=a + 1.0)), got 3"),
+    ("fn f(a, b=a+1)\n return a+b\nend\nf(1, c=2)", "f() has no parameter 'c' (f(a, b=a + 1.0))"),
+    ("fn f(a, b=a+1)\n return a+b\nend\nf(1, a=2)", "f() got 'a' both by position and by keyword"),
+    ("fn f(a, b=a+1)\n return a+b\nend\nf(b=2)", "f() is missing the argument 'a' (f(a, b=a + 1.0))"),
+    ("sum(1,2,3,4)", "sum() takes at most 2 arguments, got 4: sum(x, dim=none)"),
+    ("sum([1,2], axis=1)", "sum() has no parameter 'axis'; did you mean 'dim'? (parameters: x, dim)"),
+    ("sum([1,2], x=[1])", "sum() got 'x' both by position and by keyword"),
+    ("sum()", "sum() is missing the argument 'x': sum(x, dim=none)"),
+    ("print(1, 2, sep=3)", "print() has no parameter 'sep' (parameters: none)"),
+])
+def test_one_binder_keeps_each_kinds_wording(program, message):
+    from tapeml.errors import LangError
+    from tapeml.interpreter import Interpreter
+    with pytest.raises(LangError) as info:
+        Interpreter(load_prelude=False).run(program)
+    assert info.value.message == message
+
+
+def test_functions_and_builtins_are_one_callable_kind():
+    from tapeml.builtins.registry import REGISTRY
+    from tapeml.interpreter import Interpreter
+    from tapeml.values import Callable, Function
+    interp = Interpreter(load_prelude=False)
+    interp.run("fn f(a, b=a+1)\n return a+b\nend")
+    f = interp.globals.vars["f"]
+    assert isinstance(f, Function) and isinstance(f, Callable) and isinstance(REGISTRY["sum"], Callable)
+    assert f.call(interp, [1.0], {}, None) == 3.0                     # b's default sees a
+    assert REGISTRY["max"].call(interp, [2.0, 5.0], {}, None) == 5.0
