@@ -9,7 +9,7 @@ from tapeml import limits, ops
 from tapeml.builtins.registry import P, builtin
 from tapeml.builtins.util import axis, check_size
 from tapeml.errors import ShapeError, TypeErr, ValueErr
-from tapeml.interpreter import RANGE_MAX, RANGE_ULPS, make_range
+from tapeml.ranges import RANGE_MAX, RANGE_ULPS, make_range
 from tapeml.tape import raw
 from tapeml.values import describe, format_number, format_value, shape_text
 

@@ -5,22 +5,21 @@
              returns="[..., D]", what="...", how="...", errors=[...], examples=[...])
     def layer_norm(x, gamma, beta, eps): ...
 
-The interpreter's argument binding, the REPL's completion and help, and the docs builder all
+The one binder (values.bind_arguments), the REPL's completion and help, and the docs builder all
 read this one table (DESIGN.md rule 8). Argument kinds and constraints are checked here, so
 builtin bodies receive validated values.
 """
 from __future__ import annotations
 
-import difflib
 import math
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable as CallableType
 
 import numpy as np
 
-from tapeml.errors import TypeErr, ValueErr
+from tapeml.errors import LangError, TypeErr, ValueErr
 from tapeml.tape import Box, raw
-from tapeml.values import Function, Record, describe, format_value
+from tapeml.values import Callable, Record, bind_arguments, describe, format_value
 
 REQUIRED = object()
 INT_BOUND = 2 ** 53           # "int" parameters: whole numbers a float64 holds exactly
@@ -49,7 +48,7 @@ class P:
     default: object = REQUIRED
     doc: str = ""
     shape: str = ""
-    check: Callable | None = None
+    check: CallableType | None = None
     variadic: bool = False
     constraint: str = ""     # the constraint in words, for docs (`> 0`, `one of ...`)
 
@@ -59,11 +58,13 @@ class P:
 
 
 @dataclass
-class Builtin:
+class Builtin(Callable):
+    """A builtin: a Python function with its declaration. Its arguments are bound by the one
+    binder (values.bind_arguments), which checks each one's kind and constraint here."""
     name: str
     category: str
     summary: str
-    fn: Callable
+    fn: CallableType
     params: list
     returns: str = ""
     what: str = ""
@@ -73,56 +74,57 @@ class Builtin:
     interp: bool = False            # fn takes the interpreter as its first argument
     differentiable: bool = False    # records onto the tape (docs check its gradient)
 
+    NO_DEFAULT = REQUIRED
+    synonyms = SYNONYMS
+    TOO_MANY = "{name}() takes at most {n} argument{s}, got {got}: {signature}"
+    MISSING = "{name}() is missing the argument '{param}': {signature}"
+    UNKNOWN = "{name}() has no parameter '{key}'{hint} (parameters: {names})"
+
+    @property
+    def variadic_at(self):
+        return next((i for i, p in enumerate(self.params) if p.variadic), None)
+
     def signature(self) -> str:
         return call_text(self.name, self.params)
+
+    def convert_argument(self, p: P, v):
+        """Check a passed argument's kind and constraint; return it converted."""
+        if p.variadic:
+            return tuple(convert(self.name, p, x) for x in v)
+        v = convert(self.name, p, v)
+        if p.check is not None:
+            msg = p.check(raw(v))
+            if msg:
+                raise ValueErr(f"{self.name}(): {p.name} {msg}, got {format_value(v, True)}")
+        return v
 
     def bind(self, args: list, kwargs: dict) -> list:
         """Match positional and keyword arguments to parameters, apply defaults, check kinds
         and constraints. Raises TypeErr / ValueErr that name the builtin and the parameter."""
-        params = self.params
-        bound = {}
-        vi = next((i for i, p in enumerate(params) if p.variadic), None)
-        positional = params if vi is None else params[:vi]
-        if vi is None and len(args) > len(positional):
-            n = len(positional)
-            raise TypeErr(f"{self.name}() takes at most {n} argument{'s' * (n != 1)}, "
-                          f"got {len(args)}: {self.signature()}")
-        for p, a in zip(positional, args):
-            bound[p.name] = a
-        if vi is not None:
-            bound[params[vi].name] = tuple(args[len(positional):])
-        for k, v in kwargs.items():
-            p = next((q for q in params if q.name == k and not q.variadic), None)
-            if p is None:
-                names = [q.name for q in params if not q.variadic]
-                close = [SYNONYMS[k]] if SYNONYMS.get(k) in names else difflib.get_close_matches(k, names, 1)
-                hint = f"; did you mean '{close[0]}'?" if close else ""
-                raise TypeErr(f"{self.name}() has no parameter '{k}'{hint} "
-                              f"(parameters: {', '.join(names) or 'none'})")
-            if p.name in bound:
-                raise TypeErr(f"{self.name}() got '{k}' both by position and by keyword")
-            bound[k] = v
-        out = []
-        for p in params:
-            if p.name in bound:
-                v = bound[p.name]
-            elif p.variadic:
-                v = ()
-            elif p.default is REQUIRED:
-                raise TypeErr(f"{self.name}() is missing the argument '{p.name}': {self.signature()}")
-            else:
-                out.append(p.default)
-                continue
-            if p.variadic:
-                v = tuple(convert(self.name, p, x) for x in v)
-            else:
-                v = convert(self.name, p, v)
-            if p.check is not None and not p.variadic:
-                msg = p.check(raw(v))
-                if msg:
-                    raise ValueErr(f"{self.name}(): {p.name} {msg}, got {format_value(v, True)}")
-            out.append(v)
-        return out
+        bound = bind_arguments(self, args, kwargs, {})
+        return [bound[p.name] for p in self.params]
+
+    def call(self, interp, args: list, kwargs: dict, span):
+        """Bind and run; errors get `span` (the call site), Python exceptions become ValueErr."""
+        try:
+            bound = self.bind(args, kwargs)
+            if self.interp:
+                return self.fn(interp, *bound)
+            return self.fn(*bound)
+        except LangError as e:
+            pending = getattr(e, "pending_fn", None)
+            if pending is not None and span is not None:
+                e.trace.append((f"{pending} (called by {self.name})", span))
+                e.pending_fn = None
+            raise e.with_span(span)
+        except KeyboardInterrupt:
+            raise
+        except MemoryError:
+            raise ValueErr(f"{self.name}(): not enough memory for this computation", span) from None
+        except (ValueError, TypeError, IndexError, ZeroDivisionError, OverflowError) as e:
+            err = ValueErr(f"{self.name}(): {e}", span)
+            err.python_text = True      # a Python exception's words: the fuzz suite counts these
+            raise err from e
 
 
 def _is_number(v) -> bool:
@@ -164,7 +166,7 @@ def convert(fname: str, p: P, v):
     elif kind == "string":
         ok = isinstance(r, str)
     elif kind == "function":
-        ok = isinstance(r, (Function, Builtin))
+        ok = isinstance(r, Callable)
     elif kind == "record":
         ok = isinstance(r, Record)
     elif kind == "tuple":

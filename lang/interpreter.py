@@ -3,6 +3,9 @@
 Scopes: a script's top level is one environment; each function call opens a new one whose
 parent is the environment the function was defined in (closures). Blocks do not open scopes.
 Builtins and the stdlib prelude live below the globals.
+
+By job: statements and expressions here; indexing in lang/indexing.py, calls and imports in
+lang/calls.py (mixins of Interpreter); scopes and control-flow signals in lang/scope.py.
 """
 from __future__ import annotations
 
@@ -15,55 +18,19 @@ import numpy as np
 
 from . import ast as A
 from . import limits, ops
-from .errors import (STDLIB_PREFIX, IOErr, IndexErr, InternalError, LangError, NameErr, RecursionErr,
+from .calls import Calls
+from .errors import (STDLIB_PREFIX, InternalError, LangError, NameErr, RecursionErr,
                      ShapeError, TypeErr, ValueErr)
-from .lexer import FOREIGN_WORDS, KEYWORDS, decode_source
+from .indexing import Indexing
+from .lexer import FOREIGN_WORDS, KEYWORDS
 from .parser import parse
 from .progress import loop_bar
+from .ranges import make_range
+from .scope import BreakSignal, ContinueSignal, Env, ReturnSignal
 from .tape import Box, raw
-from .values import Function, Progress, Record, describe, format_gb, format_number, format_value, shape_text
+from .values import Function, Progress, Record, describe, format_gb, format_value, shape_text
 
-MAX_DEPTH = 20000       # tapeml call depth before a RecursionError
 _STDLIB_TREES: dict = {}    # (file name, text) -> parsed Program, shared by all interpreters
-
-
-class BreakSignal(Exception):
-    pass
-
-
-class ContinueSignal(Exception):
-    pass
-
-
-class ReturnSignal(Exception):
-    def __init__(self, value):
-        self.value = value
-
-
-class Env:
-    """A scope: a dict of names and the enclosing scope."""
-    __slots__ = ("vars", "parent")
-
-    def __init__(self, parent=None, vars=None):
-        self.vars = {} if vars is None else vars
-        self.parent = parent
-
-    def lookup(self, name):
-        env = self
-        while env is not None:
-            v = env.vars
-            if name in v:
-                return v[name]
-            env = env.parent
-        raise KeyError(name)
-
-    def names(self):
-        out, env = set(), self
-        while env is not None:
-            out.update(env.vars)
-            env = env.parent
-        return out
-
 
 BINARY = {"+": ops.add, "-": ops.sub, "*": ops.mul, "/": ops.div, "%": ops.mod, "^": ops.pow_,
           "@": ops.matmul, "==": ops.eq, "!=": ops.ne, "<": ops.lt, "<=": ops.le, ">": ops.gt,
@@ -84,7 +51,25 @@ def is_numeric(v) -> bool:
         or isinstance(v, (float, np.bool_))
 
 
-class Interpreter:
+def node_classes() -> list:
+    """Every syntax node class: the subclasses of ast.Node, at any depth."""
+    out, todo = [], list(A.Node.__subclasses__())
+    while todo:
+        cls = todo.pop()
+        out.append(cls)
+        todo.extend(cls.__subclasses__())
+    return out
+
+
+def missing_handler(cls):
+    """The dispatch entry of a node class the evaluator has no eval_ method for: a bug in tapeml."""
+    def fail(node, env):
+        raise InternalError(f"the evaluator has no handler for the node class {cls.__name__} "
+                            f"(an Interpreter method eval_{cls.__name__.lower()})")
+    return fail
+
+
+class Interpreter(Calls, Indexing):
     def __init__(self, out=None, load_prelude: bool = True):
         from tapeml.builtins import REGISTRY  # registers every builtin module
         self.out = out if out is not None else sys.stdout
@@ -100,10 +85,8 @@ class Interpreter:
         self.dir_stack: list[str] = []
         self.progress_out = None        # where progress bars draw (lang/progress.py: stream_for)
         self.progress_bars: list = []   # the bars of the progress(...) loops running, innermost last
-        self.dispatch = {cls: getattr(self, "eval_" + cls.__name__.lower())
-                         for cls in vars(A).values()
-                         if isinstance(cls, type) and issubclass(cls, A.Node) and cls is not A.Node
-                         and hasattr(self, "eval_" + cls.__name__.lower())}
+        self.dispatch = {cls: getattr(self, "eval_" + cls.__name__.lower(), None) or missing_handler(cls)
+                         for cls in node_classes()}
         # The stdlib is run into the prelude on the first name no scope has (eval_name): most
         # programs and every start-up pay nothing for it until then.
         self.stdlib_pending = load_prelude
@@ -301,12 +284,12 @@ class Interpreter:
                           f"a tuple or a string", node.iterable.span)
         if bar is not None:
             items = bar.track(items)
-        name, body, vars_, d = node.var, node.body, env.vars, self.dispatch
+        name, body, vars_, dispatch = node.var, node.body, env.vars, self.dispatch
         for item in items:
             vars_[name] = item
             try:
                 for stmt in body:
-                    d[type(stmt)](stmt, env)
+                    dispatch[type(stmt)](stmt, env)
             except BreakSignal:
                 break
             except ContinueSignal:
@@ -412,21 +395,21 @@ class Interpreter:
         return ops.neg(v) if node.op == "-" else v
 
     def eval_binary(self, node, env):
-        d = self.dispatch
+        dispatch = self.dispatch
         left, right = node.left, node.right
         # the commonest operands inline: a name in the innermost scope, a number literal
         tl = type(left)
         if tl is A.Name and left.name in env.vars:
             a = env.vars[left.name]
         else:
-            a = d[tl](left, env)
+            a = dispatch[tl](left, env)
         tr = type(right)
         if tr is A.Number:
             b = right.value
         elif tr is A.Name and right.name in env.vars:
             b = env.vars[right.name]
         else:
-            b = d[tr](right, env)
+            b = dispatch[tr](right, env)
         ta, tb = type(a), type(b)
         if ta is float and tb is float:
             fast = FLOAT_OPS.get(node.op)
@@ -533,18 +516,20 @@ class Interpreter:
         return ops.transpose(v)
 
     def eval_range(self, node, env):
-        start, a = self.range_bound(node.start, env, "start", keep=True)
+        start, start_given = self.range_bound(node.start, env, "start", keep=True)
         stop = self.range_bound(node.stop, env, "end")
-        step, s = (1.0, 1.0) if node.step is None else self.range_bound(node.step, env, "step", keep=True)
-        r = make_range(start, step, stop, node.span)
-        if type(a) is Box or type(s) is Box:
+        step, step_given = ((1.0, 1.0) if node.step is None
+                            else self.range_bound(node.step, env, "step", keep=True))
+        values = make_range(start, step, stop, node.span)
+        if type(start_given) is Box or type(step_given) is Box:
             # element k is start + k*step, so a tracked start or step reaches every element (the
             # end only sets the length); the tracked terms add exact zeros to make_range's values
-            def number(b):
-                return ops.index(b, idx=(0,) * len(ops.shape_of(b))) if ops.shape_of(b) else b
-            k = np.arange(r.size, dtype=r.dtype)
-            r = ops.add(r, ops.add(ops.sub(number(a), start), ops.mul(ops.sub(number(s), step), k)))
-        return r
+            def number(v):
+                return ops.index(v, idx=(0,) * len(ops.shape_of(v))) if ops.shape_of(v) else v
+            k = np.arange(values.size, dtype=values.dtype)
+            values = ops.add(values, ops.add(ops.sub(number(start_given), start),
+                                             ops.mul(ops.sub(number(step_given), step), k)))
+        return values
 
     def range_bound(self, node, env, what, keep=False):
         tracked = self.eval(node, env)
@@ -612,319 +597,6 @@ class Interpreter:
             return ops.concat(*parts, dim=-1)
         parts = [ops.reshape(v, shape=(1,)) if len(s) == 0 else v for v, s in zip(row, shapes)]
         return ops.concat(*parts, dim=0)
-
-    # ---- indexing ---------------------------------------------------------------------------
-    def eval_index(self, node, env):
-        obj = self.eval(node.obj, env)
-        r = raw(obj)
-        if isinstance(r, np.ndarray) and r.ndim == 0:     # zeros(): indexed as the number it holds
-            obj, r = ops.reshape(obj, shape=(1,)), r.reshape(1)
-        if isinstance(r, np.ndarray):
-            idx = self.index_tuple(r, node, env)
-            return ops.index(obj, idx=idx)
-        if isinstance(r, tuple):
-            if len(node.indices) == 1 and not isinstance(node.indices[0], (A.Range, A.Colon)):
-                return r[self.tuple_position(r, node, env)]
-            idx = self.index_tuple(np.empty(len(r)), node, env)
-            picked = np.arange(len(r))[idx]
-            return tuple(r[i] for i in np.atleast_1d(picked))
-        if isinstance(r, str):
-            idx = self.index_tuple(np.empty(len(r)), node, env)
-            picked = np.arange(len(r))[idx]
-            return "".join(r[i] for i in np.atleast_1d(picked))
-        if isinstance(r, (float, int)) and not isinstance(r, bool):
-            idx = self.index_tuple(np.zeros(1), node, env)
-            return ops.index(ops.reshape(obj, shape=(1,)), idx=idx)
-        if isinstance(r, Record):
-            raise TypeErr("records are read by field name (r.name), not by index", node.span)
-        raise TypeErr(f"cannot index {describe(obj)}", node.span)
-
-    def tuple_position(self, t, node, env) -> int:
-        if len(node.indices) != 1:
-            raise IndexErr(f"a tuple takes one index, got {len(node.indices)}", node.span)
-        stand_in = np.empty(len(t))
-        try:
-            idx = self.index_tuple(stand_in, node, env)
-        except IndexErr as e:     # the checks ran on a stand-in vector: name the tuple instead
-            e.message = e.message.replace(describe(stand_in), f"a tuple of {len(t)} item{'s' if len(t) != 1 else ''}")
-            raise
-        i = idx[0]
-        if not isinstance(i, (int, np.integer)):
-            raise IndexErr("use a single whole-number index to pick a tuple item", node.span)
-        return int(i)
-
-    def index_tuple(self, arr: np.ndarray, node, env) -> tuple:
-        """The NumPy index for `arr[...]`, after checking every part (0-based, inclusive ranges,
-        `end`). Each index makes its own axis in order (several index vectors pick the sub-matrix
-        of all their combinations); ops.orthogonal builds the NumPy index that means that."""
-        items = node.indices
-        shape = arr.shape
-        if len(items) > max(len(shape), 1) and not (len(shape) == 0):
-            raise IndexErr(f"{len(items)} indices for {describe(arr)}", node.span)
-        out = []
-        for axis, item in enumerate(items):
-            n = shape[axis] if axis < len(shape) else 1
-            t = type(item)
-            if t is A.Colon:
-                out.append(slice(None))
-                continue
-            if t is A.Range:
-                self.end_stack.append(n - 1)
-                try:
-                    out.append(self.range_index(item, n, env, arr))
-                finally:
-                    self.end_stack.pop()
-                continue
-            self.end_stack.append(n - 1)
-            try:
-                v = raw(self.eval(item, env))
-            finally:
-                self.end_stack.pop()
-            if isinstance(v, (bool, np.bool_)):
-                raise IndexErr("an index must be a number, a vector of numbers or a bool mask, got a bool",
-                               item.span)
-            if isinstance(v, (float, int)):
-                out.append(self.whole_index(v, n, item.span, arr, axis))
-                continue
-            if isinstance(v, np.ndarray):
-                if v.dtype == np.bool_:
-                    if len(items) == 1 and v.shape == shape and len(shape) > 1:
-                        return (v,)
-                    if v.ndim > 1 and v.shape == shape:
-                        raise IndexErr(f"a bool mask of the full shape {shape_text(shape)} picks elements and "
-                                       f"must be the only index; got {len(items)} indices", item.span)
-                    if v.ndim > 1:
-                        raise IndexErr(f"a {shape_text(v.shape)} bool mask covers some axes of {describe(arr)} "
-                                       f"but not all; a mask is either a bool vector for one axis or the "
-                                       f"array's full shape, alone in the brackets", item.span)
-                    if v.ndim != 1 or v.shape[0] != n:
-                        raise IndexErr(f"a bool mask must match the indexed axis: mask {shape_text(v.shape)}, "
-                                       f"axis of length {n}", item.span)
-                    out.append(np.flatnonzero(v))
-                    continue
-                if v.ndim > 1:
-                    raise IndexErr(f"an index vector must be a vector, got {describe(v)}", item.span)
-                ints = np.asarray(v, dtype=np.float64)
-                if ints.size and (not np.all(np.isfinite(ints)) or np.any(ints != np.floor(ints))):
-                    raise IndexErr("indices must be whole numbers", item.span)
-                if ints.size and (ints.min() < 0 or ints.max() > n - 1):
-                    bad = ints[(ints < 0) | (ints > n - 1)][0]
-                    raise IndexErr(f"index {format_value(bad)} is out of range for {self.axis_text(arr, axis)}",
-                                   item.span)
-                out.append(ints.astype(np.intp))
-                continue
-            raise IndexErr(f"an index must be a number, a vector or a bool mask, got {describe(v)}", item.span)
-        if any(type(o) is np.ndarray for o in out):   # index vectors can pick more elements than arr has
-            n = math.prod(shape[len(out):])
-            for i, o in enumerate(out):
-                n *= len(range(*o.indices(shape[i]))) if isinstance(o, slice) else getattr(o, "size", 1)
-            if n > limits.MAX_ELEMENTS:
-                raise limits.elements_error(f"indexing {describe(arr)}", n).with_span(node.span)
-        return ops.orthogonal(out, shape)
-
-    def axis_text(self, arr, axis):
-        if arr.ndim <= 1:
-            return f"{describe(arr)}" if arr.ndim == 1 else "a number"
-        return f"axis {axis} of length {arr.shape[axis]} ({describe(arr)})"
-
-    def whole_index(self, v, n, span, arr, axis) -> int:
-        if not math.isfinite(v) or not float(v).is_integer():
-            raise IndexErr(f"indices must be whole numbers, got {format_value(v)}", span)
-        if v < 0 or v > n - 1:
-            hint = " (indices start at 0; the last is 'end')" if v == n or v < 0 else ""
-            raise IndexErr(f"index {format_value(v)} is out of range for {self.axis_text(arr, axis)}{hint}", span)
-        return int(v)
-
-    def range_index(self, item, n, env, arr):
-        start = self.range_bound(item.start, env, "start")
-        stop = self.range_bound(item.stop, env, "end")
-        step = 1.0 if item.step is None else self.range_bound(item.step, env, "step")
-        for v in (start, stop, step):
-            if not math.isfinite(v) or not float(v).is_integer():
-                raise IndexErr(f"index ranges need whole numbers, got {format_value(v)}", item.span)
-        if step == 0:
-            raise ValueErr("a range step cannot be 0", item.span)
-        start, stop, step = int(start), int(stop), int(step)
-        empty = (stop < start) if step > 0 else (stop > start)
-        if empty:
-            return slice(0, 0)
-        for v in (start, stop):
-            if v < 0 or v > n - 1:
-                raise IndexErr(f"index {format_value(float(v))} is out of range for {describe(arr)}"
-                               + (" (indices start at 0; the last is 'end')" if v == n else ""), item.span)
-        end = stop + 1 if step > 0 else (stop - 1 if stop > 0 else None)
-        return slice(start, end, step)
-
-    def eval_end(self, node, env):
-        if not self.end_stack:
-            raise IndexErr("'end' only means the last index inside brackets", node.span)
-        return float(self.end_stack[-1])
-
-    def eval_colon(self, node, env):
-        raise IndexErr("a bare ':' only means a whole axis inside brackets", node.span)
-
-    # ---- calls ------------------------------------------------------------------------------
-    def eval_call(self, node, env):
-        fn = self.eval(node.func, env)
-        args = [self.eval(a, env) for a in node.args]
-        kwargs = {k: self.eval(v, env) for k, v in node.kwargs} if node.kwargs else {}
-        self.current_call = node
-        return self.call(fn, args, kwargs, node.span)
-
-    def call(self, fn, args, kwargs, span):
-        """Call a tapeml function or builtin; errors get `span` (the call site)."""
-        t = type(fn)
-        if t is Function:
-            return self.call_function(fn, args, kwargs, span)
-        from tapeml.builtins.registry import Builtin
-        if t is Builtin:
-            try:
-                bound = fn.bind(args, kwargs)
-                if fn.interp:
-                    return fn.fn(self, *bound)
-                return fn.fn(*bound)
-            except LangError as e:
-                pending = getattr(e, "pending_fn", None)
-                if pending is not None and span is not None:
-                    e.trace.append((f"{pending} (called by {fn.name})", span))
-                    e.pending_fn = None
-                raise e.with_span(span)
-            except (ReturnSignal, BreakSignal, ContinueSignal, KeyboardInterrupt):
-                raise
-            except MemoryError:
-                raise ValueErr(f"{fn.name}(): not enough memory for this computation", span) from None
-            except (ValueError, TypeError, IndexError, ZeroDivisionError, OverflowError) as e:
-                err = ValueErr(f"{fn.name}(): {e}", span)
-                err.python_text = True      # a Python exception's words: the fuzz suite counts these
-                raise err from e
-        hint = "; to index a matrix write x[i]" if isinstance(raw(fn), (np.ndarray, float)) else ""
-        raise TypeErr(f"cannot call {describe(fn)}; only functions can be called{hint}", span)
-
-    def call_function(self, fn: Function, args, kwargs, span):
-        params = fn.params
-        if len(args) > len(params):
-            raise TypeErr(f"{fn.name}() takes {len(params)} argument{'s' * (len(params) != 1)} "
-                          f"({fn.signature()}), got {len(args)}", span)
-        local = Env(fn.env)
-        vars_ = local.vars
-        for p, a in zip(params, args):
-            vars_[p.name] = a
-        if kwargs:
-            names = [p.name for p in params]
-            for k, v in kwargs.items():
-                if k not in names:
-                    close = difflib.get_close_matches(k, names, 1)
-                    hint = f"; did you mean '{close[0]}'?" if close else ""
-                    raise TypeErr(f"{fn.name}() has no parameter '{k}'{hint} ({fn.signature()})", span)
-                if k in vars_:
-                    raise TypeErr(f"{fn.name}() got '{k}' both by position and by keyword", span)
-                vars_[k] = v
-        if len(vars_) < len(params):
-            for p in params:
-                if p.name not in vars_:
-                    if p.default is None:
-                        raise TypeErr(f"{fn.name}() is missing the argument '{p.name}' ({fn.signature()})", span)
-                    vars_[p.name] = self.eval(p.default, local)
-        self.depth += 1
-        if self.depth > MAX_DEPTH:
-            self.depth = 0
-            raise RecursionErr(f"more than {MAX_DEPTH} nested calls (in {fn.name}); "
-                               f"is a recursion missing its base case?", span)
-        try:
-            body = fn.body
-            if type(body) is tuple:
-                try:
-                    self.exec_block(body, local)
-                except ReturnSignal as r:
-                    return r.value
-                return None
-            return self.eval(body, local)
-        except LangError as e:
-            if span is None:          # called by a builtin (grad, tree_map): the builtin's site is used
-                e.pending_fn = fn.name
-            elif len(e.trace) < 1000:
-                e.trace.append((fn.name, span))
-            else:
-                e.trace_truncated = True
-            raise
-        except RecursionError:
-            raise RecursionErr(f"the computation nests too deeply (in {fn.name})", span) from None
-        finally:
-            self.depth -= 1 if self.depth > 0 else 0
-
-    def eval_import(self, node, env):
-        path = raw(self.eval(node.path, env))
-        if not isinstance(path, str):
-            raise TypeErr(f"import needs a file name string, got {describe(path)}", node.span)
-        base = self.dir_stack[-1] if self.dir_stack else os.getcwd()
-        full = os.path.abspath(os.path.join(base, path))
-        if full in self.modules:
-            return self.modules[full]
-        if full in self.importing:
-            raise ValueErr(f"circular import of {full}", node.span)
-        if os.path.isdir(full):
-            raise IOErr(f"import: {full} is a directory, not a file (from \"{path}\")", node.span)
-        if not os.path.isfile(full):
-            why = "no file" if not os.path.exists(full) else "not a regular file"
-            raise IOErr(f"import: {why} at {full} (from \"{path}\")", node.span)
-        try:
-            with open(full, "rb") as f:
-                data = f.read()
-        except OSError as e:
-            raise IOErr(f"import: cannot read {full}: {e.strerror or e}", node.span) from None
-        module_env = Env(self.prelude)
-        self.importing.append(full)
-        # errors name the file as the main script is named: relative to the current directory
-        # when it lies below it (the module table keys stay absolute)
-        cwd = os.getcwd()
-        shown = os.path.relpath(full, cwd) if cwd != os.sep and full.startswith(os.path.join(cwd, "")) else full
-        try:
-            try:
-                text = decode_source(data, shown)
-            except LangError as e:
-                self.sources[shown] = e.source
-                raise
-            self.run(text, shown, env=module_env)
-        except LangError as e:
-            if len(e.trace) < 1000:
-                e.trace.append((f'import("{path}")', node.span))    # where the user's code imported it
-            raise
-        finally:
-            self.importing.pop()
-        record = Record(dict(module_env.vars))
-        self.modules[full] = record
-        return record
-
-
-RANGE_MAX = limits.RANGE_MAX
-
-
-def make_range(start: float, step: float, stop: float, span=None) -> np.ndarray:
-    """The inclusive range start:step:stop as a float vector (`1:0` is empty).
-
-    Elements are start + k*step; the last is stop exactly when start + k*step lands on stop
-    within rounding (RANGE_ULPS ulps of the largest of |start|, |stop|, |step|), so
-    `(0:0.1:0.3)[end] == 0.3` (docs/language.md, "Ranges")."""
-    if step == 0:
-        raise ValueErr("a range step cannot be 0", span)
-    if not (math.isfinite(start) and math.isfinite(stop) and math.isfinite(step)):
-        raise ValueErr("a range needs finite start, step and end", span)
-    q = (stop - start) / step          # inf when the step is tiny (0:1e-320:1)
-    if not math.isfinite(q) or q >= RANGE_MAX:
-        raise limits.range_error(math.floor(q) + 1 if math.isfinite(q) else q).with_span(span)
-    tol = RANGE_ULPS * 2.0 ** -52 * max(abs(start), abs(stop), abs(step))
-    k = math.floor(q) if q > -1 else -1          # the last whole step at or before stop
-    if abs(start + (k + 1) * step - stop) <= tol:
-        k += 1                                   # rounding left the last step just short of stop
-    if k < 0:
-        return np.zeros(0, dtype=ops.FLOAT["dtype"])
-    out = start + step * np.arange(k + 1, dtype=np.float64)
-    if abs(out[-1] - stop) <= tol:
-        out[-1] = stop
-    return ops.as_float(out)
-
-
-RANGE_ULPS = 4
 
 
 def values_equal(a, b) -> bool:

@@ -16,9 +16,17 @@ from .errors import IncompleteInput, LangSyntaxError, Span
 NUMBER, STRING, NAME = "NUMBER", "STRING", "NAME"
 # layout
 NEWLINE, EOF = "NEWLINE", "EOF"
+# Block keywords, the one list: a block opens with an opener, may continue with `elif`/`else`,
+# and closes with `end`. The parser (where a statement list stops) and the REPL (indent,
+# auto-dedent) derive theirs from these.
+BLOCK_OPENERS = ("fn", "if", "for", "while")
+BLOCK_CONTINUERS = ("elif", "else")
+BLOCK_CLOSER = "end"
+BLOCK_END = (BLOCK_CLOSER,) + BLOCK_CONTINUERS     # the words that end a block's statements
 # keywords: their kind is their own text. The Pygments lexer imports this set.
-KEYWORDS = frozenset("fn end if elif else for in while return break continue "
-                     "true false none and or not import".split())
+KEYWORDS = frozenset(BLOCK_OPENERS + BLOCK_END
+                     + ("in", "return", "break", "continue", "true", "false", "none", "and", "or", "not",
+                        "import"))
 # operators and punctuation, longest first so that `==` wins over `=`
 OPERATORS = ["==", "!=", "<=", ">=", "+=", "-=", "*=", "/=", "->",
              "+", "-", "*", "/", "%", "@", "^", "<", ">", "=", ":", ",", ";", ".", "'",

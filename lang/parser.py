@@ -10,11 +10,10 @@ from __future__ import annotations
 
 from . import ast as A
 from .errors import IncompleteInput, LangSyntaxError, Span
-from .lexer import CONTINUES, EOF, FOREIGN_WORDS, NAME, NEWLINE, NUMBER, STRING, Token, tokenize
+from .lexer import BLOCK_END, CONTINUES, EOF, FOREIGN_WORDS, NAME, NEWLINE, NUMBER, STRING, Token, tokenize
 
 COMPARISONS = ("==", "!=", "<", "<=", ">", ">=")
 COMPOUND = {"+=": "+", "-=": "-", "*=": "*", "/=": "/"}
-BLOCK_END = ("end", "elif", "else")
 
 
 class Parser:

@@ -25,7 +25,7 @@ import sys
 from dataclasses import dataclass
 
 from .errors import LangError, LangSyntaxError, render
-from .lexer import KEYWORDS
+from .lexer import BLOCK_CLOSER, BLOCK_CONTINUERS, BLOCK_END, BLOCK_OPENERS, KEYWORDS
 from .parser import is_complete, parse
 from .tape import raw
 from .values import Function, Record, describe, display_value, format_value, type_name
@@ -35,8 +35,8 @@ CONTINUATION = "... "
 INDENT = "    "
 HISTORY_ENV = "TAPEML_HISTORY"
 ANS = "ans"                 # the variable holding the last echoed value
-BLOCK_OPENERS = ("fn", "if", "elif", "else", "for", "while")
-DEDENTERS = ("end", "else", "elif")
+INDENTERS = BLOCK_OPENERS + BLOCK_CONTINUERS   # a line starting with one indents the next
+DEDENTERS = BLOCK_END                          # a line starting with one moves one level left
 COMMANDS = {
     ":vars": "list the session's variables with kind, shape and value",
     ":reset": "clear the session's variables",
@@ -90,7 +90,7 @@ def next_indent(text: str) -> str:
     last = text.split("\n")[-1]
     indent = last[:len(last) - len(last.lstrip())]
     words = re.findall(r"[A-Za-z_]\w*", _strip_strings_and_comments(last))
-    if words and words[0] in BLOCK_OPENERS and "end" not in words[1:]:
+    if words and words[0] in INDENTERS and BLOCK_CLOSER not in words[1:]:
         return indent + INDENT
     code = _strip_strings_and_comments(last)
     if sum(code.count(c) for c in "([{") > sum(code.count(c) for c in ")]}"):

@@ -1,17 +1,20 @@
 """Runtime values and the one printer.
 
 number -> float (np.float64 is a float), bool -> bool, none -> None, string -> str,
-matrix -> np.ndarray, tuple -> tuple, record -> Record, function -> Function / Builtin.
+matrix -> np.ndarray, tuple -> tuple, record -> Record, function -> a Callable (a user
+Function or a registry Builtin).
 Tracked values (tape.Box) print and behave as the value they hold.
 
 `format_value` is the only formatter: print, interpolation, the REPL echo and the docs use it.
 """
 from __future__ import annotations
 
+import difflib
 import math
 
 import numpy as np
 
+from .errors import TypeErr
 from .tape import Box, raw
 
 SUMMARY_THRESHOLD = 1000   # arrays with more elements print summarized
@@ -38,7 +41,77 @@ class Record:
         return format_value(self)
 
 
-class Function:
+class Callable:
+    """What a call expression can call (as jlox's LoxCallable): user functions and builtins.
+
+    A callable has a `name`, `params` (each with `.name` and `.default`; a builtin's may be
+    `.variadic`), `signature()` and `call(interp, args, kwargs, span)`. Its arguments are
+    matched by the one binder, `bind_arguments`; the class attributes below are what differs
+    between the kinds: the default that marks a required parameter, the wording of the three
+    binding errors, keyword synonyms, and a hook that checks each passed argument."""
+    __slots__ = ()
+    NO_DEFAULT = None         # a parameter whose .default is this must be passed
+    variadic_at = None        # index of the parameter collecting the remaining positionals
+    synonyms: dict = {}       # other libraries' keyword -> this callable's parameter name
+    convert_argument = None   # (param, value) -> value, applied to each passed argument
+    TOO_MANY = "{name}() takes {n} argument{s} ({signature}), got {got}"
+    MISSING = "{name}() is missing the argument '{param}' ({signature})"
+    UNKNOWN = "{name}() has no parameter '{key}'{hint} ({signature})"
+
+    def signature(self) -> str:
+        raise NotImplementedError
+
+    def call(self, interp, args: list, kwargs: dict, span):
+        raise NotImplementedError
+
+
+def bind_arguments(fn: Callable, args: list, kwargs: dict, bound: dict, span=None,
+                   evaluate=None, env=None) -> dict:
+    """The one binder: positional arguments, then keywords, then defaults, into `bound`
+    (parameter name -> value, in `fn.params` order once complete). A missing optional
+    parameter gets its default: the value itself, or, with `evaluate`, the default
+    expression evaluated in `env` (a user function's defaults may name earlier parameters)."""
+    params = fn.params
+    rest = fn.variadic_at
+    if rest is None:
+        if len(args) > len(params):
+            n = len(params)
+            raise TypeErr(fn.TOO_MANY.format(name=fn.name, n=n, s="s" * (n != 1), got=len(args),
+                                             signature=fn.signature()), span)
+        for p, a in zip(params, args):
+            bound[p.name] = a
+    else:
+        for p, a in zip(params[:rest], args):
+            bound[p.name] = a
+        bound[params[rest].name] = tuple(args[rest:])
+    if kwargs:
+        names = [p.name for i, p in enumerate(params) if i != rest]
+        for k, v in kwargs.items():
+            if k not in names:
+                close = ([fn.synonyms[k]] if fn.synonyms.get(k) in names
+                         else difflib.get_close_matches(k, names, 1))
+                hint = f"; did you mean '{close[0]}'?" if close else ""
+                raise TypeErr(fn.UNKNOWN.format(name=fn.name, key=k, hint=hint, signature=fn.signature(),
+                                                names=", ".join(names) or "none"), span)
+            if k in bound:
+                raise TypeErr(f"{fn.name}() got '{k}' both by position and by keyword", span)
+            bound[k] = v
+    convert = fn.convert_argument
+    if convert is not None or len(bound) < len(params):
+        missing = fn.NO_DEFAULT
+        for p in params:
+            name = p.name
+            if name in bound:
+                if convert is not None:
+                    bound[name] = convert(p, bound[name])
+            elif p.default is missing:
+                raise TypeErr(fn.MISSING.format(name=fn.name, param=name, signature=fn.signature()), span)
+            else:
+                bound[name] = p.default if evaluate is None else evaluate(p.default, env)
+    return bound
+
+
+class Function(Callable):
     """A user function: parameters (ast.Param), a body, and the environment it closes over."""
     __slots__ = ("name", "params", "body", "env", "span", "module")
 
@@ -53,6 +126,9 @@ class Function:
             return format_number(value) if type(value) is float else unparse(node)
         parts = [p.name if p.default is None else f"{p.name}={default(p.default)}" for p in self.params]
         return f"{self.name}({', '.join(parts)})"
+
+    def call(self, interp, args: list, kwargs: dict, span):
+        return interp.call_function(self, args, kwargs, span)
 
 
 class Progress:

@@ -1,0 +1,43 @@
+"""Scopes and the control-flow signals of the evaluator: an Env per call (closures), and the
+exceptions that carry break, continue and return out of a block."""
+from __future__ import annotations
+
+MAX_DEPTH = 20000       # tapeml call depth before a RecursionError
+
+
+class BreakSignal(Exception):
+    pass
+
+
+class ContinueSignal(Exception):
+    pass
+
+
+class ReturnSignal(Exception):
+    def __init__(self, value):
+        self.value = value
+
+
+class Env:
+    """A scope: a dict of names and the enclosing scope."""
+    __slots__ = ("vars", "parent")
+
+    def __init__(self, parent=None, vars=None):
+        self.vars = {} if vars is None else vars
+        self.parent = parent
+
+    def lookup(self, name):
+        env = self
+        while env is not None:
+            v = env.vars
+            if name in v:
+                return v[name]
+            env = env.parent
+        raise KeyError(name)
+
+    def names(self):
+        out, env = set(), self
+        while env is not None:
+            out.update(env.vars)
+            env = env.parent
+        return out
