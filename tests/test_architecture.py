@@ -31,10 +31,6 @@ ALLOWED_EDGES = {
     # io <-> train (shared file helpers): the builtins engineer's part of item 4
     ("tapeml.builtins.io", "tapeml.builtins.train"),
     ("tapeml.builtins.train", "tapeml.builtins.io"),
-    # help <-> docgen / interpreter (help runs the docs builder and an Interpreter, and the
-    # interpreter loads the builtins package): the docs engineer's part of item 4
-    ("tapeml.builtins.help", "tapeml.interpreter"),
-    ("tapeml.builtins.help", "tapeml.docgen"),
 }
 
 
