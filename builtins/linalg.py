@@ -495,7 +495,8 @@ def pinv_(A):
 
 
 @builtin("lstsq", CAT, "The least-squares solution x of A x = b (the solution only).",
-         [A_ANY, P("b", "array", doc="a vector, or a matrix of right-hand sides", shape="[m] or [m, k]")],
+         [P("A", "array", doc="a matrix (any rows and columns; not a batch)", shape="[m, n]"),
+          P("b", "array", doc="a vector, or a matrix of right-hand sides", shape="[m] or [m, k]")],
          returns="[n] or [n, k]", differentiable=True,
          what="lstsq(A, b) is the x minimizing |A x - b| (of smallest length when several do): linear regression "
               "is lstsq(X, y). It returns the solution only, as MATLAB's `A \\ b` and PyTorch's "
