@@ -14,6 +14,7 @@ import math
 import numpy as np
 import pytest
 
+from tapeml import linalg_ops as la
 from tapeml import ops
 from tapeml.builtins.autodiff import value_and_grad_impl
 from tapeml.tape import raw
@@ -112,7 +113,23 @@ CASES = {
                                  ops.reshape(v, shape=(3, 1)), mask=ALLOWED[:, :3][:2], scale=1.0),
         [a(1.5, -2.0), a(0.3, 1.0, -1.0), a(0.2, 0.4, 0.8)],
         [[a(1e200, 1), a(1e200, 1e200, 1e200), a(1, 2, 3)]]),
+    # the linear-algebra primitives (lang/linalg_ops.py), on 2x2 matrices made from 4 entries; a
+    # singular matrix is a kink (the builtins refuse it for inv and solve, the table answers NaN)
+    "inv": (lambda x: la.inv(m22(x)), [a(3.0, 1.0, -1.0, 2.0)], [[a(1, 2, 2, 4)]]),
+    "solve": (lambda x, y: la.solve(m22(x), y, vec=True), [a(3.0, 1.0, -1.0, 2.0), a(0.5, -1.0)], [[a(1, 2, 2, 4), a(1, 1)]]),
+    "det": (lambda x: la.det(m22(x)), [a(3.0, 1.0, -1.0, 2.0)], [[a(1, 2, 2, 4)], [a(0, 0, 0, 0)]]),
+    "adjugate": (lambda x: la.adjugate(m22(x)), [a(3.0, 1.0, -1.0, 2.0)], [[a(1, 2, 2, 4)]]),
+    "logabsdet": (lambda x: la.logabsdet(m22(x)), [a(3.0, 1.0, -1.0, 2.0)], [[a(1, 2, 2, 4)]]),
+    "pinv": (lambda x: la.pinv(m22(x)), [a(3.0, 1.0, -1.0, 2.0)], [[a(1, 2, 2, 4)], [a(0, 0, 0, 0)]]),
+    "cholesky": (lambda x: la.cholesky(m22(x)), [a(4.0, 1.0, 1.0, 3.0)], [[a(1, 2, 2, 1)]]),
+    "svd": (lambda x: la.svd(m22(x)), [a(3.0, 1.0, -1.0, 2.0)], [[a(1, 0, 0, 1)], [a(0, 0, 0, 0)]]),
+    "qr": (lambda x: la.qr(m22(x)), [a(3.0, 1.0, -1.0, 2.0)], [[a(1, 2, 2, 4)]]),
+    "eigh": (lambda x: la.eigh(m22(x)), [a(2.0, 1.0, 1.0, 3.0)], [[a(1, 0, 0, 1)]]),
 }
+
+
+def m22(x):
+    return ops.reshape(x, shape=(2, 2))
 
 
 def sweep_cases():
