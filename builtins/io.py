@@ -229,7 +229,8 @@ def existing_file(fname: str, full: str, what: str) -> str:
              "precision (a float32 run resumes in float32); integer arrays become float64. A path ending in "
              ".safetensors is read with the safetensors library (numpy API), its size guard checking "
              "every shape before a tensor is read; Hugging Face names such as \"layers.0.wq\" are read "
-             "as layers[0].wq, and the field order of a file written by save is kept (in its metadata).",
+             "as layers[0].wq, and the field order of a file written by save is kept (in its metadata); "
+             "bfloat16 and float16 tensors are widened exactly to float64.",
          errors=["IOError when the file is missing, truncated, or not an .npz archive",
                  "IOError when an array name is not a field path (a file not written by save)"],
          examples=["save(\"/tmp/tapeml_doc_ckpt2.npz\", ([1, 2], {b = 0.5}))\n"
@@ -648,15 +649,21 @@ def load_safetensors(full: str):
         with safe_open(full, framework="np") as f:
             keys = list(f.keys())
             meta = f.metadata() or {}
+            dtypes = {}
             for k in keys:
-                limits.check_elements(f"load(): '{k}' in {full}", tuple(f.get_slice(k).get_shape()))
-            tensors = {k: f.get_tensor(k) for k in keys}
+                sl = f.get_slice(k)
+                limits.check_elements(f"load(): '{k}' in {full}", tuple(sl.get_shape()))
+                dtypes[k] = sl.get_dtype()
+            tensors = {k: f.get_tensor(k) for k in keys if dtypes[k] != "BF16"}
+        if len(tensors) < len(keys):
+            tensors.update(_bf16_tensors(full, [k for k in keys if dtypes[k] == "BF16"]))
     except (IOErr, _ValueErr):
         raise
     except Exception as e:          # safetensors_rust.SafetensorError, a truncated or foreign file
         what = str(e).split("\n")[0]
-        if "dtype" in what.lower() or "not supported" in what.lower():
-            raise IOErr(f"load(): {full} holds a tensor type NumPy cannot read ({what})") from None
+        if "data type" in what.lower() or "dtype" in what.lower() or "not supported" in what.lower():
+            raise IOErr(f"load(): {full} holds a tensor of a type tapeml cannot read (float64, float32, "
+                        f"float16, bfloat16, integers and bools are read)") from None
         raise IOErr(f"load(): {full} is damaged or not a .safetensors file ({what})") from None
     order = keys
     try:
@@ -675,3 +682,20 @@ def load_safetensors(full: str):
         value = float(a) if a.ndim == 0 and a.dtype.kind == "f" else bool(a) if a.ndim == 0 else a
         out.append((re.sub(r"\.([0-9]+)(?=\.|$)", r"[\1]", key), value))
     return unflatten(out, full)
+
+
+def _bf16_tensors(full: str, keys: list) -> dict:
+    """bfloat16 tensors (NumPy has no such type) read from the file's own header and widened
+    exactly to float64: a bfloat16 is the top half of a float32."""
+    import struct
+    with open(full, "rb") as f:
+        n = struct.unpack("<Q", f.read(8))[0]
+        header = _json.loads(f.read(n))
+        out = {}
+        for k in keys:
+            info = header[k]
+            start, end = info["data_offsets"]
+            f.seek(8 + n + start)
+            bits = np.frombuffer(f.read(end - start), dtype="<u2").astype(np.uint32) << 16
+            out[k] = bits.view(np.float32).astype(np.float64).reshape(info["shape"])
+    return out

@@ -462,3 +462,16 @@ def test_file_exists(tmp_path):
     assert value('file_exists("/dev/null")') is False
     with pytest.raises(TypeErr, match="path must be a string"):
         run("file_exists(1)")
+
+
+def test_safetensors_bfloat16_is_widened_exactly(tmp_path):
+    import struct
+    p = tmp_path / "bf16.safetensors"
+    want = np.array([[1.0, -2.0], [0.15625, 3.0e38]], dtype=np.float32)   # bfloat16-exact values
+    raw = (want.view(np.uint32) >> 16).astype("<u2").tobytes()
+    header = json.dumps({"w": {"dtype": "BF16", "shape": [2, 2], "data_offsets": [0, len(raw)]},
+                         "b": {"dtype": "F32", "shape": [1], "data_offsets": [len(raw), len(raw) + 4]}}).encode()
+    p.write_bytes(struct.pack("<Q", len(header)) + header + raw + np.float32(0.5).tobytes())
+    r = value("load(p)", p=str(p))
+    np.testing.assert_array_equal(r.fields["w"], (want.view(np.uint32) & 0xFFFF0000).view(np.float32))
+    assert r.fields["w"].dtype == np.float64 and r.fields["b"].dtype == np.float32
