@@ -15,7 +15,7 @@ from tapeml.builtins.registry import P, builtin
 from tapeml.errors import LangError, TypeErr, ValueErr
 from tapeml.interpreter import values_equal
 from tapeml.tape import Box, raw
-from tapeml.values import Record, describe, format_value
+from tapeml.values import describe
 
 CAT = "Strings & collections"
 _SEQ = "a tuple, vector, matrix (its rows), string (its characters) or number (once)"
@@ -51,13 +51,6 @@ def _call(interp, fname: str, f, args: list, where: str):
             e.walk_where = where
             e.message += f" (in {fname}, at {where})"
         raise
-
-
-def _string(fname: str, pname: str, v) -> str:
-    r = raw(v)
-    if not isinstance(r, str):
-        raise TypeErr(f"{fname}(): {pname} must be a string, got {describe(v)}")
-    return r
 
 
 # ---- strings ------------------------------------------------------------------------------------
@@ -185,7 +178,7 @@ def endswith(s, suffix):
     return s.endswith(suffix)
 
 
-def _array_item(fname: str, item) -> float | bool | None:
+def _array_item(item) -> float | bool | None:
     """The number (or bool) to look for in an array, or None when it cannot be an element."""
     r = raw(item)
     if isinstance(r, (bool, np.bool_)):
@@ -219,9 +212,9 @@ def index_of_any(fname: str, container, item):
     """The first index (a flat one for a matrix), or None; shared by contains and index_of."""
     c = raw(container)
     if isinstance(c, str):
-        i = c.find(_string(fname, "item", item)) if isinstance(raw(item), str) else None
-        if i is None:
+        if not isinstance(raw(item), str):
             raise TypeErr(f"{fname}(): item must be a string when container is a string, got {describe(item)}")
+        i = c.find(raw(item))
         return None if i < 0 else i
     if isinstance(c, tuple):
         ri = raw(item)
@@ -237,7 +230,7 @@ def index_of_any(fname: str, container, item):
         return None
     if isinstance(c, (float, int, np.ndarray)) and not isinstance(c, bool):
         a = np.asarray(c)
-        v = _array_item(fname, item)
+        v = _array_item(item)
         if v is None or (isinstance(v, bool) != (a.dtype == np.bool_)):
             return None
         hits = np.flatnonzero(a.ravel() == v)

@@ -10,7 +10,7 @@ import os
 import numpy as np
 import pytest
 
-from tapeml.errors import IOErr, LangError, ShapeError, TypeErr, ValueErr
+from tapeml.errors import IOErr, ShapeError, TypeErr, ValueErr
 from tapeml.interpreter import Interpreter
 from tapeml.values import Record, format_value
 
