@@ -7,3 +7,4 @@ from tapeml.builtins import help  # noqa: F401  (registration: help, and help_te
 from tapeml.builtins import train, io  # noqa: F401  (registration: embedding, cross_entropy, save, load, ...)
 from tapeml.builtins import progress  # noqa: F401  (registration: progress, progress_note)
 from tapeml.builtins import linalg  # noqa: F401  (registration: the Linear algebra category)
+from tapeml.builtins import strings  # noqa: F401  (registration: the Strings & collections category)

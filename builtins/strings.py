@@ -1,0 +1,465 @@
+"""Strings & collections: text helpers (split, join, replace, ...) and the collection walkers
+(map, filter, reduce, zip, enumerate, sort_by) over tuples, vectors and strings.
+
+The collection builtins walk a value exactly as `for` does (docs/language.md, "for and while"):
+a tuple gives its items, a vector its elements, a matrix its rows, a string its characters, a
+number itself once. Items of a tracked matrix are taken through the `index` primitive, so
+gradients flow through the function passed in. They return tuples.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from tapeml import limits, ops
+from tapeml.builtins.registry import P, builtin
+from tapeml.errors import LangError, TypeErr, ValueErr
+from tapeml.interpreter import values_equal
+from tapeml.tape import Box, raw
+from tapeml.values import describe
+
+CAT = "Strings & collections"
+_SEQ = "a tuple, vector, matrix (its rows), string (its characters) or number (once)"
+
+
+# ---- walking a collection as `for` does ---------------------------------------------------------
+def items_of(fname: str, xs, pname: str = "xs") -> list:
+    """The items `for` would visit in xs, keeping the tape (tracked matrices through `index`)."""
+    r = raw(xs)
+    if isinstance(r, np.ndarray):
+        if r.ndim == 0:
+            return [ops.index(xs, idx=())]
+        if type(xs) is Box:
+            return [ops.index(xs, idx=(i,)) for i in range(r.shape[0])]
+        if r.ndim == 1:
+            return [bool(b) for b in r.tolist()] if r.dtype == np.bool_ else r.tolist()
+        return list(r)
+    if isinstance(r, tuple):
+        return list(r)
+    if isinstance(r, str):
+        return list(r)
+    if isinstance(r, (float, int)) and not isinstance(r, bool):
+        return [xs]
+    raise TypeErr(f"{fname}(): {pname} must be {_SEQ}, got {describe(xs)}")
+
+
+def _call(interp, fname: str, f, args: list, where: str):
+    """Call f; an error inside it says which item of the walk it came from."""
+    try:
+        return interp.call(f, args, {}, None)
+    except LangError as e:
+        if not getattr(e, "walk_where", None):          # the innermost walker names the item
+            e.walk_where = where
+            e.message += f" (in {fname}, at {where})"
+        raise
+
+
+# ---- strings ------------------------------------------------------------------------------------
+@builtin("split", CAT, "Split a string into a tuple of strings at sep (no sep: at runs of whitespace).",
+         [P("s", "string"), P("sep", "string", default=None, doc="the separator; none splits at runs of whitespace")],
+         returns="a tuple of strings",
+         what="Cuts text into pieces, e.g. the fields of a CSV line: split(\"1,2,3\", \",\"). Without sep, "
+              "runs of whitespace (spaces, tabs, newlines) separate the words and leading or trailing "
+              "whitespace gives no empty pieces, so split(\"  a  b \") is (\"a\", \"b\").",
+         how="Python's `str.split`: with sep, every occurrence cuts (two in a row give an empty piece, and "
+             "split(\"\", \",\") is (\"\",)); without sep, split(\"\") and split(\"   \") are (). The "
+             "inverse of join(parts, sep) when sep is given.",
+         errors=["ValueError when sep is the empty string",
+                 "TypeError when s or sep is not a string"],
+         examples=["split(\"1,2,,3\", \",\")", "split(\"  the quick\\tbrown  fox \")",
+                   "split(\"a->b->c\", \"->\")"])
+def split(s, sep):
+    if sep == "":
+        raise ValueErr("split(): sep must not be empty; to split a string into characters use "
+                       "map(fn(c) -> c, s) or a for loop")
+    return tuple(s.split(sep))
+
+
+@builtin("join", CAT, "The strings of a tuple, joined with sep between them.",
+         [P("parts", doc="a tuple (or vector, as for) of strings"), P("sep", "string", default="", doc="put between the parts")],
+         returns="string",
+         what="Builds one string from pieces: join((\"a\", \"b\"), \", \") is \"a, b\"; the inverse of "
+              "split(s, sep). To join numbers, turn them into strings first: join(map(str, xs), \",\").",
+         how="Python's `sep.join(parts)`; the result goes through the string size guard (0.1 GB).",
+         errors=["TypeError naming the first item that is not a string",
+                 "ValueError when the result would pass the string limit, 0.1 GB"],
+         examples=["join((\"a\", \"b\", \"c\"), \", \")", "join(split(\"x y z\"), \"-\")",
+                   "join(map(str, [1, 2.5, 3]), \",\")", "join((), \",\")"])
+def join(parts, sep):
+    items = items_of("join", parts, "parts")
+    for i, x in enumerate(items):
+        if not isinstance(raw(x), str):
+            raise TypeErr(f"join(): parts[{i}] is {describe(x)}; join takes strings "
+                          f"(turn numbers into strings with str, e.g. map(str, xs))")
+    items = [raw(x) for x in items]
+    limits.check_join("join(): the joined string", items + [sep] * max(len(items) - 1, 0))
+    return sep.join(items)
+
+
+@builtin("replace", CAT, "s with every occurrence of old replaced by new.",
+         [P("s", "string"), P("old", "string", doc="the text to find (not empty)"), P("new", "string")],
+         returns="string",
+         what="Substitutes text everywhere it occurs, left to right, without overlaps: "
+              "replace(\"a-b-c\", \"-\", \"+\") is \"a+b+c\".",
+         how="Python's `str.replace` (all occurrences, scanning left to right); the size of the result "
+             "is checked against the string limit before it is built.",
+         errors=["ValueError when old is the empty string",
+                 "ValueError when the result would pass the string limit, 0.1 GB",
+                 "TypeError when an argument is not a string"],
+         examples=["replace(\"a-b-c\", \"-\", \" + \")", "replace(\"aaa\", \"aa\", \"b\")",
+                   "replace(\"héllo\", \"é\", \"e\")"])
+def replace(s, old, new):
+    if old == "":
+        raise ValueErr("replace(): old must not be empty")
+    if len(new) > len(old):
+        n = s.count(old)
+        limits.check_string_bytes("replace(): the result",
+                                  limits.utf8_len(s) + n * (limits.utf8_len(new) - limits.utf8_len(old)))
+    return s.replace(old, new)
+
+
+def _case(fname: str, s: str, fn) -> str:
+    if len(s) * 12 > limits.MAX_STRING_BYTES:     # a character may grow to 3, of up to 4 bytes each
+        out = fn(s)
+        limits.check_string_bytes(f"{fname}(): the result", limits.utf8_len(out))
+        return out
+    return fn(s)
+
+
+@builtin("upper", CAT, "s in upper case.", [P("s", "string")], returns="string",
+         what="Capitalizes every letter, Unicode included: upper(\"straße\") is \"STRASSE\".",
+         how="Python's `str.upper` (the Unicode default case mapping; a character may become several, "
+             "as ß becomes SS).",
+         errors=["TypeError when s is not a string"],
+         examples=["upper(\"Hello, world\")", "upper(\"straße\")"])
+def upper(s):
+    return _case("upper", s, str.upper)
+
+
+@builtin("lower", CAT, "s in lower case.", [P("s", "string")], returns="string",
+         what="Puts every letter in lower case, e.g. to compare words without regard to case.",
+         how="Python's `str.lower` (the Unicode default case mapping).",
+         errors=["TypeError when s is not a string"],
+         examples=["lower(\"Hello, WORLD\")", "lower(\"ÀÉÎ\")"])
+def lower(s):
+    return _case("lower", s, str.lower)
+
+
+@builtin("strip", CAT, "s without leading and trailing whitespace (or the characters in chars).",
+         [P("s", "string"), P("chars", "string", default=None, doc="the characters to remove; none: whitespace")],
+         returns="string",
+         what="Trims a line read from a file: strip(\"  x \\n\") is \"x\". With chars, any of those "
+              "characters is removed from both ends: strip(\"--a-b--\", \"-\") is \"a-b\".",
+         how="Python's `str.strip` (whitespace is Unicode whitespace: spaces, tabs, newlines, ...).",
+         errors=["TypeError when s or chars is not a string"],
+         examples=["strip(\"  padded\\t\\n\")", "strip(\"--a-b--\", \"-\")", "strip(\"   \")"])
+def strip(s, chars):
+    return s.strip(chars)
+
+
+@builtin("startswith", CAT, "Whether s begins with prefix.",
+         [P("s", "string"), P("prefix", "string")], returns="bool",
+         what="Tests the start of a string, e.g. to skip comment lines: startswith(line, \"#\"). Every "
+              "string starts with \"\".",
+         how="Python's `str.startswith`.",
+         errors=["TypeError when s or prefix is not a string"],
+         examples=["startswith(\"# comment\", \"#\")", "startswith(\"abc\", \"abcd\")"])
+def startswith(s, prefix):
+    return s.startswith(prefix)
+
+
+@builtin("endswith", CAT, "Whether s ends with suffix.",
+         [P("s", "string"), P("suffix", "string")], returns="bool",
+         what="Tests the end of a string, e.g. a file name's extension: endswith(path, \".csv\"). Every "
+              "string ends with \"\".",
+         how="Python's `str.endswith`.",
+         errors=["TypeError when s or suffix is not a string"],
+         examples=["endswith(\"data.csv\", \".csv\")", "endswith(\"data.csv\", \".json\")"])
+def endswith(s, suffix):
+    return s.endswith(suffix)
+
+
+def _array_item(item) -> float | bool | None:
+    """The number (or bool) to look for in an array, or None when it cannot be an element."""
+    r = raw(item)
+    if isinstance(r, (bool, np.bool_)):
+        return bool(r)
+    if isinstance(r, (float, int)):
+        return float(r)
+    if isinstance(r, np.ndarray) and r.ndim == 0:
+        return r.item()
+    return None
+
+
+@builtin("contains", CAT, "Whether item is a substring of a string, an item of a tuple, or an element of a matrix.",
+         [P("container", doc="a string, a tuple, or a number or matrix"), P("item", doc="the value to look for")],
+         returns="bool",
+         what="Membership: contains(\"hello\", \"ell\") is true (a substring), contains((1, \"a\"), \"a\") is "
+              "true (an item, compared as == compares), contains([1, 2, 3], 2) is true (an element).",
+         how="A string: Python's `item in s` (\"\" is in every string). A tuple: an item equal to item as `==` "
+             "says (numbers by value, strings, tuples and records by content). A matrix: any element "
+             "equal to the number item, over all elements whatever the rank (NumPy's `item in x`); "
+             "NaN is never contained, as NaN == NaN is false. Any other item (a string, a matrix) is "
+             "not an element of a matrix: false.",
+         errors=["TypeError when container is a string and item is not",
+                 "TypeError when container is not a string, tuple, number or matrix"],
+         examples=["contains(\"hello\", \"ell\")", "contains((1, \"a\", [2, 3]), [2, 3])",
+                   "contains([1, 2, 3], 2)", "contains([1, 2; 3, 4], 5)"])
+def contains(container, item):
+    return index_of_any("contains", container, item) is not None
+
+
+def index_of_any(fname: str, container, item):
+    """The first index (a flat one for a matrix), or None; shared by contains and index_of."""
+    c = raw(container)
+    if isinstance(c, str):
+        if not isinstance(raw(item), str):
+            raise TypeErr(f"{fname}(): item must be a string when container is a string, got {describe(item)}")
+        i = c.find(raw(item))
+        return None if i < 0 else i
+    if isinstance(c, tuple):
+        ri = raw(item)
+        for i, x in enumerate(c):
+            rx = raw(x)
+            if isinstance(ri, np.ndarray) or isinstance(rx, np.ndarray):
+                if isinstance(ri, np.ndarray) and isinstance(rx, np.ndarray) and values_equal(rx, ri):
+                    return i
+            elif isinstance(ri, (bool, np.bool_)) != isinstance(rx, (bool, np.bool_)):
+                continue                                 # true is not 1
+            elif values_equal(rx, ri):
+                return i
+        return None
+    if isinstance(c, (float, int, np.ndarray)) and not isinstance(c, bool):
+        a = np.asarray(c)
+        v = _array_item(item)
+        if v is None or (isinstance(v, bool) != (a.dtype == np.bool_)):
+            return None
+        hits = np.flatnonzero(a.ravel() == v)
+        return int(hits[0]) if hits.size else None
+    raise TypeErr(f"{fname}(): container must be a string, tuple, number or matrix, got {describe(container)}")
+
+
+@builtin("index_of", CAT, "The 0-based position of the first occurrence of item in a string, tuple or vector; none when absent.",
+         [P("container", doc="a string, a tuple or a vector"), P("item", doc="the value to look for")],
+         returns="a number, or none",
+         what="Finds where something is: index_of(\"hello\", \"l\") is 2, index_of((\"a\", \"b\"), \"b\") is 1, "
+              "index_of([5, 7], 9) is none. Test the result with `== none` before using it as an index.",
+         how="As contains compares (a substring for a string, counted in characters; an equal item for "
+             "a tuple; an equal element for a vector). Positions start at 0, as tapeml's indexing. "
+             "Python's `str.find` and `tuple.index` (but none, not an error, when absent); NumPy has no "
+             "single function (`np.flatnonzero(x == v)[0]`), MATLAB's `find(x == v, 1)` is 1-based.",
+         errors=["TypeError when container is a matrix of rank 2 or more (a position would need several indices; "
+                 "use nonzero-style code with find over rows)",
+                 "TypeError when container is a string and item is not",
+                 "TypeError when container is not a string, tuple, number or vector"],
+         examples=["index_of(\"hello\", \"l\")", "index_of((\"a\", \"b\"), \"b\")", "index_of([5, 7, 5], 5)",
+                   "index_of([5, 7], 9)", "index_of(\"naïve\", \"v\")"])
+def index_of(container, item):
+    c = raw(container)
+    if isinstance(c, np.ndarray) and c.ndim >= 2:
+        raise TypeErr(f"index_of(): container must be a string, tuple or vector, got {describe(container)}; "
+                      f"a position in a matrix needs several indices")
+    i = index_of_any("index_of", container, item)
+    return None if i is None else float(i)
+
+
+@builtin("lines", CAT, "The lines of a string as a tuple, without their line endings.",
+         [P("s", "string")], returns="a tuple of strings",
+         what="Cuts text read from a file into lines: lines(\"a\\nb\\n\") is (\"a\", \"b\"). A final line "
+              "ending does not start an empty line; lines(\"\") is ().",
+         how="Lines end at \"\\n\" or \"\\r\\n\" (the \"\\r\" is removed too); other characters (a lone "
+             "\"\\r\", form feeds, Unicode line separators) stay inside lines, unlike Python's "
+             "`splitlines`. An empty line in the middle gives an empty string.",
+         errors=["TypeError when s is not a string"],
+         examples=["lines(\"first\\nsecond\\n\\nfourth\\n\")", "lines(\"a\" + from_char_codes([13, 10]) + \"b\")", "lines(\"\")", "lines(\"no newline\")"])
+def lines(s):
+    if s == "":
+        return ()
+    parts = s.split("\n")
+    if parts[-1] == "":
+        parts.pop()
+    return tuple(p[:-1] if p.endswith("\r") else p for p in parts)
+
+
+@builtin("reverse", CAT, "A string, tuple, vector or matrix (its rows) in reverse order.",
+         [P("xs", doc="a string, tuple, vector or matrix")],
+         returns="the same kind as xs",
+         what="The items in the opposite order: a string's characters, a tuple's items, a vector's elements, "
+              "a matrix's rows (the first axis, as `for` walks it). A number is itself.",
+         how="A matrix is reversed through the index primitive (x[end:-1:0] in effect), so gradients flow "
+             "through it; NumPy's `x[::-1]` / `np.flip(x, 0)`, PyTorch's `torch.flip(x, [0])`.",
+         errors=["TypeError when xs is a record, a bool, none or a function"],
+         examples=["reverse(\"stressed\")", "reverse((1, \"a\", [2]))", "reverse([1, 2, 3])",
+                   "reverse([1, 2; 3, 4])", "grad(fn(v) -> sum(reverse(v) * [1, 2, 3]), [0, 0, 0])"])
+def reverse(xs):
+    r = raw(xs)
+    if isinstance(r, str):
+        return r[::-1]
+    if isinstance(r, tuple):
+        return r[::-1]
+    if isinstance(r, np.ndarray) and r.ndim >= 1:
+        if type(xs) is Box:
+            return ops.index(xs, idx=(slice(None, None, -1),))
+        return r[::-1].copy()
+    if isinstance(r, (float, int, np.ndarray)) and not isinstance(r, bool):
+        return xs
+    raise TypeErr(f"reverse(): xs must be a string, tuple, vector or matrix, got {describe(xs)}")
+
+
+@builtin("sort_by", CAT, "The items of xs sorted by key(item), ascending and stable, as a tuple.",
+         [P("xs", doc=_SEQ), P("key", "function", doc="maps an item to a number or a string")],
+         returns="a tuple of the items of xs", interp=True,
+         what="Orders things by a computed key: sort_by(words, len) sorts words by length, "
+              "sort_by(records, fn(r) -> r.loss) sorts results by their loss. Items with equal keys keep "
+              "their order (a stable sort), so sorting by one key and then another sorts by both.",
+         how="Python's `sorted(items, key=key)` (stable; keys compared with <). Numbers sort numerically, "
+             "strings by code point. For descending order, reverse the result or negate a numeric key. "
+             "The items are walked as `for` walks xs and keep the tape.",
+         errors=["TypeError when a key is not a number or a string, or keys mix numbers and strings",
+                 "ValueError when a key is NaN (it has no place in an order)",
+                 "errors raised inside key, naming the item"],
+         examples=["sort_by((\"ccc\", \"a\", \"bb\"), len)", "sort_by([3, -1, 2], fn(x) -> -x)",
+                   "runs = ({name = \"a\", loss = 0.3}, {name = \"b\", loss = 0.1})\n"
+                   "map(fn(r) -> r.name, sort_by(runs, fn(r) -> r.loss))"])
+def sort_by(interp, xs, key):
+    items = items_of("sort_by", xs)
+    keys = []
+    kind = None
+    for i, x in enumerate(items):
+        k = raw(_call(interp, "sort_by", key, [x], f"item {i}"))
+        if isinstance(k, np.ndarray) and k.ndim == 0 and k.dtype != np.bool_:
+            k = float(k)
+        if isinstance(k, str):
+            this = "string"
+        elif isinstance(k, (float, int)) and not isinstance(k, bool):
+            this = "number"
+            if k != k:
+                raise ValueErr(f"sort_by(): the key of item {i} is NaN, which has no place in an order")
+        else:
+            raise TypeErr(f"sort_by(): key must give a number or a string, got {describe(k)} for item {i}")
+        if kind is not None and this != kind:
+            raise TypeErr(f"sort_by(): key gave a {kind} for item 0 and a {this} for item {i}; "
+                          f"keys must all be numbers or all strings")
+        kind = this
+        keys.append(k)
+    order = sorted(range(len(items)), key=keys.__getitem__)
+    return tuple(items[i] for i in order)
+
+
+# ---- collections --------------------------------------------------------------------------------
+_WALK = ("The items are those `for` visits: a tuple's items, a vector's elements, a matrix's rows, "
+         "a string's characters, a number once. Items of a tracked matrix are taken with the index "
+         "primitive, so gradients flow through f into xs and into anything f closes over.")
+
+
+@builtin("map", CAT, "A tuple of f(item) for each item of xs.",
+         [P("f", "function", doc="called with one item"), P("xs", doc=_SEQ)],
+         returns="a tuple, one result per item", interp=True,
+         what="Applies a function to every item: map(fn(x) -> x ^ 2, [1, 2, 3]) is (1, 4, 9). The result "
+              "is always a tuple (its items may be anything); stack numbers back into a vector with "
+              "[r...] or concat when you need a matrix.",
+         how=_WALK + " f is called in order, first item first (Python's `map`, materialized).",
+         errors=["TypeError when f is not a function or xs cannot be walked (a record, none, a bool)",
+                 "errors raised inside f, naming the item"],
+         examples=["map(fn(x) -> x ^ 2, [1, 2, 3])", "map(upper, (\"a\", \"b\"))",
+                   "map(fn(row) -> sum(row), [1, 2; 3, 4])", "map(len, split(\"to be or not\"))",
+                   "grad(fn(w) -> sum(map(fn(x) -> x * w, [1, 2, 3])[2]), 0.5)"])
+def map_(interp, f, xs):
+    return tuple(_call(interp, "map", f, [x], f"item {i}") for i, x in enumerate(items_of("map", xs)))
+
+
+@builtin("filter", CAT, "A tuple of the items of xs for which f(item) is true.",
+         [P("f", "function", doc="called with one item; returns true or false"), P("xs", doc=_SEQ)],
+         returns="a tuple of the items kept, in order", interp=True,
+         what="Keeps the items that pass a test: filter(fn(x) -> x > 0, [3, -1, 2]) is (3, 2).",
+         how=_WALK + " f must return true or false, as an `if` condition must.",
+         errors=["TypeError when f returns something other than true or false (naming the item)",
+                 "TypeError when f is not a function or xs cannot be walked",
+                 "errors raised inside f, naming the item"],
+         examples=["filter(fn(x) -> x > 0, [3, -1, 2])",
+                   "filter(fn(w) -> not startswith(w, \"#\"), (\"a\", \"# note\", \"b\"))",
+                   "grad(fn(v) -> reduce(fn(a, x) -> a + x ^ 2, filter(fn(x) -> x > 0, v), 0), [3, -1, 2])"])
+def filter_(interp, f, xs):
+    out = []
+    for i, x in enumerate(items_of("filter", xs)):
+        keep = raw(_call(interp, "filter", f, [x], f"item {i}"))
+        if isinstance(keep, np.bool_):
+            keep = bool(keep)
+        if keep is not True and keep is not False:
+            raise TypeErr(f"filter(): f must return true or false, got {describe(keep)} for item {i}")
+        if keep:
+            out.append(x)
+    return tuple(out)
+
+
+@builtin("reduce", CAT, "Fold xs into one value: acc = f(acc, item) for each item, starting from init.",
+         [P("f", "function", doc="called as f(acc, item)"), P("xs", doc=_SEQ), P("init", doc="the first acc")],
+         returns="the last acc (init when xs is empty)", interp=True,
+         what="Combines all items into one: reduce(fn(a, x) -> a + x, [1, 2, 3], 0) is 6, "
+              "reduce(fn(a, x) -> a @ x, (m1, m2, m3), eye(n)) chains products.",
+         how=_WALK + " A left fold, first item first (Python's `functools.reduce(f, xs, init)`); init is "
+             "required, so an empty xs gives init.",
+         errors=["TypeError when f is not a function or xs cannot be walked",
+                 "errors raised inside f, naming the item"],
+         examples=["reduce(fn(a, x) -> a + x, [1, 2, 3], 0)", "reduce(fn(a, s) -> \"{a}{s}\", (\"x\", \"y\"), \">\")",
+                   "reduce(fn(a, x) -> a * x, (), 1)",
+                   "grad(fn(v) -> reduce(fn(a, x) -> a * x, v, 1), [2, 3, 4])"])
+def reduce_(interp, f, xs, init):
+    acc = init
+    for i, x in enumerate(items_of("reduce", xs)):
+        acc = _call(interp, "reduce", f, [acc, x], f"item {i}")
+    return acc
+
+
+@builtin("zip", CAT, "A tuple of tuples: the i-th items of every argument together.",
+         [P("seqs", variadic=True, doc="two or more (or one) tuples, vectors, matrices or strings, of equal length")],
+         returns="a tuple of N tuples (N the common length)",
+         what="Pairs up sequences item by item: zip([1, 2], (\"a\", \"b\")) is ((1, \"a\"), (2, \"b\")), e.g. to "
+              "walk inputs and targets together: for p in zip(xs, ys) ... p[0] ... p[1].",
+         how=_WALK + " Unlike Python's `zip`, which stops at the shortest, the lengths must be equal (Python's "
+             "`zip(..., strict=True)`): a length mismatch is usually a bug.",
+         errors=["ValueError naming the lengths when they differ",
+                 "TypeError when given no sequence, or one that cannot be walked"],
+         examples=["zip([1, 2], (\"a\", \"b\"))", "zip(\"ab\", [1, 2; 3, 4])", "zip((), [])",
+                   "grad(fn(w) -> reduce(fn(a, p) -> a + p[0] * p[1], zip(w, [1, 2]), 0), [5, 6])"])
+def zip_(seqs):
+    if not seqs:
+        raise TypeErr("zip() needs at least one sequence")
+    walked = [items_of("zip", s, f"argument {j}") for j, s in enumerate(seqs)]
+    n = len(walked[0])
+    for j, w in enumerate(walked[1:], 1):
+        if len(w) != n:
+            raise ValueErr(f"zip(): argument 0 has {n} item{'s' * (n != 1)} and argument {j} has "
+                           f"{len(w)}; zip needs equal lengths")
+    return tuple(tuple(w[i] for w in walked) for i in range(n))
+
+
+@builtin("enumerate", CAT, "A tuple of (index, item) pairs, the index counting from 0.",
+         [P("xs", doc=_SEQ)], returns="a tuple of 2-tuples",
+         what="Pairs each item with its position: enumerate((\"a\", \"b\")) is ((0, \"a\"), (1, \"b\")).",
+         how=_WALK + " Indices start at 0, as tapeml's indexing (Python's `enumerate`).",
+         errors=["TypeError when xs cannot be walked (a record, none, a bool, a function)"],
+         examples=["enumerate((\"a\", \"b\"))", "for p in enumerate([10, 20])\n    print(p[0], p[1])\nend"])
+def enumerate_(xs):
+    return tuple((float(i), x) for i, x in enumerate(items_of("enumerate", xs)))
+
+
+@builtin("fields", CAT, "The field names of a record, as a tuple of strings in order.",
+         [P("record", "record")], returns="a tuple of strings",
+         what="Lists what a record holds, e.g. to walk a parameter record generically: "
+              "fields({w = 1, b = 2}) is (\"w\", \"b\").",
+         how="The record's fields in their order (the order they were written or added); Python's "
+             "`dict.keys()`.",
+         errors=["TypeError when record is not a record"],
+         examples=["fields({w = [1, 2], b = 0.5})", "fields({})"])
+def fields(record):
+    return tuple(raw(record).fields)
+
+
+@builtin("has_field", CAT, "Whether a record has a field of that name.",
+         [P("record", "record"), P("name", "string")], returns="bool",
+         what="Tests for an optional field before reading it: has_field(layer, \"bias\").",
+         how="Python's `name in record` on the record's fields.",
+         errors=["TypeError when record is not a record or name is not a string"],
+         examples=["has_field({w = 1}, \"w\")", "has_field({w = 1}, \"b\")"])
+def has_field(record, name):
+    return name in raw(record).fields
