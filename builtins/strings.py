@@ -13,7 +13,7 @@ import numpy as np
 from tapeml import limits, ops
 from tapeml.builtins.registry import P, builtin
 from tapeml.errors import LangError, TypeErr, ValueErr
-from tapeml.interpreter import values_equal
+from tapeml.values import values_equal
 from tapeml.tape import Box, raw
 from tapeml.values import describe
 

@@ -28,7 +28,7 @@ from .progress import loop_bar
 from .ranges import make_range
 from .scope import BreakSignal, ContinueSignal, Env, ReturnSignal
 from .tape import Box, raw
-from .values import Function, Progress, Record, describe, format_gb, format_value, shape_text
+from .values import Function, Progress, Record, describe, format_gb, format_value, shape_text, values_equal
 
 _STDLIB_TREES: dict = {}    # (file name, text) -> parsed Program, shared by all interpreters
 
@@ -597,27 +597,3 @@ class Interpreter(Calls, Indexing):
             return ops.concat(*parts, dim=-1)
         parts = [ops.reshape(v, shape=(1,)) if len(s) == 0 else v for v, s in zip(row, shapes)]
         return ops.concat(*parts, dim=0)
-
-
-def values_equal(a, b) -> bool:
-    """Structural equality for non-array values (strings, none, tuples, records)."""
-    if type(a) is not type(b) and not (isinstance(a, (float, int)) and isinstance(b, (float, int))):
-        return False
-    # plain loops, not all(generator): deep nesting must recurse in Python frames only
-    if isinstance(a, tuple):
-        if len(a) != len(b):
-            return False
-        for x, y in zip(a, b):
-            if not values_equal(raw(x), raw(y)):
-                return False
-        return True
-    if isinstance(a, Record):
-        if list(a.fields) != list(b.fields):
-            return False
-        for k in a.fields:
-            if not values_equal(raw(a.fields[k]), raw(b.fields[k])):
-                return False
-        return True
-    if isinstance(a, np.ndarray):
-        return a.shape == b.shape and bool(np.all(a == b))
-    return a is b or a == b

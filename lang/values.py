@@ -576,3 +576,27 @@ def _display_tree(v, width: int, height: int) -> str:
         more = len(lines) - (room - 1)
         lines = lines[:room - 1] + [f"  {V_ELLIPSIS} {more} more lines"]
     return "\n".join([head] + lines)
+
+
+def values_equal(a, b) -> bool:
+    """Structural equality for non-array values (strings, none, tuples, records)."""
+    if type(a) is not type(b) and not (isinstance(a, (float, int)) and isinstance(b, (float, int))):
+        return False
+    # plain loops, not all(generator): deep nesting must recurse in Python frames only
+    if isinstance(a, tuple):
+        if len(a) != len(b):
+            return False
+        for x, y in zip(a, b):
+            if not values_equal(raw(x), raw(y)):
+                return False
+        return True
+    if isinstance(a, Record):
+        if list(a.fields) != list(b.fields):
+            return False
+        for k in a.fields:
+            if not values_equal(raw(a.fields[k]), raw(b.fields[k])):
+                return False
+        return True
+    if isinstance(a, np.ndarray):
+        return a.shape == b.shape and bool(np.all(a == b))
+    return a is b or a == b
