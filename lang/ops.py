@@ -50,16 +50,17 @@ def as_float(a):
     return a if a.dtype == dt else a.astype(dt)
 
 
-def primitive(name, impl, vjp=None, fwd=None, nondiff=False, arity=None, scalar=None):
+def primitive(name, impl, vjp=None, fwd=None, nondiff=False, arity=None, scalar=None, vjp_plain=None):
     """Declare a primitive in the table; returns the plain function that calls it.
     `scalar` is the same operation on two Python floats, which the interpreter calls directly
     for plain numbers (they are never tracked, so nothing is lost for the tape).
+    `vjp_plain` is the VJP on plain arrays that the tape takes at first order (tape.Primitive).
     A primitive named in GROWS runs behind the size guard (lang/limits.py)."""
     if name in GROWS:
         impl = _size_guarded(name, impl, GROWS[name], arity)
         if fwd is not None:
             fwd = _size_guarded(name, fwd, GROWS[name], None)
-    prim = Primitive(name, impl, vjp, fwd, nondiff, arity, scalar)
+    prim = Primitive(name, impl, vjp, fwd, nondiff, arity, scalar, vjp_plain)
     TABLE[name] = prim
     return prim.call
 
@@ -241,21 +242,24 @@ def _vjp_sub(g, ans, res, needs, a, b):
 
 
 def _vjp_mul(g, ans, res, needs, a, b):
-    plain = type(g) is _NDARRAY      # with a plain other factor, zmul has nothing to record
-    if plain and type(b) is float and not needs[1] and b != 0.0 and -_INF < b < _INF:
-        # a matrix times a finite nonzero number (`y * 1.0001`, a learning rate): no 0 x inf, and
-        # g already has a's shape (the product has it)
-        return g * b, None
     ga = gb = None
     if needs[0]:
-        ga = _zmul(g, b) if plain and type(b) is float else zmul(g, b)
+        ga = zmul(g, b)
         if type(ga) is not np.ndarray or type(a) is not np.ndarray or ga.shape != a.shape:
             ga = unbroadcast(ga, shape_of(a))
     if needs[1]:
-        gb = _zmul(g, a) if plain and type(a) is float else zmul(g, a)
+        gb = zmul(g, a)
         if type(gb) is not np.ndarray or type(b) is not np.ndarray or gb.shape != b.shape:
             gb = unbroadcast(gb, shape_of(b))
     return ga, gb
+
+
+def _vjp_mul_plain(g, ans, res, needs, a, b):
+    """First order, a matrix times a finite nonzero number (`y * 1.0001`, a learning rate): no
+    0 x inf, and g already has a's shape (the product has it)."""
+    if type(b) is float and not needs[1] and b != 0.0 and -_INF < b < _INF and type(g) is _NDARRAY:
+        return g * b, None
+    return None
 
 
 def _vjp_div(g, ans, res, needs, a, b):
@@ -299,7 +303,7 @@ def _vjp_zmul(g, ans, res, needs, a, b):
 
 add = primitive("add", _add, _vjp_add, arity=2, scalar=operator.add)
 sub = primitive("sub", _sub, _vjp_sub, arity=2, scalar=operator.sub)
-mul = primitive("mul", _mul, _vjp_mul, arity=2, scalar=operator.mul)
+mul = primitive("mul", _mul, _vjp_mul, arity=2, scalar=operator.mul, vjp_plain=_vjp_mul_plain)
 div = primitive("div", _div, _vjp_div, arity=2)
 mod = primitive("mod", _mod, _vjp_mod, arity=2)
 pow_ = primitive("pow", _pow, _vjp_pow, arity=2)
@@ -525,21 +529,36 @@ def _vjp_concat(g, ans, res, needs, *xs, dim=0):
     nd = len(shape_of(ans))
     idx = [slice(None)] * nd
     d = dim % nd
-    plain = type(g) is np.ndarray
     for x, need in zip(xs, needs):
         n = shape_of(x)[d]
         if need:
             idx[d] = slice(start, start + n)
-            # a plain cotangent is cut into views (matrices are never changed in place); a tracked
-            # one through the index primitive, so that grad of grad sees the cut
-            out.append(g[tuple(idx)] if plain else index(g, idx=tuple(idx)))
+            out.append(index(g, idx=tuple(idx)))
         else:
             out.append(None)
         start += n
     return tuple(out)
 
 
-concat = primitive("concat", _concat, _vjp_concat)
+def _vjp_concat_plain(g, ans, res, needs, *xs, dim=0):
+    """First order: the cotangent cut into views (matrices are never changed in place), not copies."""
+    if type(g) is not np.ndarray:
+        return None
+    out, start = [], 0
+    idx = [slice(None)] * g.ndim
+    d = dim % g.ndim
+    for x, need in zip(xs, needs):
+        n = shape_of(x)[d]
+        if need:
+            idx[d] = slice(start, start + n)
+            out.append(g[tuple(idx)])
+        else:
+            out.append(None)
+        start += n
+    return tuple(out)
+
+
+concat = primitive("concat", _concat, _vjp_concat, vjp_plain=_vjp_concat_plain)
 
 
 def _stack(*xs, dim=0):
@@ -744,16 +763,20 @@ def _matmul(a, b):
     return _num(np.matmul(a, b))
 
 
-def _vjp_matmul(g, ans, res, needs, a, b):
+def _vjp_matmul_plain(g, ans, res, needs, a, b):
+    """First order, float matrices against one matrix: the products directly, a batch folded."""
     if type(g) is np.ndarray and type(a) is np.ndarray and type(b) is np.ndarray and b.ndim == 2 \
             and a.ndim >= 2 and a.dtype.kind == "f" and b.dtype.kind == "f":
-        # plain matrices (first order): the products directly, a batch folded against one matrix
         ga = _zmatmul(g, b.T) if needs[0] else None
         gb = None
         if needs[1]:
             gb = _zmatmul(a.T, g) if a.ndim == 2 else \
                 _zmatmul(a.reshape(-1, a.shape[-1]).T, g.reshape(-1, g.shape[-1]))
         return ga, gb
+    return None
+
+
+def _vjp_matmul(g, ans, res, needs, a, b):
     sa, sb = shape_of(a), shape_of(b)
     a2 = reshape(a, shape=(1,) + sa) if len(sa) == 1 else a
     b2 = reshape(b, shape=sb + (1,)) if len(sb) == 1 else b
@@ -782,7 +805,7 @@ def _vjp_matmul(g, ans, res, needs, a, b):
     return ga, gb
 
 
-matmul = primitive("matmul", _matmul, _vjp_matmul, arity=2)
+matmul = primitive("matmul", _matmul, _vjp_matmul, arity=2, vjp_plain=_vjp_matmul_plain)
 
 
 def _zmatmul(a, b):
@@ -816,7 +839,7 @@ def _zmatmul(a, b):
     return _num(out)
 
 
-zmatmul = primitive("zmatmul", _zmatmul, _vjp_matmul, arity=2)
+zmatmul = primitive("zmatmul", _zmatmul, _vjp_matmul, arity=2, vjp_plain=_vjp_matmul_plain)
 
 
 # ---- the transformer primitives -------------------------------------------------------------
@@ -1069,11 +1092,6 @@ def _norm_jacobian(xhat, center):
 
 
 def _vjp_layer_norm(g, ans, res, needs, x, gamma, beta, eps=1e-5):
-    if res is not None and type(g) is np.ndarray and type(gamma) is np.ndarray and g.ndim >= 1 \
-            and gamma.shape == g.shape[-1:] and (beta is None or shape_of(beta) == gamma.shape):
-        out = _vjp_layer_norm_plain(g, res, needs, gamma)
-        if out is not None:
-            return out
     xhat, rstd = res if res is not None else _ln_stats(x, eps)
     gx = ggamma = gbeta = None
     if needs[0]:
@@ -1092,8 +1110,11 @@ def _vjp_layer_norm(g, ans, res, needs, x, gamma, beta, eps=1e-5):
     return gx, ggamma, gbeta
 
 
-def _vjp_layer_norm_plain(g, res, needs, gamma):
+def _vjp_layer_norm_plain(g, ans, res, needs, x, gamma, beta, eps=1e-5):
     """The same VJP on plain arrays (first order, nothing to record), gamma and beta of shape [D]."""
+    if res is None or type(g) is not np.ndarray or type(gamma) is not np.ndarray or g.ndim < 1 \
+            or gamma.shape != g.shape[-1:] or (beta is not None and shape_of(beta) != gamma.shape):
+        return None
     xhat, rstd = res
     gx = ggamma = gbeta = None
     if needs[0]:
@@ -1118,7 +1139,8 @@ def _vjp_layer_norm_plain(g, res, needs, gamma):
     return gx, ggamma, gbeta
 
 
-layer_norm = primitive("layer_norm", _layer_norm_impl, _vjp_layer_norm, _fwd_layer_norm)
+layer_norm = primitive("layer_norm", _layer_norm_impl, _vjp_layer_norm, _fwd_layer_norm,
+                       vjp_plain=_vjp_layer_norm_plain)
 
 
 def _dense_impl(x, w, b=None):
@@ -1128,16 +1150,24 @@ def _dense_impl(x, w, b=None):
 
 def _vjp_dense(g, ans, res, needs, x, w, b=None):
     gx, gw = _vjp_matmul(g, None, None, needs[:2], x, w)
+    gb = unbroadcast(g, shape_of(b)) if len(needs) > 2 and needs[2] else None
+    return gx, gw, gb
+
+
+def _vjp_dense_plain(g, ans, res, needs, x, w, b=None):
+    """First order: matmul's plain VJP (or its general one, on plain arrays), and a bias of shape
+    [N] gets the rows of the cotangent summed."""
+    gx, gw = _vjp_matmul_plain(g, None, None, needs[:2], x, w) or _vjp_matmul(g, None, None, needs[:2], x, w)
     gb = None
     if len(needs) > 2 and needs[2]:
-        if type(g) is np.ndarray and type(b) is np.ndarray and g.ndim >= 2 and b.shape == g.shape[-1:]:
-            gb = g.reshape(-1, g.shape[-1]).sum(axis=0)       # the bias's cotangent: the rows summed
+        if type(b) is np.ndarray and type(g) is np.ndarray and g.ndim >= 2 and b.shape == g.shape[-1:]:
+            gb = g.reshape(-1, g.shape[-1]).sum(axis=0)
         else:
             gb = unbroadcast(g, shape_of(b))
     return gx, gw, gb
 
 
-dense = primitive("dense", _dense_impl, _vjp_dense)
+dense = primitive("dense", _dense_impl, _vjp_dense, vjp_plain=_vjp_dense_plain)
 
 
 def _attn_scores(q, k, bias, scale):
@@ -1220,24 +1250,38 @@ def _vjp_sdpa(g, ans, res, needs, q, k, v, bias=None, mask=None, causal=False, s
                 not (np.isfinite(raw(v)).all() and np.isfinite(raw(g)).all()):
             gq, gk, gbias = _score_grads_split(g, v, p, rows, q, k, bias, needs, scale)
             return gq, gk, gv, gbias
-        # softmax's VJP, p * (dp - rowsum(dp * p)), with rowsum(dp * p) = rowsum(g * ans) because
-        # dp = g v^T and ans = p v: a [.., T, d_v] product instead of a [.., T, T] one (the
-        # identity of FlashAttention's backward pass: Dao et al. 2022, appendix B.2)
-        if not (len(needs) > 3 and needs[3]) and all(type(t) is np.ndarray for t in (g, ans, p, q, k, v)):
-            # nothing to record (first order): the [.., T, T] steps in place, the scale folded in
-            ds = _zmatmul(g, np.swapaxes(v, -1, -2))
-            ds -= (g * ans).sum(axis=-1, keepdims=True)
-            ds *= p
-            ds *= scale
-            if rows is not None:
-                ds = np.where(rows, 0.0, ds)
-            if needs[0]:
-                gq = unbroadcast(_zmatmul(ds, k), q.shape)
-            if needs[1]:
-                gk = unbroadcast(_zmatmul(np.swapaxes(ds, -1, -2), q), k.shape)
-            return gq, gk, gv, gbias
         gq, gk, gbias = _score_grads(g, v, matmul(p, v), p, rows, q, k, bias, needs, scale)
     return gq, gk, gv, gbias
+
+
+def _vjp_sdpa_plain(g, ans, res, needs, q, k, v, bias=None, mask=None, causal=False, scale=None):
+    """First order, finite v and cotangent, no bias to differentiate: softmax's VJP
+    p * (dp - rowsum(dp * p)) with rowsum(dp * p) = rowsum(g * ans) because dp = g v^T and
+    ans = p v: a [.., T, d_v] product instead of a [.., T, T] one (the identity of FlashAttention's
+    backward pass: Dao et al. 2022, appendix B.2); the [.., T, T] steps in place, the scale folded in."""
+    if res is None or (len(needs) > 3 and needs[3]):
+        return None
+    p, rows = res
+    if not all(type(t) is np.ndarray for t in (g, ans, p, q, k, v)):
+        return None
+    gq = gk = gv = None
+    if needs[2]:
+        gv = unbroadcast(zmatmul(transpose(p), g), shape_of(v))
+    if needs[0] or needs[1]:
+        if not (math.isfinite(v.sum()) and math.isfinite(g.sum())) and \
+                not (np.isfinite(v).all() and np.isfinite(g).all()):
+            return None
+        ds = _zmatmul(g, np.swapaxes(v, -1, -2))
+        ds -= (g * ans).sum(axis=-1, keepdims=True)
+        ds *= p
+        ds *= scale
+        if rows is not None:
+            ds = np.where(rows, 0.0, ds)
+        if needs[0]:
+            gq = unbroadcast(_zmatmul(ds, k), q.shape)
+        if needs[1]:
+            gk = unbroadcast(_zmatmul(np.swapaxes(ds, -1, -2), q), k.shape)
+    return gq, gk, gv, None
 
 
 def _score_grads(g, v, ans, p, rows, q, k, bias, needs, scale):
@@ -1281,7 +1325,7 @@ def _score_grads_split(g, v, p, rows, q, k, bias, needs, scale):
     return tuple(combine(x, y) for x, y in zip(a, b))
 
 
-sdpa = primitive("scaled_dot_product_attention", _sdpa_impl, _vjp_sdpa, _fwd_sdpa)
+sdpa = primitive("scaled_dot_product_attention", _sdpa_impl, _vjp_sdpa, _fwd_sdpa, vjp_plain=_vjp_sdpa_plain)
 
 
 # ==== rms_norm (transformer_block options, issue 6) ============================================

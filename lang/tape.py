@@ -8,7 +8,9 @@ Boxes of lower levels stay boxed inside, so nested `grad`s record into their own
 never mix (the scheme of HIPS autograd).
 
 VJPs are written with primitives (see ops.py), so the backward pass of an inner `grad` is
-itself recorded while an outer `grad` runs: grad of grad works (DESIGN.md rule 4).
+itself recorded while an outer `grad` runs: grad of grad works (DESIGN.md rule 4). A primitive
+may also declare `vjp_plain`, the same VJP on plain NumPy arrays; `Primitive.pullback` is the one
+place that picks it: only at first order, when no Box is in sight (nothing to record).
 
 `backward` walks Boxes newest first (creation order is a topological order) with a dict of
 pending cotangents: no recursion, no mutation of the tape, so it is idempotent and safe on
@@ -26,21 +28,21 @@ from .errors import InternalError
 
 class Box:
     """A value tracked by the `grad` call of level `level`, and the tape node it came from: the
-    recorded application `prim(*args, **kw) = value`, with `res` saved by the forward for the
+    recorded application `prim(*args, **kw) = value`, with `saved` kept by the forward for the
     VJP and the parent Boxes of the tracked arguments as (argnum, Box). A leaf (a `grad` input)
     has no prim and no parents. `idx` grows with creation, so a Box's parents always have
     smaller indices. One object per recorded op: the node is not a separate allocation."""
-    __slots__ = ("value", "level", "prim", "args", "kw", "res", "parents", "needs", "idx")
+    __slots__ = ("value", "level", "prim", "args", "kw", "saved", "parents", "tracked", "idx")
 
-    def __init__(self, value, level: int, prim, args, kw, res, parents, needs):
+    def __init__(self, value, level: int, prim, args, kw, saved, parents, tracked):
         self.value = value
         self.level = level
         self.prim = prim
         self.args = args
         self.kw = kw
-        self.res = res
+        self.saved = saved
         self.parents = parents
-        self.needs = needs      # needs[i]: argument i is tracked at this level
+        self.tracked = tracked      # tracked[i]: argument i is tracked at this level
         self.idx = next(_counter)
 
     def __repr__(self):
@@ -50,27 +52,35 @@ class Box:
 _counter = itertools.count()
 _NDARRAY = np.ndarray
 NO_KW: dict = {}
-NEEDS_0 = (True, False)
-NEEDS_1 = (False, True)
+TRACKED_0 = (True, False)
+TRACKED_1 = (False, True)
 
 
 class Primitive:
     """A differentiable operation: forward `impl(*args, **kw)` on raw NumPy values, and
-    `vjp(g, ans, res, needs, *args, **kw) -> tuple` giving one cotangent per positional
-    argument (None where `needs[i]` is false or the argument is not differentiable).
+    `vjp(g, ans, saved, tracked, *args, **kw) -> tuple` giving one cotangent per positional
+    argument (None where `tracked[i]` is false or the argument is not differentiable). `vjp` is
+    written with primitives, so an outer `grad` records it (grad of grad).
+
+    `vjp_plain`, when given, is the same VJP written directly in NumPy for first order (no Box
+    anywhere: nothing to record); it may return None for a case it does not take, and `vjp`
+    runs instead. `pullback` is what the tape calls: the one place that picks between them.
+    tests/test_grad.py checks every primitive that declares a vjp_plain against its vjp.
 
     `fwd`, when given, is the forward used while recording: written with primitives, it
-    returns (ans, res) and lets the VJP reuse intermediate results.
+    returns (ans, saved) and lets the VJP reuse intermediate results.
 
     `call` is the plain function the rest of tapeml calls: it checks its arguments for Boxes
     (the one check the plain interpreter pays) and otherwise runs `impl` directly."""
 
     def __init__(self, name: str, impl, vjp=None, fwd=None, nondiff: bool = False, arity: int | None = None,
-                 scalar=None):
+                 scalar=None, vjp_plain=None):
         self.name = name
         self.impl = impl
         self.scalar = scalar      # the same operation on two Python floats (never tracked), if any
         self.vjp = vjp
+        self.vjp_plain = vjp_plain
+        self.pullback = vjp if vjp_plain is None else self._first_order_or_recorded
         self.fwd = fwd
         self.nondiff = nondiff or vjp is None
         self.call = self._make_call(arity)
@@ -84,7 +94,7 @@ class Primitive:
                     v = x.value
                     if plain and type(v) is not Box:
                         ans = impl(v, **kw)
-                        return Box(ans, x.level, prim, (v,), kw or NO_KW, None, ((0, x),), NEEDS_0)
+                        return Box(ans, x.level, prim, (v,), kw or NO_KW, None, ((0, x),), TRACKED_0)
                     return traced((x,), kw)
                 return impl(x, **kw)
         elif arity == 2:
@@ -93,13 +103,13 @@ class Primitive:
                     v = a.value
                     if plain and type(b) is not Box and type(v) is not Box:
                         ans = impl(v, b)
-                        return Box(ans, a.level, prim, (v, b), NO_KW, None, ((0, a),), NEEDS_0)
+                        return Box(ans, a.level, prim, (v, b), NO_KW, None, ((0, a),), TRACKED_0)
                     return traced((a, b), {})
                 if type(b) is Box:
                     v = b.value
                     if plain and type(v) is not Box:
                         ans = impl(a, v)
-                        return Box(ans, b.level, prim, (a, v), NO_KW, None, ((1, b),), NEEDS_1)
+                        return Box(ans, b.level, prim, (a, v), NO_KW, None, ((1, b),), TRACKED_1)
                     return traced((a, b), {})
                 return impl(a, b)
         else:
@@ -114,6 +124,23 @@ class Primitive:
 
     def __call__(self, *args, **kw):
         return self.call(*args, **kw)
+
+    def _first_order_or_recorded(self, g, ans, saved, tracked, *args, **kw):
+        """`vjp_plain` when no outer `grad` records this backward step (no Box in the cotangent,
+        the value or the arguments) and it takes the case; `vjp` otherwise."""
+        if type(g) is not Box and type(ans) is not Box:
+            for a in args:
+                if type(a) is Box:
+                    break
+            else:
+                for a in kw.values():
+                    if type(a) is Box:
+                        break
+                else:
+                    grads = self.vjp_plain(g, ans, saved, tracked, *args, **kw)
+                    if grads is not None:
+                        return grads
+        return self.vjp(g, ans, saved, tracked, *args, **kw)
 
     def traced(self, args, kw):
         if self.nondiff:
@@ -137,15 +164,15 @@ class Primitive:
                     lower = True
             i += 1
         if self.fwd is not None:
-            ans, res = self.fwd(*unboxed, **kw)
+            ans, saved = self.fwd(*unboxed, **kw)
         elif lower:
-            ans, res = self.call(*unboxed, **kw), None     # records on the lower tapes too
+            ans, saved = self.call(*unboxed, **kw), None     # records on the lower tapes too
         else:
-            ans, res = self.impl(*unboxed, **kw), None
-        needs = [False] * len(args)
+            ans, saved = self.impl(*unboxed, **kw), None
+        tracked = [False] * len(args)
         for i, _ in parents:
-            needs[i] = True
-        return Box(ans, top, self, unboxed, kw, res, parents, needs)
+            tracked[i] = True
+        return Box(ans, top, self, unboxed, kw, saved, parents, tracked)
 
     def __repr__(self):
         return f"<primitive {self.name}>"
@@ -213,9 +240,9 @@ def backward(out: Box, g, add, shape_of) -> dict:
         else:
             args = node.args
             if node.kw:
-                grads = prim.vjp(g, node.value, node.res, node.needs, *args, **node.kw)
+                grads = prim.pullback(g, node.value, node.saved, node.tracked, *args, **node.kw)
             else:
-                grads = prim.vjp(g, node.value, node.res, node.needs, *args)
+                grads = prim.pullback(g, node.value, node.saved, node.tracked, *args)
             nxt = None
             parents = node.parents
             chain = not heap and len(parents) == 1

@@ -219,7 +219,7 @@ def test_attention_overflow_gradients_on_every_path(monkeypatch):
     from tapeml.tape import leaf, new_level
     prim = ops.TABLE["scaled_dot_product_attention"]
     ans, res = prim.fwd(a, a, v, scale=1 / math.sqrt(2))
-    plain = prim.vjp(R, ans, res, [True, True, True], a, a, v, scale=1 / math.sqrt(2))
+    plain = prim.pullback(R, ans, res, [True, True, True], a, a, v, scale=1 / math.sqrt(2))
     rec = prim.vjp(leaf(R, new_level()), ans, res, [True, True, True], a, a, v, scale=1 / math.sqrt(2))
     for x, y in zip(plain[:3], rec[:3]):
         np.testing.assert_allclose(x, raw(y), rtol=1e-12)
@@ -335,7 +335,7 @@ def test_layer_norm_paths_agree_on_large_rows():
         rec_ans = raw(prim.fwd(leaf(x, new_level()), gm, bt, eps=eps)[0])
         np.testing.assert_allclose(ans, rec_ans, rtol=1e-14)
         g = np.arange(12.0).reshape(3, 4)
-        plain = prim.vjp(g, ans, res, [True, True, True], x, gm, bt, eps=eps)
+        plain = prim.pullback(g, ans, res, [True, True, True], x, gm, bt, eps=eps)
         rec = prim.vjp(leaf(g, new_level()), ans, None, [True, True, True], x, gm, bt, eps=eps)
         for p_, r_ in zip(plain, rec):
             np.testing.assert_allclose(p_, raw(r_), rtol=1e-12, atol=1e-300)
