@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 
-from .tape import Box, raw
+from .tape import raw
 from .primitive_table import SESSION_FLOAT, bools_as_floats, primitive, python_scalar, shape_of
 from .core_ops import (
     _matmul, _vjp_matmul, _vjp_matmul_plain, _zmatmul, _zmul, add, div, exp, matmul, mul, reshape,
@@ -195,9 +195,7 @@ def _layer_norm_stats(x, eps):
 
 
 def _layer_norm_impl(x, gamma, beta, eps=1e-5):
-    xhat, _ = _layer_norm_stats(bools_as_floats(x), eps)
-    out = xhat * gamma
-    return out + beta if beta is not None else out
+    return _fwd_layer_norm(x, gamma, beta, eps)[0]
 
 
 def _scaled_stats(x, eps, center):
@@ -232,13 +230,10 @@ def _ln_stats(x, eps):
 
 
 def _fwd_layer_norm(x, gamma, beta, eps=1e-5):
-    if type(x) is not Box and type(gamma) is not Box and type(beta) is not Box:
-        stats = _layer_norm_stats(bools_as_floats(x), eps)       # kept for the VJP (x is a constant below this level)
-        out = stats[0] * gamma
-        return (out + beta if beta is not None else out), stats
-    xhat, _ = _ln_stats(x, eps)
-    out = mul(xhat, gamma)
-    return (add(out, beta) if beta is not None else out), None
+    """The forward on plain arrays, keeping (xhat, 1/std) for the VJP."""
+    stats = _layer_norm_stats(bools_as_floats(x), eps)
+    out = stats[0] * gamma
+    return (out + beta if beta is not None else out), stats
 
 
 def _row_jacobian_product(v, jac):
@@ -389,31 +384,28 @@ def _sdpa_scores(q, k, bias, mask, causal, scale):
     return s if allowed is None else np.where(allowed, s, -np.inf)
 
 
-def _sdpa_probs(q, k, bias, mask, causal, scale):
-    """The attention weights softmax(q k^T * scale + bias) on plain arrays."""
-    return _softmax_impl(_sdpa_scores(q, k, bias, mask, causal, scale))
-
-
 def _sdpa_impl(q, k, v, bias=None, mask=None, causal=False, scale=None):
-    return np.matmul(_sdpa_probs(q, k, bias, mask, causal, scale), bools_as_floats(v))
+    return _fwd_sdpa(q, k, v, bias, mask, causal, scale)[0]
 
 
 def _fwd_sdpa(q, k, v, bias=None, mask=None, causal=False, scale=None):
-    """(output, (p, rows)): the weights for the VJP, and the query rows whose scores hold a +inf
-    (an overflowing q k^T): their weights are the limit (the +inf keys share the row equally) and
-    their gradient to q, k and bias is 0, as softmax's (None when there are none)."""
-    if type(q) is not Box and type(k) is not Box and type(v) is not Box and type(bias) is not Box:
-        p, rows = _softmax_rows(_sdpa_scores(q, k, bias, mask, causal, scale))   # nothing below to record
-        return np.matmul(p, bools_as_floats(v)), (p, rows)
-    lq, lk = shape_of(q)[-2], shape_of(k)[-2]
-    allowed = _allowed(mask, causal, lq, lk)
+    """The forward on plain arrays, keeping (p, rows) for the VJP: the weights, and the query rows
+    whose scores hold a +inf (an overflowing q k^T): their weights are the limit (the +inf keys
+    share the row equally) and their gradient to q, k and bias is 0, as softmax's (None when there
+    are none)."""
+    p, rows = _softmax_rows(_sdpa_scores(q, k, bias, mask, causal, scale))
+    return np.matmul(p, bools_as_floats(v)), (p, rows)
+
+
+def _recorded_weights(q, k, bias, mask, causal, scale):
+    """(p, rows) of _fwd_sdpa written with primitives, for a VJP that an outer `grad` records."""
+    allowed = _allowed(mask, causal, shape_of(q)[-2], shape_of(k)[-2])
     s = _attn_scores(q, k, bias, scale)
-    p = masked_softmax(s, allowed=allowed)
-    return matmul(p, v), (p, _posinf_rows(_masked(s, allowed)))
+    return masked_softmax(s, allowed=allowed), _posinf_rows(_masked(s, allowed))
 
 
 def _vjp_sdpa(g, ans, saved, tracked, q, k, v, bias=None, mask=None, causal=False, scale=None):
-    p, rows = saved
+    p, rows = saved if saved is not None else _recorded_weights(q, k, bias, mask, causal, scale)
     gq = gk = gv = gbias = None
     if tracked[2]:
         gv = unbroadcast(zmatmul(transpose(p), g), shape_of(v))
@@ -537,12 +529,6 @@ def _rms_stats(x, eps):
     return _scaled_stats(x, eps, False)
 
 
-def _fwd_rms_norm(x, gamma, eps=1e-5):
-    if type(x) is not Box and type(gamma) is not Box:
-        return _rms_norm_impl(x, gamma, eps), None
-    return mul(_rms_stats(x, eps)[0], gamma), None
-
-
 def _vjp_rms_norm(g, ans, saved, tracked, x, gamma, eps=1e-5):
     # with xhat = x r: dx = r (gh - xhat mean(gh xhat)), gh = g gamma (the r^3 of the textbook
     # form underflows for large rows); dgamma = sum of g xhat
@@ -561,4 +547,4 @@ def _vjp_rms_norm(g, ans, saved, tracked, x, gamma, eps=1e-5):
     return gx, ggamma
 
 
-rms_norm = primitive("rms_norm", _rms_norm_impl, _vjp_rms_norm, _fwd_rms_norm)
+rms_norm = primitive("rms_norm", _rms_norm_impl, _vjp_rms_norm)

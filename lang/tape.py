@@ -67,8 +67,10 @@ class Primitive:
     runs instead. `pullback` is what the tape calls: the one place that picks between them.
     tests/test_grad.py checks every primitive that declares a vjp_plain against its vjp.
 
-    `fwd`, when given, is the forward used while recording: written with primitives, it
-    returns (ans, saved) and lets the VJP reuse intermediate results.
+    `fwd`, when given, is `impl` that also returns what the VJP may reuse: (ans, saved), on plain
+    arrays. It runs when the arguments hold no Box of a lower level; otherwise the primitive
+    records itself on the lower tapes (`call`), `saved` is None, and the VJP computes what it
+    needs with primitives. Each operation has one forward.
 
     `call` is the plain function the rest of tapeml calls: it checks its arguments for Boxes
     (the one check the plain interpreter pays) and otherwise runs `impl` directly."""
@@ -163,10 +165,10 @@ class Primitive:
                 else:
                     lower = True
             i += 1
-        if self.fwd is not None:
-            ans, saved = self.fwd(*unboxed, **kw)
-        elif lower:
+        if lower:
             ans, saved = self.call(*unboxed, **kw), None     # records on the lower tapes too
+        elif self.fwd is not None:
+            ans, saved = self.fwd(*unboxed, **kw)
         else:
             ans, saved = self.impl(*unboxed, **kw), None
         tracked = [False] * len(args)
