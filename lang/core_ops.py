@@ -108,11 +108,11 @@ def _vjp_mul(g, ans, saved, tracked, a, b):
 
 
 def _vjp_mul_plain(g, ans, saved, tracked, a, b):
-    """First order, a matrix times a finite nonzero number (`y * 1.0001`, a learning rate): no
-    0 x inf, and g already has a's shape (the product has it)."""
+    """First order: a matrix times a finite nonzero number (`y * 1.0001`, a learning rate) is g * b
+    (no 0 x inf, and g already has a's shape); any other product takes the general form at once."""
     if type(b) is float and not tracked[1] and b != 0.0 and -_INF < b < _INF and type(g) is _NDARRAY:
         return g * b, None
-    return None
+    return _vjp_mul(g, ans, saved, tracked, a, b)      # nothing is recorded on plain arrays
 
 
 def _vjp_div(g, ans, saved, tracked, a, b):

@@ -64,7 +64,8 @@ class Primitive:
 
     `vjp_plain`, when given, is the same VJP written directly in NumPy for first order (no Box
     anywhere: nothing to record); it may return None for a case it does not take, and `vjp`
-    runs instead. `pullback` is what the tape calls: the one place that picks between them.
+    runs instead. `backward` picks between them with `first_order` (the one test);
+    `pullback` is the same choice for a single application.
     tests/test_grad.py checks every primitive that declares a vjp_plain against its vjp.
 
     `fwd`, when given, is `impl` that also returns what the VJP may reuse: (ans, saved), on plain
@@ -82,7 +83,6 @@ class Primitive:
         self.scalar = scalar      # the same operation on two Python floats (never tracked), if any
         self.vjp = vjp
         self.vjp_plain = vjp_plain
-        self.pullback = vjp if vjp_plain is None else self._first_order_or_recorded
         self.fwd = fwd
         self.nondiff = nondiff or vjp is None
         self.call = self._make_call(arity)
@@ -127,21 +127,12 @@ class Primitive:
     def __call__(self, *args, **kw):
         return self.call(*args, **kw)
 
-    def _first_order_or_recorded(self, g, ans, saved, tracked, *args, **kw):
-        """`vjp_plain` when no outer `grad` records this backward step (no Box in the cotangent,
-        the value or the arguments) and it takes the case; `vjp` otherwise."""
-        if type(g) is not Box and type(ans) is not Box:
-            for a in args:
-                if type(a) is Box:
-                    break
-            else:
-                for a in kw.values():
-                    if type(a) is Box:
-                        break
-                else:
-                    grads = self.vjp_plain(g, ans, saved, tracked, *args, **kw)
-                    if grads is not None:
-                        return grads
+    def pullback(self, g, ans, saved, tracked, *args, **kw):
+        """The cotangents of one application, as `backward` computes them (vjp_plain at first order)."""
+        if self.vjp_plain is not None and first_order(g, ans, args, kw):
+            grads = self.vjp_plain(g, ans, saved, tracked, *args, **kw)
+            if grads is not None:
+                return grads
         return self.vjp(g, ans, saved, tracked, *args, **kw)
 
     def traced(self, args, kw):
@@ -178,6 +169,13 @@ class Primitive:
 
     def __repr__(self):
         return f"<primitive {self.name}>"
+
+
+def first_order(g, ans, args, kw) -> bool:
+    """Whether no outer `grad` records a backward step: no Box in the cotangent, the value or the
+    arguments. The one test that lets the tape take a primitive's `vjp_plain`."""
+    return type(g) is not Box and type(ans) is not Box and Box not in map(type, args) \
+        and (not kw or Box not in map(type, kw.values()))
 
 
 def raw(v):
@@ -241,10 +239,12 @@ def backward(out: Box, g, add, shape_of) -> dict:
             leaves[node] = g      # only when `out` is itself a leaf
         else:
             args = node.args
-            if node.kw:
-                grads = prim.pullback(g, node.value, node.saved, node.tracked, *args, **node.kw)
-            else:
-                grads = prim.pullback(g, node.value, node.saved, node.tracked, *args)
+            kw = node.kw
+            grads = None
+            if prim.vjp_plain is not None and first_order(g, node.value, args, kw):
+                grads = prim.vjp_plain(g, node.value, node.saved, node.tracked, *args, **kw)
+            if grads is None:
+                grads = prim.vjp(g, node.value, node.saved, node.tracked, *args, **kw)
             nxt = None
             parents = node.parents
             chain = not heap and len(parents) == 1
