@@ -9,8 +9,8 @@ never mix (the scheme of HIPS autograd).
 
 VJPs are written with primitives (see ops.py), so the backward pass of an inner `grad` is
 itself recorded while an outer `grad` runs: grad of grad works (DESIGN.md rule 4). A primitive
-may also declare `vjp_plain`, the same VJP on plain NumPy arrays; `Primitive.pullback` is the one
-place that picks it: only at first order, when no Box is in sight (nothing to record).
+may also declare `vjp_plain`, the same VJP on plain NumPy arrays; `backward` takes it only at
+first order, when `first_order` (the one test) finds no Box in sight (nothing to record).
 
 `backward` walks Boxes newest first (creation order is a topological order) with a dict of
 pending cotangents: no recursion, no mutation of the tape, so it is idempotent and safe on
@@ -174,8 +174,12 @@ class Primitive:
 def first_order(g, ans, args, kw) -> bool:
     """Whether no outer `grad` records a backward step: no Box in the cotangent, the value or the
     arguments. The one test that lets the tape take a primitive's `vjp_plain`."""
-    return type(g) is not Box and type(ans) is not Box and Box not in map(type, args) \
-        and (not kw or Box not in map(type, kw.values()))
+    if type(g) is Box or type(ans) is Box:
+        return False
+    for a in args:
+        if type(a) is Box:
+            return False
+    return not kw or Box not in map(type, kw.values())
 
 
 def raw(v):
@@ -241,8 +245,9 @@ def backward(out: Box, g, add, shape_of) -> dict:
             args = node.args
             kw = node.kw
             grads = None
-            if prim.vjp_plain is not None and first_order(g, node.value, args, kw):
-                grads = prim.vjp_plain(g, node.value, node.saved, node.tracked, *args, **kw)
+            vjp_plain = prim.vjp_plain
+            if vjp_plain is not None and type(g) is not Box and first_order(g, node.value, args, kw):
+                grads = vjp_plain(g, node.value, node.saved, node.tracked, *args, **kw)
             if grads is None:
                 grads = prim.vjp(g, node.value, node.saved, node.tracked, *args, **kw)
             nxt = None
