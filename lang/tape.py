@@ -8,7 +8,9 @@ Boxes of lower levels stay boxed inside, so nested `grad`s record into their own
 never mix (the scheme of HIPS autograd).
 
 VJPs are written with primitives (see ops.py), so the backward pass of an inner `grad` is
-itself recorded while an outer `grad` runs: grad of grad works (DESIGN.md rule 4).
+itself recorded while an outer `grad` runs: grad of grad works (DESIGN.md rule 4). A primitive
+may also declare `vjp_plain`, the same VJP on plain NumPy arrays; `backward` takes it only at
+first order, when `first_order` (the one test) finds no Box in sight (nothing to record).
 
 `backward` walks Boxes newest first (creation order is a topological order) with a dict of
 pending cotangents: no recursion, no mutation of the tape, so it is idempotent and safe on
@@ -26,21 +28,21 @@ from .errors import InternalError
 
 class Box:
     """A value tracked by the `grad` call of level `level`, and the tape node it came from: the
-    recorded application `prim(*args, **kw) = value`, with `res` saved by the forward for the
+    recorded application `prim(*args, **kw) = value`, with `saved` kept by the forward for the
     VJP and the parent Boxes of the tracked arguments as (argnum, Box). A leaf (a `grad` input)
     has no prim and no parents. `idx` grows with creation, so a Box's parents always have
     smaller indices. One object per recorded op: the node is not a separate allocation."""
-    __slots__ = ("value", "level", "prim", "args", "kw", "res", "parents", "needs", "idx")
+    __slots__ = ("value", "level", "prim", "args", "kw", "saved", "parents", "tracked", "idx")
 
-    def __init__(self, value, level: int, prim, args, kw, res, parents, needs):
+    def __init__(self, value, level: int, prim, args, kw, saved, parents, tracked):
         self.value = value
         self.level = level
         self.prim = prim
         self.args = args
         self.kw = kw
-        self.res = res
+        self.saved = saved
         self.parents = parents
-        self.needs = needs      # needs[i]: argument i is tracked at this level
+        self.tracked = tracked      # tracked[i]: argument i is tracked at this level
         self.idx = next(_counter)
 
     def __repr__(self):
@@ -50,27 +52,37 @@ class Box:
 _counter = itertools.count()
 _NDARRAY = np.ndarray
 NO_KW: dict = {}
-NEEDS_0 = (True, False)
-NEEDS_1 = (False, True)
+TRACKED_0 = (True, False)
+TRACKED_1 = (False, True)
 
 
 class Primitive:
     """A differentiable operation: forward `impl(*args, **kw)` on raw NumPy values, and
-    `vjp(g, ans, res, needs, *args, **kw) -> tuple` giving one cotangent per positional
-    argument (None where `needs[i]` is false or the argument is not differentiable).
+    `vjp(g, ans, saved, tracked, *args, **kw) -> tuple` giving one cotangent per positional
+    argument (None where `tracked[i]` is false or the argument is not differentiable). `vjp` is
+    written with primitives, so an outer `grad` records it (grad of grad).
 
-    `fwd`, when given, is the forward used while recording: written with primitives, it
-    returns (ans, res) and lets the VJP reuse intermediate results.
+    `vjp_plain`, when given, is the same VJP written directly in NumPy for first order (no Box
+    anywhere: nothing to record); it may return None for a case it does not take, and `vjp`
+    runs instead. `backward` picks between them with `first_order` (the one test);
+    `pullback` is the same choice for a single application.
+    tests/test_grad.py checks every primitive that declares a vjp_plain against its vjp.
+
+    `fwd`, when given, is `impl` that also returns what the VJP may reuse: (ans, saved), on plain
+    arrays. It runs when the arguments hold no Box of a lower level; otherwise the primitive
+    records itself on the lower tapes (`call`), `saved` is None, and the VJP computes what it
+    needs with primitives. Each operation has one forward.
 
     `call` is the plain function the rest of tapeml calls: it checks its arguments for Boxes
     (the one check the plain interpreter pays) and otherwise runs `impl` directly."""
 
     def __init__(self, name: str, impl, vjp=None, fwd=None, nondiff: bool = False, arity: int | None = None,
-                 scalar=None):
+                 scalar=None, vjp_plain=None):
         self.name = name
         self.impl = impl
         self.scalar = scalar      # the same operation on two Python floats (never tracked), if any
         self.vjp = vjp
+        self.vjp_plain = vjp_plain
         self.fwd = fwd
         self.nondiff = nondiff or vjp is None
         self.call = self._make_call(arity)
@@ -84,7 +96,7 @@ class Primitive:
                     v = x.value
                     if plain and type(v) is not Box:
                         ans = impl(v, **kw)
-                        return Box(ans, x.level, prim, (v,), kw or NO_KW, None, ((0, x),), NEEDS_0)
+                        return Box(ans, x.level, prim, (v,), kw or NO_KW, None, ((0, x),), TRACKED_0)
                     return traced((x,), kw)
                 return impl(x, **kw)
         elif arity == 2:
@@ -93,13 +105,13 @@ class Primitive:
                     v = a.value
                     if plain and type(b) is not Box and type(v) is not Box:
                         ans = impl(v, b)
-                        return Box(ans, a.level, prim, (v, b), NO_KW, None, ((0, a),), NEEDS_0)
+                        return Box(ans, a.level, prim, (v, b), NO_KW, None, ((0, a),), TRACKED_0)
                     return traced((a, b), {})
                 if type(b) is Box:
                     v = b.value
                     if plain and type(v) is not Box:
                         ans = impl(a, v)
-                        return Box(ans, b.level, prim, (a, v), NO_KW, None, ((1, b),), NEEDS_1)
+                        return Box(ans, b.level, prim, (a, v), NO_KW, None, ((1, b),), TRACKED_1)
                     return traced((a, b), {})
                 return impl(a, b)
         else:
@@ -114,6 +126,14 @@ class Primitive:
 
     def __call__(self, *args, **kw):
         return self.call(*args, **kw)
+
+    def pullback(self, g, ans, saved, tracked, *args, **kw):
+        """The cotangents of one application, as `backward` computes them (vjp_plain at first order)."""
+        if self.vjp_plain is not None and first_order(g, ans, args, kw):
+            grads = self.vjp_plain(g, ans, saved, tracked, *args, **kw)
+            if grads is not None:
+                return grads
+        return self.vjp(g, ans, saved, tracked, *args, **kw)
 
     def traced(self, args, kw):
         if self.nondiff:
@@ -136,19 +156,30 @@ class Primitive:
                 else:
                     lower = True
             i += 1
-        if self.fwd is not None:
-            ans, res = self.fwd(*unboxed, **kw)
-        elif lower:
-            ans, res = self.call(*unboxed, **kw), None     # records on the lower tapes too
+        if lower:
+            ans, saved = self.call(*unboxed, **kw), None     # records on the lower tapes too
+        elif self.fwd is not None:
+            ans, saved = self.fwd(*unboxed, **kw)
         else:
-            ans, res = self.impl(*unboxed, **kw), None
-        needs = [False] * len(args)
+            ans, saved = self.impl(*unboxed, **kw), None
+        tracked = [False] * len(args)
         for i, _ in parents:
-            needs[i] = True
-        return Box(ans, top, self, unboxed, kw, res, parents, needs)
+            tracked[i] = True
+        return Box(ans, top, self, unboxed, kw, saved, parents, tracked)
 
     def __repr__(self):
         return f"<primitive {self.name}>"
+
+
+def first_order(g, ans, args, kw) -> bool:
+    """Whether no outer `grad` records a backward step: no Box in the cotangent, the value or the
+    arguments. The one test that lets the tape take a primitive's `vjp_plain`."""
+    if type(g) is Box or type(ans) is Box:
+        return False
+    for a in args:
+        if type(a) is Box:
+            return False
+    return not kw or Box not in map(type, kw.values())
 
 
 def raw(v):
@@ -212,10 +243,13 @@ def backward(out: Box, g, add, shape_of) -> dict:
             leaves[node] = g      # only when `out` is itself a leaf
         else:
             args = node.args
-            if node.kw:
-                grads = prim.vjp(g, node.value, node.res, node.needs, *args, **node.kw)
-            else:
-                grads = prim.vjp(g, node.value, node.res, node.needs, *args)
+            kw = node.kw
+            grads = None
+            vjp_plain = prim.vjp_plain
+            if vjp_plain is not None and type(g) is not Box and first_order(g, node.value, args, kw):
+                grads = vjp_plain(g, node.value, node.saved, node.tracked, *args, **kw)
+            if grads is None:
+                grads = prim.vjp(g, node.value, node.saved, node.tracked, *args, **kw)
             nxt = None
             parents = node.parents
             chain = not heap and len(parents) == 1

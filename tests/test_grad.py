@@ -271,45 +271,125 @@ def test_sdpa(batch, causal):
     check(lambda q, k, v, b: ops.sdpa(q, k, v, b, scale=0.5), q, k, v, bias)
 
 
-@pytest.mark.parametrize("name, args, kw", [
-    ("layer_norm", lambda: (r(2, 3, 4), r(4), r(4)), {"eps": 1e-5}),
-    ("layer_norm", lambda: (r(3, 4), r(4), None), {"eps": 1e-5}),
-    ("dense", lambda: (r(2, 3, 4), r(4, 3), r(3)), {}),
-    ("dense", lambda: (r(3, 4), r(4, 3), r(1)), {}),
-    ("matmul", lambda: (r(3, 4), r(4, 2)), {}),
-    ("scaled_dot_product_attention", lambda: (r(2, 3, 4), r(2, 5, 4), r(2, 5, 2)), {"scale": 0.5}),
-    ("scaled_dot_product_attention", lambda: (r(3, 4), r(5, 4), r(5, 2)), {"scale": 0.5, "causal": True}),
-    # issue 15: rows that need rescaling, eps = 0 on a constant row, +inf scores, an infinite value
-    ("layer_norm", lambda: (np.array([[1e200, -2e200, 3e200, 5e199], [4.0, 4.0, 4.0, 4.0], [1.0, 2.0, 0.0, -1.0]]),
-                            r(4), r(4)), {"eps": 0.0}),
-    ("layer_norm", lambda: (np.array([[1e-300, -2e-300, 3e-300, 0.0], [1.0, np.inf, 0.0, 2.0]]), r(4), r(4)),
-     {"eps": 1e-5}),
-    ("scaled_dot_product_attention", lambda: (np.array([[1e200, 0.0], [0.0, 1.0], [1e200, 1e200]]),
-                                              np.array([[1e200, 0.0], [0.0, 1.0], [1e200, -1.0]]), r(3, 2)),
-     {"scale": 0.5}),
-    ("scaled_dot_product_attention", lambda: (r(3, 2), r(3, 2), np.array([[np.inf, 1.0], [2.0, -np.inf], [0.5, 1.0]])),
-     {"scale": 0.5}),
-])
-def test_first_order_vjps_equal_their_recorded_form(name, args, kw):
-    """Several VJPs take NumPy directly when nothing below records (first order). A Box around
-    the cotangent forces the form written with primitives; both must give the same cotangents."""
+INF = math.inf
+# name -> cases (inputs, keywords, cotangent or None for a random one) for every primitive that
+# declares a first-order VJP (vjp_plain): random inputs and the numerics edge cases of
+# test_vjp_sweep.py and test_numerics_limits.py (+inf scores, zero-variance rows with eps = 0,
+# huge and tiny rows, 0 x inf). The test below loops over the table, not over this dict.
+PLAIN_VJP_CASES = {
+    "mul": [
+        (lambda: (r(3, 4), 1.5), {}, None),
+        (lambda: (r(3, 4), 2.0 ** -1070), {}, None),
+        (lambda: (r(3, 4), r(3, 4)), {}, None),
+        (lambda: (np.array([[0.0, 1.0], [2.0, -1.0]]), INF), {}, lambda: np.array([[0.0, 1.0], [0.0, 2.0]])),
+        (lambda: (np.array([[1e300, -1e300]]), 1e300), {}, lambda: np.array([[0.0, 1e10]])),
+    ],
+    "matmul": [
+        (lambda: (r(3, 4), r(4, 2)), {}, None),
+        (lambda: (r(2, 3, 4), r(4, 2)), {}, None),
+        (lambda: (r(2, 3, 4), r(2, 4, 2)), {}, None),
+        (lambda: (r(4), r(4, 2)), {}, None),
+        # 0 x inf = 0: an infinite weight where the cotangent is 0
+        (lambda: (np.array([[INF, 1.0], [2.0, 3.0]]), np.array([[1.0, -INF], [0.0, 2.0]])), {},
+         lambda: np.array([[0.0, 0.0], [1.0, 0.0]])),
+        (lambda: (np.array([[1e200, 1e200]]), np.array([[1e200], [1e200]])), {}, lambda: np.array([[1e200]])),
+    ],
+    "dense": [
+        (lambda: (r(2, 3, 4), r(4, 3), r(3)), {}, None),
+        (lambda: (r(3, 4), r(4, 3), r(1)), {}, None),
+        (lambda: (r(3, 4), r(4, 3), None), {}, None),
+        (lambda: (r(2, 3, 4), r(2, 4, 3), r(3)), {}, None),
+        (lambda: (np.array([[INF, 1.0], [0.0, 2.0]]), r(2, 3), r(3)), {},
+         lambda: np.array([[0.0, 0.0, 0.0], [1.0, -1.0, 2.0]])),
+    ],
+    "concat": [
+        (lambda: (r(2, 3), r(4, 3)), {"dim": 0}, None),
+        (lambda: (r(2, 3), r(2, 1), r(2, 2)), {"dim": -1}, None),
+        (lambda: (r(2, 2, 3), r(2, 1, 3)), {"dim": 1}, lambda: np.full((2, 3, 3), INF)),
+    ],
+    "layer_norm": [
+        (lambda: (r(2, 3, 4), r(4), r(4)), {"eps": 1e-5}, None),
+        (lambda: (r(3, 4), r(4), None), {"eps": 1e-5}, None),
+        (lambda: (r(3, 4), r(3, 4), r(4)), {"eps": 1e-5}, None),
+        # issue 15: rows that need rescaling, eps = 0 on a constant row, tiny rows, an infinite entry
+        (lambda: (np.array([[1e200, -2e200, 3e200, 5e199], [4.0, 4.0, 4.0, 4.0], [1.0, 2.0, 0.0, -1.0]]),
+                  r(4), r(4)), {"eps": 0.0}, None),
+        (lambda: (np.array([[1e-300, -2e-300, 3e-300, 0.0], [1.0, INF, 0.0, 2.0]]), r(4), r(4)),
+         {"eps": 1e-5}, None),
+        (lambda: (np.array([[5e-324, 0.0, 0.0, 0.0], [0.0, 0.0, 0.0, 0.0]]), r(4), r(4)), {"eps": 0.0}, None),
+        # an infinite cotangent or gain: the plain form declines, the general one takes it
+        (lambda: (r(2, 4), np.array([1.0, INF, 2.0, 0.0]), r(4)), {"eps": 1e-5}, None),
+        (lambda: (r(2, 4), r(4), r(4)), {"eps": 1e-5}, lambda: np.array([[INF, 0.0, 1.0, 2.0], [0.0, 0.0, 0.0, 0.0]])),
+    ],
+    "scaled_dot_product_attention": [
+        (lambda: (r(2, 3, 4), r(2, 5, 4), r(2, 5, 2)), {"scale": 0.5}, None),
+        (lambda: (r(3, 4), r(5, 4), r(5, 2)), {"scale": 0.5, "causal": True}, None),
+        (lambda: (r(3, 4), r(3, 4), r(3, 2)), {"scale": 0.5, "mask": np.array([[1, 0, 0], [1, 1, 0], [0, 0, 0]])}, None),
+        (lambda: (r(3, 4), r(5, 4), r(5, 2), r(3, 5)), {"scale": 0.5}, None),
+        # +inf scores (an overflowing q k^T), an infinite value, an infinite cotangent
+        (lambda: (np.array([[1e200, 0.0], [0.0, 1.0], [1e200, 1e200]]),
+                  np.array([[1e200, 0.0], [0.0, 1.0], [1e200, -1.0]]), r(3, 2)), {"scale": 0.5}, None),
+        (lambda: (r(3, 2), r(3, 2), np.array([[INF, 1.0], [2.0, -INF], [0.5, 1.0]])), {"scale": 0.5}, None),
+        (lambda: (r(3, 2), r(3, 2), r(3, 2)), {"scale": 0.5}, lambda: np.array([[INF, 0.0], [0.0, 0.0], [1.0, 2.0]])),
+    ],
+}
+PLAIN_VJP_CASES["zmatmul"] = PLAIN_VJP_CASES["matmul"]
+
+
+def _declares_vjp_plain():
+    return sorted(n for n, p in ops.TABLE.items() if p.vjp_plain is not None)
+
+
+def test_every_first_order_vjp_has_parity_cases():
+    assert sorted(PLAIN_VJP_CASES) == _declares_vjp_plain()
+
+
+@pytest.mark.parametrize("name", _declares_vjp_plain())
+def test_first_order_vjps_equal_their_recorded_form(name):
+    """A primitive may declare `vjp_plain`, its VJP in NumPy for first order; the tape takes it
+    when no Box is in sight (Primitive.pullback). A Box around the cotangent forces the form
+    written with primitives (`vjp`); both must give the same cotangents on every case, and the
+    plain form must take at least one of them."""
     from tapeml.tape import leaf, new_level
     prim = ops.TABLE[name]
-    args = args()
-    needs = [a is not None for a in args]
-    if prim.fwd is not None:
-        ans, res = prim.fwd(*args, **kw)
-    else:
-        ans, res = prim.impl(*args, **kw), None
-    g = r(*np.shape(ans))
-    plain = prim.vjp(g, ans, res, needs, *args, **kw)
-    recorded = prim.vjp(leaf(g, new_level()), ans, res, needs, *args, **kw)
-    for a, b in zip(plain, recorded):
-        assert (a is None) == (b is None)
-        if a is not None:
-            assert type(a) is np.ndarray and np.shape(a) == np.shape(raw(b))
-            assert not np.isnan(a).any()
-            np.testing.assert_allclose(a, raw(b), rtol=1e-12, atol=1e-12)
+    taken = 0
+    for args, kw, cot in PLAIN_VJP_CASES[name]:
+        args = args()
+        needs = [type(a) is np.ndarray for a in args]
+        if prim.fwd is not None:
+            ans, res = prim.fwd(*args, **kw)
+        else:
+            ans, res = prim.impl(*args, **kw), None
+        g = cot() if cot is not None else r(*np.shape(ans))
+        taken += prim.vjp_plain(g, ans, res, needs, *args, **kw) is not None
+        plain = prim.pullback(g, ans, res, needs, *args, **kw)
+        recorded = prim.vjp(leaf(g, new_level()), ans, res, needs, *args, **kw)
+        for a, b in zip(plain, recorded):
+            assert (a is None) == (b is None)
+            if a is not None:
+                assert type(a) is np.ndarray and np.shape(a) == np.shape(raw(b))
+                assert not np.isnan(a).any()
+                np.testing.assert_allclose(a, raw(b), rtol=1e-12, atol=1e-12)
+    assert taken > 0
+
+
+def test_the_tape_takes_the_plain_vjp_only_at_first_order(monkeypatch):
+    prim = ops.TABLE["layer_norm"]
+    seen = []
+
+    def spy(g, ans, res, needs, *args, **kw):
+        seen.append(any(type(t) is Box for t in (g, ans) + args + tuple(kw.values())))
+        return vjp_plain(g, ans, res, needs, *args, **kw)
+    vjp_plain = prim.vjp_plain
+    monkeypatch.setattr(prim, "vjp_plain", spy)
+    gm, bt = r(4), r(4)
+    f = lambda t: ops.sum_(ops.mul(ops.layer_norm(t, gm, bt), ops.layer_norm(t, gm, bt)))
+    x = r(3, 4)
+    grad(f, x)
+    assert seen == [False, False]
+    seen.clear()
+    grad(lambda t: ops.sum_(ops.mul(grad(f, t), grad(f, t))), x)      # grad of grad: recorded VJPs
+    assert not any(seen)
 
 
 def test_fully_masked_row_gives_zeros_forward_and_backward():
