@@ -193,7 +193,7 @@ def det_(A):
 def slogdet_(A):
     A = _matrix("slogdet", A, square=True)
     _finite("slogdet", A)
-    sign = ops._num(np.linalg.slogdet(np.asarray(raw(A)))[0])
+    sign = ops.python_scalar(np.linalg.slogdet(np.asarray(raw(A)))[0])
     return (sign, la.logabsdet(A))
 
 
@@ -475,7 +475,7 @@ def eig_(A):
             raise ValueErr(f"eig(): A has complex eigenvalues (e.g. {g3(z.real)} {'+' if z.imag >= 0 else '-'} "
                            f"{g3(abs(z.imag))}i) and tapeml has no complex numbers; for a symmetric matrix use eigh")
         w, v = w.real, v.real
-    return (ops._num(np.ascontiguousarray(w)), np.ascontiguousarray(v))
+    return (ops.python_scalar(np.ascontiguousarray(w)), np.ascontiguousarray(v))
 
 
 @builtin("pinv", CAT, "The Moore-Penrose pseudo-inverse.", [A_ANY], returns="[..., n, m]", differentiable=True,

@@ -30,7 +30,7 @@ def _arith(op, keep_bool=False):
             return op(bools_as_floats(a), bools_as_floats(b))
         if t is float:
             return r
-        if t is np.float64:
+        if t is np.float64 or t is np.float32:     # a 0-d operand: the scalar as a Python float
             return float(r)
         return op(bools_as_floats(a), bools_as_floats(b))    # Python ints from bools
     return impl
@@ -44,7 +44,7 @@ _mul = _arith(operator.mul, keep_bool=True)
 def _div(a, b):
     a, b = bools_as_floats(a), bools_as_floats(b)
     try:
-        return a / b
+        return python_scalar(a / b)      # a 0-d float32 operand gives np.float32: a Python float
     except ZeroDivisionError:
         return float(np.float64(a) / np.float64(b))
 
@@ -52,7 +52,7 @@ def _div(a, b):
 def _mod(a, b):
     a, b = bools_as_floats(a), bools_as_floats(b)
     try:
-        return a % b
+        return python_scalar(a % b)
     except ZeroDivisionError:
         return math.nan
 
@@ -61,11 +61,11 @@ def _pow(a, b):
     a, b = bools_as_floats(a), bools_as_floats(b)
     if type(a) is not np.ndarray and type(b) is not np.ndarray:
         return float(np.float64(a) ** np.float64(b))
-    return np.power(a, b)
+    return python_scalar(np.power(a, b))
 
 
 def _neg(a):
-    return -bools_as_floats(a)
+    return python_scalar(-bools_as_floats(a))
 
 
 def unbroadcast(g, shape):
@@ -139,14 +139,14 @@ def _vjp_pow(g, ans, saved, tracked, a, b):
 def _zmul(a, b):
     tb = type(b)
     if (tb is float or tb is np.float64) and b != 0 and math.isfinite(b):
-        return a * b          # a finite, nonzero number: no 0 x inf can arise (a is a cotangent)
+        return python_scalar(a * b)   # a finite, nonzero number: no 0 x inf (a is a cotangent)
     r = bools_as_floats(a) * bools_as_floats(b)
     if type(r) is np.ndarray:
         if not math.isfinite(r.sum()):     # one reduction; a false alarm (the sum overflows) only costs time
             r = np.where((a == 0) | (b == 0), 0.0, r)
     elif not math.isfinite(r) and (a == 0 or b == 0):
         r = 0.0
-    return r
+    return python_scalar(r)
 
 
 def _vjp_zmul(g, ans, saved, tracked, a, b):
@@ -214,9 +214,10 @@ def _round(x, digits=0):
         ay = np.abs(y)
         redo = ~(ay < 2.0 ** 52) | (np.abs(np.abs(y - np.floor(y)) - 0.5) <= 2 * np.spacing(ay))
         if redo.any():
-            out[redo] = _round_vec(x64[redo], d).astype(np.float64)
+            out[redo] = np.asarray(_round_vec(x64[redo], d), dtype=np.float64)
     else:
-        out = _round_vec(x64, d).astype(np.float64) if x64.size else x64.copy()
+        # np.asarray: a frompyfunc of a 0-d array returns a bare float
+        out = np.asarray(_round_vec(x64, d), dtype=np.float64) if x64.size else x64.copy()
     return python_scalar(out.astype(dt))
 
 

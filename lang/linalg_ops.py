@@ -28,6 +28,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import ops
+from .tape import raw
 from .ops import (FLOAT, add, div, index, mul, neg, primitive, reshape, shape_of, sub, sum_, transpose,
                   unbroadcast, zmatmul, zmul)
 
@@ -129,8 +130,8 @@ def _bcast_scalar(v, nd):
 def _det(a):
     a = _fl(a)
     if not _finite(a):
-        return ops._num(_nan(a.shape[:-2], a.dtype))
-    return ops._num(np.linalg.det(a))
+        return ops.python_scalar(_nan(a.shape[:-2], a.dtype))
+    return ops.python_scalar(np.linalg.det(a))
 
 
 def _vjp_det(g, ans, res, needs, a):
@@ -180,12 +181,12 @@ adjugate = primitive("adjugate", _adjugate, _vjp_adjugate, arity=1)
 def _logabsdet(a):
     a = _fl(a)
     if not _finite(a):
-        return ops._num(_nan(a.shape[:-2], a.dtype))
-    return ops._num(np.linalg.slogdet(a)[1])
+        return ops.python_scalar(_nan(a.shape[:-2], a.dtype))
+    return ops.python_scalar(np.linalg.slogdet(a)[1])
 
 
 def _vjp_logabsdet(g, ans, res, needs, a):
-    if np.all(np.asarray(ops.raw(ans)) > -np.inf):
+    if np.all(np.asarray(raw(ans)) > -np.inf):
         return (zmul(_bcast_scalar(g, 0), transpose(inv(a))),)
     # a singular matrix (log|det| = -inf): A^-T = adj(A)^T / det(A), +-inf where adj is not 0
     return (zmul(_bcast_scalar(g, 0), zmul(transpose(adjugate(a)), _bcast_scalar(div(1.0, det(a)), 0))),)

@@ -14,7 +14,7 @@ import math
 
 import numpy as np
 
-from .errors import TypeErr
+from .errors import InternalError, TypeErr
 from .tape import Box, raw
 
 SUMMARY_THRESHOLD = 1000   # arrays with more elements print summarized
@@ -160,7 +160,9 @@ def type_name(v) -> str:
         return "record"
     if isinstance(v, Progress):
         return "progress"
-    return "function"
+    if isinstance(v, Callable):
+        return "function"
+    raise InternalError(f"a value of Python type {type(v).__name__} reached the language")
 
 
 def shape_text(shape: tuple) -> str:

@@ -115,3 +115,33 @@ def test_a_float32_checkpoint_loads_as_float32(f32, tmp_path):
     assert g["v"].fields["a"].dtype == np.float32
     np.testing.assert_array_equal(g["v"].fields["a"], g["w"].fields["a"])    # bit for bit
     assert g["v"].fields["b"] == 0.5
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_no_primitive_returns_a_numpy_scalar(dtype):
+    """A 0-d operand (zeros()) gave np.float32 scalars in float32 mode, which no builtin took
+    ('round(): x must be a number or a matrix, got a function'): every primitive of the table
+    returns Python floats or arrays."""
+    from tapeml import ops
+    ops.set_dtype(dtype)
+    try:
+        z = np.asarray(np.zeros((), dtype=dtype) + 0.5)
+        leaked = []
+        for name, prim in ops.TABLE.items():
+            for args in [(z,), (z, z), (z, 2.0), (2.0, z), (z, True)]:
+                try:
+                    r = prim(*args)
+                except Exception:
+                    continue
+                leaked += [(name, type(x).__name__) for x in (r if isinstance(r, tuple) else (r,))
+                           if isinstance(x, np.generic)]
+        assert leaked == []
+    finally:
+        ops.set_dtype("float64")
+    out = io.StringIO()
+    try:
+        Interpreter(out=out).run('set_dtype("float32")\nx = zeros() + 2.5\n'
+                                 'print(type(x), round(x, 3), x / 2, -x, x ^ 2)\n', "<f32>")
+    finally:
+        ops.set_dtype("float64")
+    assert out.getvalue() == "number 2.5 1.25 -2.5 6.25\n"

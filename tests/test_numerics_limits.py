@@ -388,6 +388,9 @@ def test_round_with_far_digits():
     assert ev("round(1e308, -308)") == 1e308 and ev("round(1.7e308, -309)") == 0.0
     assert ev("round(1 / 0, 3)") == INF and math.isnan(ev("round(0 / 0, 3)"))
     assert ev('round([1.5, 2.5], 400)', 'set_dtype("float32")').dtype == np.float32
+    # a 0-d value (zeros()) with digits that take the Python-round path, and with digits in range
+    assert ev("round(zeros(), 55296)") == 0.0 and ev("round(zeros() + 2.5, 30)") == 2.5
+    assert ev("round(zeros() + 1.25, 1)") == 1.2 and ev("round(zeros() + 1.5, -400)") == 0.0
 
 
 def py_round(x: float, d: int) -> float:
