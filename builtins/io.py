@@ -1,4 +1,4 @@
-"""IO: save and load parameter trees (records and tuples of matrices) as .npz checkpoints.
+"""IO: read_text and write_text; save and load parameter trees (records and tuples of matrices) as .npz checkpoints.
 
 Format: a plain NumPy .npz (a zip of .npy files), one array per leaf, named by its field
 path from the root: `tok`, `heads[0].wq`, `blocks[1].ln1_gamma`; a tuple at the root gives
@@ -11,7 +11,6 @@ half-written checkpoint behind.
 """
 from __future__ import annotations
 
-import os
 import re
 import zipfile
 import zlib
@@ -19,7 +18,7 @@ import zlib
 import numpy as np
 
 from tapeml.builtins.registry import P, builtin
-from tapeml.builtins.train import resolve_path
+from tapeml.builtins.files import atomic_write, existing_file, read_limited, resolve_path
 from tapeml.errors import IOErr, TypeErr
 from tapeml.tape import raw
 from tapeml.values import Record, describe
@@ -125,39 +124,6 @@ def unflatten(items: list, where: str):
     return build(root)
 
 
-def atomic_write(fname: str, full: str, write, binary: bool) -> None:
-    """Write a file through a temporary file in the same directory, then rename it over `full`
-    (os.replace): a crash or kill never leaves a half-written file. `write(f)` fills the file."""
-    import tempfile
-    directory = os.path.dirname(os.path.abspath(full))
-    if not os.path.isdir(directory):
-        raise IOErr(f"{fname}(): the directory {directory} does not exist")
-    if os.path.isdir(full):
-        raise IOErr(f"{fname}(): {full} is a directory")
-    if os.path.lexists(full) and not os.path.isfile(full):
-        # the rename would put a regular file in place of a device (/dev/null), a pipe or a socket
-        raise IOErr(f"{fname}(): {full} is not a regular file (it is a device, a pipe or a socket); "
-                    f"only regular files are written")
-    try:
-        fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(full) + ".", suffix=".tmp", dir=directory)
-    except OSError as e:
-        raise IOErr(f"{fname}(): cannot write in {directory}: {e.strerror}") from None
-    try:
-        with (os.fdopen(fd, "wb") if binary else os.fdopen(fd, "w", encoding="utf-8", newline="")) as f:
-            write(f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, full)
-    except BaseException as e:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        if isinstance(e, OSError):
-            raise IOErr(f"{fname}(): cannot write {full}: {e.strerror or e}") from None
-        raise
-
-
 @builtin("save", CAT, "Write a record or tuple of matrices to a .npz checkpoint, atomically.",
          [P("path", "string", doc="the file to write (relative paths start at the script's directory)"),
           P("value", doc="a record or tuple (nested) of numbers and matrices, e.g. model parameters")],
@@ -204,17 +170,6 @@ def _check_header(data, key: str, full: str) -> None:
     limits.check_elements(f"load(): '{key}' in {full}", shape)
 
 
-def existing_file(fname: str, full: str, what: str) -> str:
-    """`full` when it names a file; an IOError naming the resolved path otherwise."""
-    if not os.path.exists(full):
-        raise IOErr(f"{fname}(): no file at {full}")
-    if os.path.isdir(full):
-        raise IOErr(f"{fname}(): {full} is a directory, not {what}")
-    if not os.path.isfile(full):        # /dev/zero, a pipe, a socket: no end, or no size to check
-        raise IOErr(f"{fname}(): {full} is not a regular file (it is a device, a pipe or a socket)")
-    return full
-
-
 @builtin("load", CAT, "Read a checkpoint written by save: the same record or tuple of matrices.",
          [P("path", "string", doc="a .npz file written by save (relative paths start at the script's directory)")],
          returns="the record or tuple that was saved", interp=True,
@@ -259,3 +214,47 @@ def load(interp, path):
         out.append((key, float(a) if a.ndim == 0 and a.dtype.kind == "f" else
                     bool(a) if a.ndim == 0 else a))
     return unflatten(out, full)
+
+
+@builtin("read_text", "IO", "The contents of a UTF-8 text file as a string.",
+         [P("path", "string", doc="a file path; relative paths start at the script's directory")],
+         returns="string", interp=True,
+         what="Reads a whole text file, e.g. the training text of a character-level language model.",
+         how="Python's `open(path, encoding=\"utf-8\").read()`; line endings are kept as they are in the "
+             "file. A relative path is resolved against the directory of the running script (as "
+             "`import` does), or the current directory in the REPL and with -c.",
+         errors=["IOError when the file does not exist, is a directory or not a regular file (a device such "
+                 "as /dev/zero, a pipe), or is not valid UTF-8 (the message names the line and column)",
+                 "ValueError when the file is larger than the string limit, 0.1 GB"],
+         examples=["write_text(\"/tmp/tapeml_doc_text.txt\", \"to be, or not to be\\n\")\n"
+                   "text = read_text(\"/tmp/tapeml_doc_text.txt\")\nlen(text)"])
+def read_text(interp, path):
+    full = existing_file("read_text", resolve_path(interp, path), "a file")
+    try:
+        with open(full, "rb") as f:
+            data = read_limited(f, "read_text", full)
+    except OSError as e:
+        raise IOErr(f"read_text(): cannot read {full}: {e.strerror}") from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        from tapeml.lexer import utf8_error_place
+        line, col = utf8_error_place(data, e.start)
+        raise IOErr(f"read_text(): {full} is not UTF-8 text: byte 0x{data[e.start]:02X} at line {line}, "
+                    f"column {col} cannot start or continue a character") from None
+
+
+@builtin("write_text", "IO", "Write a string to a UTF-8 text file (replacing it), atomically.",
+         [P("path", "string", doc="a file path; relative paths start at the script's directory"),
+          P("text", "string")],
+         returns="none", interp=True,
+         what="Saves a string as a text file, replacing what was there, e.g. generated text or a log; "
+              "read_text gives the same string back.",
+         how="Writes to a temporary file in the same directory, then renames it over path (os.replace), "
+             "so readers never see a half-written file. No newline is added.",
+         errors=["IOError when the directory does not exist or cannot be written, or path is a directory",
+                 "TypeError when path or text is not a string"],
+         examples=["write_text(\"/tmp/tapeml_doc_text2.txt\", \"abc\")\nread_text(\"/tmp/tapeml_doc_text2.txt\")"])
+def write_text(interp, path, text):
+    atomic_write("write_text", resolve_path(interp, path), lambda f: f.write(text), binary=False)
+    return None
