@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from tapeml import ops
 from tapeml.builtins.ml.activations import _ACTIVATION_NAMES, ACTIVATIONS
-from tapeml.builtins.ml.attention import CROSS_ATTENTION_EXAMPLE, mha
+from tapeml.builtins.ml.attention import _TRAINING, CROSS_ATTENTION_EXAMPLE, mha
 from tapeml.builtins.ml.layers import NORMS, apply_dropout
 from tapeml.builtins.ml.schema import _shape, check_block, check_decoder_block, check_mask, check_memory, dropout_range
 from tapeml.builtins.registry import P, builtin, one_of, positive
@@ -16,6 +16,9 @@ from tapeml.tape import raw
 from tapeml.values import describe
 
 CAT = "Statistics & ML"
+
+_ACTIVATION = P("activation", "string", "relu", doc="the feed-forward nonlinearity",
+                check=one_of(*_ACTIVATION_NAMES), constraint="one of " + ", ".join(f'"{a}"' for a in _ACTIVATION_NAMES))
 
 
 def block(x, f, norm_first=False, norm="layer_norm", causal=False, activation="relu", p=0.0,
@@ -81,12 +84,11 @@ SEED_PROGRAM = (
           P("norm", "string", "layer_norm", doc="the normalization", check=one_of(*NORMS),
             constraint='one of "layer_norm", "rms_norm"'),
           P("causal", "bool", False, doc="position t attends only to positions <= t"),
-          P("activation", "string", "relu", doc="the feed-forward nonlinearity",
-            check=one_of(*_ACTIVATION_NAMES), constraint="one of " + ", ".join(f'"{a}"' for a in _ACTIVATION_NAMES)),
+          _ACTIVATION,
           P("dropout", "number", 0.0, doc="dropout on the attention weights and after the feed-forward "
                                           "activation (training only)", check=dropout_range,
             constraint=">= 0 and < 1"),
-          P("training", "bool", False, doc="apply dropout (true) or not (false, evaluation)"),
+          _TRAINING,
           P("eps", "number", 1e-5, doc="epsilon of both normalizations", check=positive, constraint="> 0"),
           P("mask", "array", None, shape="[T, T] or [B, T, T]",
             doc="bool, true = may attend (e.g. a padding mask); combined with causal")],
@@ -179,12 +181,11 @@ def decoder_block(x, memory, f, norm_first=False, causal=True, activation="relu"
                                      "cross_bo); transformer_decoder_block_init makes one"),
           P("norm_first", "bool", False, doc="pre-norm (true) or the original post-norm (false)"),
           P("causal", "bool", True, doc="self-attention: position t attends only to positions <= t"),
-          P("activation", "string", "relu", doc="the feed-forward nonlinearity",
-            check=one_of(*_ACTIVATION_NAMES), constraint="one of " + ", ".join(f'"{a}"' for a in _ACTIVATION_NAMES)),
+          _ACTIVATION,
           P("dropout", "number", 0.0, doc="dropout on both attentions' weights and after the feed-forward "
                                           "activation (training only)", check=dropout_range,
             constraint=">= 0 and < 1"),
-          P("training", "bool", False, doc="apply dropout (true) or not (false, evaluation)"),
+          _TRAINING,
           P("eps", "number", 1e-5, doc="epsilon of the three layer norms", check=positive, constraint="> 0"),
           P("mask", "array", None, shape="[T, T] or [B, T, T]",
             doc="self-attention's bool 'may attend' mask, combined with causal"),

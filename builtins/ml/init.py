@@ -15,6 +15,12 @@ from tapeml.values import Record
 
 CAT = "Statistics & ML"
 
+_D_MODEL = P("d_model", "int", doc="model width D", check=positive, constraint="> 0")
+_MLP_RATIO = P("mlp_ratio", "int", 4, doc="feed-forward width as a multiple of D", check=at_least_one,
+               constraint=">= 1")
+_SEED = P("seed", "int", None, doc="seed of a private generator; none draws from seed(n)'s generator",
+          check=non_negative, constraint=">= 0")
+
 
 def _uniform(gen, bound, shape):
     from tapeml import limits
@@ -57,19 +63,17 @@ def _init_ffn(gen, d, hidden):
 
 @builtin("transformer_block_init", CAT, "A transformer_block weights record, initialised as PyTorch's "
          "nn.TransformerEncoderLayer.",
-         [P("d_model", "int", doc="model width D", check=positive, constraint="> 0"),
+         [_D_MODEL,
           P("n_heads", "int", doc="number of heads", check=positive,
             constraint="> 0, divides d_model"),
-          P("mlp_ratio", "int", 4, doc="feed-forward width as a multiple of D", check=at_least_one,
-            constraint=">= 1"),
+          _MLP_RATIO,
           P("norm", "string", "layer_norm", check=one_of(*NORMS), constraint='one of "layer_norm", "rms_norm"'),
           P("bias", "bool", True, doc="attention biases bq, bk, bv, bo, feed-forward biases b1, b2 and "
                                       "layer_norm biases (false: none of them, PyTorch's bias=False)"),
           P("layer_scale", "bool", False, doc="add layer-scale gains gamma1, gamma2"),
           P("layer_scale_init", "number", 1e-5, doc="the value the gains start at", check=non_negative,
             constraint=">= 0"),
-          P("seed", "int", None, doc="seed of a private generator; none draws from seed(n)'s generator",
-            check=non_negative, constraint=">= 0")],
+          _SEED],
          returns="a weights record for transformer_block",
          what="Makes the record transformer_block takes, for d_model D, n_heads heads of width D / n_heads "
               "and a feed-forward of width H = mlp_ratio * D:\n\n"
@@ -127,15 +131,13 @@ def transformer_block_init(d_model, n_heads, mlp_ratio, norm, bias, layer_scale,
 
 @builtin("transformer_decoder_block_init", CAT, "A transformer_decoder_block weights record, initialised as "
          "PyTorch's nn.TransformerDecoderLayer.",
-         [P("d_model", "int", doc="model width D", check=positive, constraint="> 0"),
+         [_D_MODEL,
           P("n_heads", "int", doc="number of heads of each attention", check=positive,
             constraint="> 0, divides d_model"),
-          P("mlp_ratio", "int", 4, doc="feed-forward width as a multiple of D", check=at_least_one,
-            constraint=">= 1"),
+          _MLP_RATIO,
           P("bias", "bool", True, doc="attention biases, feed-forward biases and layer_norm biases "
                                       "(false: none of them, PyTorch's bias=False)"),
-          P("seed", "int", None, doc="seed of a private generator; none draws from seed(n)'s generator",
-            check=non_negative, constraint=">= 0")],
+          _SEED],
          returns="a weights record for transformer_decoder_block",
          what="Makes the record transformer_decoder_block takes, for d_model D, n_heads heads of width "
               "D / n_heads in each attention and a feed-forward of width H = mlp_ratio * D:\n\n"

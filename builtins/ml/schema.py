@@ -165,6 +165,24 @@ def check_mask(mask, xs: tuple, n_keys: int, fname: str, name: str = "mask"):
                          f"{'; one per batch element first' if len(xs) == 3 else ''})")
 
 
+def _check_layers(w, d: int, heads: tuple, gains: tuple, needed: str) -> int:
+    """The layers every block has, in the order their errors are reported: the model width (from
+    ln1_gamma), the heads tuples, the norm gains [D], then the feed-forward w1 [D, H] and w2 [H, D].
+    Returns the feed-forward width H."""
+    fields = raw(w).fields
+    g1 = raw(fields.get("ln1_gamma"))
+    if isinstance(g1, np.ndarray) and g1.ndim == 1 and g1.shape[0] != d:
+        raise ShapeError(f"x has {d} features (its last axis) but the weights are for d_model "
+                         f"{g1.shape[0]} (weights.ln1_gamma has length {g1.shape[0]})")
+    for name in heads:
+        check_heads(fields[name], d, f"weights.{name}")
+    for name in gains:
+        need_shape(need_field(w, name, "weights", needed), f"weights.{name}", (d,), ValueErr)
+    hidden = _schema_matrix(need_field(w, "w1", "weights", needed), "weights.w1", d, "hidden")
+    need_shape(need_field(w, "w2", "weights", needed), "weights.w2", (hidden, d), ValueErr)
+    return hidden
+
+
 BLOCK_FIELDS = "heads, ln1_gamma, ln1_beta, w1, b1, w2, b2, ln2_gamma, ln2_beta"
 BLOCK_OPTIONAL = ("bo", "gamma1", "gamma2")
 
@@ -196,15 +214,7 @@ def check_block(weights, d: int, norm: str) -> dict:
                        f"and optionally bo, gamma1, gamma2)")
     if "heads" not in fields:
         raise ValueErr(f"weights is missing the field 'heads' (it needs {needed})")
-    g1 = raw(fields.get("ln1_gamma"))
-    if isinstance(g1, np.ndarray) and g1.ndim == 1 and g1.shape[0] != d:
-        raise ShapeError(f"x has {d} features (its last axis) but the weights are for d_model "
-                         f"{g1.shape[0]} (weights.ln1_gamma has length {g1.shape[0]})")
-    check_heads(fields["heads"], d, "weights.heads")
-    for name in ("ln1_gamma", "ln2_gamma"):
-        need_shape(need_field(w, name, "weights", needed), f"weights.{name}", (d,), ValueErr)
-    hidden = _schema_matrix(need_field(w, "w1", "weights", needed), "weights.w1", d, "hidden")
-    need_shape(need_field(w, "w2", "weights", needed), "weights.w2", (hidden, d), ValueErr)
+    hidden = _check_layers(w, d, ("heads",), ("ln1_gamma", "ln2_gamma"), needed)
     present = [b for b in bias_names if b in fields]
     if norm == "layer_norm" and not any(b in fields for b in betas) and all(b in fields for b in ("b1", "b2")):
         raise ValueErr("weights has no ln1_beta/ln2_beta but has b1, b2: these look like rms_norm weights; "
@@ -254,16 +264,8 @@ def check_decoder_block(weights, d: int) -> dict:
     for name in ("self_heads", "cross_heads"):
         if name not in fields:
             raise ValueErr(f"weights is missing the field '{name}' (it needs {DECODER_FIELDS})")
-    g1 = raw(fields.get("ln1_gamma"))
-    if isinstance(g1, np.ndarray) and g1.ndim == 1 and g1.shape[0] != d:
-        raise ShapeError(f"x has {d} features (its last axis) but the weights are for d_model "
-                         f"{g1.shape[0]} (weights.ln1_gamma has length {g1.shape[0]})")
-    check_heads(fields["self_heads"], d, "weights.self_heads")
-    check_heads(fields["cross_heads"], d, "weights.cross_heads")
-    for name in ("ln1_gamma", "ln2_gamma", "ln3_gamma"):
-        need_shape(need_field(w, name, "weights", DECODER_FIELDS), f"weights.{name}", (d,), ValueErr)
-    hidden = _schema_matrix(need_field(w, "w1", "weights", DECODER_FIELDS), "weights.w1", d, "hidden")
-    need_shape(need_field(w, "w2", "weights", DECODER_FIELDS), "weights.w2", (hidden, d), ValueErr)
+    hidden = _check_layers(w, d, ("self_heads", "cross_heads"), ("ln1_gamma", "ln2_gamma", "ln3_gamma"),
+                           DECODER_FIELDS)
     present = [b for b in DECODER_BIASES if b in fields]
     if present and len(present) < len(DECODER_BIASES):
         missing = next(b for b in DECODER_BIASES if b not in fields)
