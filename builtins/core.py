@@ -212,7 +212,7 @@ def tree_map(interp, f, trees):
                    "g = {w = [3, 0], b = 4}\ntotal = 0\nfor l in tree_leaves(g)\n"
                    "    total = total + sum(l^2)\nend\nsqrt(total)"])
 def tree_leaves(tree):
-    return tuple(leaf for _, leaf in leaves_with_paths(tree, "", "keep"))
+    return tuple([leaf for _, leaf in leaves_with_paths(tree, None, "keep")])
 
 
 @builtin("char_codes", "Core", "The Unicode code point of each character of a string, as a vector.",

@@ -11,9 +11,13 @@ from tapeml.values import shape_text
 CAT = "Statistics & ML"
 
 
-def _leaves(value):
+def _leaves(value, path: str | None = ""):
     """(path, shape, count) of every number and float matrix in a record/tuple tree."""
-    return [(path, np.shape(raw(v)), int(np.size(raw(v)))) for path, v in tree_leaves(value, "", "skip")]
+    out = []
+    for p, v in tree_leaves(value, path, "skip"):
+        r = raw(v)
+        out.append((p, r.shape, r.size) if isinstance(r, np.ndarray) else (p, (), 1))
+    return out
 
 
 @builtin("param_count", CAT, "How many numbers a value holds: the parameter count of a weights record.",
@@ -28,7 +32,7 @@ def _leaves(value):
                    "param_count(transformer_block_init(32, 4, seed=0))",
                    "param_count((transformer_block_init(16, 2, norm=\"rms_norm\"), transformer_block_init(16, 2, norm=\"rms_norm\")))"])
 def param_count(value):
-    return float(sum(n for _, _, n in _leaves(value)))
+    return float(sum(n for _, _, n in _leaves(value, None)))
 
 
 def _fmt_shape(shape):
