@@ -187,3 +187,14 @@ def range_(a, b, step):
 def linspace(a, b, n):
     check_size("linspace", (n,))
     return ops.as_float(np.linspace(a, b, n))
+
+
+@builtin("unique", "Arrays", "The distinct elements of x, sorted ascending, as a vector.",
+         [P("x", "array", shape="any")], returns="[K]",
+         what="Each distinct value of x once, in increasing order, as a vector whatever the shape of x: e.g. "
+              "the character codes a text uses, or the classes present among targets.",
+         errors=["TypeError when x is not a number or matrix"],
+         how="NumPy's `unique` over all elements (flattened); NaN sorts last.",
+         examples=["unique([3, 1, 3, 2, 1])"])
+def unique(x):
+    return np.unique(np.asarray(raw(x), dtype=np.float64))

@@ -1,13 +1,19 @@
-"""Core builtins: printing, sizes and kinds of values."""
+"""Core builtins: printing, sizes and kinds of values, record/tuple trees, strings and numbers,
+errors, the clock, and progress bars over a `for` loop.
+
+`progress(items)` returns a values.Progress; the interpreter's `for` walks its items exactly as
+it walks the bare items (the same items, tracked ones still tracked) while lang/progress.py
+draws the bar. The stream and the mode (live bar, log lines, off) are chosen there.
+"""
 from __future__ import annotations
 
 import numpy as np
 
 from tapeml.builtins.registry import P, builtin, one_of
-from tapeml.errors import TypeErr
+from tapeml.errors import LangError, ShapeError, TypeErr, ValueErr
 from tapeml.tape import raw
-from tapeml.values import Record, describe, format_value, type_name
-from tapeml.builtins.util import axis
+from tapeml.values import Progress, Record, describe, format_value, type_name
+from tapeml.builtins.util import axis, tree_leaves as leaves_with_paths
 
 
 @builtin("print", "Core", "Print values separated by spaces, then a newline.",
@@ -128,3 +134,239 @@ def dtype(x):
     if isinstance(r, np.ndarray):
         return "bool" if r.dtype == np.bool_ else str(r.dtype)
     return "bool" if isinstance(r, bool) else "float64"
+
+
+def _tree_map(interp, f, trees, path):
+    """`path` is where this subtree sits in the trees: "" at the top, then ".w", "[0].wq", ..."""
+    first = raw(trees[0])
+    if isinstance(first, Record):
+        for j, t in enumerate(trees[1:], 1):
+            r = raw(t)
+            if not isinstance(r, Record) or list(r.fields) != list(first.fields):
+                raise ValueErr(f"tree_map(): tree {j} differs from tree 0 at {_where(path)}: "
+                               f"{_shape_desc(first)} vs {_shape_desc(r)}")
+        return Record({k: _tree_map(interp, f, [raw(t).fields[k] for t in trees], f"{path}.{k}")
+                       for k in first.fields})
+    if isinstance(first, tuple):
+        for j, t in enumerate(trees[1:], 1):
+            r = raw(t)
+            if not isinstance(r, tuple) or len(r) != len(first):
+                raise ValueErr(f"tree_map(): tree {j} differs from tree 0 at {_where(path)}: "
+                               f"{_shape_desc(first)} vs {_shape_desc(r)}")
+        return tuple(_tree_map(interp, f, [raw(t)[i] for t in trees], f"{path}[{i}]")
+                     for i in range(len(first)))
+    for j, t in enumerate(trees[1:], 1):
+        if isinstance(raw(t), (Record, tuple)):
+            raise ValueErr(f"tree_map(): tree {j} differs from tree 0 at {_where(path)}: "
+                           f"{_shape_desc(first)} vs {_shape_desc(raw(t))}")
+    try:
+        return interp.call(f, list(trees), {}, None)
+    except LangError as e:
+        if path and not getattr(e, "tree_path", None):    # the innermost tree_map names the leaf
+            e.tree_path = path
+            e.message += f" (in tree_map, at the leaf {path} of the trees)"
+        raise
+
+
+def _where(path: str) -> str:
+    return f"the leaf or subtree {path}" if path else "the top level"
+
+
+def _shape_desc(r):
+    if isinstance(r, Record):
+        return "a record with fields " + (", ".join(r.fields) or "none")
+    return describe(r)
+
+
+@builtin("tree_map", "Core", "Apply f leaf by leaf to records and tuples of the same structure.",
+         [P("f", "function", doc="called with one leaf from each tree"),
+          P("trees", variadic=True, doc="one or more records/tuples (nested) of the same structure")],
+         returns="a tree of the same structure holding f's results", interp=True,
+         what="Maps a function over the leaves (numbers, matrices, anything that is not a record or a "
+              "tuple) of parameter trees. With several trees, f gets the matching leaves of all of "
+              "them: tree_map(fn(p, g) -> p - 0.1 * g, params, grads) is one SGD step.",
+         how="Walks the first tree; at a record it requires the same field names in the same order in "
+             "every tree, at a tuple the same length, then calls f on the leaves (JAX's "
+             "`jax.tree_util.tree_map`).",
+         errors=["ValueError naming the path where the trees' structures differ",
+                 "TypeError when f is not a function"],
+         examples=["tree_map(fn(x) -> 2 * x, {a = 1, b = ([1, 2], 3)})",
+                   "p = {w = [1, 2], b = 0.5}\ng = {w = [0.1, 0.1], b = 1}\n"
+                   "tree_map(fn(p, g) -> p - 0.5 * g, p, g)"])
+def tree_map(interp, f, trees):
+    if not trees:
+        raise TypeErr("tree_map() needs at least one tree after the function")
+    return _tree_map(interp, f, list(trees), "")
+
+
+@builtin("tree_leaves", "Core", "The leaves of a record/tuple tree as a flat tuple, in field order.",
+         [P("tree", doc="a record or tuple (nested), or a single leaf")],
+         returns="a tuple of leaves",
+         what="Flattens a nested record or tuple (parameters, gradients) into one tuple of its leaves, so a "
+              "loop can visit every matrix, e.g. for a global gradient norm. A value that is neither a record "
+              "nor a tuple is its own single leaf.",
+         errors=["none: any value is accepted (a leaf gives a 1-tuple, an empty tuple gives ())"],
+         how="Depth-first over record fields in their order and tuple items in order (JAX's "
+             "`jax.tree_util.tree_leaves`). Useful to reduce over all parameters, e.g. a gradient norm.",
+         examples=["tree_leaves({a = 1, b = ([1, 2], 3)})",
+                   "g = {w = [3, 0], b = 4}\ntotal = 0\nfor l in tree_leaves(g)\n"
+                   "    total = total + sum(l^2)\nend\nsqrt(total)"])
+def tree_leaves(tree):
+    return tuple([leaf for _, leaf in leaves_with_paths(tree, None, "keep")])
+
+
+@builtin("char_codes", "Core", "The Unicode code point of each character of a string, as a vector.",
+         [P("s", "string")], returns="[len(s)]",
+         what="The Unicode number of each character: char_codes(\"A\") is [65]. The raw material of the "
+              "character tokenizer (char_vocab, encode).",
+         errors=["TypeError when s is not a string"],
+         how="Python's `ord` of each character, as float64 (a char tokenizer's raw ids).",
+         examples=["char_codes(\"Hi!\")"])
+def char_codes(s):
+    return np.fromiter((ord(c) for c in s), dtype=np.float64, count=len(s))
+
+
+@builtin("from_char_codes", "Core", "The string whose characters have the given code points.",
+         [P("codes", "array", shape="a number or [N]", doc="whole numbers in 0..1114111")],
+         returns="string",
+         what="The string spelled by a vector of Unicode code points (or one code point); "
+              "from_char_codes(char_codes(s)) is s.",
+         how="Python's `chr` of each element, joined; the inverse of char_codes.",
+         errors=["ValueError when a code is not a whole number in 0..1114111, or is a surrogate (55296..57343)",
+                 "ValueError when the string would pass the string limit, 0.1 GB",
+                 "ShapeError when codes is a matrix rather than a vector",
+                 "TypeError when codes is not a number or matrix"],
+         examples=["from_char_codes([72, 105, 33])"])
+def from_char_codes(codes):
+    a = np.atleast_1d(np.asarray(raw(codes), dtype=np.float64))
+    if a.ndim != 1:
+        raise ShapeError(f"from_char_codes(): codes must be a vector, got {describe(codes)}")
+    if a.size and (not np.all(np.isfinite(a)) or np.any(a != np.floor(a)) or a.min() < 0 or a.max() > 0x10FFFF):
+        raise ValueErr("from_char_codes(): codes must be whole numbers in 0..1114111")
+    surrogate = (a >= 0xD800) & (a <= 0xDFFF)
+    if surrogate.any():     # halves of UTF-16 pairs: no character, and no UTF-8 text can hold one
+        raise ValueErr(f"from_char_codes(): {format_value(a[surrogate][0])} is a surrogate code point "
+                       f"(55296..57343, U+D800..U+DFFF), which is not a character")
+    from tapeml import limits
+    if a.size > limits.MAX_STRING_BYTES // 4:      # its UTF-8 size: 1 to 4 bytes a code
+        limits.check_string_bytes("from_char_codes(): the string", a.size + int((a >= 0x80).sum())
+                                  + int((a >= 0x800).sum()) + int((a >= 0x10000).sum()))
+    return "".join(map(chr, a.astype(np.int64).tolist()))
+
+
+@builtin("num", "Core", "The number a string spells: num(\"3.5\") is 3.5 (the inverse of str for numbers).",
+         [P("s", "any", doc="a string such as \"12\", \"1e-3\", \"inf\"; a number is returned as it is")],
+         returns="number",
+         what="Reads a number from text, e.g. a command-line argument from ARGS; surrounding spaces are "
+              "ignored and a number passes through unchanged.",
+         how="Python's `float` of the stripped string (script arguments in ARGS are strings).",
+         errors=["ValueError when the string is not a number",
+                 "TypeError when s is neither a string nor a number"],
+         examples=["num(\"1e-3\") * 2", "num(\"600\") + 1"])
+def num(s):
+    r = raw(s)
+    if isinstance(r, (float, int)) and not isinstance(r, bool):
+        return float(r)
+    if not isinstance(r, str):
+        raise TypeErr(f"num(): s must be a string, got {describe(s)}")
+    try:
+        return float(r.strip())
+    except ValueError:
+        raise ValueErr(f"num(): \"{r}\" is not a number") from None
+
+
+@builtin("error", "Core", "Stop the program with a ValueError carrying the message.",
+         [P("message", "string")], returns="never returns",
+         what="Stops the program with your own message, e.g. when an argument of a tapeml function fails a "
+              "check; the report shows the call site and the chain of calls like any built-in error.",
+         errors=["ValueError carrying message, always (that is its purpose)",
+                 "TypeError when message is not a string"],
+         how="Raises a ValueError at the call site; the usual error report (place, source line, the "
+             "chain of calls) follows. For checks in tapeml code, e.g. the stdlib's argument checks.",
+         examples=["fn safe_div(a, b)\n    if b == 0\n        error(\"safe_div: b must not be 0\")\n    end\n"
+                   "    return a / b\nend\nsafe_div(1, 2)"])
+def error(message):
+    raise ValueErr(message or "error() was called with an empty message")
+
+
+@builtin("append", "Core", "A new tuple: the items of t followed by item.",
+         [P("t", "tuple"), P("item", doc="any value")], returns="a tuple one longer than t",
+         what="Builds tuples step by step, e.g. a stack of block weights in a loop (tuples are immutable "
+              "values, so t itself is unchanged).",
+         how="Python's t + (item,).",
+         errors=["TypeError when t is not a tuple (a vector grows with [v, item] or concat)"],
+         examples=["append((1, 2), 3)", "blocks = ()\nfor i in 0:2\n    blocks = append(blocks, i * 10)\nend\nblocks"])
+def append(t, item):
+    return tuple(raw(t)) + (item,)
+
+
+@builtin("clock", "Core", "Seconds on a monotonic clock; subtract two readings to time a piece of code.",
+         [], returns="number",
+         what="A timer reading in seconds, to measure how long code takes: t0 = clock(), then clock() - t0. "
+              "Only differences mean something; the origin is arbitrary.",
+         errors=["TypeError when given an argument: clock() takes none"],
+         how="Python's `time.perf_counter()`: monotonic, sub-microsecond resolution, arbitrary origin.",
+         examples=["t0 = clock()\nclock() - t0 >= 0"])
+def clock():
+    import time
+    return time.perf_counter()
+
+
+def loop_length(items) -> int:
+    """The number of steps a `for` loop over items takes; a TypeErr for what it cannot loop over."""
+    r = raw(items)
+    if isinstance(r, np.ndarray):
+        return 1 if r.ndim == 0 else r.shape[0]
+    if isinstance(r, (tuple, str)):
+        return len(r)
+    if isinstance(r, (float, int)) and not isinstance(r, (bool, np.bool_)):
+        return 1
+    raise TypeErr(f"progress(): cannot loop over {describe(items)}; give a range, a matrix, "
+                  f"a tuple or a string")
+
+
+@builtin("progress", "Core", "Loop with a live progress bar: for step in progress(1:n, desc=\"train\") ... end.",
+         [P("items", doc="what the loop walks: a range, a matrix (its rows), a tuple or a string"),
+          P("desc", "string", "", doc="a title shown before the bar")],
+         returns="a progress(...) loop, for a `for` loop to walk",
+         what="Wraps what a `for` loop walks so that the loop draws a bar on standard error with the "
+              "count done, the rate and the time left; `progress_note(text)` shows text beside it "
+              "(the latest loss, say). The loop itself is unchanged: the same items in the same order "
+              "(rows of a tracked matrix stay tracked inside `grad`), and `break`, `continue` and "
+              "errors behave as in the bare loop. Standard output is untouched, so a program prints "
+              "the same with or without it.",
+         how="Built on tqdm. Standard error decides the look: a terminal gets tqdm's live bar, "
+             "redrawn in place (lines printed meanwhile appear above it); a pipe, a file or CI gets a "
+             "plain line such as `train:  50% 5/10 [00:01<00:01, 4.98it/s, loss 1.2]` at every "
+             "tenth of the count and at least every 30 seconds, never a carriage return. "
+             "`TAPEML_PROGRESS=0` in the environment turns bars off; the docs are built with them "
+             "off, so the examples on this page show only what they print. When the loop ends (done, "
+             "`break`, an error, Ctrl-C) the bar's line is closed; after Ctrl-C in the REPL the "
+             "variables keep the values they had.",
+         errors=["TypeError when items is something a for loop cannot walk (a record, a function, a bool)"],
+         examples=['total = 0\nfor step in progress(1:100, desc="sum")\n    total = total + step\n'
+                   '    progress_note("total {total}")\nend\ntotal',
+                   'progress(1:10, desc="train")'],
+         interp=True)
+def progress(interp, items, desc):
+    return Progress(items, desc, loop_length(items))
+
+
+@builtin("progress_note", "Core", "Show a short text beside the progress bar of the loop running (e.g. the loss).",
+         [P("text", doc="a string, or any value (shown as print shows it)")],
+         returns="none",
+         what="Sets the note shown after the count of the innermost `for step in progress(...)` loop "
+              "running, tqdm's postfix: call it in the loop with the latest loss. The bar shows the "
+              "newest note at its next redraw. Outside such a loop, or with bars off, it does nothing, "
+              "so the same code runs anywhere.",
+         how="tqdm's `set_postfix_str` on the live bar; in log lines (standard error not a terminal) "
+             "the note ends each line.",
+         errors=["none: any value is accepted"],
+         examples=['for step in progress(1:3, desc="train")\n    loss = 1 / step\n'
+                   '    progress_note("loss {round(loss, 3)}")\nend\nloss'],
+         interp=True)
+def progress_note(interp, text):
+    bars = interp.progress_bars
+    if bars:
+        bars[-1].note(text if isinstance(text, str) else format_value(text))
+    return None

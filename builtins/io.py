@@ -1,4 +1,4 @@
-"""IO: save and load parameter trees (records and tuples of matrices) as .npz checkpoints.
+"""IO: read_text and write_text; save and load parameter trees (records and tuples of matrices) as .npz checkpoints.
 
 Format: a plain NumPy .npz (a zip of .npy files), one array per leaf, named by its field
 path from the root: `tok`, `heads[0].wq`, `blocks[1].ln1_gamma`; a tuple at the root gives
@@ -11,151 +11,25 @@ half-written checkpoint behind.
 """
 from __future__ import annotations
 
+import csv as _csv
+import json as _json
 import os
-import re
 import zipfile
 import zlib
 
 import numpy as np
 
 from tapeml.builtins.registry import P, builtin
-from tapeml.builtins.train import resolve_path
+from tapeml.builtins.files import atomic_write, existing_file, read_limited, resolve_path
+from tapeml.builtins.formats import (JSON_MAX_DEPTH, _csv_number, _csv_rows, _from_json, _is_header, _json_stack,
+                                     _number_text, _read_utf8, _to_json, flatten, load_safetensors,
+                                     save_safetensors, unflatten)
 from tapeml.errors import IOErr, TypeErr
+from tapeml.errors import ValueErr as _ValueErr
 from tapeml.tape import raw
-from tapeml.values import Record, describe
+from tapeml.values import Record, describe, format_value
 
 CAT = "IO"
-_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_PART = re.compile(r"\.([A-Za-z_][A-Za-z0-9_]*)|\[([0-9]+)\]")
-
-
-def flatten(value, path: str = "") -> list:
-    """(key, ndarray) pairs of a record/tuple tree, in order."""
-    r = raw(value)
-    if isinstance(r, Record):
-        if not r.fields:
-            raise TypeErr(f"save(): {path or 'the value'} is an empty record; checkpoints store matrices, "
-                          f"so every record needs at least one field")
-        out = []
-        for k, v in r.fields.items():
-            out.extend(flatten(v, f"{path}.{k}" if path else k))
-        return out
-    if isinstance(r, tuple):
-        if not r:
-            raise TypeErr(f"save(): {path or 'the value'} is an empty tuple; checkpoints store matrices")
-        out = []
-        for i, v in enumerate(r):
-            out.extend(flatten(v, f"{path}[{i}]"))
-        return out
-    if isinstance(r, bool) or isinstance(r, np.bool_):
-        return [(path, np.array(bool(r)))]
-    if isinstance(r, (float, int)):
-        return [(path, np.array(float(r), dtype=np.float64))]
-    if isinstance(r, np.ndarray):
-        return [(path, r)]
-    raise TypeErr(f"save(): {path} is {describe(r)}; a checkpoint holds numbers and matrices "
-                  f"(in records and tuples)")
-
-
-def _parse_key(key: str, where: str) -> list:
-    """'heads[0].wq' -> ['heads', 0, 'wq']; '[1].w' -> [1, 'w']."""
-    parts: list = []
-    pos = 0
-    m = _NAME.match(key)
-    if m:
-        parts.append(m.group(0))
-        pos = m.end()
-    while pos < len(key):
-        m = _PART.match(key, pos)
-        if not m:
-            raise IOErr(f"load(): {where} holds an array named '{key}', which is not a field path "
-                        f"(like 'heads[0].wq'); it was not written by save()")
-        parts.append(m.group(1) if m.group(1) is not None else int(m.group(2)))
-        pos = m.end()
-    if not parts:
-        raise IOErr(f"load(): {where} holds an array with an empty name; it was not written by save()")
-    return parts
-
-
-def unflatten(items: list, where: str):
-    """Rebuild the tree from (key, value) pairs written by `flatten` (in order)."""
-    root: dict | None = None
-
-    def container(kind):
-        return {"kind": kind, "items": {}}
-
-    for key, value in items:
-        parts = _parse_key(key, where)
-        kind = "record" if isinstance(parts[0], str) else "tuple"
-        if root is None:
-            root = container(kind)
-        node = root
-        for i, part in enumerate(parts):
-            want = "record" if isinstance(part, str) else "tuple"
-            if node["kind"] != want:
-                raise IOErr(f"load(): {where} mixes record fields and tuple items at '{key}'")
-            last = i == len(parts) - 1
-            if last:
-                if part in node["items"]:
-                    raise IOErr(f"load(): {where} holds '{key}' twice")
-                node["items"][part] = value
-            else:
-                nxt = parts[i + 1]
-                child = node["items"].get(part)
-                if child is None:
-                    child = container("record" if isinstance(nxt, str) else "tuple")
-                    node["items"][part] = child
-                elif not isinstance(child, dict):
-                    raise IOErr(f"load(): {where} holds both a matrix and a tree at '{key}'")
-                node = child
-
-    def build(node):
-        if not isinstance(node, dict):
-            return node
-        if node["kind"] == "record":
-            return Record({k: build(v) for k, v in node["items"].items()})
-        n = len(node["items"])
-        if sorted(node["items"]) != list(range(n)):
-            raise IOErr(f"load(): {where} has a tuple with missing items "
-                        f"(indices {sorted(node['items'])})")
-        return tuple(build(node["items"][i]) for i in range(n))
-
-    if root is None:
-        raise IOErr(f"load(): {where} holds no arrays")
-    return build(root)
-
-
-def atomic_write(fname: str, full: str, write, binary: bool) -> None:
-    """Write a file through a temporary file in the same directory, then rename it over `full`
-    (os.replace): a crash or kill never leaves a half-written file. `write(f)` fills the file."""
-    import tempfile
-    directory = os.path.dirname(os.path.abspath(full))
-    if not os.path.isdir(directory):
-        raise IOErr(f"{fname}(): the directory {directory} does not exist")
-    if os.path.isdir(full):
-        raise IOErr(f"{fname}(): {full} is a directory")
-    if os.path.lexists(full) and not os.path.isfile(full):
-        # the rename would put a regular file in place of a device (/dev/null), a pipe or a socket
-        raise IOErr(f"{fname}(): {full} is not a regular file (it is a device, a pipe or a socket); "
-                    f"only regular files are written")
-    try:
-        fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(full) + ".", suffix=".tmp", dir=directory)
-    except OSError as e:
-        raise IOErr(f"{fname}(): cannot write in {directory}: {e.strerror}") from None
-    try:
-        with (os.fdopen(fd, "wb") if binary else os.fdopen(fd, "w", encoding="utf-8", newline="")) as f:
-            write(f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, full)
-    except BaseException as e:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        if isinstance(e, OSError):
-            raise IOErr(f"{fname}(): cannot write {full}: {e.strerror or e}") from None
-        raise
 
 
 @builtin("save", CAT, "Write a record or tuple of matrices to a .npz checkpoint, atomically.",
@@ -208,17 +82,6 @@ def _check_header(data, key: str, full: str) -> None:
     limits.check_elements(f"load(): '{key}' in {full}", shape)
 
 
-def existing_file(fname: str, full: str, what: str) -> str:
-    """`full` when it names a file; an IOError naming the resolved path otherwise."""
-    if not os.path.exists(full):
-        raise IOErr(f"{fname}(): no file at {full}")
-    if os.path.isdir(full):
-        raise IOErr(f"{fname}(): {full} is a directory, not {what}")
-    if not os.path.isfile(full):        # /dev/zero, a pipe, a socket: no end, or no size to check
-        raise IOErr(f"{fname}(): {full} is not a regular file (it is a device, a pipe or a socket)")
-    return full
-
-
 @builtin("load", CAT, "Read a checkpoint written by save: the same record or tuple of matrices.",
          [P("path", "string", doc="a .npz file written by save (relative paths start at the script's directory)")],
          returns="the record or tuple that was saved", interp=True,
@@ -257,7 +120,7 @@ def load(interp, path):
             raise IOErr(f"load(): {full} holds pickled objects, which load() refuses to read") from None
         raise IOErr(f"load(): {full} is damaged or not a checkpoint written by save()") from None
     except (OSError, EOFError, zipfile.BadZipFile, KeyError, NotImplementedError, RuntimeError,
-            zlib.error, OverflowError, MemoryError) as e:
+            zlib.error, OverflowError, MemoryError):
         # corrupted headers: an unknown compression method, an "encrypted" flag, a broken stream
         raise IOErr(f"load(): {full} is damaged or truncated") from None
     out = []
@@ -271,63 +134,48 @@ def load(interp, path):
     return unflatten(out, full)
 
 
-# ==== issue 20 (strings owner): CSV, JSON, safetensors, file_exists ================================
-# Kept as one block at the end of the file (issue 18 moves read_text/write_text and the file helpers
-# here concurrently). Readers go through read_limited (the string limit, lang/limits.py) and
-# existing_file; writers through atomic_write (temporary file + rename; non-regular targets refused).
-import csv as _csv
-import io as _io
-import json as _json
-import math as _math
-
-from tapeml.errors import ValueErr as _ValueErr
-from tapeml.values import format_value
-
-
-def _read_utf8(fname: str, interp, path: str) -> tuple[str, str]:
-    """(resolved path, text) of a UTF-8 file, through the size guard; a BOM is dropped."""
-    from tapeml.builtins.train import read_limited
-    full = existing_file(fname, resolve_path(interp, path), "a file")
+@builtin("read_text", "IO", "The contents of a UTF-8 text file as a string.",
+         [P("path", "string", doc="a file path; relative paths start at the script's directory")],
+         returns="string", interp=True,
+         what="Reads a whole text file, e.g. the training text of a character-level language model.",
+         how="Python's `open(path, encoding=\"utf-8\").read()`; line endings are kept as they are in the "
+             "file. A relative path is resolved against the directory of the running script (as "
+             "`import` does), or the current directory in the REPL and with -c.",
+         errors=["IOError when the file does not exist, is a directory or not a regular file (a device such "
+                 "as /dev/zero, a pipe), or is not valid UTF-8 (the message names the line and column)",
+                 "ValueError when the file is larger than the string limit, 0.1 GB"],
+         examples=["write_text(\"/tmp/tapeml_doc_text.txt\", \"to be, or not to be\\n\")\n"
+                   "text = read_text(\"/tmp/tapeml_doc_text.txt\")\nlen(text)"])
+def read_text(interp, path):
+    full = existing_file("read_text", resolve_path(interp, path), "a file")
     try:
         with open(full, "rb") as f:
-            data = read_limited(f, fname, full)
+            data = read_limited(f, "read_text", full)
     except OSError as e:
-        raise IOErr(f"{fname}(): cannot read {full}: {e.strerror}") from None
+        raise IOErr(f"read_text(): cannot read {full}: {e.strerror}") from None
     try:
-        text = data.decode("utf-8")
+        return data.decode("utf-8")
     except UnicodeDecodeError as e:
         from tapeml.lexer import utf8_error_place
         line, col = utf8_error_place(data, e.start)
-        raise IOErr(f"{fname}(): {full} is not UTF-8 text: byte 0x{data[e.start]:02X} at line {line}, "
+        raise IOErr(f"read_text(): {full} is not UTF-8 text: byte 0x{data[e.start]:02X} at line {line}, "
                     f"column {col} cannot start or continue a character") from None
-    return full, text[1:] if text.startswith("\ufeff") else text
 
 
-def _csv_number(cell: str):
-    """The float a CSV cell spells, or None (Python's float, without its '_' digit separators)."""
-    if "_" in cell:
-        return None
-    try:
-        return float(cell)
-    except ValueError:
-        return None
-
-
-def _csv_rows(fname: str, full: str, text: str) -> list:
-    """(line number, fields) of each non-blank row (csv module: quoted fields may hold commas)."""
-    rows = []
-    reader = _csv.reader(_io.StringIO(text, newline=""), strict=True)
-    try:
-        for fields_ in reader:
-            if fields_ and not (len(fields_) == 1 and fields_[0].strip() == ""):
-                rows.append((reader.line_num, fields_))
-    except _csv.Error as e:
-        raise IOErr(f"{fname}(): {full} line {reader.line_num}: malformed CSV ({e})") from None
-    return rows
-
-
-def _is_header(fields_) -> bool:
-    return any(_csv_number(c) is None for c in fields_)
+@builtin("write_text", "IO", "Write a string to a UTF-8 text file (replacing it), atomically.",
+         [P("path", "string", doc="a file path; relative paths start at the script's directory"),
+          P("text", "string")],
+         returns="none", interp=True,
+         what="Saves a string as a text file, replacing what was there, e.g. generated text or a log; "
+              "read_text gives the same string back.",
+         how="Writes to a temporary file in the same directory, then renames it over path (os.replace), "
+             "so readers never see a half-written file. No newline is added.",
+         errors=["IOError when the directory does not exist or cannot be written, or path is a directory",
+                 "TypeError when path or text is not a string"],
+         examples=["write_text(\"/tmp/tapeml_doc_text2.txt\", \"abc\")\nread_text(\"/tmp/tapeml_doc_text2.txt\")"])
+def write_text(interp, path, text):
+    atomic_write("write_text", resolve_path(interp, path), lambda f: f.write(text), binary=False)
+    return None
 
 
 @builtin("read_csv", CAT, "The numbers of a CSV file as a matrix (a header row is skipped).",
@@ -396,13 +244,6 @@ def csv_header(interp, path):
     return tuple(rows[0][1]) if rows else ()
 
 
-def _number_text(x: float) -> str:
-    """The shortest text float() reads back as exactly x: 3 for 3.0, -0.0 kept, 0.1, 1e-300."""
-    if x.is_integer() and abs(x) < 2.0 ** 53 and not (x == 0 and _math.copysign(1, x) < 0):
-        return str(int(x))
-    return repr(x)
-
-
 @builtin("write_csv", CAT, "Write a matrix to a CSV file (replacing it), every float64 exactly.",
          [P("path", "string", doc="the file to write; relative paths start at the script's directory"),
           P("m", "array", shape="a number, [N] or [N, M]", doc="a vector is written as one column"),
@@ -449,54 +290,6 @@ def write_csv(interp, path, m, header):
     return None
 
 
-def _from_json(v, full: str, where: str):
-    """A parsed JSON value as a tapeml value (see read_json)."""
-    if v is None or isinstance(v, (bool, str)):
-        return v
-    if isinstance(v, (int, float)):
-        try:
-            return float(v)
-        except OverflowError:
-            raise IOErr(f"read_json(): {full}: the number at {where or 'the top'} is too large for a "
-                        f"float64") from None
-    if isinstance(v, dict):
-        return Record({k: _from_json(x, full, f"{where}.{k}" if where else k) for k, x in v.items()})
-    shape = _json_shape(v)
-    if shape is not None:
-        from tapeml import limits, ops
-        limits.check_elements(f"read_json(): the array at {where or 'the top'} of {full}", shape)
-        try:
-            return ops.as_float(np.array(v, dtype=np.float64))
-        except OverflowError:
-            raise IOErr(f"read_json(): {full}: a number in the array at {where or 'the top'} is too "
-                        f"large for a float64") from None
-    return tuple(_from_json(x, full, f"{where}[{i}]") for i, x in enumerate(v))
-
-
-def _json_shape(v):
-    """The shape of a non-empty rectangular nested list of numbers (not bools), else None."""
-    shape = []
-    level = [v]
-    while True:
-        first = level[0]
-        if isinstance(first, list):
-            n = len(first)
-            if n == 0:
-                return None
-            nxt = []
-            for x in level:
-                if not isinstance(x, list) or len(x) != n:
-                    return None
-                nxt.extend(x)
-            shape.append(n)
-            level = nxt
-        else:
-            for x in level:
-                if isinstance(x, bool) or not isinstance(x, (int, float)):
-                    return None
-            return tuple(shape)
-
-
 @builtin("read_json", CAT, "A JSON file as a tapeml value: objects are records, arrays of numbers matrices.",
          [P("path", "string", doc="a JSON file; relative paths start at the script's directory")],
          returns="a record, tuple, matrix, number, string, bool or none", interp=True,
@@ -527,61 +320,6 @@ def read_json(interp, path):
     except RecursionError:
         raise IOErr(f"read_json(): {full} nests arrays or objects too deeply (up to {JSON_MAX_DEPTH} levels are "
                     f"always read)") from None
-
-
-class _json_stack:
-    """Run with the recursion limit at JSON_MAX_DEPTH levels (two frames each, plus slack) above
-    the current depth, whatever the CLI set it to: deeper JSON is a RecursionError, not a crash."""
-    def __enter__(self):
-        import sys
-        frames, f = 0, sys._getframe()
-        while f is not None:
-            frames, f = frames + 1, f.f_back
-        self.old = sys.getrecursionlimit()
-        sys.setrecursionlimit(frames + 2 * JSON_MAX_DEPTH + 500)
-
-    def __exit__(self, *exc):
-        import sys
-        sys.setrecursionlimit(self.old)
-        return False
-
-
-JSON_MAX_DEPTH = 1000       # arrays/objects inside each other, read or written
-
-
-def _json_number(x: float, where: str):
-    if not _math.isfinite(x):
-        raise _ValueErr(f"write_json(): {where or 'value'} is {format_value(x)}, which JSON cannot hold "
-                        f"(it has no NaN or infinity)")
-    return int(x) if x.is_integer() and abs(x) < 2.0 ** 53 and not (x == 0 and _math.copysign(1, x) < 0) else x
-
-
-def _to_json(v, where: str, depth: int = 0):
-    r = raw(v)
-    if depth > JSON_MAX_DEPTH:      # json.dumps recurses on the C stack
-        raise _ValueErr(f"write_json(): the value nests tuples and records more than {JSON_MAX_DEPTH} deep")
-    if r is None or isinstance(r, (bool, str)):
-        return r
-    if isinstance(r, np.bool_):
-        return bool(r)
-    if isinstance(r, (float, int)):
-        return _json_number(float(r), where)
-    if isinstance(r, np.ndarray):
-        if r.dtype == np.bool_:
-            return r.tolist()
-        flat = r.astype(np.float64)
-        if flat.size and not np.all(np.isfinite(flat)):
-            bad = tuple(int(i) for i in np.argwhere(~np.isfinite(flat))[0])
-            raise _ValueErr(f"write_json(): {where or 'value'}{list(bad)} is {format_value(flat[bad])}, "
-                            f"which JSON cannot hold (it has no NaN or infinity)")
-        conv = np.vectorize(lambda x: _json_number(float(x), where), otypes=[object]) if flat.size else None
-        return conv(flat).tolist() if conv is not None else flat.tolist()
-    if isinstance(r, tuple):
-        return [_to_json(x, f"{where}[{i}]", depth + 1) for i, x in enumerate(r)]
-    if isinstance(r, Record):
-        return {k: _to_json(x, f"{where}.{k}" if where else k, depth + 1) for k, x in r.fields.items()}
-    raise TypeErr(f"write_json(): {where or 'value'} is {describe(r)}; JSON holds records, tuples, "
-                  f"matrices, numbers, strings, bools and none")
 
 
 @builtin("write_json", CAT, "Write a value as a JSON file (replacing it): records as objects, matrices as nested lists.",
@@ -623,79 +361,3 @@ def file_exists(interp, path):
     return os.path.isfile(resolve_path(interp, path))
 
 
-# ---- .safetensors in save/load ---------------------------------------------------------------------
-_ORDER_KEY = "tapeml.order"        # metadata: the keys in save order (safetensors sorts them)
-
-
-def save_safetensors(full: str, items: list) -> None:
-    """Write (key, array) pairs as a .safetensors file (through atomic_write)."""
-    from safetensors.numpy import save as st_save
-    tensors = {}
-    for key, arr in items:
-        a = np.asarray(arr)
-        if a.dtype.kind not in "fb":
-            a = a.astype(np.float64)
-        tensors[key] = np.array(a, order="C")       # (ascontiguousarray would make a 0-d array 1-d)
-    blob = st_save(tensors, metadata={_ORDER_KEY: _json.dumps([k for k, _ in items])})
-    atomic_write("save", full, lambda f: f.write(blob), binary=True)
-
-
-def load_safetensors(full: str):
-    """The tree in a .safetensors file: the keys are save's field paths (Hugging Face's
-    'layers.0.wq' is read as layers[0].wq); the size guard sees every shape before reading."""
-    from tapeml import limits
-    try:
-        from safetensors import safe_open
-        with safe_open(full, framework="np") as f:
-            keys = list(f.keys())
-            meta = f.metadata() or {}
-            dtypes = {}
-            for k in keys:
-                sl = f.get_slice(k)
-                limits.check_elements(f"load(): '{k}' in {full}", tuple(sl.get_shape()))
-                dtypes[k] = sl.get_dtype()
-            tensors = {k: f.get_tensor(k) for k in keys if dtypes[k] != "BF16"}
-        if len(tensors) < len(keys):
-            tensors.update(_bf16_tensors(full, [k for k in keys if dtypes[k] == "BF16"]))
-    except (IOErr, _ValueErr):
-        raise
-    except Exception as e:          # safetensors_rust.SafetensorError, a truncated or foreign file
-        what = str(e).split("\n")[0]
-        if "data type" in what.lower() or "dtype" in what.lower() or "not supported" in what.lower():
-            raise IOErr(f"load(): {full} holds a tensor of a type tapeml cannot read (float64, float32, "
-                        f"float16, bfloat16, integers and bools are read)") from None
-        raise IOErr(f"load(): {full} is damaged or not a .safetensors file ({what})") from None
-    order = keys
-    try:
-        saved = _json.loads(meta.get(_ORDER_KEY, "null"))
-        if isinstance(saved, list) and sorted(saved) == sorted(keys):
-            order = saved
-    except ValueError:
-        pass
-    out = []
-    for key in order:
-        a = tensors[key]
-        if a.dtype.kind not in "fbiu":
-            raise IOErr(f"load(): '{key}' in {full} has dtype {a.dtype}; checkpoints hold numbers")
-        if a.dtype.kind in "iu" or (a.dtype.kind == "f" and a.dtype not in (np.float32, np.float64)):
-            a = a.astype(np.float64)
-        value = float(a) if a.ndim == 0 and a.dtype.kind == "f" else bool(a) if a.ndim == 0 else a
-        out.append((re.sub(r"\.([0-9]+)(?=\.|$)", r"[\1]", key), value))
-    return unflatten(out, full)
-
-
-def _bf16_tensors(full: str, keys: list) -> dict:
-    """bfloat16 tensors (NumPy has no such type) read from the file's own header and widened
-    exactly to float64: a bfloat16 is the top half of a float32."""
-    import struct
-    with open(full, "rb") as f:
-        n = struct.unpack("<Q", f.read(8))[0]
-        header = _json.loads(f.read(n))
-        out = {}
-        for k in keys:
-            info = header[k]
-            start, end = info["data_offsets"]
-            f.seek(8 + n + start)
-            bits = np.frombuffer(f.read(end - start), dtype="<u2").astype(np.uint32) << 16
-            out[k] = bits.view(np.float32).astype(np.float64).reshape(info["shape"])
-    return out

@@ -13,9 +13,10 @@ import numpy as np
 
 from tapeml.builtins.registry import P, builtin, non_negative
 from tapeml.builtins.util import check_size
-from tapeml.errors import ValueErr
+from tapeml.errors import ShapeError, ValueErr
 from tapeml.ops import as_float
 from tapeml.tape import raw
+from tapeml.values import describe
 
 CAT = "Random"
 
@@ -105,3 +106,37 @@ def bernoulli_mask(shape: tuple, keep: float) -> np.ndarray:
 __all__ = ["rng", "seed", "rand", "randn", "randint", "bernoulli_mask", "raw"]
 
 # ---- sampling (added by the training work) ---------------------------------------------------
+
+
+@builtin("sample", "Random", "Draw one category per row from probabilities: an id in 0..V-1.",
+         [P("probs", "array", shape="[V] or [N, V]", doc="non-negative weights; each row is normalized")],
+         returns="a number for a vector, a vector of N ids for a matrix",
+         what="Picks a class at random, class i with probability probs[i] / sum(probs); the "
+              "sampling step of text generation (after softmax with a temperature).",
+         how="Inverse-CDF sampling: u = rand() from the one seeded generator, then the first i whose "
+             "cumulative sum exceeds u * sum(row); zero-weight classes are never drawn. Like "
+             "PyTorch's `torch.multinomial(p, 1)`, rows need not sum to 1.",
+         errors=["ValueError when a weight is negative or not finite, or a row sums to 0",
+                 "ShapeError when probs is not a vector or a matrix"],
+         examples=["seed(0)\nsample([0.1, 0.2, 0.7])", "sample([0, 0, 1; 1, 0, 0])"])
+def sample(probs):
+    p = np.asarray(raw(probs), dtype=np.float64)
+    if p.ndim not in (1, 2) or p.shape[-1] == 0:
+        raise ShapeError(f"sample(): probs must be a non-empty vector or a matrix (one row per draw), got "
+                         f"{describe(probs)}")
+    if not np.all(np.isfinite(p)) or np.any(p < 0):
+        raise ValueErr("sample(): probabilities must be finite and >= 0")
+    rows = p.reshape(-1, p.shape[-1])
+    c = np.cumsum(rows, axis=1)
+    total = c[:, -1]
+    if np.any(total <= 0):
+        raise ValueErr("sample(): every row of probs must have a positive sum")
+    u = rng().random(rows.shape[0]) * total
+    out = np.array([min(int(np.searchsorted(ci, ui, side="right")), rows.shape[1] - 1)
+                    for ci, ui in zip(c, u)], dtype=np.float64)
+    # never pick a zero-weight class at the right edge (u == total after rounding)
+    for i, k in enumerate(out.astype(int)):
+        while rows[i, k] == 0 and k > 0:
+            k -= 1
+        out[i] = k
+    return float(out[0]) if p.ndim == 1 else out

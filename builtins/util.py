@@ -45,25 +45,31 @@ def check_size(fname: str, dims) -> tuple:
     return tuple(out)
 
 
-def tree_leaves(value, path: str, kinds=("number", "array")):
-    """(path, leaf) pairs of a number/matrix/tuple/record tree, in order."""
+def tree_leaves(value, path: str | None, others: str = "error") -> list:
+    """(path, leaf) pairs of a record/tuple tree, depth first, in field and item order. A leaf's
+    path extends `path` with .field and [i] (a field at the root, path "", is just its name);
+    path None builds no paths (every pair's path is None). Numbers and float matrices are
+    leaves; any other leaf (a string, a bool, a function) is a TypeError naming its path when
+    others is "error", left out when "skip", a leaf when "keep"."""
+    out = []
+    _walk(value, path, others, out)
+    return out
+
+
+def _walk(value, path, others, out):
     r = raw(value)
     if isinstance(r, Record):
-        out = []
         for k, v in r.fields.items():
-            out.extend(tree_leaves(v, f"{path}.{k}", kinds))
-        return out
-    if isinstance(r, tuple):
-        out = []
+            _walk(v, path if path is None else f"{path}.{k}" if path else k, others, out)
+    elif isinstance(r, tuple):
         for i, v in enumerate(r):
-            out.extend(tree_leaves(v, f"{path}[{i}]", kinds))
-        return out
-    if isinstance(r, (float, int)) and not isinstance(r, (bool, np.bool_)):
-        return [(path, value)]
-    if isinstance(r, np.ndarray) and r.dtype != np.bool_:
-        return [(path, value)]
-    raise TypeErr(f"{path} is {describe(r)}; only numbers and matrices (in tuples and records) "
-                  f"can be differentiated")
+            _walk(v, path if path is None else f"{path}[{i}]", others, out)
+    elif (others == "keep" or (isinstance(r, (float, int)) and not isinstance(r, (bool, np.bool_)))
+          or (isinstance(r, np.ndarray) and r.dtype != np.bool_)):
+        out.append((path, value))
+    elif others == "error":
+        raise TypeErr(f"{path} is {describe(r)}; only numbers and matrices (in tuples and records) "
+                      f"can be differentiated")
 
 
 def tree_map(fn, value):

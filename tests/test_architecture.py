@@ -24,14 +24,9 @@ FACES = ("tapeml.cli", "tapeml.repl", "tapeml.docgen", "tapeml.docs", "tapeml.hi
          "tapeml.__main__", "tapeml.stdlib.docs")
 BUILTINS = "tapeml.builtins"
 
-# Cycles that other engineers of issue 18 are removing in their own branches, as edges. The
-# lead deletes each entry when its branch merges (an entry that no longer exists fails the test
-# below, so a stale one cannot linger).
-ALLOWED_EDGES = {
-    # io <-> train (shared file helpers): the builtins engineer's part of item 4
-    ("tapeml.builtins.io", "tapeml.builtins.train"),
-    ("tapeml.builtins.train", "tapeml.builtins.io"),
-}
+# Edges allowed to close a cycle while it is being removed (none today). An entry that no longer
+# exists fails the test below, so a stale one cannot linger.
+ALLOWED_EDGES: set = set()
 
 
 def module_files() -> dict[str, str]:

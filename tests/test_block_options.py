@@ -319,23 +319,23 @@ def test_init_constraint_errors():
 def test_fused_heads_reuse_joined_weights_only_for_the_same_matrices():
     """Untracked calls remember the joined head weights (inference calls the block again and
     again); a head with a new matrix, even of equal shape, must join anew."""
-    from tapeml.builtins import nn
+    from tapeml.builtins.ml import attention as ml_attention
     src = ("seed(3)\nx = randn(32, 32)\nw = transformer_block_init(32, 4)\n"
            "a = transformer_block(x, w)\nb = transformer_block(x, w)\n"
            "h = w.heads[1]\nh.wq = h.wq * 2\nheads = (w.heads[0], h, w.heads[2], w.heads[3])\nw2 = w\nw2.heads = heads\n"
            "c = transformer_block(x, w2)\n"
            "fn loss(w) -> sum(transformer_block(x, w))\ng = grad(loss, w2)\n")
-    assert 32 * 32 >= nn.FUSE_MIN_ELEMENTS          # the fused path runs
+    assert 32 * 32 >= ml_attention.FUSE_MIN_ELEMENTS          # the fused path runs
     g, _ = run(src)
     np.testing.assert_array_equal(g["a"], g["b"])
     assert np.max(np.abs(g["a"] - g["c"])) > 1e-3
     ref = Interpreter(out=io.StringIO())             # the same block, heads looped one by one
-    nn_min, nn.FUSE_MIN_ELEMENTS = nn.FUSE_MIN_ELEMENTS, 10 ** 9
+    nn_min, ml_attention.FUSE_MIN_ELEMENTS = ml_attention.FUSE_MIN_ELEMENTS, 10 ** 9
     try:
         ref.globals.vars.update(x=g["x"], w2=g["w2"])
         ref.run("c = transformer_block(x, w2)\nfn loss(w) -> sum(transformer_block(x, w))\ng = grad(loss, w2)", "<t>")
     finally:
-        nn.FUSE_MIN_ELEMENTS = nn_min
+        ml_attention.FUSE_MIN_ELEMENTS = nn_min
     np.testing.assert_allclose(g["c"], ref.globals.vars["c"], rtol=1e-12, atol=1e-12)
     for got, want in zip(g["g"].fields["heads"], ref.globals.vars["g"].fields["heads"]):
         for k in ("wq", "wk", "wv", "wo"):
@@ -345,8 +345,8 @@ def test_fused_heads_reuse_joined_weights_only_for_the_same_matrices():
 def test_joined_weights_hit_for_every_block_and_die_with_the_weights(monkeypatch):
     import gc
 
-    from tapeml.builtins import nn
-    before = set(nn._JOINED)
+    from tapeml.builtins.ml import attention as ml_attention
+    before = set(ml_attention._JOINED)
     interp = Interpreter(out=io.StringIO())
     interp.run("seed(1)\nx = randn(32, 32)\nblocks = (transformer_block_init(32, 4), transformer_block_init(32, 4), "
                "transformer_block_init(32, 4))\nfn fwd(x)\n  for b in blocks\n    x = transformer_block(x, b)\n  end\n"
@@ -357,7 +357,7 @@ def test_joined_weights_hit_for_every_block_and_die_with_the_weights(monkeypatch
     interp.run("b = fwd(x)", "<t>")
     assert joins == []                                   # 3 blocks x 7 joins, all remembered
     np.testing.assert_array_equal(interp.globals.vars["a"], interp.globals.vars["b"])
-    assert len(set(nn._JOINED) - before) == 21
+    assert len(set(ml_attention._JOINED) - before) == 21
     del interp
     gc.collect()
-    assert not set(nn._JOINED) - before                  # nothing outlives the weights
+    assert not set(ml_attention._JOINED) - before                  # nothing outlives the weights

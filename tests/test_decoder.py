@@ -136,8 +136,8 @@ def test_batched_mask_is_per_example_and_combines_with_causal(env):
 def test_heads_fused_path_takes_memory_and_masks(env, batched, monkeypatch):
     """From T x D = 1024 on the heads run as one batched attention; the memory and a [T, S] or
     [B, T, S] mask reach it too (forced here on small inputs)."""
-    from tapeml.builtins import nn
-    monkeypatch.setattr(nn, "FUSE_MIN_ELEMENTS", 1)
+    from tapeml.builtins.ml import attention as ml_attention
+    monkeypatch.setattr(ml_attention, "FUSE_MIN_ELEMENTS", 1)
     rng = np.random.default_rng(1)
     mask = rng.random((2, 4, 6) if batched else (4, 6)) < 0.6
     mask[..., 0] = True
@@ -380,14 +380,14 @@ def test_decoder_dropout_only_in_training(denv):
 def test_composites_have_no_vjp_and_the_tape_holds_primitives(denv):
     for name in ("transformer_decoder_block", "transformer_decoder_block_init", "multi_head_attention"):
         assert name not in ops.TABLE
-    from tapeml.builtins import nn
+    from tapeml.builtins.ml import blocks as ml_blocks, schema as ml_schema
     from tapeml.builtins.autodiff import value_and_grad_impl
     from tapeml.tape import toposort
-    f = nn.check_decoder_block(denv["dw"], 8)
+    f = ml_schema.check_decoder_block(denv["dw"], 8)
     seen = set()
 
     def loss(x):
-        out = nn.decoder_block(x, denv["mem"], f)
+        out = ml_blocks.decoder_block(x, denv["mem"], f)
         seen.update(n.prim.name for n in toposort(out) if n.prim is not None)
         return ops.sum_(out)
     class PyInterp:

@@ -7,7 +7,7 @@ import pytest
 
 from tapeml import ops
 from tapeml.builtins.autodiff import value_and_grad_impl
-from tapeml.builtins import nn
+from tapeml.builtins.ml import attention as ml_attention
 from tapeml.tape import Box, raw
 from tapeml.values import Record
 
@@ -266,7 +266,7 @@ def test_layer_norm_and_dense(shape):
 @pytest.mark.parametrize("causal", [False, True])
 def test_sdpa(batch, causal):
     q, k, v = r(*batch, 3, 4), r(*batch, 5, 4), r(*batch, 5, 2)
-    check(lambda q, k, v: nn.attention(q, k, v, causal=causal), q, k, v)
+    check(lambda q, k, v: ml_attention.attention(q, k, v, causal=causal), q, k, v)
     bias = r(3, 5)
     check(lambda q, k, v, b: ops.sdpa(q, k, v, b, scale=0.5), q, k, v, bias)
 
@@ -395,18 +395,18 @@ def test_the_tape_takes_the_plain_vjp_only_at_first_order(monkeypatch):
 def test_fully_masked_row_gives_zeros_forward_and_backward():
     q, k, v = r(3, 2), r(3, 2), r(3, 2)
     mask = np.array([[False, False, False], [True, False, True], [True, True, True]])
-    out = nn.attention(q, k, v, mask=mask)
+    out = ml_attention.attention(q, k, v, mask=mask)
     assert np.array_equal(out[0], [0, 0])
     for argnum in range(3):
         def loss(x, argnum=argnum):
             args = [q, k, v]
             args[argnum] = x
-            return ops.sum_(nn.attention(*args, mask=mask))
+            return ops.sum_(ml_attention.attention(*args, mask=mask))
         g = grad(loss, [q, k, v][argnum])
         assert np.all(np.isfinite(g))
-    gq = grad(lambda x: ops.sum_(nn.attention(x, k, v, mask=mask)), q)
+    gq = grad(lambda x: ops.sum_(ml_attention.attention(x, k, v, mask=mask)), q)
     assert np.array_equal(gq[0], [0, 0])
-    check(lambda q, k, v: nn.attention(q, k, v, mask=mask), q, k, v)
+    check(lambda q, k, v: ml_attention.attention(q, k, v, mask=mask), q, k, v)
 
 
 def test_every_differentiable_primitive_is_checked_here():
@@ -428,7 +428,7 @@ def test_composites_have_no_vjp():
     seen = set()
 
     def f(x):
-        out = nn.mha(x, (head(),))
+        out = ml_attention.mha(x, (head(),))
         seen.update(n.prim.name for n in toposort(out) if n.prim is not None)
         return ops.sum_(out)
     grad(f, r(3, 2))
@@ -586,11 +586,11 @@ def test_fused_heads_match_the_per_head_loop(monkeypatch):
     R = r(2, 64, 64)
 
     def loss(hs):
-        return ops.sum_(ops.mul(nn.mha(x, hs, causal=True), R))
-    fused_out = nn.mha(x, heads, causal=True)
+        return ops.sum_(ops.mul(ml_attention.mha(x, hs, causal=True), R))
+    fused_out = ml_attention.mha(x, heads, causal=True)
     v1, g1 = value_and_grad_impl(PyInterp(), loss, heads)
-    monkeypatch.setattr(nn, "_fusable", lambda fields: False)
-    loop_out = nn.mha(x, heads, causal=True)
+    monkeypatch.setattr(ml_attention, "_fusable", lambda fields: False)
+    loop_out = ml_attention.mha(x, heads, causal=True)
     v2, g2 = value_and_grad_impl(PyInterp(), loss, heads)
     assert np.max(np.abs(fused_out - loop_out)) < 1e-12 * np.max(np.abs(loop_out))
     assert abs(v1 - v2) < 1e-9

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import assume, given, settings, strategies as st
 
 from tapeml import nn_ops, ops
-from tapeml.builtins import nn
+from tapeml.builtins.ml import attention as ml_attention
 from tapeml.builtins.autodiff import value_and_grad_impl
 from tapeml.interpreter import Interpreter
 from tapeml.tape import raw
@@ -146,7 +146,7 @@ def test_minus_inf_rows_keep_their_documented_behaviour():
     assert ev("softmax([-1 / 0, 0])").tolist() == [0.0, 1.0]
     q = np.array([[1.0, 0], [0, 1]])
     mask = np.array([[True, False], [False, False]])
-    out = nn.attention(q, q, np.array([[1.0, 2], [3, 4]]), mask=mask)
+    out = ml_attention.attention(q, q, np.array([[1.0, 2], [3, 4]]), mask=mask)
     assert out[1].tolist() == [0.0, 0.0]
 
 
@@ -192,7 +192,7 @@ def test_attention_whose_scores_overflow():
     # two keys overflow for one query: they share its weight
     k = np.array([[1e200, 0.0], [1e200, 1.0], [0.0, 1.0]])
     v3 = np.array([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]])
-    out = nn.attention(a, k, v3)
+    out = ml_attention.attention(a, k, v3)
     assert out[0].tolist() == [2.0, 3.0]
     np.testing.assert_allclose(out, sdpa_ref(a, k, v3), rtol=1e-15)
 
@@ -206,7 +206,7 @@ def test_attention_overflow_gradients_on_every_path(monkeypatch):
         def f(t, argnum=argnum):
             args = [a, a, v]
             args[argnum] = t
-            return ops.sum_(ops.mul(nn.attention(*args), R))
+            return ops.sum_(ops.mul(ml_attention.attention(*args), R))
         grads.append(grad(f, [a, a, v][argnum]))
     gq, gk, gv = grads
     assert gq[0].tolist() == [0.0, 0.0]                     # the +inf row's gradient is 0
@@ -238,9 +238,9 @@ def test_multi_head_attention_with_overflowing_scores_fused_and_per_head(monkeyp
              Record({"wq": eye[:, 2:], "wk": eye[:, 2:], "wv": eye[:, 2:], "wo": eye[2:]}))
     outs = []
     for fuse in (10 ** 9, 1):
-        monkeypatch.setattr(nn, "FUSE_MIN_ELEMENTS", fuse)
-        y = nn.mha(x, heads)
-        g = grad(lambda t: ops.sum_(nn.mha(t, heads)), x)
+        monkeypatch.setattr(ml_attention, "FUSE_MIN_ELEMENTS", fuse)
+        y = ml_attention.mha(x, heads)
+        g = grad(lambda t: ops.sum_(ml_attention.mha(t, heads)), x)
         assert not np.isnan(y).any() and not np.isnan(g).any()
         outs.append((y, g))
     np.testing.assert_allclose(outs[0][0], outs[1][0], rtol=1e-12)

@@ -172,8 +172,8 @@ DECODER_FIXTURES = [p for p in FIXTURES if os.path.basename(p).startswith("dec_"
 def test_decoder_parity_with_heads_fused(path, monkeypatch):
     """The same fixtures through the all-heads-at-once attention (used from T x D = 1024 on): the
     memory's keys and values and a batched [B, T, S] mask reach every head there too."""
-    from tapeml.builtins import nn
-    monkeypatch.setattr(nn, "FUSE_MIN_ELEMENTS", 1)
+    from tapeml.builtins.ml import attention as ml_attention
+    monkeypatch.setattr(ml_attention, "FUSE_MIN_ELEMENTS", 1)
     with np.load(path) as data:
         arrays = {k: data[k] for k in data.files}
     compare(arrays)

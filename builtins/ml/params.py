@@ -1,0 +1,62 @@
+"""Statistics & ML: param_count and summary, the size of a weights tree."""
+from __future__ import annotations
+
+import numpy as np
+
+from tapeml.builtins.registry import P, builtin
+from tapeml.builtins.util import tree_leaves
+from tapeml.tape import raw
+from tapeml.values import shape_text
+
+CAT = "Statistics & ML"
+
+
+def _leaves(value, path: str | None = ""):
+    """(path, shape, count) of every number and float matrix in a record/tuple tree."""
+    out = []
+    for p, v in tree_leaves(value, path, "skip"):
+        r = raw(v)
+        out.append((p, r.shape, r.size) if isinstance(r, np.ndarray) else (p, (), 1))
+    return out
+
+
+@builtin("param_count", CAT, "How many numbers a value holds: the parameter count of a weights record.",
+         [P("value", doc="a number, matrix, tuple or record, nested")], returns="number",
+         what="How many trainable numbers a model has: the element count of every number and float matrix "
+              "in a nested record or tuple, such as a transformer_block_init record (12,704 for D = 32, 4 heads).",
+         errors=["none for any one value: a value holding no numbers counts 0 (TypeError only for a wrong "
+                 "number of arguments)"],
+         how="The sum of the element counts of every number and float matrix in the tree (a number counts "
+             "1). Strings, bools, bool matrices, none and functions count 0.",
+         examples=["param_count({w = zeros(8, 16), b = zeros(16)})",
+                   "param_count(transformer_block_init(32, 4, seed=0))",
+                   "param_count((transformer_block_init(16, 2, norm=\"rms_norm\"), transformer_block_init(16, 2, norm=\"rms_norm\")))"])
+def param_count(value):
+    return float(sum(n for _, _, n in _leaves(value, None)))
+
+
+def _fmt_shape(shape):
+    """A table cell: rows x columns as values.shape_text writes them, a vector by its length alone."""
+    return "number" if not shape else str(shape[0]) if len(shape) == 1 else shape_text(shape)
+
+
+@builtin("summary", CAT, "Print a table of a weights value's parameters: path, shape and count, with the total.",
+         [P("weights", doc="a record, tuple or matrix of parameters")], returns="none", interp=True,
+         what="One row per number or matrix in the tree, named by its path (heads[0].wq, w1, ...), then the "
+              "total, which is param_count(weights).",
+         how="Walks the tree in field order; counts as param_count. Shapes print as rows x columns.",
+         errors=["none for any one value: a value holding no numbers prints an empty table with total 0"],
+         examples=["summary({w = zeros(8, 16), b = zeros(16)})",
+                   "summary(transformer_block_init(8, 2, mlp_ratio=2, seed=0))"])
+def summary(interp, weights):
+    rows = [(p or "(value)", _fmt_shape(s), f"{n:,}") for p, s, n in _leaves(weights)]
+    total = f"{sum(n for _, _, n in _leaves(weights)):,}"
+    wp = max([len("parameter")] + [len(r[0]) for r in rows] + [len("total")])
+    ws = max([len("shape")] + [len(r[1]) for r in rows])
+    wc = max([len("count"), len(total)] + [len(r[2]) for r in rows])
+    lines = [f"{'parameter':<{wp}}  {'shape':<{ws}}  {'count':>{wc}}"]
+    lines += [f"{p:<{wp}}  {s:<{ws}}  {c:>{wc}}" for p, s, c in rows]
+    lines.append("-" * (wp + ws + wc + 4))
+    lines.append(f"{'total':<{wp}}  {'':<{ws}}  {total:>{wc}}")
+    interp.out.write("\n".join(lines) + "\n")
+    return None
