@@ -33,6 +33,7 @@ _pyplot = None
 _mode = "script"            # "script", "docs" or "repl"
 _shown = 0                  # PNGs written by show() without a display
 _after_show = None          # after show(): the PNG paths it wrote ([] for a window); None once drawing resumes
+_publisher = None           # a front end's figure sink (the Jupyter kernel): show() hands it each PNG
 
 
 def set_mode(mode: str) -> None:
@@ -76,6 +77,28 @@ def close_all() -> None:
     _after_show = None
     if _pyplot is not None:
         _pyplot.close("all")
+
+
+def set_publisher(publish) -> None:
+    """Route show() to `publish(png_bytes)`, one call per open figure (the Jupyter kernel shows
+    them inline); None restores windows and files."""
+    global _publisher
+    _publisher = publish
+
+
+def publish_open() -> int:
+    """Hand each open figure to the publisher as PNG bytes, in creation order, and close them
+    all (the kernel calls it after each cell, so no figure stays open between cells). Returns
+    how many were published."""
+    import io
+    figures = open_figures()
+    if _publisher is not None:
+        for fig in figures:
+            buf = io.BytesIO()
+            save_png(fig, buf)
+            _publisher(buf.getvalue())
+    close_all()
+    return len(figures)
 
 
 def open_figures() -> list:
@@ -411,6 +434,10 @@ def show(interp):
     if _pyplot is None or not _pyplot.get_fignums():
         return None
     if _mode == "docs":
+        return None
+    if _publisher is not None:      # the Jupyter kernel: inline images
+        publish_open()
+        _after_show = []
         return None
     repl = _mode == "repl" or "tapeml.repl" in sys.modules
     if repl and _display_available() and _to_window():

@@ -5,6 +5,7 @@
     tapeml -i FILE.ml          run a file, then open the REPL with its variables
     tapeml                     the REPL (reads a script from stdin when it is not a terminal)
     tapeml docs build|check    build or check the generated docs
+    tapeml kernel install      install the Jupyter kernel (lang/kernel.py)
 
 Exit status: 0 success, 1 language error, 2 bad usage, 130 interrupted (Ctrl-C), 143 terminated
 (SIGTERM, handled as Ctrl-C is: a save in progress removes its temporary file).
@@ -19,6 +20,7 @@ USAGE = """usage: tapeml [--debug] [--dtype float32|float64] FILE.ml [ARGS...]
        tapeml [--debug] [--dtype float32|float64] -i FILE.ml
        tapeml [--dtype float32|float64]   (interactive session)
        tapeml docs build|check [--root DIR]
+       tapeml kernel install [--user | --sys-prefix | --prefix DIR]
        tapeml -h | --help | -V | --version"""
 
 HELP = USAGE + """
@@ -32,6 +34,7 @@ Arguments:
   -i FILE.ml          run the file, then open the interactive session with its variables
   (none)              the interactive session; with piped input, run the program read from stdin
   docs build|check    regenerate docs/ from the builtin registry / check that it is up to date
+  kernel install      install the Jupyter kernel "tapeml" (needs the extra tapeml[jupyter])
 
 Options (before FILE, -c or -i; later ones are passed to the program in ARGS):
   --dtype float32|float64   the floating-point type of matrices (default float64)
@@ -151,6 +154,9 @@ def main(argv: list[str] | None = None) -> int:
     if argv and argv[0] == "docs":
         from .docs.check import main
         return main(argv[1:])
+    if argv and argv[0] == "kernel":
+        from .kernel import main as kernel_main
+        return kernel_main(argv[1:])
     from .interpreter import Interpreter
     if dtype is not None:
         from . import ops
