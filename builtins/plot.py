@@ -3,7 +3,8 @@
 matplotlib is imported lazily, on the first plotting call (DESIGN.md rule 10). Scripts and the
 docs builder draw with the non-interactive Agg backend. In the REPL (`set_mode("repl")`, or
 when tapeml.repl is loaded) `show()` opens a window when a display is available and otherwise
-saves a PNG and says where it went.
+saves a PNG and says where it went. In the Jupyter kernel (`set_publisher`) show() and the end of
+each cell hand every open figure to the kernel as PNG bytes and close it.
 
 Figures are deterministic: a fixed size, dpi and font (DejaVu Sans, shipped with matplotlib),
 no hinting-dependent layout, and PNGs saved without the "Software" metadata, so rebuilding the
@@ -417,9 +418,11 @@ def _to_window() -> bool:
     return False
 
 
-@builtin("show", CAT, "Show the figures: a window in the REPL when a display exists, otherwise a PNG file.",
+@builtin("show", CAT, "Show the figures: a window in the REPL when a display exists, images in a notebook, otherwise a PNG file.",
          [], returns="none", interp=True,
-         what="In the REPL with a display, opens the drawn figures in a window and returns at once. "
+         what="In the REPL with a display, opens the drawn figures in a window and returns at once. In a Jupyter "
+              "notebook (the tapeml kernel), shows each figure as an image below the cell and closes it; the "
+              "figures still open when a cell ends are shown the same way. "
               "Elsewhere (scripts, no display) saves each figure as a PNG in the current directory "
               "(tapeml-figure-1.png, then the next free number) and prints where; the docs builder captures "
               "figures itself, so there show() does nothing. After show(), the next drawing starts a new "
