@@ -212,7 +212,11 @@ def _kernel_class():
                 error = ("InternalError", message, f"InternalError: {message}")
             finally:
                 self._flush()
-                plot.publish_open()         # the cell's figures, then none stays open
+                try:
+                    plot.publish_open()     # the cell's figures, then none stays open
+                except Exception as e:  # noqa: BLE001 - a figure that cannot be drawn
+                    plot.close_all()
+                    sys.stderr.write(f"warning: a figure could not be drawn ({type(e).__name__}: {e})\n")
             if error is None:
                 return {"status": "ok", "execution_count": self.execution_count,
                         "payload": [], "user_expressions": {}}
@@ -377,7 +381,11 @@ def main(argv: list[str]) -> int:
 
 def launch() -> None:
     """Start a kernel (python -m tapeml.kernel -f CONNECTION_FILE)."""
-    from ipykernel.kernelapp import IPKernelApp
+    try:
+        from ipykernel.kernelapp import IPKernelApp
+    except ImportError:
+        print("tapeml: the kernel needs the jupyter extra: pip install 'tapeml[jupyter]'", file=sys.stderr)
+        sys.exit(1)
     sys.setrecursionlimit(max(sys.getrecursionlimit(), 200_000))
     IPKernelApp.launch_instance(kernel_class=_kernel_class())
 

@@ -95,6 +95,13 @@ def test_install_options_are_checked(ml):
     assert code == 2 and "tapeml kernel install" in out
 
 
+def test_install_sys_prefix_goes_into_the_environment(tmp_path, monkeypatch):
+    import sys
+    monkeypatch.setattr(sys, "prefix", str(tmp_path))
+    assert K.main(["install", "--sys-prefix"]) == 0
+    assert os.path.isfile(tmp_path / "share" / "jupyter" / "kernels" / "tapeml" / "kernel.json")
+
+
 # ---- the messages --------------------------------------------------------------------------------
 
 def test_kernel_info_language(kernel):
@@ -178,6 +185,10 @@ def test_figures_are_inline_pngs_one_each_none_left_open(kernel):
     assert len([1 for kind, _ in out if kind == "display_data"]) == 1   # a fresh figure
     reply, out = execute(kc, "1;")
     assert out == []                          # nothing was left open
+    reply, out = execute(kc, "plot([1, 2])\nnosuch(1)")     # an error: the figure still shows
+    assert reply["status"] == "error" and [k for k, _ in out] == ["display_data", "error"]
+    reply, out = execute(kc, "1;")
+    assert out == []
 
 
 def test_progress_bars_are_plain_lines(kernel):
