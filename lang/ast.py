@@ -218,7 +218,7 @@ class If(Node):
 
 @node
 class For(Node):
-    var: str
+    var: object          # the loop variable's name (str), or a tuple of Name nodes: for i, v in ...
     iterable: Node
     body: tuple
 

@@ -285,8 +285,12 @@ class Interpreter(Calls, Indexing):
         if bar is not None:
             items = bar.track(items)
         name, body, vars_, dispatch = node.var, node.body, env.vars, self.dispatch
+        destructure = type(name) is not str      # for a, b in pairs: each item unpacked as 'a, b = item'
         for item in items:
-            vars_[name] = item
+            if destructure:
+                self.unpack_item(item, name, env)
+            else:
+                vars_[name] = item
             try:
                 for stmt in body:
                     dispatch[type(stmt)](stmt, env)
@@ -294,6 +298,19 @@ class Interpreter(Calls, Indexing):
                 break
             except ContinueSignal:
                 continue
+
+    def unpack_item(self, item, names, env):
+        """Bind one item of `for a, b in pairs` as 'a, b = item' would (the same checks and
+        messages; the tape's values pass through unchanged)."""
+        r = raw(item)
+        if not isinstance(r, tuple) or len(r) != len(names):
+            span = names[0].span.to(names[-1].span)
+            if not isinstance(r, tuple):
+                raise TypeErr(f"cannot unpack {describe(item)} into {len(names)} names; "
+                              f"each item of the loop must be a tuple", span)
+            raise ValueErr(f"cannot unpack a tuple of {len(r)} into {len(names)} names", span)
+        for target, v in zip(names, r):
+            self.assign(target, v, env)
 
     def eval_break(self, node, env):
         raise BreakSignal()

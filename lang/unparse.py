@@ -145,7 +145,8 @@ def _stmt(node, depth: int) -> str:
         lines.append(pad + "end")
         return "\n".join(lines)
     if t is A.For:
-        return "\n".join([f"{pad}for {node.var} in {_expr(node.iterable)}",
+        var = node.var if isinstance(node.var, str) else ", ".join(n.name for n in node.var)
+        return "\n".join([f"{pad}for {var} in {_expr(node.iterable)}",
                           *_block(node.body, depth + 1), pad + "end"])
     if t is A.While:
         return "\n".join([f"{pad}while {_expr(node.cond)}", *_block(node.body, depth + 1), pad + "end"])

@@ -316,6 +316,10 @@ def gen_statement(rng, depth: int) -> list[str]:
         return out + ["end"]
     if choice == 7:
         tail = rng.choice(["", "break", "continue", "if true\n        break\n    end"])
+        if rng.random() < 0.3:      # destructuring: for i, v in enumerate(...) / zip(...) / any value
+            names = ", ".join(rng.sample(NAMES, rng.randint(2, 3)))
+            seq = rng.choice([f"enumerate({e()})", f"zip({e()}, {e()})", e()])
+            return [f"for {names} in {seq}"] + inner + ["    " + tail, "end"]
         return [f"for {name} in {e()}"] + inner + ["    " + tail, "end"]
     if choice == 8:     # a bounded while loop: one counter per nesting depth
         k = f"k{depth}"
@@ -440,6 +444,7 @@ ROUND_TRIP_CASES = [
     '"a{x + 1}b{{c}}\\n\\t\\"\\\\"', '"{ {a = 1} }"', '"{ "in{1}" }"', "1e999", "[1, 2; 3, 4]'",
     "not not true", "x.w'", "3.'", "[]", "[[1, 2], 3]", "import(\"m.ml\")", "x;", "1e-320",
     "[1, 2;]", "[5;]", "[x;]'", "[1, 2; 3, 4;]", "[[1, 2];]",
+    "for i, v in enumerate(xs)\n print(i)\nend", "for a, b, c in zip(x, y, z)\n continue\nend",
 ]
 
 
