@@ -469,6 +469,11 @@ class Interpreter(Calls, Indexing):
             except LangError as e:
                 raise e.with_span(span) from None
             return ra + rb
+        if op == "+" and isinstance(ra, tuple) and isinstance(rb, tuple):
+            n = len(ra) + len(rb)
+            if n > limits.MAX_ELEMENTS:
+                raise limits.elements_error("'+' of two tuples", n).with_span(span)
+            return ra + rb          # the items keep the tape: tracked values pass through unchanged
         if op == "*" and isinstance(ra, str) and isinstance(rb, float):
             return self.repeat_string(ra, rb, span)
         if op in ("<", "<=", ">", ">=") and isinstance(ra, str) and isinstance(rb, str):
@@ -476,6 +481,8 @@ class Interpreter(Calls, Indexing):
         hint = ""
         if op == "+" and (isinstance(ra, str) or isinstance(rb, str)):
             hint = '; to build a string use interpolation: "{x}"'
+        elif op == "+" and (isinstance(ra, tuple) or isinstance(rb, tuple)):
+            hint = "; '+' joins two tuples: write t + (x,) to append one item"
         elif callable(getattr(ra, "fn", None)) or isinstance(ra, Function) or \
                 callable(getattr(rb, "fn", None)) or isinstance(rb, Function):
             hint = "; call the function first, e.g. pi() rather than pi"

@@ -102,3 +102,31 @@ def test_gradient_through_destructured_rows_matches_finite_differences():
         m[idx] -= 1e-6
         fd[idx] = (loss(p) - loss(m)) / 2e-6
     assert np.allclose(g, fd, rtol=1e-5, atol=1e-5)   # g printed with 7 significant digits
+
+
+# ---- tuple concatenation ------------------------------------------------------------------------
+def test_tuple_concatenation_and_append():
+    src = ('print((1, 2) + (3,))\nprint(() + ())\nprint((1,) + () + ("a", [1, 2]))\n'
+           't = ()\nfor i in 0:2\n    t += (i ^ 2,)\nend\nprint(t)\n'
+           'r = {items = (1,)}\nr.items += (2,)\nprint(r.items)\n'
+           'print((1, 2) + (3,) == (1, 2, 3))\n')
+    assert out_of(src) == '(1, 2, 3)\n()\n(1, "a", [1, 2])\n(0, 1, 4)\n(1, 2)\ntrue\n'
+
+
+def test_tuple_concatenation_keeps_the_tape():
+    # d/dw sum of the third item of (w, 2w) + (3w,) = 3; through a loop-built tuple: sum_i (i+1) w
+    out = out_of('print(grad(fn(w) -> sum(((w, 2 * w) + (3 * w,))[2]), [1, 2]))\n'
+                 'fn f(w)\n    t = ()\n    for i in 0:2\n        t += ((i + 1) * w,)\n    end\n'
+                 '    return sum(reduce(fn(a, x) -> a + x, t, 0))\nend\nprint(grad(f, [5, 7]))\n')
+    assert out == "[3, 3]\n[6, 6]\n"
+
+
+@pytest.mark.parametrize("source, message, where", [
+    ("t = (1, 2)\nt + 1", "TypeError: cannot apply '+' to a tuple of 2 and a number; '+' joins two tuples", "2:3"),
+    ("(1, 2) * 2", "TypeError: cannot apply '*' to a tuple of 2 and a number", "1:8"),
+    ("(1, 2) - (1,)", "TypeError: cannot apply '-' to a tuple of 2 and a tuple of 1", "1:8"),
+    ("[1, 2] + (1, 2)", "TypeError: cannot apply '+' to a vector of length 2 and a tuple of 2", "1:8"),
+    ("t = (1,)\nt *= (2,)", "TypeError: cannot apply '*' to a tuple of 1 and a tuple of 1", "2:1"),
+])
+def test_other_tuple_arithmetic_stays_an_error(source, message, where):
+    assert f":{where}: {message}" in error_of(source)
