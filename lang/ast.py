@@ -109,6 +109,14 @@ class RecordLit(Node):
 
 
 @node
+class Formatted(Node):
+    """An interpolation with a format spec, "{value:spec}", only inside String.parts; the span is
+    the spec's (value has its own)."""
+    value: Node
+    spec: str            # the text between ':' and '}', checked by formatspec.parse_spec
+
+
+@node
 class Unary(Node):
     op: str              # '-' '+' 'not'
     operand: Node

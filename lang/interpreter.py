@@ -19,6 +19,7 @@ import numpy as np
 from . import ast as A
 from . import limits, ops
 from .calls import Calls
+from .formatspec import apply_spec, spec_of
 from .errors import (STDLIB_PREFIX, InternalError, LangError, NameErr, RecursionErr,
                      ShapeError, TypeErr, ValueErr)
 from .indexing import Indexing
@@ -344,12 +345,21 @@ class Interpreter(Calls, Indexing):
             return parts[0]
         # a list, not a generator: a generator consumed by C code re-enters the evaluator on
         # the C stack, and deep recursion through it crashed the process (segfault)
-        texts = [p if type(p) is str else format_value(self.eval(p, env)) for p in parts]
+        texts = [p if type(p) is str else self.eval_formatted(p, env) if type(p) is A.Formatted
+                 else format_value(self.eval(p, env)) for p in parts]
         try:
             limits.check_join("the interpolated string", texts)
         except LangError as e:
             raise e.with_span(node.span) from None
         return "".join(texts)
+
+    def eval_formatted(self, node, env):
+        """"{x:.3f}": the value under its format spec (formatspec.py); errors at the spec."""
+        value = self.eval(node.value, env)
+        try:
+            return apply_spec(value, spec_of(node.spec))
+        except LangError as e:
+            raise e.with_span(node.span) from None
 
     def eval_name(self, node, env):
         name = node.name

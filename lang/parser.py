@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from . import ast as A
 from .errors import IncompleteInput, LangSyntaxError, Span
+from .formatspec import parse_spec
 from .lexer import BLOCK_END, CONTINUES, EOF, FOREIGN_WORDS, NAME, NEWLINE, NUMBER, STRING, Token, tokenize
 
 COMPARISONS = ("==", "!=", "<", "<=", ">", ">=")
@@ -490,11 +491,15 @@ class Parser:
             if isinstance(part, str):
                 parts.append(part)
             else:
-                toks, span = part
+                toks, span = part[:2]
                 sub = Parser(toks)
                 expr = sub.expression()
                 if not sub.check(EOF):
                     raise sub.error(f"expected '}}' to end the interpolation, found {sub.describe(sub.peek())}")
+                if len(part) == 4:      # "{x:.3f}": the spec is checked now, applied when the string is built
+                    spec, spec_span = part[2:]
+                    parse_spec(spec, spec_span)
+                    expr = A.Formatted(spec_span, expr, spec)
                 parts.append(expr)
         return A.String(tok.span, tuple(parts))
 

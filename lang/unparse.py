@@ -44,10 +44,14 @@ def _string(parts) -> str:
         if isinstance(p, str):
             out.append("".join(_ESCAPES.get(c, c) for c in p))
         else:
-            text = _expr(p)
+            spec = ""
+            if type(p) is A.Formatted:
+                p, spec = p.value, ":" + p.spec
+            # parenthesized unless one unit: a top-level ':' (a range) would start a format spec
+            text = _atom(p)
             if text.startswith("{") or text.endswith("}"):
                 text = f" {text} "       # `{{` would be a literal brace
-            out.append("{" + text + "}")
+            out.append("{" + text + spec + "}")
     out.append('"')
     return "".join(out)
 

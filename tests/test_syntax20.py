@@ -130,3 +130,82 @@ def test_tuple_concatenation_keeps_the_tape():
 ])
 def test_other_tuple_arithmetic_stays_an_error(source, message, where):
     assert f":{where}: {message}" in error_of(source)
+
+
+# ---- format specs in interpolation ----------------------------------------------------------------
+TYPED = [(3.14159, ".3f"), (42, "5d"), (-42, "06d"), (42, "+d"), (1234567, ",d"), (0.25, ".1%"),
+         (12345.678, "10.2e"), (12345.678, ".3g"), (255, "x"), (255, "#X"), (5, "#b"), (8, "o"),
+         (1234567.891, ",.2f"), (1234567.891, "_.1f"), (-1.5, "=+10.2f"), (2.5, "*^11.3f"),
+         (1e-9, "E"), (7, "<6d"), (float("inf"), "8.1f"), (-float("inf"), "e"), (3.0, ".3")]
+
+
+@pytest.mark.parametrize("x, spec", TYPED)
+def test_typed_number_specs_are_pythons(x, spec):
+    lit = {float("inf"): "1e999", -float("inf"): "-1e999"}.get(x, repr(float(x)))
+    want = format(int(x) if spec[-1] in "dboxX" else float(x), spec if spec[-1] != "3" else spec + "g")
+    assert out_of(f'print("[{{{lit}:{spec}}}]")') == f"[{want}]\n"
+
+
+def test_number_without_a_type_keeps_the_printers_digits():
+    src = ('x = 3.14159265\nprint("[{x}] [{x:10}] [{x:<10}] [{x:^11}] [{x:+}] [{-x:010}]")\n'
+           'print("[{0:3}] [{1234567:,}] [{1e20:>6}] [{1/3:12}] [{2^60:,}] [{1e999 - 1e999:>5}]")\n')
+    assert out_of(src) == ("[3.141593] [  3.141593] [3.141593  ] [ 3.141593  ] [+3.141593] [-03.141593]\n"
+                           "[  0] [1,234,567] [  1e20] [   0.3333333] [1.152922e18] [  nan]\n")
+
+
+def test_strings_bools_and_none_take_alignment_width_and_precision():
+    src = ('s = "tape"\nprint("[{s:>8}] [{s:<8}] [{s:*^8}] [{s:.2}] [{s:>6.3}] [{s:s}] [{s:3}]")\n'
+           'print("[{true:>6}] [{false:<6}] [{none:^6}] [{"é":>3}]")\n')
+    assert out_of(src) == "[    tape] [tape    ] [**tape**] [ta] [   tap] [tape] [tape]\n[  true] [false ] [ none ] [  é]\n"
+
+
+def test_matrices_take_the_spec_elementwise_in_the_printers_layout():
+    src = ('m = [1, 2.5; -3, 4]\nprint("{m:.2f}")\nprint("{m:6.1f}")\nprint("{[1, 2, 3]:03d}")\n'
+           'print("{[1, 2] > 1:>5}")\nprint("{zeros(0):.2f} {zeros(2, 0):.1f}")\nprint("{[7;]:+.1e}")\n'
+           'print("{reshape(1:8, 2, 2, 2):.1f}")\nprint("{grad(fn(w) -> sum(w ^ 2), [0.5, 1]):.3f}")\n')
+    assert out_of(src) == ("[1.00, 2.50; -3.00, 4.00]\n[   1.0,    2.5;   -3.0,    4.0]\n[001, 002, 003]\n"
+                           "[false,  true]\n[] zeros(2, 0)\n[+7.0e+00;]\n"
+                           "2x2x2 array\n[0, :, :] = [1.0, 2.0; 3.0, 4.0]\n[1, :, :] = [5.0, 6.0; 7.0, 8.0]\n"
+                           "[1.000, 2.000]\n")
+
+
+def test_a_big_matrix_is_summarized_as_without_a_spec():
+    out = out_of('print("{reshape(1:10000, 100, 100):.1f}")')
+    plain = out_of('print("{reshape(1:10000, 100, 100)}")')
+    assert out.count("...") == plain.count("...") > 0 and "10000.0" in out and "1.0, 2.0, 3.0" in out
+
+
+def test_a_top_level_colon_starts_the_spec_and_a_range_needs_parentheses():
+    src = ('x = [5, 6, 7, 8]\nfn f(r) -> sum(r)\nprint("{(0:3)} {x[1:2]} {x[end]:4} {f(1:2)}")\n'
+           'print("{0:3}|{(1:2):.1f}|{ {a = 1}.a :>3}|{"a:b":>5}|{x:}")\n')
+    assert out_of(src) == "[0, 1, 2, 3] [6, 7]    8 3\n  0|[1.0, 2.0]|  1|  a:b|[5, 6, 7, 8]\n"
+
+
+@pytest.mark.parametrize("source, message, where", [
+    ('"{x:q}"', "SyntaxError: unknown format type 'q' in 'q'", "1:5"),
+    ('x = 1\ny = "v = {x:.3d}"', "SyntaxError: the format spec '.3d' gives a precision to the whole-number type 'd'", "2:13"),
+    ('"{1:%%}"', "SyntaxError: the format spec '%%' is not one tapeml reads; a spec is [[fill]align]", "1:5"),
+    ('"{1:.2f"', "SyntaxError: unterminated format spec in string interpolation", "1:2"),
+    ('"{1:{2}}"', "SyntaxError: a format spec cannot hold '{'", "1:5"),
+    ('"{:3}"', "SyntaxError: an interpolation needs an expression before its format spec", "1:2"),
+    ('"{1:5000}"', "SyntaxError: the width 5000 in the format spec '5000' is past the limit of 1000", "1:5"),
+    ('"{1:.2000f}"', "SyntaxError: the precision 2000", "1:5"),
+    ('"{1:,x}"', "SyntaxError: the format spec ',x' groups with ',' in base 'x'; use '_'", "1:5"),
+    ('"{1:+s}"', "SyntaxError: the format spec '+s' has a number's parts", "1:5"),
+    ('x = 2.5\nprint("{x:d}")', "ValueError: the format type 'd' needs a whole number, got 2.5; round it first", "2:11"),
+    ('print("{[1.5, 2]:5d}")', "ValueError: the format type 'd' needs a whole number, got 1.5", "1:18"),
+    ('"{1e999:d}"', "ValueError: the format type 'd' needs a whole number, got inf", "1:9"),
+    ('"{(1, 2):.2f}"', "TypeError: a format spec applies to a number, a string, a bool or a matrix, not a tuple of 2; format the items one by one", "1:10"),
+    ('"{ {a = 1} :>4}"', "TypeError: a format spec applies to a number, a string, a bool or a matrix, not a record", "1:13"),
+    ('"{print:>4}"', "TypeError: a format spec applies to a number, a string, a bool or a matrix, not", "1:9"),
+    ('"{"a":.2f}"', "TypeError: the format type 'f' needs a number, got a string", "1:7"),
+    ('"{"a":+5}"', "TypeError: the format spec '+5' has a number's parts (sign, #, 0, grouping or '='), which do not apply to a string", "1:7"),
+    ('"{true:d}"', "TypeError: the format type 'd' needs a number, got a bool", "1:8"),
+    ('"{[1, 2] > 1:.1f}"', "TypeError: the format type 'f' needs a number, got a bool matrix", "1:14"),
+    ('"{1:s}"', "TypeError: the format type 's' is for strings, got a number", "1:5"),
+    ('"{undefined_name:.2f}"', "NameError: undefined name 'undefined_name'", "1:3"),
+])
+def test_format_spec_errors(source, message, where):
+    out = error_of(source)
+    assert f":{where}: {message}" in out
+    assert "Invalid format specifier" not in out and "format_spec" not in out
