@@ -22,6 +22,7 @@ from .values import describe, format_array, format_number
 
 _SPEC = re.compile(r"(?:(?P<fill>.)?(?P<align>[<>=^]))?(?P<sign>[-+ ])?(?P<alt>#)?(?P<zero>0)?"
                    r"(?P<width>\d+)?(?P<grouping>[,_])?(?:\.(?P<precision>\d+))?(?P<type>[A-Za-z%])?\Z", re.S)
+_CODE_LIKE = re.compile(r"[A-Za-z_]\w|[A-Za-z_]$|:|\s\S|[()\[\]]")
 WHOLE_TYPES = frozenset("dboxX")     # need a whole number
 REAL_TYPES = frozenset("eEfFgG%")
 MAX_FIELD = 1000                # the largest width or precision
@@ -46,13 +47,16 @@ class Spec(NamedTuple):
 
 def parse_spec(text: str, span) -> Spec:
     """The parts of the spec `text` (the characters between ':' and '}'), or a SyntaxError at `span`."""
+    # a spec that reads like code was most likely meant as a range: "{0:n}" for "{(0:n)}"
+    hint = ("; a range inside an interpolation needs parentheses, \"{(a:b)}\", since a ':' at the "
+            "top level of the braces starts a format spec") if _CODE_LIKE.search(text) else ""
     m = _SPEC.match(text)
     if m is None:
-        raise LangSyntaxError(f"the format spec '{text}' is not one tapeml reads; a spec is {GRAMMAR}", span)
+        raise LangSyntaxError(f"the format spec '{text}' is not one tapeml reads; a spec is {GRAMMAR}{hint}", span)
     g = m.groupdict()
     kind = g["type"] or ""
     if kind and kind not in WHOLE_TYPES | REAL_TYPES | {"s"}:
-        raise LangSyntaxError(f"unknown format type '{kind}' in '{text}'; {TYPES}", span)
+        raise LangSyntaxError(f"unknown format type '{kind}' in '{text}'; {TYPES}{hint}", span)
     for part in ("width", "precision"):
         if g[part] is not None and int(g[part]) > MAX_FIELD:
             raise LangSyntaxError(f"the {part} {int(g[part])} in the format spec '{text}' is past the "

@@ -184,6 +184,10 @@ def test_a_top_level_colon_starts_the_spec_and_a_range_needs_parentheses():
 @pytest.mark.parametrize("source, message, where", [
     ('"{x:q}"', "SyntaxError: unknown format type 'q' in 'q'", "1:5"),
     ('x = 1\ny = "v = {x:.3d}"', "SyntaxError: the format spec '.3d' gives a precision to the whole-number type 'd'", "2:13"),
+    ('n = 3\nprint("{0:n - 1}")', "SyntaxError: the format spec 'n - 1' is not one tapeml reads; a spec is "
+     "[[fill]align][sign][#][0][width][,][.precision][type], e.g. .3f, 8.2e, >10, +d; a range inside an "
+     "interpolation needs parentheses, \"{(a:b)}\"", "2:11"),
+    ('"{1:end}"', "SyntaxError: the format spec 'end' is not one tapeml reads", "1:5"),
     ('"{1:%%}"', "SyntaxError: the format spec '%%' is not one tapeml reads; a spec is [[fill]align]", "1:5"),
     ('"{1:.2f"', "SyntaxError: unterminated format spec in string interpolation", "1:2"),
     ('"{1:{2}}"', "SyntaxError: a format spec cannot hold '{'", "1:5"),
