@@ -109,6 +109,14 @@ class RecordLit(Node):
 
 
 @node
+class Formatted(Node):
+    """An interpolation with a format spec, "{value:spec}", only inside String.parts; the span is
+    the spec's (value has its own)."""
+    value: Node
+    spec: str            # the text between ':' and '}', checked by formatspec.parse_spec
+
+
+@node
 class Unary(Node):
     op: str              # '-' '+' 'not'
     operand: Node
@@ -218,7 +226,7 @@ class If(Node):
 
 @node
 class For(Node):
-    var: str
+    var: object          # the loop variable's name (str), or a tuple of Name nodes: for i, v in ...
     iterable: Node
     body: tuple
 

@@ -94,6 +94,7 @@ class TapemlLexer(RegexLexer):
         ],
         "interpolation": [
             (r"\}", String.Interpol, "#pop"),
+            (r":[^{}()\[\]\"\n]*(?=\})", String.Interpol),    # a format spec: "{x:.3f}"
             (r"\n", Whitespace, "#pop:2"),
             include("code"),
         ],

@@ -19,6 +19,7 @@ import numpy as np
 from . import ast as A
 from . import limits, ops
 from .calls import Calls
+from .formatspec import apply_spec, spec_of
 from .errors import (STDLIB_PREFIX, InternalError, LangError, NameErr, RecursionErr,
                      ShapeError, TypeErr, ValueErr)
 from .indexing import Indexing
@@ -285,8 +286,12 @@ class Interpreter(Calls, Indexing):
         if bar is not None:
             items = bar.track(items)
         name, body, vars_, dispatch = node.var, node.body, env.vars, self.dispatch
+        destructure = type(name) is not str      # for a, b in pairs: each item unpacked as 'a, b = item'
         for item in items:
-            vars_[name] = item
+            if destructure:
+                self.unpack_item(item, name, env)
+            else:
+                vars_[name] = item
             try:
                 for stmt in body:
                     dispatch[type(stmt)](stmt, env)
@@ -294,6 +299,19 @@ class Interpreter(Calls, Indexing):
                 break
             except ContinueSignal:
                 continue
+
+    def unpack_item(self, item, names, env):
+        """Bind one item of `for a, b in pairs` as 'a, b = item' would (the same checks and
+        messages; the tape's values pass through unchanged)."""
+        r = raw(item)
+        if not isinstance(r, tuple) or len(r) != len(names):
+            span = names[0].span.to(names[-1].span)
+            if not isinstance(r, tuple):
+                raise TypeErr(f"cannot unpack {describe(item)} into {len(names)} names; "
+                              f"each item of the loop must be a tuple", span)
+            raise ValueErr(f"cannot unpack a tuple of {len(r)} into {len(names)} names", span)
+        for target, v in zip(names, r):
+            self.assign(target, v, env)
 
     def eval_break(self, node, env):
         raise BreakSignal()
@@ -327,12 +345,21 @@ class Interpreter(Calls, Indexing):
             return parts[0]
         # a list, not a generator: a generator consumed by C code re-enters the evaluator on
         # the C stack, and deep recursion through it crashed the process (segfault)
-        texts = [p if type(p) is str else format_value(self.eval(p, env)) for p in parts]
+        texts = [p if type(p) is str else self.eval_formatted(p, env) if type(p) is A.Formatted
+                 else format_value(self.eval(p, env)) for p in parts]
         try:
             limits.check_join("the interpolated string", texts)
         except LangError as e:
             raise e.with_span(node.span) from None
         return "".join(texts)
+
+    def eval_formatted(self, node, env):
+        """"{x:.3f}": the value under its format spec (formatspec.py); errors at the spec."""
+        value = self.eval(node.value, env)
+        try:
+            return apply_spec(value, spec_of(node.spec))
+        except LangError as e:
+            raise e.with_span(node.span) from None
 
     def eval_name(self, node, env):
         name = node.name
@@ -452,6 +479,11 @@ class Interpreter(Calls, Indexing):
             except LangError as e:
                 raise e.with_span(span) from None
             return ra + rb
+        if op == "+" and isinstance(ra, tuple) and isinstance(rb, tuple):
+            n = len(ra) + len(rb)
+            if n > limits.MAX_ELEMENTS:
+                raise limits.elements_error("'+' of two tuples", n).with_span(span)
+            return ra + rb          # the items keep the tape: tracked values pass through unchanged
         if op == "*" and isinstance(ra, str) and isinstance(rb, float):
             return self.repeat_string(ra, rb, span)
         if op in ("<", "<=", ">", ">=") and isinstance(ra, str) and isinstance(rb, str):
@@ -459,6 +491,8 @@ class Interpreter(Calls, Indexing):
         hint = ""
         if op == "+" and (isinstance(ra, str) or isinstance(rb, str)):
             hint = '; to build a string use interpolation: "{x}"'
+        elif op == "+" and (isinstance(ra, tuple) or isinstance(rb, tuple)):
+            hint = "; '+' joins two tuples: write t + (x,) to append one item"
         elif callable(getattr(ra, "fn", None)) or isinstance(ra, Function) or \
                 callable(getattr(rb, "fn", None)) or isinstance(rb, Function):
             hint = "; call the function first, e.g. pi() rather than pi"

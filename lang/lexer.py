@@ -187,7 +187,7 @@ class Lexer:
                     continue
                 self.tokens.append(Token(NEWLINE, "\n", None, Span(self.file, line, col, line, col + 1)))
                 continue
-            if stop_at_brace and ch == "}" and not self.brackets:
+            if stop_at_brace and ch in "}:" and not self.brackets:    # a top-level ':' starts a format spec
                 return self.tokens
             self.scan_token(space)
             space = False
@@ -331,18 +331,41 @@ class Lexer:
                     raise
                 self.pos, self.line, self.col = sub.pos, sub.line, sub.col
                 end_span = self.here()
+                spec = spec_span = None
+                if self.peek() == ":":
+                    spec, spec_span = self.format_spec(open_line, open_col)
                 self.advance()  # the closing brace
                 if not toks:
-                    raise self.error("empty '{}' in string; write '{{}}' for literal braces",
-                                     Span(self.file, open_line, open_col, self.line, self.col))
+                    what = ("an interpolation needs an expression before its format spec"
+                            if spec is not None else "empty '{}' in string; write '{{}}' for literal braces")
+                    raise self.error(what, Span(self.file, open_line, open_col, self.line, self.col))
                 toks.append(Token(EOF, "", None, end_span))
-                parts.append((toks, Span(self.file, open_line, open_col, self.line, self.col)))
+                part = (toks, Span(self.file, open_line, open_col, self.line, self.col))
+                parts.append(part if not spec else part + (spec, spec_span))
                 continue
             buf.append(self.advance())
         if buf or not parts:
             parts.append("".join(buf))
         text = self.src_between(line, col)
         self.add(STRING, text, parts, line, col, space)
+
+    def format_spec(self, open_line: int, open_col: int):
+        """The characters of a format spec, from the ':' (at the cursor) to the '}' (left at the
+        cursor), and their span: "{x:.3f}" gives ".3f" (formatspec.py reads it)."""
+        self.advance()          # the ':'
+        line, col, start = self.line, self.col, self.pos
+        while True:
+            ch = self.peek()
+            if ch == "}":
+                break
+            if ch in ('"', "\n", ""):
+                raise self.error("unterminated format spec in string interpolation: close it with '}'",
+                                 Span(self.file, open_line, open_col, open_line, open_col + 1))
+            if ch in "{\\":
+                raise self.error(f"a format spec cannot hold '{ch}' (a spec is plain characters such "
+                                 f"as .3f or >8, up to the '}}')")
+            self.advance()
+        return self.src[start:self.pos], Span(self.file, line, col, self.line, self.col)
 
     def src_between(self, line: int, col: int) -> str:
         return ""  # the raw text of strings is not needed; parts carry the content

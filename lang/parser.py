@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from . import ast as A
 from .errors import IncompleteInput, LangSyntaxError, Span
+from .formatspec import parse_spec
 from .lexer import BLOCK_END, CONTINUES, EOF, FOREIGN_WORDS, NAME, NEWLINE, NUMBER, STRING, Token, tokenize
 
 COMPARISONS = ("==", "!=", "<", "<=", ">", ">=")
@@ -257,13 +258,26 @@ class Parser:
     def for_stmt(self) -> A.Node:
         for_tok = self.advance()
         self.open(for_tok)
+        if self.check("("):
+            raise self.error("the loop variables of 'for' are names, as the left side of 'a, b = pair': "
+                             "write 'for a, b in pairs' (nested unpacking is not supported)")
         var = self.consume(NAME, "expected a loop variable after 'for'")
-        self.consume("in", "expected 'in' after the loop variable")
+        if self.check(","):       # for i, v in enumerate(xs): each item is unpacked, as 'i, v = item'
+            names = [A.Name(var.span, var.text)]
+            while self.match(","):
+                tok = self.consume(NAME, "expected a loop variable after ','; the loop variables of "
+                                         "'for a, b in ...' are names")
+                names.append(A.Name(tok.span, tok.text))
+            self.consume("in", "expected 'in' after the loop variables")
+            var = tuple(names)
+        else:
+            self.consume("in", "expected 'in' after the loop variable")
+            var = var.text
         iterable = self.expression()
         body = self.block()
         end = self.close_block(for_tok)
         self.end_statement()
-        return A.For(for_tok.span.to(end.span), var.text, iterable, tuple(body))
+        return A.For(for_tok.span.to(end.span), var, iterable, tuple(body))
 
     def while_stmt(self) -> A.Node:
         tok = self.advance()
@@ -477,11 +491,15 @@ class Parser:
             if isinstance(part, str):
                 parts.append(part)
             else:
-                toks, span = part
+                toks, span = part[:2]
                 sub = Parser(toks)
                 expr = sub.expression()
                 if not sub.check(EOF):
                     raise sub.error(f"expected '}}' to end the interpolation, found {sub.describe(sub.peek())}")
+                if len(part) == 4:      # "{x:.3f}": the spec is checked now, applied when the string is built
+                    spec, spec_span = part[2:]
+                    parse_spec(spec, spec_span)
+                    expr = A.Formatted(spec_span, expr, spec)
                 parts.append(expr)
         return A.String(tok.span, tuple(parts))
 

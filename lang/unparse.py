@@ -44,10 +44,14 @@ def _string(parts) -> str:
         if isinstance(p, str):
             out.append("".join(_ESCAPES.get(c, c) for c in p))
         else:
-            text = _expr(p)
+            spec = ""
+            if type(p) is A.Formatted:
+                p, spec = p.value, ":" + p.spec
+            # parenthesized unless one unit: a top-level ':' (a range) would start a format spec
+            text = _atom(p)
             if text.startswith("{") or text.endswith("}"):
                 text = f" {text} "       # `{{` would be a literal brace
-            out.append("{" + text + "}")
+            out.append("{" + text + spec + "}")
     out.append('"')
     return "".join(out)
 
@@ -145,7 +149,8 @@ def _stmt(node, depth: int) -> str:
         lines.append(pad + "end")
         return "\n".join(lines)
     if t is A.For:
-        return "\n".join([f"{pad}for {node.var} in {_expr(node.iterable)}",
+        var = node.var if isinstance(node.var, str) else ", ".join(n.name for n in node.var)
+        return "\n".join([f"{pad}for {var} in {_expr(node.iterable)}",
                           *_block(node.body, depth + 1), pad + "end"])
     if t is A.While:
         return "\n".join([f"{pad}while {_expr(node.cond)}", *_block(node.body, depth + 1), pad + "end"])

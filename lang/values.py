@@ -221,6 +221,8 @@ def format_gb(nbytes) -> str:
 
 
 def _scalar(x, is_bool: bool) -> str:
+    if type(x) is str:          # a cell already written by a format spec (formatspec.apply_spec)
+        return x
     if is_bool:
         return "true" if x else "false"
     return format_number(x)

@@ -23,7 +23,8 @@ Two families of programs:
   strings (and numbers, a known bug); while with break/continue; if/else; named functions
   with defaults and keywords, recursion, closures (late binding, as Python), index and
   augmented index assignment (dynamic indices in loops), field and tuple-item assignment,
-  value semantics, destructuring, value_and_grad and nested grad.
+  value semantics, destructuring (and `for` destructuring over zip/enumerate), value_and_grad
+  and nested grad.
 
 KNOWN_BUGS lists the patterns tapeml currently gets wrong (issues 15 and 16). The generator
 still draws them, but while a name is listed, a case that contains it is redrawn. Remove a
@@ -796,7 +797,7 @@ class StmtGen(Gen):
                  "for_range", "for_string", "for_number", "while", "if", "closure", "closure_loop",
                  "call_named", "recursion", "index_write", "loop_write", "value_semantics",
                  "record", "tuple_item", "destructure", "value_and_grad", "nested_grad",
-                 "stop_gradient"]
+                 "stop_gradient", "for_destructure"]
         for _ in range(count):
             k = self.rng.choice(kinds)
             getattr(self, "st_" + k)(body)
@@ -901,6 +902,24 @@ class StmtGen(Gen):
         b.line(f"{acc} = {acc} + {h}(tanh({x.ml}))", f"{acc} = {acc} + {h}(T.tanh({x.py}))")
         b.close()
         self.bind(acc, s)
+
+    def st_for_destructure(self, b):
+        """`for a, b in zip(X, Y)` (rows or elements in step) or `for i, e in enumerate(X)`."""
+        self.tag("for_destructure")
+        s = (self.dim(),) + self.shape(self.rng.randint(0, 1))
+        x, y = self.e(s), self.e(s)
+        acc = self.loop_acc(b, ())
+        f = self.rng.choice(ELEMENTWISE)
+        u, v = self.name("u"), self.name("w")
+        if self.rng.random() < 0.5:
+            b.open(f"for {u}, {v} in zip({x.ml}, {y.ml})", f"for {u}, {v} in zip(T.items({x.py}), T.items({y.py})):")
+            b.line(f"{acc} = {acc} + sum({f}({u}) * {v})", f"{acc} = {acc} + T.sum(T.{f}({u}) * {v})")
+        else:
+            b.open(f"for {u}, {v} in enumerate({x.ml})", f"for {u}, {v} in enumerate(T.items({x.py})):")
+            b.line(f"{acc} = {acc} * 0.5 + ({u} + 1) * sum({f}({v}))",
+                   f"{acc} = {acc} * 0.5 + ({u} + 1) * T.sum(T.{f}({v}))")
+        b.close()
+        self.bind(acc, ())
 
     def range_loop(self, n):
         """A loop head over indices within 0..n-1: (ml text, Python list of the values)."""
@@ -1458,7 +1477,7 @@ STATEMENT_PATTERNS = {
     "closure_loop", "named_function", "keyword_argument", "recursion", "index_assign",
     "augmented_index_assign", "augmented_assign", "loop_index_assign", "value_semantics",
     "record_field_assign", "nested_field_assign", "tuple_item_assign", "destructure",
-    "value_and_grad", "nested_grad", "stop_gradient", "second_order", "index_full_mask"}
+    "value_and_grad", "nested_grad", "stop_gradient", "second_order", "index_full_mask", "for_destructure"}
 
 
 @pytest.mark.parametrize("family", ["expressions", "statements"])

@@ -316,6 +316,10 @@ def gen_statement(rng, depth: int) -> list[str]:
         return out + ["end"]
     if choice == 7:
         tail = rng.choice(["", "break", "continue", "if true\n        break\n    end"])
+        if rng.random() < 0.3:      # destructuring: for i, v in enumerate(...) / zip(...) / any value
+            names = ", ".join(rng.sample(NAMES, rng.randint(2, 3)))
+            seq = rng.choice([f"enumerate({e()})", f"zip({e()}, {e()})", e()])
+            return [f"for {names} in {seq}"] + inner + ["    " + tail, "end"]
         return [f"for {name} in {e()}"] + inner + ["    " + tail, "end"]
     if choice == 8:     # a bounded while loop: one counter per nesting depth
         k = f"k{depth}"
@@ -328,7 +332,14 @@ def gen_statement(rng, depth: int) -> list[str]:
             "    if x > 3", f"        return {ret}", "    end", f"    return {last}", "end"]
     if choice == 10:
         return [f"fn {rng.choice(['f', 'g'])}(x) -> {e()}"]
+    if rng.random() < 0.3:      # a format spec (a range inside needs its parentheses)
+        spec = rng.choice(FORMAT_SPECS)
+        return [f"print(\"{{({e()}):{spec}}} {{ {e()} :{spec}}}\")"]
     return [f"print({e()}, \"{{ {e()} }}\")"]
+
+
+FORMAT_SPECS = [".3f", "5d", ">8", "<6", "*^9", "+.2e", "08.3f", ",", "x", "#b", ".1%", "g", ".2", "s",
+                "10", "=+7.1f", "_X"]
 
 
 PRELUDE = "a = [1, 2, 3]\nb = [1, 2; 3, 4]\nc = {w = [0.5, 1], b = 2}\nx = 2\ny = (1, \"é\")\n"
@@ -440,6 +451,8 @@ ROUND_TRIP_CASES = [
     '"a{x + 1}b{{c}}\\n\\t\\"\\\\"', '"{ {a = 1} }"', '"{ "in{1}" }"', "1e999", "[1, 2; 3, 4]'",
     "not not true", "x.w'", "3.'", "[]", "[[1, 2], 3]", "import(\"m.ml\")", "x;", "1e-320",
     "[1, 2;]", "[5;]", "[x;]'", "[1, 2; 3, 4;]", "[[1, 2];]",
+    '"{x:.3f}|{(0:3)}|{a[1:2]:>8}|{x + 1:+d}|{ {a = 1} :*^9}|{"s":<4}|{x:}|{f(1:2, k=3):,}"',
+    "for i, v in enumerate(xs)\n print(i)\nend", "for a, b, c in zip(x, y, z)\n continue\nend",
 ]
 
 

@@ -128,3 +128,13 @@ def test_real_programs_have_no_error_tokens(path):
     toks = list(TapemlLexer().get_tokens(src))
     assert not [v for t, v in toks if t in Error]
     assert "".join(v for _, v in toks).rstrip("\n") == src.rstrip("\n")
+
+
+def test_format_spec_in_interpolation():
+    got = tokens('"{x:.3f} {a[1:2]}"')
+    assert got == [
+        (String.Double, '"'), (String.Interpol, "{"), (Name, "x"), (String.Interpol, ":.3f"),
+        (String.Interpol, "}"), (String.Interpol, "{"), (Name, "a"),      # (blanks are left out)
+        (Punctuation, "["), (Number.Integer, "1"), (Punctuation, ":"), (Number.Integer, "2"),
+        (Punctuation, "]"), (String.Interpol, "}"), (String.Double, '"'),
+    ]
