@@ -85,9 +85,9 @@ class Session:
             self.interp.run(source, path)
 
     def eval(self, source: str):
-        """The value of the last expression in `source`, as a Python value (None when the
-        source ends in an assignment or `;`). `s.eval("x @ w")` -> a NumPy array of the shape
-        the product has. Raises LangError."""
+        """Run `source` and return the value of its last expression statement (one not ended
+        by `;` and not none) as a Python value; None when it has none (only assignments).
+        `s.eval("x @ w")` -> a NumPy array of the product's shape. Raises LangError."""
         last = []
         with self.state:
             self.interp.run(source, "<string>", echo=last.append)
