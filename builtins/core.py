@@ -18,15 +18,15 @@ from tapeml.builtins.util import axis, tree_leaves as leaves_with_paths
 
 @builtin("print", "Core", "Print values separated by spaces, then a newline.",
          [P("values", variadic=True, doc="any values; each is formatted as the REPL shows it")],
-         returns="none", interp=True,
+         returns="none", context=True,
          errors=["none: any number of values of any kind can be printed (print() writes an empty line)"],
          what="Writes its arguments to standard output with the one printer of the language: "
               "whole numbers below 2^53 with every digit, other numbers with up to 7 significant digits, "
               "matrices as the literal that makes them (`[1, 2; 3, 4]`, a one-row `[1, 2;]`).",
          how="Each argument goes through `format_value`; strings print without quotes at the top level.",
          examples=['print("hello", 1 + 2, [1, 2; 3, 4])', 'print(1e-9, -1/0, 0/0, true, none)'])
-def print_(interp, values):
-    interp.out.write(" ".join(format_value(v) for v in values) + "\n")
+def print_(ctx, values):
+    ctx.out.write(" ".join(format_value(v) for v in values) + "\n")
     return None
 
 

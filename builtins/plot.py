@@ -17,6 +17,7 @@ import sys
 
 import numpy as np
 
+from tapeml import context
 from tapeml.builtins.registry import P, builtin, positive
 from tapeml.errors import IOErr, ShapeError, TypeErr, ValueErr
 from tapeml.tape import raw
@@ -35,6 +36,29 @@ _mode = "script"            # "script", "docs" or "repl"
 _shown = 0                  # PNGs written by show() without a display
 _after_show = None          # after show(): the PNG paths it wrote ([] for a window); None once drawing resumes
 _publisher = None           # a front end's figure sink (the Jupyter kernel): show() hands it each PNG
+
+
+def _figure_state() -> tuple:
+    """This session's figures: the mode, the PNG counter, the after-show state and its open
+    figures (pyplot's figure managers, in order: the last is the current figure)."""
+    figs = ()
+    if _pyplot is not None:
+        from matplotlib._pylab_helpers import Gcf
+        figs = tuple(Gcf.figs.items())
+    return (_mode, _shown, _after_show, figs)
+
+
+def _install_figure_state(state: tuple) -> None:
+    global _mode, _shown, _after_show
+    _mode, _shown, _after_show, figs = state
+    if _pyplot is not None or figs:
+        from matplotlib._pylab_helpers import Gcf
+        Gcf.figs.clear()
+        Gcf.figs.update(figs)
+
+
+# the figures are the current session's (lang/context.py swaps them on entering a session)
+context.slot("figures", _figure_state, _install_figure_state, lambda: ("script", 0, None, ()))
 
 
 def set_mode(mode: str) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from tapeml import context
 from tapeml.builtins.registry import P, builtin, non_negative
 from tapeml.builtins.util import check_size
 from tapeml.errors import ShapeError, ValueErr
@@ -29,6 +30,10 @@ def rng() -> "np.random.Generator":
     if gen is None:
         gen = _STATE["gen"] = np.random.default_rng()
     return gen
+
+
+# the live generator is the current session's (lang/context.py swaps it on entering a session)
+context.slot("rng", lambda: _STATE["gen"], lambda g: _STATE.__setitem__("gen", g), lambda: None, get=rng)
 
 
 def _out(a: np.ndarray, dims):

@@ -6,7 +6,10 @@
     def layer_norm(x, gamma, beta, eps): ...
 
 The one binder (values.bind_arguments), the REPL's completion and help, and the docs builder all
-read this one table (DESIGN.md rule 8). Argument kinds and constraints are checked here, so
+read this one table (DESIGN.md rule 8). A builtin that needs the session (where print writes,
+the float type, the random generator, calling a function value) declares `context=True` and
+receives a `tapeml.context.Context` first; `interp=True` (the whole interpreter) is for the
+few that need more (help, import, grad). Argument kinds and constraints are checked here, so
 builtin bodies receive validated values.
 """
 from __future__ import annotations
@@ -74,6 +77,7 @@ class Builtin(Callable):
     examples: list = field(default_factory=list)
     interp: bool = False            # fn takes the interpreter as its first argument
     differentiable: bool = False    # records onto the tape (docs check its gradient)
+    context: bool = False           # fn takes the session's narrow Context (lang/context.py) first
 
     NO_DEFAULT = REQUIRED
     synonyms = SYNONYMS
@@ -111,6 +115,8 @@ class Builtin(Callable):
             bound = self.bind(args, kwargs)
             if self.interp:
                 return self.fn(interp, *bound)
+            if self.context:
+                return self.fn(interp.context, *bound)
             return self.fn(*bound)
         except LangError as e:
             pending = getattr(e, "pending_fn", None)
@@ -203,7 +209,8 @@ REGISTRY: dict[str, Builtin] = {}
 
 
 def builtin(name: str, category: str, summary: str, params=(), *, returns: str = "", what: str = "",
-            how: str = "", errors=(), examples=(), interp: bool = False, differentiable: bool = False):
+            how: str = "", errors=(), examples=(), interp: bool = False, differentiable: bool = False,
+            context: bool = False):
     """Declare a builtin. See the module docstring."""
     if category not in CATEGORIES:
         raise ValueError(f"unknown category {category!r}")
@@ -212,7 +219,7 @@ def builtin(name: str, category: str, summary: str, params=(), *, returns: str =
         if name in REGISTRY:
             raise ValueError(f"builtin {name!r} declared twice")
         REGISTRY[name] = Builtin(name, category, summary, fn, list(params), returns, what, how,
-                                 list(errors), list(examples), interp, differentiable)
+                                 list(errors), list(examples), interp, differentiable, context)
         return fn
     return register
 

@@ -42,6 +42,21 @@ class LangError(Exception):
         self.span = span
         self.trace: list[tuple[str, Span]] = []   # (function name, call site), innermost first
 
+    @property
+    def line(self) -> int | None:
+        """The 1-based line where the error is (None when it has no place)."""
+        return self.span.line if self.span else None
+
+    @property
+    def column(self) -> int | None:
+        """The 1-based column where the error is (None when it has no place)."""
+        return self.span.col if self.span else None
+
+    @property
+    def file(self) -> str | None:
+        """The source's name as users see it ("<string>", a path), or None."""
+        return self.span.file if self.span else None
+
     def with_span(self, span: Span | None) -> "LangError":
         if self.span is None and span is not None:
             self.span = span

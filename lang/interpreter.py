@@ -19,6 +19,7 @@ import numpy as np
 from . import ast as A
 from . import limits, ops
 from .calls import Calls
+from .context import Context
 from .formatspec import apply_spec, spec_of
 from .errors import (STDLIB_PREFIX, InternalError, LangError, NameErr, RecursionErr,
                      ShapeError, TypeErr, ValueErr)
@@ -74,6 +75,7 @@ class Interpreter(Calls, Indexing):
     def __init__(self, out=None, load_prelude: bool = True):
         from tapeml.builtins import REGISTRY  # registers every builtin module
         self.out = out if out is not None else sys.stdout
+        self.context = Context(self)    # what a builtin declared with context=True receives
         self.sources: dict[str, str] = {}
         self.depth = 0
         self.modules: dict[str, Record] = {}

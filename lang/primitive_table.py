@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import context
 from .tape import Box, Primitive
 
 np.seterr(all="ignore")
@@ -17,6 +18,9 @@ TABLE: dict[str, Primitive] = {}
 SESSION_FLOAT = {"dtype": np.float64}
 FLOAT = SESSION_FLOAT      # the name other modules read (a Session will own the float type)
 DTYPES = {"float64": np.float64, "float32": np.float32}
+# The live float type is the current session's (lang/context.py swaps it on entering a session).
+context.slot("dtype", lambda: SESSION_FLOAT["dtype"], lambda v: SESSION_FLOAT.__setitem__("dtype", v),
+             lambda: np.float64)
 
 
 def set_dtype(name: str) -> None:

@@ -18,11 +18,17 @@ PACKAGES = {"lang": "tapeml", "builtins": "tapeml.builtins", "stdlib": "tapeml.s
 
 # The core: what every face and builtin stands on. A new primitive module (`*_ops`) is core too.
 CORE = {"tapeml." + m for m in ("lexer", "parser", "ast", "unparse", "tape", "ops", "values", "errors",
-                                "limits", "ranges", "primitive_table")}
+                                "limits", "ranges", "primitive_table", "context")}
 # The faces: the ways a person meets the language (and their helpers).
 FACES = ("tapeml.cli", "tapeml.repl", "tapeml.docgen", "tapeml.docs", "tapeml.highlight", "tapeml.kernel",
          "tapeml.__main__", "tapeml.stdlib.docs")
 BUILTINS = "tapeml.builtins"
+# The session: the Python API (tapeml.Session) and the package's own namespace, which exposes it.
+SESSION = ("tapeml.session", "tapeml")
+# The layers, lowest first (docs/architecture.md): a module imports its own layer and lower ones.
+LAYERS = ["core", "builtins", "eval", "session", "face"]
+# Imports of a higher layer that the architecture page names and explains.
+UPWARD_EDGES = {("tapeml.builtins.help", "tapeml.docs.collect")}   # help shows the docs' model
 
 # Edges allowed to close a cycle while it is being removed (none today). An entry that no longer
 # exists fails the test below, so a stale one cannot linger.
@@ -140,6 +146,35 @@ def test_core_imports_no_face_and_no_builtin():
                    if t.startswith(FACES) or t == BUILTINS or t.startswith(BUILTINS + ".")
                    or t == "tapeml.interpreter")
     assert wrong == []
+
+
+def layer_of(mod: str) -> str:
+    if mod in SESSION:
+        return "session"
+    if is_core(mod) or mod == "tapeml.stdlib":      # stdlib/: the .ml files, read as data
+        return "core"
+    if mod.startswith(FACES):
+        return "face"
+    if mod == BUILTINS or mod.startswith(BUILTINS + "."):
+        return "builtins"
+    return "eval"       # the evaluator: interpreter, calls, indexing, scope, progress
+
+
+def test_each_layer_imports_only_its_own_and_lower_layers():
+    graph = import_graph()
+    assert layer_of("tapeml.session") == "session" and layer_of("tapeml.context") == "core"
+    assert layer_of("tapeml.interpreter") == "eval" and layer_of("tapeml.builtins.ml.attention") == "builtins"
+    assert layer_of("tapeml.cli") == "face" and layer_of("tapeml.docs.render") == "face"
+    rank = {name: i for i, name in enumerate(LAYERS)}
+    upward = sorted((m, t) for m in graph for t in graph[m] if rank[layer_of(t)] > rank[layer_of(m)])
+    assert upward == sorted(UPWARD_EDGES)
+
+
+def test_session_state_is_declared_as_slots():
+    """What a Session owns is declared by the module that keeps it (lang/context.py)."""
+    import tapeml.builtins  # noqa: F401  (imports every builtin module)
+    from tapeml import context
+    assert {"dtype", "rng", "figures", "joined_heads"} <= set(context.SLOTS)
 
 
 # ---- item 7: one source for the block keywords; a node without a handler -------------------

@@ -11,7 +11,7 @@ import weakref
 
 import numpy as np
 
-from tapeml import ops
+from tapeml import context, ops
 from tapeml.builtins.ml.layers import apply_dropout
 from tapeml.builtins.ml.schema import _shape, check_heads, check_mask, check_memory, dropout_range, need_shape
 from tapeml.builtins.registry import P, builtin
@@ -130,6 +130,15 @@ def _merge_heads(t):
 _JOINED: dict = {}      # (dim, ids of the parts) -> (weak references to the parts, joined)
 
 
+def _install_joined(cache: dict) -> None:
+    global _JOINED
+    _JOINED = cache
+
+
+# the cache is the current session's (lang/context.py swaps it on entering a session)
+context.slot("joined_heads", lambda: _JOINED, _install_joined, dict)
+
+
 def _joined_untracked(parts, dim):
     """concat(*parts, dim) for untracked weights, remembered: inference calls the block again and
     again with the same weight matrices (generation, evaluation), and matrices are never
@@ -142,8 +151,8 @@ def _joined_untracked(parts, dim):
         return hit[1]
     out = ops.concat(*parts, dim=dim)
 
-    def forget(_ref, key=key):
-        _JOINED.pop(key, None)
+    def forget(_ref, key=key, cache=_JOINED):     # this session's cache, even when another runs
+        cache.pop(key, None)
     try:
         _JOINED[key] = (tuple(weakref.ref(p, forget) for p in parts), out)
     except TypeError:       # a part that takes no weak reference: not remembered

@@ -1,0 +1,170 @@
+"""The Python API (tapeml.Session) and session state: two Sessions in one process, interleaved,
+never see each other's float type, random generator or figures; values cross both ways."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tapeml
+from tapeml import context, ops
+from tapeml.builtins import random as trandom
+from tapeml.interpreter import Interpreter
+
+
+def test_two_sessions_interleaved_keep_their_dtype_and_seed():
+    a = tapeml.Session(dtype="float32", seed=1)
+    b = tapeml.Session(dtype="float64", seed=2)
+    ra, rb = np.random.default_rng(1), np.random.default_rng(2)
+    for _ in range(3):                       # interleaved draws: each stream continues its own
+        assert a.eval("dtype(rand(2))") == "float32"
+        assert b.eval("dtype(rand(2))") == "float64"
+        ra.random(2), rb.random(2)           # the draws inside dtype(...) above
+        ea, eb = ra.random(2), rb.random(2)
+        assert np.array_equal(a.eval("rand(2)"), ea.astype(np.float32))
+        assert np.array_equal(b.eval("rand(2)"), eb)
+    a.run('set_dtype("float64")\nseed(5)')   # a changes its own state only
+    assert b.eval("dtype([1, 2])") == "float64" and a.eval("dtype([1, 2])") == "float64"
+    assert b.eval("rand()") == rb.random()
+    assert a.eval("rand()") == np.random.default_rng(5).random()
+
+
+def test_a_session_leaves_the_default_state_as_it_was():
+    ops.set_dtype("float64")
+    trandom.seed(7)
+    s = tapeml.Session(dtype="float32", seed=0)
+    s.run("x = rand(3)")
+    assert ops.SESSION_FLOAT["dtype"] is np.float64 and ops.FLOAT["dtype"] is np.float64
+    assert context.current() is context.DEFAULT
+    assert Interpreter(load_prelude=False).run("z = 1") is None
+    assert trandom.rng().random() == np.random.default_rng(7).random()
+
+
+def test_figures_belong_to_their_session():
+    a, b = tapeml.Session(), tapeml.Session()
+    a.run("plot([1, 2, 3])")
+    b.run("plot([3, 2, 1])\nfigure()\nhist([1, 2, 2])")
+    a.run('title("a")')                      # draws on a's figure, not b's current one
+    fa, fb = a.figures(), b.figures()
+    assert len(fa) == 1 and len(fb) == 2
+    assert fa[0].axes[0].get_title() == "a" and fb[0].axes[0].get_title() == ""
+    assert list(fa[0].axes[0].lines[0].get_ydata()) == [1, 2, 3]
+    from tapeml.builtins import plot
+    assert all(f not in plot.open_figures() for f in fa + fb)     # nor the default state's
+
+
+def test_values_python_to_tapeml_and_back():
+    s = tapeml.Session(dtype="float32")
+    s["x"] = np.arange(6).reshape(2, 3)              # an integer array becomes the float type
+    assert s.eval("dtype(x)") == "float32" and s.eval("size(x)") == (2.0, 3.0)
+    s["r"] = {"w": np.eye(2), "b": [1, 2], "name": "layer", "on": True, "n": 3}
+    s["t"] = (1, "a", None, np.float64(2.5))
+    s.run("w2 = r.w * 2\nk = r.n + 1\nt2 = t")
+    w2 = s["w2"]
+    assert isinstance(w2, np.ndarray) and w2.dtype == np.float32 and np.array_equal(w2, 2 * np.eye(2))
+    assert s["k"] == 4.0 and type(s["k"]) is float
+    assert s["t2"] == (1.0, "a", None, 2.5)
+    r = s["r"]
+    assert set(r) == {"w", "b", "name", "on", "n"} and r["name"] == "layer" and r["on"] is True
+    assert np.array_equal(r["b"], np.array([1, 2], dtype=np.float32))
+    assert s.eval("1 < 2") is True and s.eval('"ab" + "c"') == "abc" and s.eval("x = 1") is None
+    x = np.ones(3)
+    s["v"] = x
+    x[0] = 5                                          # the Session holds a copy
+    assert s.eval("sum(v)") == 3.0
+    got = s["v"]
+    got[1] = 9
+    assert s.eval("v[2]") == 1.0
+    with pytest.raises(tapeml.LangError) as e:
+        s["c"] = np.array([1j])
+    assert e.value.kind == "TypeError" and "complex" in e.value.message
+    with pytest.raises(tapeml.LangError) as e:
+        s["for"] = 1.0
+    with pytest.raises(tapeml.LangError) as e:
+        s["nothing_here"]
+    assert e.value.kind == "NameError"
+
+
+def test_call_and_functions():
+    s = tapeml.Session(seed=0)
+    s.run("fn affine(x, w, b=0)\n  return x @ w + b\nend")
+    x, w = np.array([[1.0, 2.0]]), np.array([[1.0], [3.0]])
+    assert np.array_equal(s.call("affine", x, w, b=1), np.array([[8.0]]))
+    p = s.call("softmax", np.array([[0.0, np.log(3.0)]]))
+    assert np.allclose(p, [[0.25, 0.75]])
+    f = s["affine"]
+    assert np.array_equal(f(x, w), np.array([[7.0]]))
+    with pytest.raises(tapeml.LangError) as e:
+        s.call("affine", x, np.ones((3, 1)))
+    assert e.value.kind == "ShapeError"
+    with pytest.raises(tapeml.LangError) as e:
+        s.call("nope")
+    assert e.value.kind == "NameError"
+
+
+def test_errors_have_kind_message_line_column(tmp_path):
+    s = tapeml.Session()
+    with pytest.raises(tapeml.LangError) as e:
+        s.run("a = 1\nb = [1, 2] @ [1, 2, 3]")
+    err = e.value
+    assert (err.kind, err.line, err.column, err.file) == ("ShapeError", 2, 12, "<string>")
+    assert "inner sizes 2 and 3 differ" in err.message
+    with pytest.raises(tapeml.LangError) as e:
+        s.eval("1 +")
+    assert e.value.kind == "SyntaxError" and e.value.line == 1
+    path = tmp_path / "prog.ml"
+    path.write_text("y = 3\nprint(y * 2)\nz = undefined_name\n")
+    with pytest.raises(tapeml.LangError) as e:
+        s.run_file(path)
+    assert (e.value.kind, e.value.line, e.value.column, e.value.file) == ("NameError", 3, 5, str(path))
+    assert s["y"] == 3.0
+
+
+def test_run_file_and_print_go_to_the_session_stream(tmp_path, capsys):
+    path = tmp_path / "p.ml"
+    path.write_text("x = [1, 2] * 2\nprint(x)\n")
+    s = tapeml.Session()
+    s.run_file(path)
+    assert capsys.readouterr().out == "[2, 4]\n"
+    import io
+    buf = io.StringIO()
+    t = tapeml.Session(out=buf)
+    t.run("print(1 + 1)")
+    assert buf.getvalue() == "2\n"
+
+
+def test_bad_arguments():
+    with pytest.raises(ValueError, match="dtype must be one of"):
+        tapeml.Session(dtype="float16")
+    with pytest.raises(ValueError, match="seed"):
+        tapeml.Session(seed=-1)
+
+
+def test_a_builtin_with_context_gets_the_narrow_context():
+    from tapeml.builtins.registry import REGISTRY
+    s = tapeml.Session(dtype="float32")
+    assert REGISTRY["print"].context and not REGISTRY["print"].interp
+    ctx = s.interp.context
+    with s.state:
+        assert ctx.dtype is np.float32 and ctx.out is s.interp.out
+        assert ctx.call(REGISTRY["max"], 2.0, 5.0) == 5.0
+        assert isinstance(ctx.rng(), np.random.Generator)
+
+
+def test_import_tapeml_stays_light():
+    import subprocess
+    import sys
+    code = "import sys, tapeml; print('numpy' in sys.modules, 'tapeml.session' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["False", "False"]
+
+
+def test_the_docs_run_python_blocks_and_fail_on_an_error(tmp_path):
+    """docs/python.md's examples run in `tapeml docs build|check`, like the ```ml blocks."""
+    from tapeml.docs.render import run_markdown
+    page = ("```python\nimport tapeml\ns = tapeml.Session()\nprint(s.eval('1 + 2'))\n```\n\n"
+            "```text\nstale\n```\n\n```python\ns.run('[1] @ [1, 2]')\n```\n")
+    failures = []
+    out = run_markdown(page, "p.md", str(tmp_path), failures)
+    assert "```text\n3.0\n```" in out and "stale" not in out
+    assert len(failures) == 1 and "p.md block 2 (line 11)" in failures[0].where
+    assert "tapeml.LangError: <string>:1:5: ShapeError" in failures[0].message
