@@ -18,7 +18,7 @@ PACKAGES = {"lang": "tapeml", "builtins": "tapeml.builtins", "stdlib": "tapeml.s
 
 # The core: what every face and builtin stands on. A new primitive module (`*_ops`) is core too.
 CORE = {"tapeml." + m for m in ("lexer", "parser", "ast", "unparse", "tape", "ops", "values", "errors",
-                                "limits", "ranges", "primitive_table", "context")}
+                                "limits", "ranges", "primitive_table", "context", "formatspec")}
 # The faces: the ways a person meets the language (and their helpers).
 FACES = ("tapeml.cli", "tapeml.repl", "tapeml.docgen", "tapeml.docs", "tapeml.highlight", "tapeml.kernel",
          "tapeml.__main__", "tapeml.stdlib.docs")
