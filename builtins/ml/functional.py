@@ -92,8 +92,8 @@ def cosine_similarity(a, b, dim, eps):
     try:
         s = np.broadcast_shapes(sa, sb)
     except ValueError:
-        raise ShapeError(f"cosine_similarity(): a {shape_text(sa)} and b {shape_text(sb)} do not "
-                         "broadcast") from None
+        raise ShapeError(f"cosine_similarity(): a is {shape_text(sa)} and b is {shape_text(sb)}; they do "
+                         "not broadcast") from None
     if not s:
         raise ShapeError("cosine_similarity(): a and b must be vectors (or matrices of vectors), got numbers")
     d = _axis("cosine_similarity", dim, len(s))
@@ -127,8 +127,8 @@ def _parse_einsum(spec: str, sa: tuple, sb: tuple):
             raise ValueErr(f'einsum(): the output letter "{c}" of "{spec}" is in neither operand')
     for name, idx, sh in (("a", ia, sa), ("b", ib, sb)):
         if len(idx) != len(sh):
-            raise ShapeError(f'einsum(): "{idx}" names {len(idx)} axes but {name} is {shape_text(sh)} '
-                             f'({len(sh)} axes)')
+            raise ShapeError(f'einsum(): "{idx}" names {len(idx)} axes but {name} has {len(sh)} '
+                             f'({name} is {shape_text(sh)})')
     size = {}
     for idx, sh in ((ia, sa), (ib, sb)):
         for c, n in zip(idx, sh):
@@ -252,7 +252,7 @@ def batch_norm(x, gamma, beta, running_mean, running_var, training, momentum, ep
     if training:
         if m < 2:
             raise ValueErr(f"batch_norm(): training needs at least 2 rows per feature to estimate the "
-                           f"variance, got x {shape_text(s)}; use training=false to normalize with the "
+                           f"variance, but x is {shape_text(s)}; use training=false to normalize with the "
                            "running statistics")
         mu = ops.div(ops.sum_(x, dim=axes, keepdims=True), float(m)) if axes else x
         xc = ops.sub(x, mu)

@@ -128,15 +128,15 @@ def cross_entropy(logits, targets, label_smoothing=0.0):
 def _same_shape(fname: str, a, b, an: str, bn: str) -> tuple:
     sa, sb = ops.shape_of(a), ops.shape_of(b)
     if sa != sb:
-        raise ShapeError(f"{fname}(): {an} and {bn} must have the same shape, got {an} {shape_text(sa)} "
-                         f"and {bn} {shape_text(sb)}")
+        raise ShapeError(f"{fname}(): {an} and {bn} must have the same shape, but {an} is {shape_text(sa)} "
+                         f"and {bn} is {shape_text(sb)}")
     return sa
 
 
 def _mean_all(fname: str, x, shape: tuple):
     n = int(np.prod(shape)) if shape else 1
     if n == 0:
-        raise ShapeError(f"{fname}(): the mean over an empty {shape_text(shape)} matrix is undefined")
+        raise ShapeError(f"{fname}(): the mean over no elements is undefined ({shape_text(shape)})")
     return ops.div(ops.sum_(x), float(n)) if shape else x
 
 
