@@ -80,7 +80,10 @@ def _axis(fname: str, dim, nd: int) -> int:
               "their lengths: the similarity of embeddings.",
          how="sum(a / max(|a|, eps) * b / max(|b|, eps)) along dim, with |.| the 2-norm: PyTorch's "
              "`F.cosine_similarity` (since 1.12 each norm is clamped at eps separately), so a zero vector "
-             "gives 0, not nan. a and b broadcast against each other first, as in PyTorch.",
+             "gives 0, not nan, and its gradient is b / (|b| eps), both as PyTorch's. For a nonzero vector "
+             "shorter than eps the value agrees with PyTorch but the gradients differ: tapeml's is the "
+             "derivative of the clamped formula (the norm held at eps, which finite differences confirm), "
+             "PyTorch clamps outside autograd. a and b broadcast against each other first, as in PyTorch.",
          errors=["ShapeError when a and b do not broadcast, or dim is out of range",
                  "ValueError when eps <= 0"],
          examples=["cosine_similarity([1, 0], [1, 1])",
