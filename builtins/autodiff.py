@@ -15,7 +15,7 @@ from tapeml import ops
 from tapeml import ast as A
 from tapeml.builtins.registry import P, builtin, positive
 from tapeml.builtins.util import tree_leaves, tree_map
-from tapeml.errors import ValueErr
+from tapeml.errors import ShapeError, TypeErr, ValueErr
 from tapeml.tape import NO_KW, Box, backward, new_level, raw
 from tapeml.values import Record, describe, shape_text
 
@@ -210,3 +210,193 @@ def check_grad(interp, f, x, h, samples):
         errors.append(worst)
     it = iter(errors)
     return tree_map(lambda v: next(it), x)
+
+
+# ---- jacobian, hessian, vjp, jvp (issue 20) --------------------------------------------------
+# All on the one tape: f runs once on a leaf of a fresh level, and each product is a backward pass
+# whose VJPs are primitives, so these nest (hessian is jacobian of grad) and can be differentiated.
+
+def _array_arg(fname: str, what: str, v):
+    r = raw(v)
+    if isinstance(r, bool) or not (isinstance(r, float) or (isinstance(r, np.ndarray) and r.dtype.kind == "f")):
+        raise TypeErr(f"{fname}(): {what} must be a number or a matrix of numbers, got {describe(v)}")
+    return ops.shape_of(r)
+
+
+def _trace(call, x, fname):
+    """Run call(x) (a Python function of one value) on x as the leaf of a new tape level:
+    (leaf, output, output shape, level)."""
+    level = new_level()
+    bx = Box(x, level, None, (), NO_KW, None, (), ())
+    out = call(bx)
+    r = raw(out)
+    if isinstance(r, bool) or not (isinstance(r, float) or (isinstance(r, np.ndarray) and r.dtype.kind == "f")):
+        hint = " (is a 'return' missing?)" if r is None else ""
+        raise ValueErr(f"{fname} needs f to return a number or a matrix of numbers, but it returned "
+                       f"{describe(r)}{hint}")
+    return bx, out, ops.shape_of(r), level
+
+
+def _pull(out, bx, level, ct, xshape):
+    """The cotangent of the leaf bx for cotangent ct of out (zeros where out does not depend on x)."""
+    if type(out) is Box and out.level == level:
+        g = backward(out, ct, ops.add, ops.shape_of).get(bx)
+        if g is not None:
+            if type(g) is np.ndarray and not g.flags.writeable:
+                g = g.copy()
+            return g
+    return ops.as_float(np.zeros(xshape)) if xshape else 0.0
+
+
+def _strip(out, level):
+    """The value of out without the tracking of `level` (outer levels stay)."""
+    return out.value if type(out) is Box and out.level == level else out
+
+
+def _basis(shape, i):
+    if not shape:
+        return 1.0
+    e = np.zeros(shape)
+    e.flat[i] = 1.0
+    return ops.as_float(e)
+
+
+def _caller(interp, f):
+    return lambda v: interp.call(f, [v], {}, None)
+
+
+def jacobian_impl(call, x, fname="jacobian"):
+    xshape = _array_arg(fname, "x", x)
+    gc_was_on = gc.isenabled()
+    gc.disable()
+    try:
+        bx, out, oshape, level = _trace(call, x, fname)
+        m = int(np.prod(oshape)) if oshape else 1
+        n = int(np.prod(xshape)) if xshape else 1
+        from tapeml import limits
+        limits.check_elements(f"{fname}() of a {shape_text(oshape)} output by a {shape_text(xshape)} input",
+                              oshape + xshape)
+        if m == 0 or n == 0:
+            return ops.as_float(np.zeros(oshape + xshape))
+        rows = [_pull(out, bx, level, _basis(oshape, i), xshape) for i in range(m)]
+    finally:
+        if gc_was_on:
+            gc.enable()
+    if not oshape:
+        return rows[0]
+    return ops.reshape(ops.stack(*rows, dim=0), shape=oshape + xshape)
+
+
+@builtin("jacobian", CAT, "The Jacobian of f at x: every partial derivative d f(x)[i] / d x[j], shaped out + in.",
+         [P("f", "function", doc="a function of one number or matrix, returning a number or matrix"),
+          P("x", "array", doc="where to differentiate")],
+         returns="shape(f(x)) followed by shape(x); a number when both are numbers", interp=True,
+         what="All first derivatives of a vector (or matrix) function at once: for f from R^n to R^m the "
+              "m x n matrix J with J[i, j] = d f_i / d x_j. For a scalar f it is the gradient; for a "
+              "matrix input or output the axes are kept, not flattened.",
+         how="One forward pass of f on the tape, then one backward pass per output element with that "
+             "element's unit cotangent (reverse mode, row by row), stacked. The shape is shape(f(x)) + "
+             "shape(x), as PyTorch's `torch.autograd.functional.jacobian` and JAX's `jacrev`; reshape it "
+             "to [numel(f(x)), numel(x)] for the flattened (row-major) matrix. Every product is recorded, "
+             "so the jacobian itself can be differentiated (hessian is the jacobian of grad).",
+         errors=["TypeError when x is not a number or a matrix of numbers",
+                 "ValueError when f returns something other than a number or a matrix"],
+         examples=["jacobian(fn(x) -> x^2, [1, 2, 3])",
+                   "jacobian(fn(x) -> [1, 2; 3, 4] @ x, [1, 1])",
+                   "size(jacobian(fn(x) -> x', zeros(2, 3)))",
+                   "jacobian(fn(x) -> [sum(x), x[0] * x[1]], [2, 3])"])
+def jacobian(interp, f, x):
+    return jacobian_impl(_caller(interp, f), x)
+
+
+@builtin("hessian", CAT, "The Hessian of a scalar f at x: the second derivatives d^2 f / d x[i] d x[j], shaped in + in.",
+         [P("f", "function", doc="a function of one number or matrix, returning a number"),
+          P("x", "array", doc="where to differentiate")],
+         returns="shape(x) followed by shape(x); a number when x is a number", interp=True,
+         what="The matrix of second derivatives of a scalar function: its curvature. For x of n elements, "
+              "an n x n symmetric matrix (for smooth f).",
+         how="The jacobian of the gradient: jacobian(fn(y) -> grad(f, y), x), reverse over reverse on the "
+             "one tape (the gradient's backward pass is made of recorded primitives). The shape is shape(x) "
+             "+ shape(x), as PyTorch's `torch.autograd.functional.hessian`.",
+         errors=["TypeError when x is not a number or a matrix of numbers",
+                 "ValueError when f returns something other than a number (the shape is named)"],
+         examples=["hessian(fn(x) -> x^3, 2)",
+                   "hessian(fn(x) -> x[0]^2 * x[1] + x[1]^3, [1, 2])",
+                   "A = [2, 1; 1, 3]\nhessian(fn(x) -> sum(x * (A @ x)) / 2, [1, 1])  # A"])
+def hessian(interp, f, x):
+    def g(v):
+        return value_and_grad_impl(interp, f, v, "x", "hessian")[1]
+    return jacobian_impl(g, x, "hessian")
+
+
+def _check_v(fname, what, v, shape, whose):
+    vs = _array_arg(fname, what, v)
+    if vs != shape:
+        raise ShapeError(f"{fname}(): v must have the shape of {whose}, {shape_text(shape)}, got {describe(v)}")
+
+
+@builtin("vjp", CAT, "Vector-Jacobian product: (f(x), v' J), v shaped like f(x), the product shaped like x.",
+         [P("f", "function", doc="a function of one number or matrix"),
+          P("x", "array", doc="where to differentiate"),
+          P("v", "array", shape="shape(f(x))", doc="the cotangent: a weight for each output element")],
+         returns="tuple (f(x), product shaped like x)", interp=True,
+         what="The gradient of sum(v * f(x)) with respect to x, in one backward pass, without forming the "
+              "Jacobian: what backpropagation computes through a layer.",
+         how="One forward pass of f on the tape and one backward pass seeded with v: out[j] = sum_i v[i] "
+             "d f(x)[i] / d x[j]. Returns the value too, as PyTorch's `torch.autograd.functional.vjp(f, x, "
+             "v)`, which returns (f(x), vjp); JAX's `jax.vjp` returns the value and a function instead.",
+         errors=["ShapeError when v does not have the shape of f(x)",
+                 "TypeError when x or v is not a number or a matrix of numbers",
+                 "ValueError when f returns something other than a number or a matrix"],
+         examples=["vjp(fn(x) -> x^2, [1, 2, 3], [1, 0, 1])",
+                   "y, g = vjp(fn(x) -> [1, 2; 3, 4] @ x, [1; 1], [1; 1])\nprint(y, g)"])
+def vjp(interp, f, x, v):
+    xshape = _array_arg("vjp", "x", x)
+    bx, out, oshape, level = _trace(_caller(interp, f), x, "vjp")
+    _check_v("vjp", "v", v, oshape, "f(x)")
+    return (_strip(out, level), _pull(out, bx, level, v, xshape))
+
+
+@builtin("jvp", CAT, "Jacobian-vector product: (f(x), J v), v shaped like x, the product shaped like f(x).",
+         [P("f", "function", doc="a function of one number or matrix"),
+          P("x", "array", doc="where to differentiate"),
+          P("v", "array", shape="shape(x)", doc="the tangent: a direction in x")],
+         returns="tuple (f(x), product shaped like f(x))", interp=True,
+         what="The directional derivative of f at x along v: how f(x + t v) changes at t = 0, for every "
+              "output element at once, without forming the Jacobian.",
+         how="Exact, by the double-vjp trick on the one tape (no finite differences): u -> vjp(f, x, u) = u' J "
+             "is linear in u, and its own vjp with cotangent v is J v. So f runs once, its backward pass "
+             "runs once with a tracked cotangent u (recorded on an outer level), and a second backward "
+             "pass through that recording gives J v. Returns the value too, as PyTorch's "
+             "`torch.autograd.functional.jvp(f, x, v)` (which computes it by the same trick) and JAX's "
+             "`jax.jvp`.",
+         errors=["ShapeError when v does not have the shape of x",
+                 "TypeError when x or v is not a number or a matrix of numbers",
+                 "ValueError when f returns something other than a number or a matrix"],
+         examples=["jvp(fn(x) -> x^2, [1, 2, 3], [1, 0, 1])",
+                   "y, t = jvp(fn(x) -> [1, 2; 3, 4] @ x, [1; 1], [1; 0])\nprint(y, t)",
+                   "jvp(fn(x) -> sin(x), 0, 1)"])
+def jvp(interp, f, x, v):
+    xshape = _array_arg("jvp", "x", x)
+    _check_v("jvp", "v", v, xshape, "x")
+    lu = new_level()                        # the outer level: the cotangent u
+    gc_was_on = gc.isenabled()
+    gc.disable()
+    try:
+        bx, out, oshape, level = _trace(_caller(interp, f), x, "jvp")
+        u0 = ops.as_float(np.zeros(oshape)) if oshape else 0.0
+        bu = Box(u0, lu, None, (), NO_KW, None, (), ())
+        ut_j = _pull(out, bx, level, bu, xshape)          # u' J, recorded on level lu
+        s = ops.sum_(ops.mul(ut_j, v)) if xshape else ops.mul(ut_j, v)
+        if type(s) is Box and s.level == lu:
+            t = backward(s, 1.0, ops.add, ops.shape_of).get(bu)
+        else:
+            t = None
+        if t is None:
+            t = ops.as_float(np.zeros(oshape)) if oshape else 0.0
+        elif type(t) is np.ndarray and not t.flags.writeable:
+            t = t.copy()
+    finally:
+        if gc_was_on:
+            gc.enable()
+    return (_strip(out, level), t)

@@ -18,7 +18,7 @@ import sys
 import numpy as np
 
 from tapeml import context
-from tapeml.builtins.registry import P, builtin, positive
+from tapeml.builtins.registry import P, builtin, one_of, positive
 from tapeml.errors import IOErr, ShapeError, TypeErr, ValueErr
 from tapeml.tape import raw
 from tapeml.values import describe, format_value
@@ -496,3 +496,82 @@ def _next_figure_path() -> str:
         path = os.path.join(folder, f"tapeml-figure-{_shown}.png")
         if not os.path.exists(path):
             return path
+
+
+# ---- axis scales and limits (issue 20) -------------------------------------------------------
+
+@builtin("yscale", CAT, 'Set the scale of the y axis of the current axes: "linear", "log" or "symlog".',
+         [P("kind", "string", doc='"linear", "log" (base 10) or "symlog"',
+            check=one_of("linear", "log", "symlog"), constraint='one of "linear", "log", "symlog"'),
+          P("linthresh", "number", 2.0, doc='symlog only: the range (-linthresh, linthresh) is drawn linearly',
+            check=positive, constraint="> 0")],
+         returns="none",
+         what="A loss curve that falls from 10 to 0.01 is a flat line after its first steps on a linear axis; "
+              'yscale("log") spreads every factor of 10 evenly. "symlog" is logarithmic away from 0 on both '
+              "sides and linear near 0, for values of both signs (gradients, updates).",
+         how='matplotlib\'s `Axes.set_yscale` (MATLAB: `set(gca, "YScale", "log")`). On a log axis points '
+             "with y <= 0 cannot be drawn and are left out (matplotlib's clipping); symlog's linear range "
+             "is matplotlib's default, |y| < 2, unless linthresh says otherwise.",
+         errors=['ValueError when kind is not "linear", "log" or "symlog", or linthresh <= 0'],
+         examples=['steps = 1:200\nplot(steps, 10 * exp(-steps / 30) + 0.01, label="loss")\nyscale("log")\n'
+                   'xlabel("step")\nylabel("loss (log scale)")',
+                   'x = linspace(-50, 50, 201)\nplot(x, x^3)\nyscale("symlog", linthresh=10)\n'
+                   'title("x^3 on a symlog axis")'])
+def yscale(kind, linthresh):
+    ax = _ax()
+    if kind == "symlog":
+        ax.set_yscale("symlog", linthresh=float(linthresh))
+    else:
+        ax.set_yscale(kind)
+
+
+def _limits(fname: str, axis: str, lo, hi):
+    for name, v in (("lo", lo), ("hi", hi)):
+        if v is not None and not np.isfinite(v):
+            raise ValueErr(f"{fname}(): {name} must be a finite number, got {format_value(v)}")
+    ax = _ax()
+    cur = ax.get_ylim() if axis == "y" else ax.get_xlim()
+    elo, ehi = (float(cur[0]) if lo is None else lo), (float(cur[1]) if hi is None else hi)
+    if not elo < ehi:
+        kept = "" if lo is not None and hi is not None else " (a side given as none keeps its current value)"
+        raise ValueErr(f"{fname}(): lo must be less than hi, got lo = {format_value(elo)}, "
+                       f"hi = {format_value(ehi)}{kept}")
+    scale = ax.get_yscale() if axis == "y" else ax.get_xscale()
+    if scale == "log" and any(v is not None and v <= 0 for v in (lo, hi)):
+        raise ValueErr(f"{fname}(): the {axis} axis is logarithmic, so its limits must be > 0, got "
+                       f"lo = {format_value(lo)}, hi = {format_value(hi)}")
+    (ax.set_ylim if axis == "y" else ax.set_xlim)(None if lo is None else float(lo),
+                                                  None if hi is None else float(hi))
+
+
+_LIM_ERRORS = ["ValueError when lo >= hi, or a limit is not finite",
+               "ValueError when the axis is logarithmic and a limit is <= 0"]
+
+
+@builtin("xlim", CAT, "Set the range of the x axis of the current axes: xlim(lo, hi); none keeps that side.",
+         [P("lo", "number", None, doc="the left end (none: keep the current one)"),
+          P("hi", "number", None, doc="the right end (none: keep the current one)")],
+         returns="none",
+         what="Zooms the current axes to x in [lo, hi]: the first steps of a training curve, or one region "
+              "of a function. Data outside the range is cut off, not removed.",
+         how="matplotlib's `Axes.set_xlim` (MATLAB's `xlim([lo hi])`); a side given as none keeps its "
+             "current value. lo must be less than hi (matplotlib would flip the axis; MATLAB refuses, and so does tapeml).",
+         errors=_LIM_ERRORS,
+         examples=["x = linspace(0, 10, 101)\nplot(x, sin(x))\nxlim(0, 3.14)\ntitle(\"sin(x) on [0, pi]\")"])
+def xlim(lo, hi):
+    _limits("xlim", "x", lo, hi)
+
+
+@builtin("ylim", CAT, "Set the range of the y axis of the current axes: ylim(lo, hi); none keeps that side.",
+         [P("lo", "number", None, doc="the bottom (none: keep the current one)"),
+          P("hi", "number", None, doc="the top (none: keep the current one)")],
+         returns="none",
+         what="Fixes the vertical range, so that a spike does not squash the rest of a curve, or several "
+              "figures share one scale.",
+         how="matplotlib's `Axes.set_ylim` (MATLAB's `ylim([lo hi])`); a side given as none keeps its "
+             "current value. lo must be less than hi, and on a log axis both must be > 0.",
+         errors=_LIM_ERRORS,
+         examples=["plot([1, 2, 50, 3, 2, 1])\nylim(0, 5)\ntitle(\"the spike is cut off at 5\")",
+                   "plot([0.5, 1, 2])\nylim(lo=0)"])
+def ylim(lo, hi):
+    _limits("ylim", "y", lo, hi)

@@ -145,3 +145,19 @@ def sample(probs):
             k -= 1
         out[i] = k
     return float(out[0]) if p.ndim == 1 else out
+
+
+@builtin("randperm", "Random", "A random permutation of 0, 1, ..., n-1 (a vector of whole numbers).",
+         [P("n", "int", doc="how many numbers to shuffle", check=non_negative, constraint=">= 0")],
+         returns="[n] (float64 whole numbers)",
+         what="The numbers 0 to n-1 in a random order, each order equally likely: shuffling the rows of a "
+              "data set each epoch, x[randperm(rows(x)), :].",
+         how="`Generator.permutation(n)` of the one seeded generator (so seed(k) repeats it), 0-based as "
+             "PyTorch's `torch.randperm(n)`; MATLAB's `randperm(n)` is 1-based. Returned as float64 like "
+             "every number.",
+         errors=["ValueError when n is negative or not a whole number"],
+         examples=["seed(0)\nrandperm(6)", "seed(0)\np = randperm(5)\nsum(one_hot(p, 5), dim=0)  # each number once",
+                   "seed(1)\nx = [10, 11; 20, 21; 30, 31]\nx[randperm(3), :]"])
+def randperm(n):
+    check_size("randperm", (n,))
+    return rng().permutation(int(n)).astype(np.float64)

@@ -1,0 +1,270 @@
+"""Statistics & ML: one_hot, sinusoidal_positions, cosine_similarity, einsum and batch_norm.
+
+The differentiable ones are composites over recorded primitives (DESIGN.md rule 3): einsum is a
+permute/reshape/matmul program, cosine_similarity and batch_norm are arithmetic and reductions,
+so grad of grad works through them with no gradient rule of their own.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from tapeml import limits, ops
+from tapeml.builtins.ml.losses import _ids
+from tapeml.builtins.registry import P, builtin, non_negative, positive
+from tapeml.errors import ShapeError, TypeErr, ValueErr
+from tapeml.tape import raw
+from tapeml.values import describe, shape_text
+
+CAT = "Statistics & ML"
+
+
+@builtin("one_hot", CAT, "One-hot rows: one_hot(ids, n)[..., i] is 1 where the id is i, else 0.",
+         [P("ids", "array", shape="a number or [...]", doc="0-based class ids, whole numbers in 0..n-1"),
+          P("n", "int", doc="the number of classes", check=positive, constraint="> 0")],
+         returns="[n] for one id, [..., n] for a matrix of ids (float 0/1)",
+         what="Turns class ids into indicator vectors: the targets of a classifier written as "
+              "probabilities, or the input of a linear layer in place of an embedding lookup.",
+         how="out[..., i] = 1.0 if ids[...] == i else 0.0 (PyTorch's `F.one_hot`, which returns integers and "
+             "infers n when it is not given; tapeml's result is a float matrix and n is required).",
+         errors=["IndexError when an id is not a whole number or lies outside 0..n-1",
+                 "ValueError when n <= 0"],
+         examples=["one_hot(2, 4)", "one_hot([0, 2, 1], 3)", "one_hot([0, 1; 1, 0], 2)[1, 0, :]"])
+def one_hot(ids, n):
+    n = int(n)
+    idx = _ids(ids, n, "one_hot", "id", "one_hot with n classes")
+    limits.check_elements(f"one_hot() of {idx.size} ids into {n} classes", idx.shape + (n,))
+    out = (idx[..., None] == np.arange(n)).astype(np.float64)
+    return ops.as_float(out)
+
+
+@builtin("sinusoidal_positions", CAT, "The fixed sinusoidal position encodings of the Transformer, [T, d_model].",
+         [P("T", "int", doc="the number of positions (0..T-1)", check=non_negative, constraint=">= 0"),
+          P("d_model", "int", doc="the width of each encoding", check=positive, constraint="> 0")],
+         returns="[T, d_model]",
+         what="A position signal added to token embeddings, with no parameters to learn: each column "
+              "pair is a sine and a cosine of the position at one frequency, the frequencies falling "
+              "geometrically from 1 to 1/10000.",
+         how="PE[pos, 2i] = sin(pos / 10000^(2i / d_model)) and PE[pos, 2i + 1] = cos(pos / 10000^(2i / "
+             "d_model)) (Vaswani et al. 2017, section 3.5; the interleaved layout of the paper and of the "
+             "PyTorch tutorial's PositionalEncoding, not the concatenated [sin..., cos...] of tensor2tensor). "
+             "An odd d_model ends with a sine column.",
+         errors=["ValueError when T < 0 or d_model <= 0"],
+         examples=["round(sinusoidal_positions(3, 4), 4)",
+                   "pe = sinusoidal_positions(64, 32)\nfigure(width=6, height=3)\nimshow(pe)\n"
+                   'title("sinusoidal_positions(64, 32): rows are positions")'])
+def sinusoidal_positions(T, d_model):
+    T, d = int(T), int(d_model)
+    limits.check_elements(f"sinusoidal_positions({T}, {d})", (T, d))
+    pos = np.arange(T, dtype=np.float64)[:, None]
+    i2 = (np.arange(d) // 2 * 2).astype(np.float64)
+    angle = pos / np.power(10000.0, i2 / d)
+    out = np.where(np.arange(d) % 2 == 0, np.sin(angle), np.cos(angle))
+    return ops.as_float(out)
+
+
+def _axis(fname: str, dim, nd: int) -> int:
+    d = int(dim)
+    if not -nd <= d < nd:
+        raise ShapeError(f"{fname}(): dim {d} is out of range for {nd} axes (valid: {-nd} to {nd - 1})")
+    return d % nd
+
+
+@builtin("cosine_similarity", CAT, "Cosine of the angle between a and b along dim: a.b / (|a| |b|).",
+         [P("a", "array", shape="[..., D, ...]"), P("b", "array", shape="broadcastable with a"),
+          P("dim", "int", -1, doc="the axis holding the vectors"),
+          P("eps", "number", 1e-8, doc="lower bound of each norm", check=positive, constraint="> 0")],
+         returns="a and b broadcast, without the axis dim", differentiable=True,
+         what="1 for vectors pointing the same way, 0 for orthogonal ones, -1 for opposite ones, whatever "
+              "their lengths: the similarity of embeddings.",
+         how="sum(a / max(|a|, eps) * b / max(|b|, eps)) along dim, with |.| the 2-norm: PyTorch's "
+             "`F.cosine_similarity` (since 1.12 each norm is clamped at eps separately), so a zero vector "
+             "gives 0, not nan, and its gradient is b / (|b| eps), both as PyTorch's. For a nonzero vector "
+             "shorter than eps the value agrees with PyTorch but the gradients differ: tapeml's is the "
+             "derivative of the clamped formula (the norm held at eps, which finite differences confirm), "
+             "PyTorch clamps outside autograd. a and b broadcast against each other first, as in PyTorch.",
+         errors=["ShapeError when a and b do not broadcast, or dim is out of range",
+                 "ValueError when eps <= 0"],
+         examples=["cosine_similarity([1, 0], [1, 1])",
+                   "cosine_similarity([1, 2; 3, 4], [2, 4; -4, 3])",
+                   "cosine_similarity([0, 0], [1, 1])  # a zero vector: 0",
+                   "grad(fn(a) -> cosine_similarity(a, [1, 1]), [1, 0])"])
+def cosine_similarity(a, b, dim, eps):
+    sa, sb = ops.shape_of(a), ops.shape_of(b)
+    try:
+        s = np.broadcast_shapes(sa, sb)
+    except ValueError:
+        raise ShapeError(f"cosine_similarity(): a is {shape_text(sa)} and b is {shape_text(sb)}; they do "
+                         "not broadcast") from None
+    if not s:
+        raise ShapeError("cosine_similarity(): a and b must be vectors (or matrices of vectors), got numbers")
+    d = _axis("cosine_similarity", dim, len(s))
+    a = ops.broadcast_to(a, shape=s) if sa != s else a
+    b = ops.broadcast_to(b, shape=s) if sb != s else b
+
+    def unit(v):
+        norm = ops.sqrt(ops.sum_(ops.mul(v, v), dim=d, keepdims=True))
+        return ops.div(v, ops.maximum(norm, float(eps)))
+    return ops.sum_(ops.mul(unit(a), unit(b)), dim=d)
+
+
+# ---- einsum ----------------------------------------------------------------------------------
+
+def _parse_einsum(spec: str, sa: tuple, sb: tuple):
+    form = ('the explicit two-operand form "ab,bc->ac" (letters a-z and A-Z, each at most once per '
+            'operand, every output letter in an operand)')
+    s = spec.replace(" ", "")
+    if "->" not in s or s.count("->") != 1 or s.count(",") != 1 or "." in s:
+        raise ValueErr(f'einsum(): "{spec}" is not supported: einsum takes {form}')
+    lhs, out = s.split("->")
+    ia, ib = lhs.split(",")
+    for part in (ia, ib, out):
+        if not all(c.isascii() and c.isalpha() for c in part):
+            raise ValueErr(f'einsum(): "{spec}" is not supported: einsum takes {form}')
+        if len(set(part)) != len(part):
+            raise ValueErr(f'einsum(): "{spec}" repeats a letter within "{part}" (a diagonal or trace), which '
+                           f'is not supported: einsum takes {form}')
+    for c in out:
+        if c not in ia and c not in ib:
+            raise ValueErr(f'einsum(): the output letter "{c}" of "{spec}" is in neither operand')
+    for name, idx, sh in (("a", ia, sa), ("b", ib, sb)):
+        if len(idx) != len(sh):
+            raise ShapeError(f'einsum(): "{idx}" names {len(idx)} axes but {name} has {len(sh)} '
+                             f'({name} is {shape_text(sh)})')
+    size = {}
+    for idx, sh in ((ia, sa), (ib, sb)):
+        for c, n in zip(idx, sh):
+            if size.setdefault(c, n) != n:
+                raise ShapeError(f'einsum(): the letter "{c}" of "{spec}" is {size[c]} long in a but {n} long in b')
+    return ia, ib, out, size
+
+
+@builtin("einsum", CAT, 'Einstein summation of two operands in explicit form: einsum("ij,jk->ik", a, b).',
+         [P("spec", "string", doc='"<a letters>,<b letters>-><output letters>"'),
+          P("a", "array"), P("b", "array")],
+         returns="the shape the output letters name", differentiable=True,
+         what="One notation for many products: each letter names an axis; letters shared by a and b are "
+              "multiplied along, letters missing from the output are summed over. \"ij,jk->ik\" is a @ b, "
+              "\"bij,bjk->bik\" a batch of products, \"i,i->\" a dot product, \"i,j->ij\" an outer product, "
+              "\"bhqd,bhkd->bhqk\" attention scores.",
+         how="NumPy's and PyTorch's `einsum` for the explicit two-operand form: out[o] = sum over the "
+             "other letters of a[...] * b[...]. Letters found in one operand only and not in the output are "
+             "summed there first; the rest is one batched matmul (batch letters, a's free letters, the "
+             "contracted letters, b's free letters) between permutes and reshapes, so the gradient is that "
+             "of matmul. The implicit form (no \"->\"), \"...\" and a letter repeated within one operand "
+             "(diagonals, traces) are refused.",
+         errors=["ValueError for a spec outside the explicit two-operand form (the error states the form)",
+                 "ShapeError when an operand's rank differs from its letters, or a letter has two lengths"],
+         examples=['einsum("ij,jk->ik", [1, 2; 3, 4], [5, 6; 7, 8])',
+                   'einsum("i,i->", [1, 2, 3], [4, 5, 6])',
+                   'einsum("i,j->ij", [1, 2], [1, 10, 100])',
+                   'einsum("ij,ij->i", [1, 2; 3, 4], [1, 1; 0, 1])',
+                   'grad(fn(a) -> einsum("ij,jk->", a, [1, 2; 3, 4]), [1, 1; 1, 1])'])
+def einsum(spec, a, b):
+    sa, sb = ops.shape_of(a), ops.shape_of(b)
+    ia, ib, out, size = _parse_einsum(spec, sa, sb)
+    outs = set(out)
+    # letters in one operand only and not in the output: sum them away first
+    for which in (0, 1):
+        idx, other = (ia, ib) if which == 0 else (ib, ia)
+        gone = [k for k, c in enumerate(idx) if c not in other and c not in outs]
+        if gone:
+            v = a if which == 0 else b
+            v = ops.sum_(v, dim=tuple(gone)) if len(gone) < len(idx) else ops.sum_(v)
+            idx = "".join(c for c in idx if c in other or c in outs)
+            if which == 0:
+                a, ia = v, idx
+            else:
+                b, ib = v, idx
+    batch = [c for c in ia if c in ib and c in outs]
+    contr = [c for c in ia if c in ib and c not in outs]
+    fa = [c for c in ia if c not in ib]
+    fb = [c for c in ib if c not in ia]
+
+    def arrange(v, idx, order, shape):
+        perm = tuple(idx.index(c) for c in order)
+        if perm != tuple(range(len(idx))):
+            v = ops.permute(v, axes=perm)
+        return ops.reshape(v, shape=shape)
+    nbat = math.prod(size[c] for c in batch)
+    m, k, n = (math.prod(size[c] for c in grp) for grp in (fa, contr, fb))
+    limits.check_elements(f'einsum("{spec}")', (nbat, m, n))
+    am = arrange(a, ia, batch + fa + contr, (nbat, m, k))
+    bm = arrange(b, ib, batch + contr + fb, (nbat, k, n))
+    prod = ops.matmul(am, bm)                                # [nbat, m, n]
+    have = batch + fa + fb
+    prod = ops.reshape(prod, shape=tuple(size[c] for c in have))
+    perm = tuple(have.index(c) for c in out)
+    if perm != tuple(range(len(have))):
+        prod = ops.permute(prod, axes=perm)
+    return prod
+
+
+# ---- batch_norm ------------------------------------------------------------------------------
+
+@builtin("batch_norm", CAT, "Batch normalization over all axes but the last: (y, new running mean, new running var).",
+         [P("x", "array", shape="[N, C] or [..., C]", doc="the batch; features (channels) on the last axis"),
+          P("gamma", "array", shape="[C]", doc="gain"), P("beta", "array", shape="[C]", doc="bias"),
+          P("running_mean", "array", shape="[C]", doc="the running mean so far"),
+          P("running_var", "array", shape="[C]", doc="the running (unbiased) variance so far"),
+          P("training", "bool", True, doc="true: normalize with the batch statistics and update the running "
+                                          "ones; false: normalize with the running statistics"),
+          P("momentum", "number", 0.1, doc="weight of the batch in the running statistics",
+            check=lambda v: None if 0 <= v <= 1 else "must be in [0, 1]", constraint="in [0, 1]"),
+          P("eps", "number", 1e-5, doc="added to the variance inside the square root", check=non_negative,
+            constraint=">= 0")],
+         returns="tuple (y [..., C], new_running_mean [C], new_running_var [C])", differentiable=True,
+         what="Normalizes each feature (column) to mean 0 and variance 1 across the batch, then scales by "
+              "gamma and shifts by beta. Unlike layer_norm, which normalizes each row with its own "
+              "statistics, a row's result depends on the rest of the batch in training, so evaluation "
+              "uses the running statistics gathered during training instead. A functional API cannot "
+              "update state, so batch_norm returns the new running statistics with y: "
+              "y, rm, rv = batch_norm(x, g, b, rm, rv).",
+         how="Training: mu and var (population form, divides by M) are taken over all axes but the last "
+             "(M = numel / C rows), y = (x - mu) / sqrt(var + eps) * gamma + beta, and the running "
+             "statistics become (1 - momentum) * running + momentum * batch, where the variance fed to "
+             "the running average is the unbiased one (times M / (M - 1)): exactly PyTorch's "
+             "`F.batch_norm(x, rm, rv, gamma, beta, training=True)` for x of shape [N, C] (Ioffe & Szegedy "
+             "2015). For [B, T, C] it matches PyTorch's BatchNorm1d on x permuted to [B, C, T] (PyTorch "
+             "puts channels on axis 1; tapeml on the last axis, as layer_norm). Evaluation: y uses the "
+             "running statistics, which come back unchanged. Everything is recorded on the tape: y is "
+             "differentiable in x, gamma and beta (and, in evaluation, the running statistics), and so are "
+             "the new running statistics (PyTorch updates its buffers outside autograd; a loss computed from "
+             "y alone gets the same gradients either way).",
+         errors=["ShapeError when gamma, beta or a running statistic is not a vector of length C",
+                 "ValueError in training when the batch has a single row (M = 1: no unbiased variance)",
+                 "ValueError when momentum is outside [0, 1] or eps < 0"],
+         examples=["x = [1, 2; 3, 6; 5, 10]\ny, rm, rv = batch_norm(x, [1, 1], [0, 0], [0, 0], [1, 1])\n"
+                   "print(y)\nprint(rm, rv)",
+                   "batch_norm([1, 2; 3, 6], [1, 1], [0, 0], [2, 4], [1, 4], training=false)[0]",
+                   "grad(fn(x) -> sum(batch_norm(x, [1, 2], [0, 0], [0, 0], [1, 1])[0] * [1, 0; 0, 1; 1, 1]), "
+                   "[1, 2; 3, 6; 5, 10])"])
+def batch_norm(x, gamma, beta, running_mean, running_var, training, momentum, eps):
+    s = ops.shape_of(x)
+    if not s:
+        raise ShapeError("batch_norm(): x must be a matrix with features on the last axis, got a number")
+    c = s[-1]
+    for name, v in (("gamma", gamma), ("beta", beta), ("running_mean", running_mean),
+                    ("running_var", running_var)):
+        if ops.shape_of(v) != (c,):
+            raise ShapeError(f"batch_norm(): x has {c} features (last axis), so {name} must be a vector of "
+                             f"length {c}, got {describe(v)}")
+    axes = tuple(range(len(s) - 1))
+    m = int(np.prod(s[:-1])) if axes else 1
+    if training:
+        if m < 2:
+            raise ValueErr(f"batch_norm(): training needs at least 2 rows per feature to estimate the "
+                           f"variance, but x is {shape_text(s)}; use training=false to normalize with the "
+                           "running statistics")
+        mu = ops.div(ops.sum_(x, dim=axes, keepdims=True), float(m)) if axes else x
+        xc = ops.sub(x, mu)
+        var = ops.div(ops.sum_(ops.mul(xc, xc), dim=axes, keepdims=True), float(m))
+        y = ops.add(ops.mul(ops.div(xc, ops.sqrt(ops.add(var, float(eps)))), gamma), beta)
+        mom = float(momentum)
+        new_m = ops.add(ops.mul(1.0 - mom, running_mean), ops.mul(mom, ops.reshape(mu, shape=(c,))))
+        unbiased = ops.mul(ops.reshape(var, shape=(c,)), m / (m - 1))
+        new_v = ops.add(ops.mul(1.0 - mom, running_var), ops.mul(mom, unbiased))
+        return (y, new_m, new_v)
+    y = ops.add(ops.mul(ops.div(ops.sub(x, running_mean), ops.sqrt(ops.add(running_var, float(eps)))), gamma), beta)
+    return (y, running_mean, running_var)
