@@ -224,6 +224,9 @@ def _tri(fname, x, k, lower):
     k = _whole(fname, "k", k, lo=None)
     n, m = shape[-2:]
     mask = np.tri(n, m, k, dtype=bool) if lower else ~np.tri(n, m, k - 1, dtype=bool)
+    r = raw(x)
+    if isinstance(r, np.ndarray) and r.dtype == np.bool_:
+        return r & mask           # a mask stays a mask (NumPy's tril of a bool matrix); no gradient
     return ops.where(mask, x, 0.0)
 
 

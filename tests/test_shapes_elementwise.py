@@ -238,6 +238,14 @@ def test_causal_mask_and_fused_qkv_in_the_language():
     assert out == "[true, false, false; true, true, false; true, true, true]\n[1, 2; 7, 8]\n[5, 6; 11, 12]\n"
 
 
+def test_a_bool_mask_stays_a_mask():
+    m = rn(2, 3, 3) > 0
+    for name, ref in [("tril", np.tril), ("triu", np.triu)]:
+        r = raw(B(name)(m, k=1))
+        assert r.dtype == np.bool_ and np.array_equal(r, ref(m, 1))
+    assert raw(B("flip")(m)).dtype == np.bool_ and raw(B("tile")(m, 2)).dtype == np.bool_
+
+
 def test_tile_and_repeat_are_numpys_with_pytorchs_names_swapped():
     x = np.array([1.0, 2.0])
     assert raw(B("tile")(x, 2)).tolist() == [1, 2, 1, 2]         # torch: x.repeat(2)
