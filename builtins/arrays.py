@@ -280,7 +280,7 @@ def flatten(x):
          how="NumPy's `squeeze`: naming an axis whose size is not 1 is an error, as NumPy (PyTorch's `squeeze` "
              "leaves such an axis alone without a word). A reshape, so the gradient is reshaped back.",
          errors=["ShapeError when the axis dim does not have size 1", "ValueError when dim is out of range"],
-         examples=["size(squeeze(zeros(2, 1, 3)))", "squeeze([1.5; 2])", "size(squeeze(zeros(1, 2, 1), dim=0))",
+         examples=["squeeze([1.5; 2])", "size(squeeze(zeros(2, 1, 3)))", "size(squeeze(zeros(1, 2, 1), dim=0))",
                    "# raises\nsqueeze(zeros(2, 3), dim=0)"])
 def squeeze(x, dim):
     shape = ops.shape_of(x)
