@@ -198,3 +198,302 @@ def linspace(a, b, n):
          examples=["unique([3, 1, 3, 2, 1])"])
 def unique(x):
     return np.unique(np.asarray(raw(x), dtype=np.float64))
+
+
+# ---- shapes of issue 20: composites of the shape and index primitives (reshape, permute,
+# broadcast_to, index, setitem, where), so each is differentiable with their VJPs ---------------------
+def _whole(fname, what, v, lo=0):
+    v = raw(v)
+    if isinstance(v, bool) or not isinstance(v, (float, int)) or not math.isfinite(v) \
+            or not float(v).is_integer() or (lo is not None and v < lo):
+        got = format_value(v) if isinstance(v, (float, int)) and not isinstance(v, bool) else describe(v)
+        raise ValueErr(f"{fname}(): {what} must be a whole number{'' if lo is None else f' >= {lo}'}, got {got}")
+    return int(v)
+
+
+def _ranked(fname, x, least=1):
+    shape = ops.shape_of(x)
+    if len(shape) < least:
+        need = "a vector or matrix" if least == 1 else "a matrix (2 axes or more)"
+        raise ShapeError(f"{fname}() needs {need}, got {describe(x)}")
+    return shape
+
+
+def _tri(fname, x, k, lower):
+    shape = _ranked(fname, x, 2)
+    k = _whole(fname, "k", k, lo=None)
+    n, m = shape[-2:]
+    mask = np.tri(n, m, k, dtype=bool) if lower else ~np.tri(n, m, k - 1, dtype=bool)
+    r = raw(x)
+    if isinstance(r, np.ndarray) and r.dtype == np.bool_:
+        return r & mask           # a mask stays a mask (NumPy's tril of a bool matrix); no gradient
+    return ops.where(mask, x, 0.0)
+
+
+_TRI_HOW = ("NumPy's `{0}` and PyTorch's `{0}` (MATLAB's `{0}` too): element [i, j] of the last two axes is kept "
+            "where j {1} i + k, else 0, for every matrix of a batch. Written where(mask, x, 0), so the "
+            "gradient is the cotangent on the kept elements and 0 elsewhere.")
+
+
+@builtin("tril", "Arrays", "The lower triangle: x with the elements above diagonal k set to 0.",
+         [P("x", "array", shape="[..., N, M]"), P("k", "int", 0, doc="the diagonal: 0 the main one, 1 above it, -1 below")],
+         returns="same shape as x", differentiable=True,
+         what="Keeps the elements on and below a diagonal and zeros the rest. `tril(ones(T, T)) > 0` is the "
+              "causal mask of a decoder: row t may look at columns 0..t.",
+         how=_TRI_HOW.format("tril", "<="),
+         errors=["ShapeError when x has fewer than 2 axes", "ValueError when k is not a whole number"],
+         examples=["tril([1.5, 2, 3; 4, 5, 6; 7, 8, 9])", "tril(ones(4, 4)) > 0  # the causal mask",
+                   "tril(ones(3, 3), k=-1)", "scores = zeros(3, 3)\nsoftmax(where(tril(ones(3, 3)) > 0, scores, -1 / 0))"])
+def tril(x, k):
+    return _tri("tril", x, k, True)
+
+
+@builtin("triu", "Arrays", "The upper triangle: x with the elements below diagonal k set to 0.",
+         [P("x", "array", shape="[..., N, M]"), P("k", "int", 0, doc="the diagonal: 0 the main one, 1 above it, -1 below")],
+         returns="same shape as x", differentiable=True,
+         what="Keeps the elements on and above a diagonal and zeros the rest; `triu(ones(T, T), k=1) > 0` marks "
+              "the future positions a causal mask hides.",
+         how=_TRI_HOW.format("triu", ">="),
+         errors=["ShapeError when x has fewer than 2 axes", "ValueError when k is not a whole number"],
+         examples=["triu([1.5, 2, 3; 4, 5, 6; 7, 8, 9])", "triu(ones(3, 3), k=1) > 0"])
+def triu(x, k):
+    return _tri("triu", x, k, False)
+
+
+@builtin("flatten", "Arrays", "All elements as one vector, row by row (row-major).", [P("x", "array")],
+         returns="[numel(x)]", differentiable=True,
+         what="The elements of x as a vector in row-major (C) order: row 0 first, then row 1. A number becomes a "
+              "vector of one element.",
+         how="reshape(x, -1): NumPy's `flatten()` and PyTorch's `flatten()` (C order). MATLAB's `x(:)` reads "
+             "column by column; for that order write flatten(x').",
+         errors=["TypeError when x is not a number or matrix"],
+         examples=["flatten([1.5, 2; 3, 4])", "flatten([1, 2; 3, 4]')  # column-major, as MATLAB's x(:)"])
+def flatten(x):
+    return ops.reshape(x, shape=(-1,))
+
+
+@builtin("squeeze", "Arrays", "Drop axes of size 1: all of them, or the one named.",
+         [P("x", "array"), P("dim", "int", None, doc="the axis to drop (it must have size 1); none drops all size-1 axes")],
+         returns="x without its size-1 axes", differentiable=True,
+         what="Removes axes of length 1, e.g. [B, 1, D] -> [B, D]. Without dim every size-1 axis goes, so a 1 x 1 "
+              "matrix becomes a number.",
+         how="NumPy's `squeeze`: naming an axis whose size is not 1 is an error, as NumPy (PyTorch's `squeeze` "
+             "leaves such an axis alone without a word). A reshape, so the gradient is reshaped back.",
+         errors=["ShapeError when the axis dim does not have size 1", "ValueError when dim is out of range"],
+         examples=["squeeze([1.5; 2])", "size(squeeze(zeros(2, 1, 3)))", "size(squeeze(zeros(1, 2, 1), dim=0))",
+                   "# raises\nsqueeze(zeros(2, 3), dim=0)"])
+def squeeze(x, dim):
+    shape = ops.shape_of(x)
+    if dim is None:
+        new = tuple(n for n in shape if n != 1)
+    else:
+        d = axis(x, dim)
+        if shape[d] != 1:
+            raise ShapeError(f"squeeze(): axis {d} of {shape_text(shape)} has size {shape[d]}, not 1")
+        new = shape[:d] + shape[d + 1:]
+    return ops.reshape(x, shape=new)
+
+
+@builtin("expand_dims", "Arrays", "Insert an axis of size 1 at position dim.",
+         [P("x", "array"), P("dim", "int", doc="where the new axis goes (negative counts from the end of the result)")],
+         returns="x with one more axis", differentiable=True,
+         what="Adds an axis of length 1, e.g. a [D] vector as a [1, D] row (dim=0) or a [D, 1] column (dim=1 or "
+              "-1), to broadcast against a matrix.",
+         how="NumPy's `expand_dims` and PyTorch's `unsqueeze`: dim counts positions in the result, from "
+             "-(ndim + 1) to ndim. A reshape.",
+         errors=["ValueError when dim is out of range"],
+         examples=["expand_dims([1.5, 2, 3], 0)", "expand_dims([1.5, 2, 3], -1)", "size(expand_dims(zeros(2, 3), 1))"])
+def expand_dims(x, dim):
+    shape = ops.shape_of(x)
+    nd = len(shape) + 1
+    if not -nd <= dim < nd:
+        raise ValueErr(f"expand_dims(): dim={dim} is out of range for a result with {nd} axes "
+                       f"(-{nd} to {nd - 1})")
+    d = dim % nd
+    return ops.reshape(x, shape=shape[:d] + (1,) + shape[d:])
+
+
+@builtin("permute", "Arrays", "Reorder the axes: axis i of the result is axis dims[i] of x.",
+         [P("x", "array"), P("dims", variadic=True, doc="a permutation of 0 .. ndim-1, one by one")],
+         returns="x with its axes reordered", differentiable=True,
+         what="Moves axes around, e.g. [B, T, H, D] -> [B, H, T, D] with permute(x, 0, 2, 1, 3), the step that "
+              "splits attention heads. The dims are given one by one, as reshape takes its sizes.",
+         how="PyTorch's `permute` and NumPy's `transpose(x, axes)` (MATLAB's `permute` counts from 1). Negative "
+             "dims count from the end. The VJP permutes the cotangent back by the inverse permutation.",
+         errors=["ValueError when dims is not a permutation of 0 .. ndim-1 (a dim repeated, missing or out of range)"],
+         examples=["permute([1.5, 2, 3; 4, 5, 6], 1, 0)", "size(permute(zeros(2, 3, 4), 2, 0, 1))"])
+def permute(x, dims):
+    nd = len(ops.shape_of(x))
+    ds = [_whole("permute", "each dim", d, lo=None) for d in dims]
+    if len(ds) != nd or any(not -nd <= d < nd for d in ds) or sorted(d % nd for d in ds) != list(range(nd)):
+        shown = ", ".join(format_value(float(d)) for d in ds) or "no dims"
+        need = "no dims (a number has no axes)" if nd == 0 else f"a permutation of 0 .. {nd - 1}"
+        raise ValueErr(f"permute(): dims must be {need} for {describe(x)}, got {shown}")
+    if nd == 0:
+        return x
+    return ops.permute(x, axes=tuple(d % nd for d in ds))
+
+
+@builtin("flip", "Arrays", "Reverse the order of the elements along one axis, or along every axis.",
+         [P("x", "array"), P("dim", "int", None, doc="the axis to reverse; none reverses every axis")],
+         returns="same shape as x", differentiable=True,
+         what="Reverses x along an axis: flip([1, 2, 3]) is [3, 2, 1]; flip(m, dim=1) mirrors each row.",
+         how="NumPy's `flip` (no dim: every axis, as NumPy; PyTorch's `flip` needs the dims). MATLAB's `flip` "
+             "takes the first non-singleton axis instead: name the axis to be sure. An index with reversed "
+             "slices, so the gradient is the cotangent flipped back.",
+         errors=["ValueError when dim is out of range"],
+         examples=["flip([1.5, 2, 3])", "flip([1, 2; 3, 4], dim=1)", "flip([1, 2; 3, 4])"])
+def flip(x, dim):
+    shape = ops.shape_of(x)
+    if not shape:
+        return x
+    d = axis(x, dim)
+    idx = tuple(slice(None, None, -1) if d is None or i == d else slice(None) for i in range(len(shape)))
+    return ops.index(x, idx=idx)
+
+
+@builtin("tile", "Arrays", "Repeat the whole of x reps times along each axis (NumPy's tile; PyTorch's repeat).",
+         [P("x", "array"), P("reps", variadic=True, doc="repetitions per axis, one by one (whole numbers >= 0)")],
+         returns="[..., reps[i] * size(x, i), ...]", differentiable=True,
+         what="Lays copies of x side by side: tile([1, 2], 3) is [1, 2, 1, 2, 1, 2], tile(m, 2, 1) stacks m "
+              "twice below itself.",
+         how="NumPy's `tile` (MATLAB's `repmat`). PyTorch calls this `x.repeat(reps)`; tapeml's `repeat` is "
+             "NumPy's instead (each element n times). With fewer reps than axes, the reps are padded with 1s at "
+             "the front; with more, x gets leading axes of size 1 (NumPy's rule). Written as reshape, broadcast_to "
+             "and reshape, so the gradient sums the copies.",
+         errors=["ValueError when a rep is not a whole number >= 0, or the result would pass the size limit",
+                 "TypeError when no reps are given"],
+         examples=["tile([1.5, 2], 3)", "tile([1, 2; 3, 4], 2, 1)", "tile([1, 2], 2, 2)"])
+def tile(x, reps):
+    if not reps:
+        raise TypeErr("tile() needs the repetitions, e.g. tile(x, 2) or tile(x, 2, 3)")
+    r = [_whole("tile", "each rep", v) for v in reps]
+    shape = ops.shape_of(x)
+    n = max(len(r), len(shape))
+    r = [1] * (n - len(r)) + r
+    s = (1,) * (n - len(shape)) + shape
+    out = tuple(a * b for a, b in zip(r, s))
+    limits.check_elements("tile", out)
+    inter = tuple(v for pair in zip([1] * n, s) for v in pair)
+    wide = tuple(v for pair in zip(r, s) for v in pair)
+    return ops.reshape(ops.broadcast_to(ops.reshape(x, shape=inter), shape=wide), shape=out)
+
+
+@builtin("repeat", "Arrays", "Repeat each element n times along an axis (NumPy's repeat; PyTorch's repeat_interleave).",
+         [P("x", "array"), P("n", "int", doc="how many times (>= 0)"),
+          P("dim", "int", None, doc="the axis; none repeats the flattened elements")],
+         returns="a vector (no dim), or x with size(x, dim) * n along dim", differentiable=True,
+         what="Each element (or each row, with dim=0) n times in a row: repeat([1, 2], 2) is [1, 1, 2, 2].",
+         how="NumPy's `repeat` with one count (MATLAB's `repelem`, PyTorch's `repeat_interleave`). Not PyTorch's "
+             "`repeat`, which repeats the whole tensor: that is tapeml's `tile`. Without dim, x is flattened "
+             "first, as NumPy. Written as reshape, broadcast_to and reshape, so the gradient sums the copies.",
+         errors=["ValueError when n is negative, dim is out of range, or the result would pass the size limit"],
+         examples=["repeat([1.5, 2], 2)", "repeat([1, 2; 3, 4], 2, dim=0)", "repeat([1, 2; 3, 4], 2)"])
+def repeat(x, n, dim):
+    n = _whole("repeat", "n", n)
+    if dim is None or not ops.shape_of(x):
+        x, d = ops.reshape(x, shape=(-1,)), 0
+    else:
+        d = axis(x, dim)
+    s = ops.shape_of(x)
+    out = s[:d] + (s[d] * n,) + s[d + 1:]
+    limits.check_elements("repeat", out)
+    t = ops.reshape(x, shape=s[:d + 1] + (1,) + s[d + 1:])
+    return ops.reshape(ops.broadcast_to(t, shape=s[:d + 1] + (n,) + s[d + 1:]), shape=out)
+
+
+def _pad_widths(widths, nd):
+    w = raw(widths)
+    if isinstance(w, tuple):
+        items = [raw(p) for p in w]
+        try:
+            if all(isinstance(p, (float, int)) and not isinstance(p, bool) for p in items):
+                w = np.array(items, dtype=np.float64)
+            else:
+                w = np.array([[raw(b) for b in (p if isinstance(p, tuple) else np.ravel(p))] for p in items],
+                             dtype=np.float64)
+        except (TypeError, ValueError):
+            w = None
+    if isinstance(w, np.ndarray) and w.dtype != np.bool_:
+        w = np.asarray(w, dtype=np.float64)
+        if w.shape == (2,) or w.shape == (1, 2):
+            w = np.tile(w.reshape(1, 2), (nd, 1))
+        if w.shape == (nd, 2) and np.all(np.isfinite(w)) and np.all(w == np.floor(w)) and np.all(w >= 0):
+            return [(int(a), int(b)) for a, b in w]
+    raise ValueErr(f"pad(): widths must be whole numbers >= 0, one (before, after) pair per axis: a tuple of "
+                   f"{nd} pairs or a [{nd}, 2] matrix (one pair alone pads every axis), got {describe(widths)}")
+
+
+@builtin("pad", "Arrays", "Pad x with a constant: (before, after) elements on each axis.",
+         [P("x", "array"), P("widths", doc="((before, after), ...) per axis, or a [ndim, 2] matrix; one pair pads every axis"),
+          P("value", "number", 0.0, doc="the constant to pad with")],
+         returns="[..., before + size(x, i) + after, ...]", differentiable=True,
+         what="Surrounds x with a constant, e.g. pad(tokens, (0, 3)) appends three zeros to a sequence to fill a "
+              "batch, pad(m, ((1, 1), (2, 2))) frames a matrix.",
+         how="NumPy's `pad` in constant mode: widths per axis from the first axis on, as NumPy ((before, after) "
+             "alone applies to every axis). PyTorch's `F.pad` lists pairs from the LAST axis backwards and flat: "
+             "F.pad(x, (l, r, t, b)) is pad(x, ((t, b), (l, r))). Written as a setitem of x into a filled matrix, "
+             "so the gradient to x is the cotangent's inner block (value gets none).",
+         errors=["ValueError when widths is not one whole (before, after) pair >= 0 per axis, or the result would "
+                 "pass the size limit", "ShapeError when x is a number"],
+         examples=["pad([1.5, 2, 3], (1, 2))", "pad([1, 2; 3, 4], ((1, 0), (0, 2)), value=-1)",
+                   "pad([1, 2; 3, 4], [0, 1; 1, 1])"])
+def pad(x, widths, value):
+    shape = _ranked("pad", x)
+    w = _pad_widths(widths, len(shape))
+    out = tuple(b + n + a for (b, a), n in zip(w, shape))
+    limits.check_elements("pad", out)
+    r = raw(x)
+    dt = r.dtype if isinstance(r, np.ndarray) and r.dtype.kind == "f" else ops.FLOAT["dtype"]
+    base = np.full(out, float(value), dtype=dt)
+    return ops.setitem(base, x, idx=tuple(slice(b, b + n) for (b, _), n in zip(w, shape)))
+
+
+@builtin("chunk", "Arrays", "Split x into n parts along an axis, as a tuple (PyTorch's chunk).",
+         [P("x", "array"), P("n", "int", doc="the number of parts (>= 1)"), P("dim", "int", 0, doc="the axis to split")],
+         returns="a tuple of parts", differentiable=True,
+         what="Cuts x into n equal parts along dim, e.g. a fused [T, 3 D] query-key-value projection into q, k and "
+              "v: `q, k, v = chunk(x @ W_qkv, 3, dim=-1)`.",
+         how="PyTorch's `chunk`: each part has ceil(size / n) elements along dim and the last one the rest, so "
+             "when n does not divide the size the last part is smaller, and there may be fewer than n parts "
+             "(chunk(1:5, 4) gives sizes 2, 2, 1), as PyTorch. NumPy's `array_split` instead makes n parts whose "
+             "sizes differ by at most one. Each part is an index of x, so the gradient puts each part's cotangent "
+             "back in place.",
+         errors=["ValueError when n is not a whole number >= 1, or dim is out of range", "ShapeError when x is a number"],
+         examples=["chunk([1.5, 2, 3, 4], 2)", "qkv = reshape(1:12, 2, 6)\nq, k, v = chunk(qkv, 3, dim=1)\nprint(k)",
+                   "chunk(1:5, 4)  # ceil(5 / 4) = 2 each: three parts, as PyTorch"])
+def chunk(x, n, dim):
+    shape = _ranked("chunk", x)
+    n = _whole("chunk", "n", n, lo=1)
+    d = axis(x, dim)
+    size = shape[d]
+    step = max(1, -(-size // n))
+    lead = (slice(None),) * d
+    if size == 0:                 # an empty axis: n empty parts, as PyTorch
+        return tuple(ops.index(x, idx=lead + (slice(0, 0),)) for _ in range(n))
+    return tuple(ops.index(x, idx=lead + (slice(a, min(a + step, size)),)) for a in range(0, size, step))
+
+
+@builtin("roll", "Arrays", "Shift the elements cyclically by shift along an axis (those pushed off one end come back at the other).",
+         [P("x", "array"), P("shift", "int", doc="how far; negative shifts toward the start"),
+          P("dim", "int", None, doc="the axis; none rolls the flattened elements and keeps the shape")],
+         returns="same shape as x", differentiable=True,
+         what="roll([1, 2, 3, 4], 1) is [4, 1, 2, 3]: every element moves shift places along, wrapping around, "
+              "e.g. to pair each token with the previous one.",
+         how="NumPy's `roll` and PyTorch's `roll` (no dim: the flattened elements, the shape kept). MATLAB's "
+             "`circshift` is the same with 1-based axes. An index with the rotated positions, so the gradient "
+             "rolls the cotangent back.",
+         errors=["ValueError when shift is not a whole number or dim is out of range"],
+         examples=["roll([1.5, 2, 3, 4], 1)", "roll([1, 2, 3; 4, 5, 6], -1, dim=1)", "roll([1, 2; 3, 4], 1)"])
+def roll(x, shift, dim):
+    shape = ops.shape_of(x)
+    if not shape:
+        return x
+    shift = _whole("roll", "shift", shift, lo=None)
+    if dim is None:
+        return ops.reshape(roll(ops.reshape(x, shape=(-1,)), shift, 0), shape=shape)
+    d = axis(x, dim)
+    size = shape[d]
+    if size == 0:
+        return x
+    return ops.index(x, idx=(slice(None),) * d + ((np.arange(size) - shift) % size,))

@@ -239,3 +239,114 @@ _bool_reduce("any", np.any, "True when at least one element is true (nonzero).",
 _bool_reduce("all", np.all, "True when every element is true (nonzero).",
              "Whether a condition holds everywhere, e.g. all(abs(a - b) < 1e-9). Numbers count as true "
              "when nonzero; an empty matrix gives true.")
+
+
+# ---- the elementwise vocabulary of issue 20 (primitives in lang/elementwise_ops.py) -----------------
+_NAN_EDGE = ["TypeError when x is not a number or matrix (outside the domain the result is nan, as NumPy: "
+             "no error, like log and sqrt)"]
+_elementwise("log10", ops.log10, "Base-10 logarithm of each element (log10(0) = -inf).", "log10(x); d/dx = 1/(x ln 10)",
+             ["log10([0.5, 10, 1000])", "log10([0, -1])"], "A zero cotangent stays zero (0 x inf = 0).",
+             what="The power of ten that gives x: log10(1000) is 3, handy for orders of magnitude (a loss "
+                  "falling from 1 to 0.001 is 3 decades). IEEE arithmetic, as log: log10(0) is -inf and "
+                  "log10(-1) is nan.", errors=_NAN_EDGE)
+_elementwise("log2", ops.log2, "Base-2 logarithm of each element (log2(0) = -inf).", "log2(x); d/dx = 1/(x ln 2)",
+             ["log2([0.5, 8, 1024])", "log2([0, -1])"], "A zero cotangent stays zero (0 x inf = 0).",
+             what="The power of two that gives x: log2(1024) is 10, e.g. bits per token from a loss in nats "
+                  "is loss / log(2), and log2 of a vocabulary size the bits an id takes.", errors=_NAN_EDGE)
+_elementwise("tan", ops.tan, "Tangent of each element (radians).", "tan(x); d/dx = 1 + tan(x)^2",
+             ["tan([0.25, -0.5, 1.0])", "tan(pi() / 4)"],
+             what="The tangent sin(x) / cos(x) of an angle in radians. Near pi/2 it is large, not inf (pi/2 "
+                  "is not exact in floating point).")
+_elementwise("log1p", ops.log1p, "log(1 + x), accurate for tiny x.", "log(1 + x); d/dx = 1/(1 + x)",
+             ["log1p([0.5, 2, 1e-20])", "log(1 + 1e-20)  # the naive form loses it"],
+             "A zero cotangent stays zero at x = -1.",
+             what="log(1 + x) without the rounding of 1 + x: log1p(1e-20) is 1e-20 where log(1 + 1e-20) is 0. "
+                  "log1p(-1) is -inf and below -1 the result is nan.", errors=_NAN_EDGE)
+_elementwise("expm1", ops.expm1, "exp(x) - 1, accurate for tiny x.", "exp(x) - 1; d/dx = exp(x)",
+             ["expm1([0.5, -2, 1e-20])", "exp(1e-20) - 1  # the naive form loses it"],
+             what="exp(x) - 1 without the cancellation: expm1(1e-20) is 1e-20, where exp(1e-20) - 1 is 0; the "
+                  "inverse of log1p.")
+_elementwise("asin", ops.asin, "Arcsine of each element, in radians in [-pi/2, pi/2].", "asin(x); d/dx = 1/sqrt(1 - x^2)",
+             ["asin([0.5, -0.25, 0.75])", "asin([1, 2])"], "The derivative is inf at x = +-1; a zero cotangent stays zero.",
+             what="The angle whose sine is x (NumPy's `arcsin`, MATLAB's and PyTorch's `asin`). Defined on "
+                  "[-1, 1]; asin(2) is nan, as NumPy.", errors=_NAN_EDGE)
+_elementwise("acos", ops.acos, "Arccosine of each element, in radians in [0, pi].", "acos(x); d/dx = -1/sqrt(1 - x^2)",
+             ["acos([0.5, -0.25, 0.75])", "acos([1, -1, 2])"], "The derivative is -inf at x = +-1; a zero cotangent stays zero.",
+             what="The angle whose cosine is x (NumPy's `arccos`), e.g. the angle between unit vectors: "
+                  "acos(dot(u, v)). Defined on [-1, 1]; acos(2) is nan, as NumPy.", errors=_NAN_EDGE)
+_elementwise("atan", ops.atan, "Arctangent of each element, in radians in (-pi/2, pi/2).", "atan(x); d/dx = 1/(1 + x^2)",
+             ["atan([1.5, -2, 0.5])", "atan([1, 1 / 0])"],
+             what="The angle whose tangent is x (NumPy's `arctan`); atan(1 / 0) is pi/2. For the angle of a point "
+                  "(x, y) in all four quadrants use atan2(y, x).")
+_elementwise("sinh", ops.sinh, "Hyperbolic sine of each element.", "sinh(x); d/dx = cosh(x)",
+             ["sinh([1.5, -2, 0.5])"], what="(exp(x) - exp(-x)) / 2; it overflows to +-inf past about |x| = 710.")
+_elementwise("cosh", ops.cosh, "Hyperbolic cosine of each element.", "cosh(x); d/dx = sinh(x)",
+             ["cosh([1.5, -2, 0.5])"], what="(exp(x) + exp(-x)) / 2, at least 1; it overflows to inf past about "
+                                            "|x| = 710.")
+_elementwise("erf", ops.erf, "The error function of each element.", "erf(x); d/dx = 2/sqrt(pi) exp(-x^2)",
+             ["erf([0.5, -1.5, 0.25])", "erf([0, 1 / 0])"],
+             what="erf(x) = 2/sqrt(pi) times the integral of exp(-t^2) from 0 to x, from -1 to 1; the normal "
+                  "CDF is (1 + erf(x / sqrt(2))) / 2, the heart of gelu. The same primitive as gelu's.")
+
+
+@builtin("atan2", "Math", "The angle of the point (x, y) in radians, in [-pi, pi] (all four quadrants).",
+         [P("y", "array", doc="the y coordinates (a number or matrix)"),
+          P("x", "array", doc="the x coordinates; broadcast against y")],
+         returns="the broadcast shape of y and x", differentiable=True,
+         what="The angle from the positive x axis to the point (x, y), counter-clockwise: atan2(1, 1) is pi/4 "
+              "and atan2(1, -1) is 3 pi/4, where atan(y / x) cannot tell the quadrants apart. y comes first, as "
+              "in NumPy's `arctan2`, MATLAB's `atan2` and PyTorch's `atan2`.",
+         how="NumPy's `arctan2` (signed zeros as IEEE: atan2(0, -1) is pi). d/dy = x / (x^2 + y^2) and "
+             "d/dx = -y / (x^2 + y^2), computed as cos(t) / r and -sin(t) / r (t the angle, r = hypot(x, y)) so that "
+             "an infinite coordinate gives 0, not inf / inf; at the origin the gradient is 0 (the kink convention, "
+             "as abs'(0) = 0).",
+         errors=["ShapeError naming the shapes when y and x do not broadcast to one shape",
+                 "TypeError when y or x is not a number or matrix"],
+         examples=["atan2([1.5, -0.5, 0.25], [0.5, -2, 1.5])", "atan2(1, [1, -1, 0])", "atan2([0, 0], [1, -1])"])
+def atan2(y, x):
+    try:
+        return ops.atan2(y, x)
+    except ValueError:
+        raise ShapeError(f"atan2(): y is {shape_text(ops.shape_of(y))} and x is {shape_text(ops.shape_of(x))}: "
+                         f"the shapes do not broadcast") from None
+
+
+@builtin("ceil", "Math", "The smallest whole number >= x, elementwise.", [X], returns="same shape as x",
+         what="Rounds each element up, toward +inf: ceil(2.1) is 3 and ceil(-0.5) is -0 (printed 0), e.g. the "
+              "number of batches ceil(n / B).",
+         errors=["TypeError when x is not a number or matrix"],
+         how="NumPy's `ceil`. Not differentiable (its derivative is 0 almost everywhere): the tape records nothing.",
+         examples=["ceil(2.1)", "ceil([-1.5, 0.5, 7 / 2])", "ceil(10 / 3)  # batches of 3 for 10 rows"])
+def ceil(x):
+    return ops.ceil(x)
+
+
+@builtin("sign", "Math", "-1, 0 or 1 by the sign of each element (sign(0) = 0).", [X], returns="same shape as x",
+         what="The sign of each element: -1 for negatives, 1 for positives and 0 for 0 (and -0); nan stays nan. "
+              "The derivative of abs.",
+         errors=["TypeError when x is not a number or matrix"],
+         how="NumPy's `sign` (MATLAB and PyTorch agree: sign(0) = 0). Not differentiable (its derivative is 0 "
+             "almost everywhere): a primitive the tape does not record, so grad through it is 0.",
+         examples=["sign([-2.5, 0, 3])", "sign(-0.0)"])
+def sign(x):
+    return ops.sign(x)
+
+
+def _test(name, fn, summary, what):
+    @builtin(name, "Math", summary, [X], returns="bool, or a bool matrix of x's shape",
+             what=what, errors=["TypeError when x is not a number or matrix"],
+             how=f"NumPy's `{name}`. A test, not a function of x's value: nothing is recorded on the tape.",
+             examples=[f"{name}([1, 0 / 0, 1 / 0, -1 / 0])", f"{name}(1 / 0)", f"any({name}([0, 1] / 0))"])
+    def impl(x):
+        r = raw(x)
+        out = fn(ops.bools_as_floats(r) if isinstance(r, np.ndarray) else r)
+        return bool(out) if np.ndim(out) == 0 else out
+    return impl
+
+
+_test("isnan", np.isnan, "True where an element is nan.",
+      "Finds the missing or undefined values: isnan(0 / 0) is true. nan == nan is false, so x == nan never finds one.")
+_test("isinf", np.isinf, "True where an element is inf or -inf.",
+      "Finds the overflows: isinf(exp(1000)) is true; nan is not inf.")
+_test("isfinite", np.isfinite, "True where an element is neither inf, -inf nor nan.",
+      "The check before a training step trusts a loss: all(isfinite(g)) is false when the gradient has blown up.")

@@ -44,3 +44,6 @@ from .index_ops import (  # noqa: F401
 from .nn_ops import (  # noqa: F401
     dense, layer_norm, log_softmax, masked_softmax, rms_norm, sdpa, softmax,
 )
+from .elementwise_ops import (  # noqa: F401
+    acos, asin, atan, atan2, ceil, cosh, expm1, log1p, log10, log2, sinh, softplus, tan,
+)

@@ -113,6 +113,22 @@ CASES = {
                                  ops.reshape(v, shape=(3, 1)), mask=ALLOWED[:, :3][:2], scale=1.0),
         [a(1.5, -2.0), a(0.3, 1.0, -1.0), a(0.2, 0.4, 0.8)],
         [[a(1e200, 1), a(1e200, 1e200, 1e200), a(1, 2, 3)]]),
+    # the elementwise primitives of issue 20 (lang/elementwise_ops.py); domain edges are kinks
+    "log10": (ops.log10, [a(1.5, 2.0, 0.5)], [[a(0, -1, 1)]]),
+    "log2": (ops.log2, [a(1.5, 2.0, 0.5)], [[a(0, -1, 1)]]),
+    "tan": (ops.tan, [a(1.5, -2.0, 0.5)], [[a(math.pi / 2, -math.pi / 2, 0)]]),
+    "log1p": (ops.log1p, [a(1.5, 2.0, 0.5)], [[a(-1, -2, 1e-300)]]),
+    "expm1": (ops.expm1, [a(1.5, -2.0, 0.5)], [[a(1000, -1000, 1e-300)]]),
+    "asin": (ops.asin, [a(0.5, -0.25, 0.75)], [[a(1, -1, 2)]]),
+    "acos": (ops.acos, [a(0.5, -0.25, 0.75)], [[a(1, -1, 2)]]),
+    "atan": (ops.atan, [a(1.5, -2.0, 0.5)], [[a(1e300, -1e300, 0)]]),
+    "atan2": (ops.atan2, [a(1.5, -2.0, 0.5), a(0.3, 1.0, -1.0)],
+              [[a(0, 0, INF), a(0, -0.0, INF)], [a(1e300, 1, -INF), a(1e300, 0, 1)]]),
+    "sinh": (ops.sinh, [a(1.5, -2.0, 0.5)], [[a(1000, -1000, 0)]]),
+    "cosh": (ops.cosh, [a(1.5, -2.0, 0.5)], [[a(1000, -1000, 0)]]),
+    "softplus": (lambda x: ops.softplus(x, beta=1.0, threshold=20.0), [a(1.5, -2.0, 0.5)],
+                 [[a(20, 20.0000001, 1000)], [a(-1000, 0, 1e-300)]]),
+    "softplus/beta": (lambda x: ops.softplus(x, beta=0.5, threshold=5.0), [a(1.5, -2.0, 0.5)], [[a(10, 10.5, -1e308)]]),
     # the linear-algebra primitives (lang/linalg_ops.py), on 2x2 matrices made from 4 entries; a
     # singular matrix is a kink (the builtins refuse it for inv and solve, the table answers NaN)
     "inv": (lambda x: la.inv(m22(x)), [a(3.0, 1.0, -1.0, 2.0)], [[a(1, 2, 2, 4)]]),

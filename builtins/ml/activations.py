@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 
 from tapeml import ops
-from tapeml.builtins.registry import P, builtin
+from tapeml.builtins.registry import P, builtin, positive
 from tapeml.builtins.util import axis
 
 CAT = "Statistics & ML"
@@ -144,3 +144,33 @@ ACTIVATIONS = {"relu": ops.relu, "gelu": ops.gelu, "gelu_tanh": gelu_tanh_, "sil
 
 
 _ACTIVATION_NAMES = ("relu", "gelu", "gelu_tanh", "silu", "quick_gelu")
+
+
+@builtin("softplus", CAT, "Smooth relu: log(1 + exp(beta x)) / beta, linear past a threshold (PyTorch's).",
+         [P("x", "array", shape="any"), P("beta", "number", 1.0, doc="sharpness (> 0)",
+                                          check=positive, constraint="> 0"),
+          P("threshold", "number", 20.0, doc="where beta x is above it, the result is x itself")],
+         returns="same shape as x", differentiable=True,
+         what="A smooth, always positive version of relu, e.g. to keep a predicted scale or variance "
+              "positive. A larger beta bends it closer to relu.",
+         how="softplus(x) = log(1 + exp(beta x)) / beta, PyTorch's `torch.nn.functional.softplus` with its "
+             "defaults beta = 1 and threshold = 20 (the result is x where beta x > threshold). Computed as "
+             "(max(z, 0) + log1p(exp(-|z|))) / beta with z = beta x, which overflows for no x. d/dx = "
+             "sigmoid(beta x), and 1 past the threshold.",
+         errors=["ValueError when beta is not > 0", "TypeError when x is not a number or matrix"],
+         examples=["softplus([-1.5, 0.25, 2.5])", "softplus([-1000, 0, 1000])", "softplus([-1, 0, 1], beta=10)"])
+def softplus(x, beta, threshold):
+    return ops.softplus(x, beta=float(beta), threshold=float(threshold))
+
+
+@builtin("leaky_relu", CAT, "relu with a small slope for negatives: x, or negative_slope * x below 0.",
+         [P("x", "array", shape="any"), P("negative_slope", "number", 0.01, doc="the slope left of 0")],
+         returns="same shape as x", differentiable=True,
+         what="Like relu, but negatives are scaled down instead of zeroed, so a unit that went negative "
+              "still gets a gradient.",
+         how="where(x > 0, x, negative_slope * x), composed from primitives (Maas et al. 2013; PyTorch's "
+             "`leaky_relu`, default slope 0.01). The derivative at 0 is negative_slope, as PyTorch.",
+         errors=["TypeError when x is not a number or matrix"],
+         examples=["leaky_relu([-1.5, 0.25, 2.5])", "leaky_relu([-2, 0, 2], negative_slope=0.2)"])
+def leaky_relu(x, negative_slope):
+    return ops.where(ops.gt(x, 0.0), x, ops.mul(x, float(negative_slope)))
