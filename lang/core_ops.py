@@ -178,8 +178,8 @@ lt = _cmp("lt", operator.lt)
 le = _cmp("le", operator.le)
 gt = _cmp("gt", operator.gt)
 ge = _cmp("ge", operator.ge)
-sign = primitive("sign", lambda x: python_scalar(np.sign(x)), nondiff=True)
-floor = primitive("floor", lambda x: python_scalar(np.floor(x)), nondiff=True)
+sign = primitive("sign", lambda x: python_scalar(np.sign(bools_as_floats(x))), nondiff=True)
+floor = primitive("floor", lambda x: python_scalar(np.floor(bools_as_floats(x))), nondiff=True)
 
 
 def _round_py(v: float, d: int) -> float:

@@ -331,3 +331,15 @@ def test_errors_are_lang_errors(src, msg):
     assert msg in out, out
     assert "Traceback" not in out and "numpy" not in out.lower()
     assert out.startswith("<string>:1:1: ")          # the span of the call, with its caret
+
+
+def test_every_elementwise_builtin_takes_bools_as_0_and_1():
+    """sign(true) leaked NumPy's ufunc message and floor(true) stayed a bool: each elementwise
+    builtin of one argument gives on bools what it gives on 0 and 1."""
+    names = [n for n, b in REGISTRY.items() if b.category == "Math" and len(b.params) == 1
+             and b.params[0].kind == "array" and n not in ("isnan", "isinf", "isfinite")]
+    assert {"sign", "floor", "ceil", "abs", "sqrt", "exp", "tan", "erf"} <= set(names)
+    for name in names:
+        got = run_ml(f"print({name}(true), {name}([true, false]))")
+        want = run_ml(f"print({name}(1), {name}([1, 0]))")
+        assert got == want and got[0] == 0, (name, got)
