@@ -1,9 +1,10 @@
 """The one primitive table: every differentiable operation, its NumPy forward and its VJP.
 
-`ops.TABLE` lists every primitive and `ops.<name>` calls one; they are declared in four modules:
+`ops.TABLE` lists every primitive and `ops.<name>` calls one; they are declared in five modules:
 primitive_table.py (the table, `primitive()`, the size guard, the float type), core_ops.py
 (arithmetic, elementwise functions, shapes, reductions, the matrix product), index_ops.py
-(concat, stack, indexing) and nn_ops.py (the transformer primitives). Each operation has one
+(concat, stack, indexing), nn_ops.py (the transformer primitives) and reduce_ops.py (prod,
+cumulative sums and products, logsumexp, the gather along an axis behind sort and topk). Each operation has one
 forward (`impl`) and one VJP written with primitives; where a first-order VJP in NumPy saves
 real time (measured) the entry declares it as `vjp_plain`, and the tape takes it only when
 nothing records the backward pass (tape.Primitive.pullback).
@@ -43,4 +44,7 @@ from .index_ops import (  # noqa: F401
 )
 from .nn_ops import (  # noqa: F401
     dense, layer_norm, log_softmax, masked_softmax, rms_norm, sdpa, softmax,
+)
+from .reduce_ops import (  # noqa: F401
+    cumprod, cumsum, logsumexp, prod, put_along, take_along,
 )
