@@ -16,6 +16,9 @@ when an outer `grad` is running (grad of grad).
 Conventions at kinks, shared with docs/language.md:
 - relu'(0) = 0, abs'(0) = 0 (sign(0) = 0), sqrt'(0) = inf;
 - max/min (reductions) split the cotangent evenly among tied maxima, as PyTorch's `amax`;
+- sort, topk, median and quantile (gathers, take_along) send the cotangent through the stable
+  permutation: at ties, to the element the stable order put there; prod's gradient is the product
+  of the others (exact at zeros, no division); logsumexp's rows of +-inf follow softmax's rule;
 - in the backward pass a zero factor wins: `zmul(0, inf) = zmul(0, nan) = 0`, and `zmatmul` is the
   matrix product with the same rule. Every VJP multiplies through them (tests/test_vjp_sweep.py runs
   each primitive's VJP at 0, +-inf and its kinks), so a branch that `where` did not take (cotangent 0)

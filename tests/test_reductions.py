@@ -9,6 +9,7 @@
 - keepdims and dim on sum/mean/max/min/any/all/argmax/argmin, and the errors.
 """
 import importlib.util
+import os
 
 import numpy as np
 import pytest
@@ -332,6 +333,29 @@ def test_values_and_gradients_against_pytorch(name):
     (ty * torch.tensor(R, dtype=torch.float64)).sum().backward()
     np.testing.assert_allclose(raw(first(call(x))), ty.detach().numpy(), rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(grad(loss, x), tx.grad.numpy(), rtol=1e-10, atol=1e-12)
+
+
+ZEROS = ("prod/dim1", "prod/all", "cumprod/dim1")
+
+
+def with_zeros(x):
+    x = x.copy()
+    x[0, 1, 2] = x[1, 2, 3] = x[1, 0, 3] = 0.0       # one zero in a slice, two in another
+    return x
+
+
+def test_values_and_gradients_against_the_pytorch_fixture():
+    """tests/reference/reductions.npz (make_reductions_reference.py, torch 2.13): every TORCH case and
+    the zero cases, run here without torch."""
+    with np.load(os.path.join(os.path.dirname(os.path.abspath(__file__)), "reference", "reductions.npz")) as data:
+        keys = sorted({k.rsplit(".", 1)[0] for k in data.files})
+        assert len(keys) == len(TORCH) + len(ZEROS)
+        for key in keys:
+            call = CASES[key.removesuffix("/zeros")][0]
+            x, R = data[key + ".x"], data[key + ".R"]
+            np.testing.assert_allclose(raw(first(call(x))), data[key + ".out"], rtol=1e-12, atol=1e-12, err_msg=key)
+            g = grad(lambda v: ops.sum_(ops.mul(first(call(v)), R)), x)
+            np.testing.assert_allclose(g, data[key + ".grad"], rtol=1e-10, atol=1e-12, err_msg=key)
 
 
 @pytest.mark.skipif(not HAS_TORCH, reason="torch is not installed")
