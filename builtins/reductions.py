@@ -94,9 +94,10 @@ def _cumulative(name, prim, word, example_grad):
 _cumulative("cumsum", ops.cumsum, "sum",
             "The gradient is the reverse running sum of the cotangent: sum_{j >= i} g_j.")
 _cumulative("cumprod", ops.cumprod, "product",
-            "The gradient of element k is sum_{j >= k} g_j prod_{i <= j, i != k} x_i: the reverse running sum "
-            "of g * cumprod(x) over x where no running product is 0 or inf, and otherwise the division-free "
-            "products on the [n, n] triangle, so zeros are exact (as prod).")
+            "The gradient of element k is sum_{j >= k} g_j prod_{i <= j, i != k} x_i: before the first zero "
+            "of a slice, the reverse running sum of g * cumprod(x) over x_k; at the first zero, the sum of g "
+            "times the running product with that zero taken as 1; after it, 0. So zeros are exact (as prod), "
+            "in O(n).")
 
 
 @builtin("logsumexp", CAT, "log(sum(exp(x))), computed without overflow.", [X, DIM, KEEP],

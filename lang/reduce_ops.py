@@ -5,8 +5,9 @@ docs/language.md ("Reductions and sorting").
 
 - prod's gradient is the product of the other elements, computed without division (exclusive
   prefix and suffix products), so one zero gives the product of the others and two zeros give 0;
-- cumprod's gradient divides by x only where no running product is 0 or inf, and otherwise takes
-  the same division-free products on a [n, n] triangle;
+- cumprod's gradient divides by x only before the first zero of a slice (the first zero's gradient
+  is the running product with it taken as 1, later ones 0); an inf or nan in x takes the
+  division-free products on an [n, n] triangle;
 - logsumexp follows softmax's limit rule: a row of all -inf gives -inf (gradient 0), a row holding
   +inf gives +inf (gradient 0: no finite change of the row changes the value).
 """
@@ -15,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from .primitive_table import SESSION_FLOAT, bools_as_floats, primitive, python_scalar, shape_of
-from .core_ops import add, broadcast_to, div, reshape, sub, sum_, where, zmul, _expand, permute
+from .core_ops import add, broadcast_to, div, mul, reshape, sub, sum_, where, zmul, _expand, permute
 from .index_ops import concat, index
 from .nn_ops import softmax, _limit_rows
 
@@ -116,16 +117,45 @@ def _cumprod(x, dim):
     return np.cumprod(_floats(x), axis=dim)
 
 
+def _vjp_cumprod_first(g, ans, saved, tracked, x, dim):
+    """First order: d ans_j / d x_k = prod_{i <= j, i != k} x_i. With z the first zero of the slice
+    (none: z = n) and c1 the running product with x_z taken as 1: for k < z it is c1_j / x_k (j < z;
+    later terms hold x_z = 0), for k = z it is c1_j (j >= z), for k > z it is 0. O(n), exact at zeros."""
+    xr = np.asarray(_floats(_raw(x)))
+    if xr.size == 0 or not np.all(np.isfinite(xr)):
+        return _vjp_cumprod(g, ans, saved, tracked, x, dim)
+    zeros = np.cumsum(xr == 0, axis=dim)
+    before, first = zeros == 0, (zeros == 1) & (xr == 0)
+    gc = zmul(g, cumprod(where(first, 1.0, x), dim=dim))
+    gb = where(before, gc, 0.0)
+    rev = add(sub(sum_(gb, dim=dim, keepdims=True), cumsum(gb, dim=dim)), gb)
+    at_z = sum_(where(before, 0.0, gc), dim=dim, keepdims=True)
+    return (where(before, div(rev, where(before, x, 1.0)), where(first, at_z, 0.0)),)
+
+
 def _vjp_cumprod(g, ans, saved, tracked, x, dim):
-    a, xr = np.asarray(_floats(_raw(ans))), np.asarray(_floats(_raw(x)))
-    if a.size == 0:
+    """Recorded (grad of grad): the same values as _vjp_cumprod_first, written so that the terms that
+    are 0 only because of x_z = 0 keep their derivative in x_z: for k < z the whole reverse sum of
+    g * ans over x_k, for k > z x_z times the VJP of the running product with x_z taken as 1 (one
+    level per zero of the slice)."""
+    xr = np.asarray(_floats(_raw(x)))
+    if xr.size == 0:
         return (g,)
-    if np.all(np.isfinite(a)) and np.all(a != 0) and np.all(np.isfinite(xr)):
-        # d ans_j / d x_k = ans_j / x_k for k <= j: the reverse cumulative sum of g * ans, over x
+    zeros = np.cumsum(xr == 0, axis=dim)
+    if np.all(np.isfinite(xr)) and zeros.max(initial=0) <= 64:
+        before, first = zeros == 0, (zeros == 1) & (xr == 0)
         ga = zmul(g, ans)
         rev = add(sub(sum_(ga, dim=dim, keepdims=True), cumsum(ga, dim=dim)), ga)
-        return (div(rev, x),)
-    # a zero or inf on the way: ans_j = prod_k M[k, j] with M[k, j] = x_k for k <= j, else 1
+        y = where(first, 1.0, x)
+        cy = cumprod(y, dim=dim)
+        at_z = sum_(where(before, 0.0, zmul(g, cy)), dim=dim, keepdims=True)
+        out = where(before, div(rev, where(before, x, 1.0)), where(first, at_z, 0.0))
+        if zeros.max(initial=0) == 0:
+            return (out,)
+        xz = sum_(where(first, x, 0.0), dim=dim, keepdims=True)
+        after = mul(xz, _vjp_cumprod(g, cy, saved, tracked, y, dim)[0])
+        return (where(zeros > 0, where(first, out, after), out),)
+    # an inf or nan in x: ans_j = prod_k M[k, j] with M[k, j] = x_k for k <= j, else 1 (O(n^2))
     nd = len(shape_of(x))
     order = tuple(i for i in range(nd) if i != dim) + (dim,)
     back = tuple(sorted(range(nd), key=order.__getitem__))
@@ -139,7 +169,7 @@ def _vjp_cumprod(g, ans, saved, tracked, x, dim):
     return (permute(gk, axes=back),)
 
 
-cumprod = primitive("cumprod", _cumprod, _vjp_cumprod, arity=1)
+cumprod = primitive("cumprod", _cumprod, _vjp_cumprod, arity=1, vjp_plain=_vjp_cumprod_first)
 
 
 def _raw(v):

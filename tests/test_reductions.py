@@ -381,3 +381,16 @@ def test_take_along_and_put_along_are_each_others_vjp():
     assert put[0].tolist() == [g[0, 1] + g[0, 2], 0.0, g[0, 0], 0.0]      # repeats add up
     loss, _ = weighted(lambda v: ops.put_along(v, idx=idx, dim=1, shape=(2, 4)), g)
     np.testing.assert_allclose(grad(loss, g), fd_grad(loss, g), rtol=1e-7, atol=1e-9)
+
+
+def test_cumprod_second_order_batched_with_zeros_and_a_long_slice_first_order():
+    x = with_zeros(X3)
+    x[0, 0, :2] = 0.0
+    w = RNG.standard_normal(x.shape)
+    call = lambda v: ops.sum_(ops.mul(B("cumprod")(v, dim=2), w))
+    g_dot_w = lambda v: ops.sum_(ops.mul(value_and_grad_impl(PyInterp(), call, v)[1], w))
+    np.testing.assert_allclose(grad(g_dot_w, x), fd_grad(g_dot_w, x, h=1e-5), rtol=1e-6, atol=1e-7)
+    v = np.ones(20000)
+    v[5] = 0.0                     # O(n) at first order (an [n, n] triangle would be 3 GB here)
+    g = grad(lambda t: ops.sum_(B("cumprod")(t)), v)
+    assert g[:7].tolist() == [5.0, 4.0, 3.0, 2.0, 1.0, 19995.0, 0.0] and not g[6:].any()
