@@ -258,7 +258,7 @@ def quantile(x, q, dim, keepdims, method):
     n = ops.shape_of(xf)[d]
     parts = []
     for qv in qs:
-        p = qv * (n - 1)
+        p = float(qv) * (n - 1)
         lo, hi = int(math.floor(p)), int(math.ceil(p))
         frac = p - lo
         a, b = _slice(s, d, lo, lo + 1), _slice(s, d, hi, hi + 1)

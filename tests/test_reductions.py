@@ -394,3 +394,12 @@ def test_cumprod_second_order_batched_with_zeros_and_a_long_slice_first_order():
     v[5] = 0.0                     # O(n) at first order (an [n, n] triangle would be 3 GB here)
     g = grad(lambda t: ops.sum_(B("cumprod")(t)), v)
     assert g[:7].tolist() == [5.0, 4.0, 3.0, 2.0, 1.0, 19995.0, 0.0] and not g[6:].any()
+
+
+def test_float32_stays_float32():
+    from conftest import run_cli
+    code, out = run_cli(["--dtype", "float32", "-c",
+                         "x = [3.5, 1, 2; 4, 5, 6]\nprint(dtype(sort(x)), dtype(median(x, dim=1)), dtype(var(x, dim=0)), "
+                         "dtype(cumprod(x, dim=1)), dtype(logsumexp(x, dim=1)), dtype(quantile(x, 0.3, dim=1)), "
+                         "dtype(prod(x, dim=0)), dtype(grad(fn(v) -> prod(v), x)), dtype(topk(x, 2)[0]))"])
+    assert code == 0 and out.split() == ["float32"] * 9, out
