@@ -11,3 +11,4 @@ from tapeml.builtins import help  # noqa: F401  (registration: help, and help_te
 from tapeml.builtins import io  # noqa: F401  (registration: read_text, write_text, save, load)
 from tapeml.builtins import linalg  # noqa: F401  (registration: the Linear algebra category)
 from tapeml.builtins import strings  # noqa: F401  (registration: the Strings & collections category)
+from tapeml.builtins import reductions  # noqa: F401  (registration: the Reductions & sorting category)

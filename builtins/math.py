@@ -82,36 +82,43 @@ def round_(x, digits):
     return out
 
 
+KEEPDIMS = P("keepdims", "bool", False, doc="keep the reduced axis with size 1, so the result broadcasts against x "
+                                          "(NumPy's keepdims, PyTorch's keepdim)")
+
+
 def _reduction(name, prim, summary, how, examples, differentiable=True, what="", errors=()):
     @builtin(name, "Math", summary,
-             [X, P("dim", "int", None, doc="the axis to reduce (negative counts from the end); none reduces all")],
-             returns="a number, or x with axis dim removed", differentiable=differentiable, how=how,
-             what=what, errors=list(errors), examples=examples)
-    def fn(x, dim):
+             [X, P("dim", "int", None, doc="the axis to reduce (negative counts from the end); none reduces all"),
+              KEEPDIMS],
+             returns="a number, or x with axis dim removed (size 1 with keepdims)", differentiable=differentiable,
+             how=how, what=what, errors=list(errors), examples=examples)
+    def fn(x, dim, keepdims):
         r = raw(x)
         if isinstance(r, np.ndarray) and r.size == 0 and name in ("max", "min", "argmax", "argmin"):
             raise ValueErr(f"{name}() of an empty matrix: it has no largest or smallest element")
-        return prim(x, dim=axis(x, dim))
+        return prim(x, dim=axis(x, dim), keepdims=keepdims)
     return fn
 
 
 _reduction("sum", ops.sum_, "Sum of all elements, or along one axis.",
            "Adds the elements; the VJP broadcasts the cotangent back over the reduced axis.",
-           ["sum([1, 2, 3])", "sum([1, 2; 3, 4], dim=0)", "sum([1, 2; 3, 4], 1)"],
+           ["sum([1, 2, 3])", "sum([1, 2; 3, 4], dim=0)", "sum([1, 2; 3, 4], 1)",
+            "x = [1, 2; 3, 4]\nx / sum(x, dim=1, keepdims=true)   # each row divided by its sum"],
            what="Adds up the elements of x, or only along axis dim: sum(x, dim=0) of a T x D matrix is the "
                 "D column sums, sum(x, dim=1) the T row sums. An empty matrix sums to 0.",
            errors=["ValueError when dim is out of range for x", "TypeError when x is not a number or matrix"])
 
 
-def _mean(x, dim=None):
+def _mean(x, dim=None, keepdims=False):
     n = np.size(raw(x)) if dim is None else np.shape(raw(x))[dim]
-    return ops.div(ops.sum_(x, dim=dim), float(n))
+    return ops.div(ops.sum_(x, dim=dim, keepdims=keepdims), float(n))
 
 
 _reduction("mean", _mean, "Arithmetic mean of all elements, or along one axis.",
            "mean(x) = sum(x) / n, n the number of elements reduced (NumPy's `mean`), composed from the sum "
            "and div primitives, so each element's gradient is 1/n.",
-           ["mean([1, 2, 3, 4])", "mean([1, 2; 3, 4], dim=1)"],
+           ["mean([1, 2, 3, 4])", "mean([1, 2; 3, 4], dim=1)",
+            "x = [1, 2; 3, 5]\nx - mean(x, dim=0, keepdims=true)   # centred columns"],
            what="The average of the elements, or along axis dim: mean(x, dim=1) of a T x D matrix is the T "
                 "row means. The mean of an empty matrix is nan (0 / 0).",
            errors=["ValueError when dim is out of range for x", "TypeError when x is not a number or matrix"])
@@ -120,7 +127,7 @@ def _extreme(name, reduce, pairwise, word):
              [X, P("y", "array", None, doc=f"a second number or matrix: the elementwise {word} of x and y "
                                             "(broadcast); leave it out to reduce x"),
               P("dim", "int", None, doc="the axis to reduce (negative counts from the end); none reduces all; "
-                                        "give it by keyword: " + name + "(x, dim=0)")],
+                                        "give it by keyword: " + name + "(x, dim=0)"), KEEPDIMS],
              returns="a number, x with axis dim removed, or the broadcast shape of x and y",
              differentiable=True,
              what=f"With one argument, the {word} element of x, or with dim the {word} along one axis (one per "
@@ -130,14 +137,14 @@ def _extreme(name, reduce, pairwise, word):
                  f"split evenly among the tied elements, as PyTorch's `a{name}` does (and evenly between x "
                  f"and y where they are equal).",
              errors=["ValueError when x is an empty matrix", "ValueError when dim is out of range",
-                     "ValueError when both y and dim are given",
+                     "ValueError when both y and dim (or keepdims) are given",
                      "ShapeError when x and y do not broadcast to one shape"],
              examples=[f"{name}([3, 1, 4, 1, 5])", f"{name}([1, 5; 7, 2], dim=0)", f"{name}(3, 5)",
-                       f"{name}([1, 5, 2], [4, 4, 4])"])
-    def fn(x, y, dim):
+                       f"{name}([1, 5, 2], [4, 4, 4])", f"{name}([1, 5; 7, 2], dim=1, keepdims=true)"])
+    def fn(x, y, dim, keepdims):
         if y is not None:
-            if dim is not None:
-                raise ValueErr(f"{name}(): give either y (elementwise) or dim (a reduction), not both")
+            if dim is not None or keepdims:
+                raise ValueErr(f"{name}(): give either y (elementwise) or dim/keepdims (a reduction), not both")
             try:
                 return pairwise(x, y)
             except ValueError:
@@ -146,7 +153,7 @@ def _extreme(name, reduce, pairwise, word):
         r = raw(x)
         if isinstance(r, np.ndarray) and r.size == 0:
             raise ValueErr(f"{name}() of an empty matrix: it has no largest or smallest element")
-        return reduce(x, dim=axis(x, dim))
+        return reduce(x, dim=axis(x, dim), keepdims=keepdims)
     return fn
 
 
@@ -165,9 +172,9 @@ def floor(x):
 
 
 def _arg(fn):
-    def impl(x, dim=None):
+    def impl(x, dim=None, keepdims=False):
         r = raw(x)
-        out = fn(r, axis=dim)
+        out = fn(r, axis=dim, keepdims=keepdims)
         return float(out) if np.ndim(out) == 0 else out.astype(np.float64)
     return impl
 
@@ -224,12 +231,16 @@ def where(cond, a, b):
 
 
 def _bool_reduce(name, fn, summary, what=""):
-    @builtin(name, "Math", summary, [P("x", "array", doc="bool matrix")], returns="bool",
-             what=what, errors=["TypeError when x is not a number, bool or matrix"],
-             how=f"NumPy's `{name}` over every element.",
-             examples=[f"{name}([1, 2, 3] > 2)", f"{name}([true, true])"])
-    def impl(x):
-        return bool(fn(raw(x)))
+    @builtin(name, "Math", summary,
+             [P("x", "array", doc="bool matrix"),
+              P("dim", "int", None, doc="the axis to reduce (negative counts from the end); none reduces all"),
+              KEEPDIMS], returns="bool, or a bool matrix with axis dim removed",
+             what=what, errors=["TypeError when x is not a number, bool or matrix", "ValueError when dim is out of range"],
+             how=f"NumPy's `{name}` over every element, or along dim.",
+             examples=[f"{name}([1, 2, 3] > 2)", f"{name}([true, true])", f"{name}([1, 0; 1, 1] > 0, dim=1)"])
+    def impl(x, dim, keepdims):
+        r = fn(raw(x), axis=axis(x, dim), keepdims=keepdims)
+        return bool(r) if np.ndim(r) == 0 else r
     return impl
 
 

@@ -31,7 +31,7 @@ INT_BOUND = 2 ** 53           # "int" parameters: whole numbers a float64 holds 
 SYNONYMS = {"axis": "dim", "keepdim": "keepdims", "num_heads": "n_heads", "nhead": "n_heads",
             "epsilon": "eps", "is_causal": "causal", "attn_mask": "mask", "p": "dropout"}
 
-CATEGORIES = ["Core", "Math", "Arrays", "Linear algebra", "Statistics & ML", "Autodiff", "Random", "Plotting",
+CATEGORIES = ["Core", "Math", "Reductions & sorting", "Arrays", "Linear algebra", "Statistics & ML", "Autodiff", "Random", "Plotting",
               "IO", "Strings & collections"]
 
 

@@ -1,9 +1,10 @@
 """The one primitive table: every differentiable operation, its NumPy forward and its VJP.
 
-`ops.TABLE` lists every primitive and `ops.<name>` calls one; they are declared in four modules:
+`ops.TABLE` lists every primitive and `ops.<name>` calls one; they are declared in five modules:
 primitive_table.py (the table, `primitive()`, the size guard, the float type), core_ops.py
 (arithmetic, elementwise functions, shapes, reductions, the matrix product), index_ops.py
-(concat, stack, indexing) and nn_ops.py (the transformer primitives). Each operation has one
+(concat, stack, indexing), nn_ops.py (the transformer primitives) and reduce_ops.py (prod,
+cumulative sums and products, logsumexp, the gather along an axis behind sort and topk). Each operation has one
 forward (`impl`) and one VJP written with primitives; where a first-order VJP in NumPy saves
 real time (measured) the entry declares it as `vjp_plain`, and the tape takes it only when
 nothing records the backward pass (tape.Primitive.pullback).
@@ -15,6 +16,9 @@ when an outer `grad` is running (grad of grad).
 Conventions at kinks, shared with docs/language.md:
 - relu'(0) = 0, abs'(0) = 0 (sign(0) = 0), sqrt'(0) = inf;
 - max/min (reductions) split the cotangent evenly among tied maxima, as PyTorch's `amax`;
+- sort, topk, median and quantile (gathers, take_along) send the cotangent through the stable
+  permutation: at ties, to the element the stable order put there; prod's gradient is the product
+  of the others (exact at zeros, no division); logsumexp's rows of +-inf follow softmax's rule;
 - in the backward pass a zero factor wins: `zmul(0, inf) = zmul(0, nan) = 0`, and `zmatmul` is the
   matrix product with the same rule. Every VJP multiplies through them (tests/test_vjp_sweep.py runs
   each primitive's VJP at 0, +-inf and its kinks), so a branch that `where` did not take (cotangent 0)
@@ -46,4 +50,7 @@ from .nn_ops import (  # noqa: F401
 )
 from .elementwise_ops import (  # noqa: F401
     acos, asin, atan, atan2, ceil, cosh, expm1, log1p, log10, log2, sinh, softplus, tan,
+)
+from .reduce_ops import (  # noqa: F401
+    cumprod, cumsum, logsumexp, prod, put_along, take_along,
 )

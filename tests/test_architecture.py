@@ -213,10 +213,10 @@ def test_a_node_class_without_handler_is_an_internal_error_naming_it():
     ("fn f(a, b=a+1)\n return a+b\nend\nf(1, c=2)", "f() has no parameter 'c' (f(a, b=a + 1.0))"),
     ("fn f(a, b=a+1)\n return a+b\nend\nf(1, a=2)", "f() got 'a' both by position and by keyword"),
     ("fn f(a, b=a+1)\n return a+b\nend\nf(b=2)", "f() is missing the argument 'a' (f(a, b=a + 1.0))"),
-    ("sum(1,2,3,4)", "sum() takes at most 2 arguments, got 4: sum(x, dim=none)"),
-    ("sum([1,2], axis=1)", "sum() has no parameter 'axis'; did you mean 'dim'? (parameters: x, dim)"),
+    ("sum(1,2,3,4,5)", "sum() takes at most 3 arguments, got 5: sum(x, dim=none, keepdims=false)"),
+    ("sum([1,2], axis=1)", "sum() has no parameter 'axis'; did you mean 'dim'? (parameters: x, dim, keepdims)"),
     ("sum([1,2], x=[1])", "sum() got 'x' both by position and by keyword"),
-    ("sum()", "sum() is missing the argument 'x': sum(x, dim=none)"),
+    ("sum()", "sum() is missing the argument 'x': sum(x, dim=none, keepdims=false)"),
     ("print(1, 2, sep=3)", "print() has no parameter 'sep' (parameters: none)"),
 ])
 def test_one_binder_keeps_each_kinds_wording(program, message):

@@ -14,7 +14,8 @@ BUILTINS_DIR = os.path.join(os.path.dirname(__file__), os.pardir, "builtins")
 MODULE_OF = {"Core": "tapeml.builtins.core", "Math": "tapeml.builtins.math", "Arrays": "tapeml.builtins.arrays",
              "Autodiff": "tapeml.builtins.autodiff", "Random": "tapeml.builtins.random",
              "Plotting": "tapeml.builtins.plot", "IO": "tapeml.builtins.io",
-             "Linear algebra": "tapeml.builtins.linalg", "Strings & collections": "tapeml.builtins.strings"}
+             "Linear algebra": "tapeml.builtins.linalg", "Strings & collections": "tapeml.builtins.strings",
+             "Reductions & sorting": "tapeml.builtins.reductions"}
 ML_PACKAGE = "tapeml.builtins.ml."
 # help() is the help system's own builtin (Core), declared in help.py beside help_text
 EXCEPTIONS = {"help": "tapeml.builtins.help"}

@@ -82,7 +82,7 @@ CASES = [
     ('\nx = 1:5\ny = x[x > 2 and 3]', "TypeError", "'and' combines a bool matrix with bools or bool matrices", "3:17"),
     ('\nfn f(x)\n  y = x\nend\ng = value_and_grad(f, 1)', "ValueError",
      "value_and_grad needs f to return a number, but it returned none; is a 'return' missing?", "5:5"),
-    ('\nmax([1, 2], 3, dim=0)', "ValueError", "give either y (elementwise) or dim (a reduction), not both", "2:1"),
+    ('\nmax([1, 2], 3, dim=0)', "ValueError", "give either y (elementwise) or dim/keepdims (a reduction), not both", "2:1"),
     ('\nlayer_norm([], [], [])', "ShapeError", "needs at least one feature", "2:1"),
     ('\ntransformer_block(ones(3, 4), transformer_block_init(8, 2))', "ShapeError",
      "x has 4 features (its last axis) but the weights are for d_model 8", "2:1"),

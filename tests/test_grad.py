@@ -277,6 +277,13 @@ INF = math.inf
 # test_vjp_sweep.py and test_numerics_limits.py (+inf scores, zero-variance rows with eps = 0,
 # huge and tiny rows, 0 x inf). The test below loops over the table, not over this dict.
 PLAIN_VJP_CASES = {
+    # cumprod: the O(n) first-order form at zeros (the recorded form keeps each zero's derivative)
+    "cumprod": [
+        (lambda: (r(3, 4),), {"dim": 1}, None),
+        (lambda: (np.array([[2.0, 0.0, 3.0, 0.5], [0.0, 0.0, 1.5, 2.0]]),), {"dim": 1}, None),
+        (lambda: (np.array([[2.0, 0.0, 3.0], [1.0, 4.0, 0.0]]),), {"dim": 0}, None),
+        (lambda: (np.array([0.0, 1.5, 2.0, -0.5]),), {"dim": 0}, None),
+    ],
     "mul": [
         (lambda: (r(3, 4), 1.5), {}, None),
         (lambda: (r(3, 4), 2.0 ** -1070), {}, None),
@@ -418,6 +425,7 @@ def test_every_differentiable_primitive_is_checked_here():
     extra |= {"inv", "solve", "det", "adjugate", "logabsdet", "pinv", "cholesky", "svd", "qr", "eigh"}  # test_linalg.py
     extra |= {"log10", "log2", "tan", "log1p", "expm1", "asin", "acos", "atan", "atan2", "sinh", "cosh",
               "softplus"}  # test_shapes_elementwise.py
+    extra |= {"prod", "cumsum", "cumprod", "logsumexp", "take_along", "put_along"}   # test_reductions.py
     diff = {n for n, p in ops.TABLE.items() if not p.nondiff}
     assert diff - tested - extra == set()
 

@@ -141,6 +141,16 @@ CASES = {
     "svd": (lambda x: la.svd(m22(x)), [a(3.0, 1.0, -1.0, 2.0)], [[a(1, 0, 0, 1)], [a(0, 0, 0, 0)]]),
     "qr": (lambda x: la.qr(m22(x)), [a(3.0, 1.0, -1.0, 2.0)], [[a(1, 2, 2, 4)]]),
     "eigh": (lambda x: la.eigh(m22(x)), [a(2.0, 1.0, 1.0, 3.0)], [[a(1, 0, 0, 1)]]),
+    # reductions, sorting and search (lang/reduce_ops.py): zeros (one and two), ties, infinite rows
+    "prod": (ops.prod, [a(1.5, -2.0, 0.5)], [[a(0, 2, 3)], [a(0, 0, 3)], [a(INF, 2, 3)], [a(1e200, 1e200, 1e-300)]]),
+    "prod/dim": (lambda x: ops.prod(m22(x), dim=1), [a(1.5, -2.0, 0.5, 3.0)], [[a(0, 2, 0, 0)], [a(INF, 0, 2, 3)]]),
+    "cumsum": (lambda x: ops.cumsum(x, dim=0), [a(1.5, -2.0, 0.5)], [[a(INF, -INF, 1)]]),
+    "cumprod": (lambda x: ops.cumprod(x, dim=0), [a(1.5, -2.0, 0.5)],
+                [[a(2, 0, 3)], [a(0, 0, 3)], [a(INF, 2, 3)], [a(2, 3, 0)]]),
+    "logsumexp": (lambda x: ops.logsumexp(x, dim=0), [a(1.5, -2.0, 0.5)],
+                  [[a(INF, INF, 1)], [a(-INF, -INF, -INF)], [a(INF, -INF, 0)], [a(1e308, 1e308, -1e308)]]),
+    "take_along": (lambda x: ops.take_along(x, idx=np.array([2, 0, 0]), dim=0), [a(1.5, -2.0, 0.5)], []),
+    "put_along": (lambda x: ops.put_along(x, idx=np.array([2, 0, 0]), dim=0, shape=(4,)), [a(1.5, -2.0, 0.5)], []),
 }
 
 
