@@ -20,6 +20,7 @@ from tapeml.builtins.autodiff import value_and_grad_impl
 from tapeml.tape import raw
 
 from conftest import run_ml
+from fd import fd_grad, weighted
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REF = os.path.join(HERE, "reference")
@@ -40,37 +41,6 @@ def B(name):
     """The builtin as a Python function (arguments bound and checked by the registry)."""
     b = REGISTRY[name]
     return lambda *args, **kw: b.fn(*b.bind(list(args), kw))
-
-
-def leaves(v):
-    r = raw(v)
-    if isinstance(r, tuple):
-        return [x for item in v for x in leaves(item)] if not type(v) is not tuple else [x for item in r for x in leaves(item)]
-    return [v]
-
-
-def fd_grad(f, x, h=1e-6):
-    x = np.asarray(x, dtype=np.float64)
-    g = np.zeros_like(x)
-    for i in range(x.size):
-        xp, xm = x.copy(), x.copy()
-        xp.flat[i] += h
-        xm.flat[i] -= h
-        g.flat[i] = (float(raw(f(xp))) - float(raw(f(xm)))) / (2 * h)
-    return g
-
-
-def weighted(f, inputs, seed=1):
-    """loss(args) = sum over results of sum(result * R), R fixed pseudo-random weights."""
-    rng = np.random.default_rng(seed)
-    Rs = [rng.standard_normal(np.shape(raw(y))) for y in leaves(f(*inputs))]
-
-    def loss(*args):
-        total = 0.0
-        for y, R in zip(leaves(f(*args)), Rs):
-            total = ops.add(total, ops.sum_(ops.mul(y, R)))
-        return total
-    return loss
 
 
 def check(f, *inputs, tol=1e-6, which=None):

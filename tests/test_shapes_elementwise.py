@@ -13,6 +13,7 @@ from tapeml.builtins.autodiff import value_and_grad_impl
 from tapeml.tape import raw
 
 from conftest import run_ml
+from fd import fd_grad, weighted
 
 HAS_TORCH = importlib.util.find_spec("torch") is not None
 
@@ -31,34 +32,6 @@ def grad(f, x):
 def B(name):
     b = REGISTRY[name]
     return lambda *args, **kw: b.fn(*b.bind(list(args), kw))
-
-
-def leaves(v):
-    r = raw(v)
-    return [x for item in r for x in leaves(item)] if isinstance(r, tuple) else [v]
-
-
-def fd_grad(f, x, h=1e-6):
-    x = np.asarray(x, dtype=np.float64)
-    g = np.zeros_like(x)
-    for i in range(x.size):
-        xp, xm = x.copy(), x.copy()
-        xp.flat[i] += h
-        xm.flat[i] -= h
-        g.flat[i] = (float(raw(f(xp))) - float(raw(f(xm)))) / (2 * h)
-    return g
-
-
-def weighted(f, inputs, seed=1):
-    rng = np.random.default_rng(seed)
-    Rs = [rng.standard_normal(np.shape(raw(y))) for y in leaves(f(*inputs))]
-
-    def loss(*args):
-        total = 0.0
-        for y, R in zip(leaves(f(*args)), Rs):
-            total = ops.add(total, ops.sum_(ops.mul(y, R)))
-        return total
-    return loss
 
 
 def check(f, *inputs, tol=1e-6):

@@ -1,0 +1,38 @@
+"""Finite-difference helpers shared by the gradient tests of the vocabulary (linear algebra,
+shapes and elementwise functions): central differences of a scalar function, and a scalar
+loss made of a function's results with fixed random weights."""
+import numpy as np
+
+from tapeml import ops
+from tapeml.tape import raw
+
+
+def leaves(v):
+    """The matrices and numbers of a (possibly nested) tuple result, in order."""
+    r = raw(v)
+    return [x for item in r for x in leaves(item)] if isinstance(r, tuple) else [v]
+
+
+def fd_grad(f, x, h=1e-6):
+    """Central differences of the scalar function f at x, element by element."""
+    x = np.asarray(x, dtype=np.float64)
+    g = np.zeros_like(x)
+    for i in range(x.size):
+        xp, xm = x.copy(), x.copy()
+        xp.flat[i] += h
+        xm.flat[i] -= h
+        g.flat[i] = (float(raw(f(xp))) - float(raw(f(xm)))) / (2 * h)
+    return g
+
+
+def weighted(f, inputs, seed=1):
+    """loss(args) = sum over results of sum(result * R), R fixed pseudo-random weights."""
+    rng = np.random.default_rng(seed)
+    Rs = [rng.standard_normal(np.shape(raw(y))) for y in leaves(f(*inputs))]
+
+    def loss(*args):
+        total = 0.0
+        for y, R in zip(leaves(f(*args)), Rs):
+            total = ops.add(total, ops.sum_(ops.mul(y, R)))
+        return total
+    return loss
