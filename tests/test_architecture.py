@@ -20,8 +20,7 @@ PACKAGES = {"lang": "tapeml", "builtins": "tapeml.builtins", "stdlib": "tapeml.s
 CORE = {"tapeml." + m for m in ("lexer", "parser", "ast", "unparse", "tape", "ops", "values", "errors",
                                 "limits", "ranges", "primitive_table", "context", "formatspec")}
 # The faces: the ways a person meets the language (and their helpers).
-FACES = ("tapeml.cli", "tapeml.repl", "tapeml.docgen", "tapeml.docs", "tapeml.highlight", "tapeml.kernel",
-         "tapeml.__main__", "tapeml.stdlib.docs")
+FACES = ("tapeml.cli", "tapeml.repl", "tapeml.docs", "tapeml.highlight", "tapeml.kernel", "tapeml.__main__")
 BUILTINS = "tapeml.builtins"
 # The session: the Python API (tapeml.Session) and the package's own namespace, which exposes it.
 SESSION = ("tapeml.session", "tapeml")

@@ -1,4 +1,4 @@
-"""The docs builder (lang/docgen.py) and the plotting builtins: every builtin documented and
+"""The docs builder (lang/docs/) and the plotting builtins: every builtin documented and
 run, the index complete, `tapeml docs check` catching a hand-edited output, figures
 deterministic, the seed program on the transformer_block page."""
 import io
