@@ -197,6 +197,9 @@ class Interpreter(Statements, Calls, Indexing):
     def unknown_name(self, name, span, env) -> NameErr:
         if name in FOREIGN_WORDS:
             return NameErr(f"undefined name '{name}'; tapeml writes {FOREIGN_WORDS[name]}", span)
+        if name.lower() in ("nan", "inf", "infinity"):    # printed as words, but not literals
+            return NameErr(f"undefined name '{name}'; tapeml has no {name} literal: write "
+                           f"{'0 / 0' if name.lower() == 'nan' else '1 / 0'}", span)
         names = env.names()
         close = difflib.get_close_matches(name, names, 1, 0.7)
         hint = f"; did you mean '{close[0]}'?" if close else ""

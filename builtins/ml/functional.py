@@ -33,7 +33,7 @@ CAT = "Statistics & ML"
          examples=["one_hot(2, 4)", "one_hot([0, 2, 1], 3)", "one_hot([0, 1; 1, 0], 2)[1, 0, :]"])
 def one_hot(ids, n):
     n = int(n)
-    idx = _ids(ids, n, "one_hot", "id", "one_hot with n classes")
+    idx = _ids(ids, n, "one_hot", "id", None)
     limits.check_elements(f"one_hot() of {idx.size} ids into {n} classes", idx.shape + (n,))
     out = (idx[..., None] == np.arange(n)).astype(np.float64)
     return ops.as_float(out)

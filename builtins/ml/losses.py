@@ -20,21 +20,23 @@ CAT = "Statistics & ML"
 
 
 def _ids(ids, n: int, fname: str, what: str, bound_name: str) -> np.ndarray:
-    """Validate a number or matrix of 0-based ids below n; return them as intp."""
+    """Validate a number or matrix of 0-based ids below n; return them as intp. `what` names one
+    id ("id", "target"); `bound_name` what has n entries ("the table"), or None for n classes."""
     r = raw(ids)
     if isinstance(r, bool) or not isinstance(r, (float, int, np.ndarray)):
         raise TypeErr(f"{fname}(): {what} must be a number or a matrix of whole numbers, got {describe(ids)}")
     a = np.asarray(r, dtype=np.float64) if not (isinstance(r, np.ndarray) and r.dtype == np.bool_) else None
     if a is None:
-        raise TypeErr(f"{fname}(): {what} must be whole numbers, got {describe(ids)}")
+        raise TypeErr(f"{fname}(): {what}s must be whole numbers, got {describe(ids)}")
     if a.size:
         if not np.all(np.isfinite(a)) or np.any(a != np.floor(a)):
             bad = a[~np.isfinite(a) | (a != np.floor(a))].flat[0]
-            raise IndexErr(f"{fname}(): {what} must be whole numbers, got {format_value(bad)}")
+            raise IndexErr(f"{fname}(): {what}s must be whole numbers, got {format_value(bad)}")
         if a.min() < 0 or a.max() > n - 1:
             bad = a[(a < 0) | (a > n - 1)].flat[0]
-            raise IndexErr(f"{fname}(): {what} {format_value(bad)} is out of range: {bound_name} has {n} "
-                           f"entries, so ids go from 0 to {n - 1}")
+            where = f"with {n} classes," if bound_name is None else f"{bound_name} has {n} entries, so"
+            raise IndexErr(f"{fname}(): {what} {format_value(bad)} is out of range: {where} "
+                           f"{what}s go from 0 to {n - 1}")
     return a.astype(np.intp)
 
 
