@@ -54,3 +54,26 @@ def allocates_at_most(limit_bytes):
     finally:
         tracemalloc.stop()
     assert peak <= limit_bytes, f"peak allocation {peak / 1e6:.0f} MB > {limit_bytes / 1e6:.0f} MB"
+
+
+def page_of_square_with_vjp(name, vjp):
+    """Build the docs page of a throwaway builtin `name`(x) = x^2 whose primitive has the VJP
+    `vjp(g, x)` (a wrong one, for the docs' gradient gate); return (page, failures). The builtin
+    and its primitive are removed afterwards."""
+    from tapeml import docs as docgen
+    from tapeml import ops
+    import tapeml.builtins.registry as reg
+    prim = ops.primitive(f"docs_test_{name}", lambda x: x * x,
+                         lambda g, ans, saved, tracked, x: (vjp(g, x),))
+    wrong = reg.Builtin(name, "Math", "x^2 with a wrong gradient.", lambda x: prim(x),
+                        [reg.P("x", "array")], differentiable=True)
+    entry = docgen.Entry(name, "Math", "demo", wrong.params, examples=[f"{name}([1, 2])"],
+                         differentiable=True, builtin=wrong)
+    reg.REGISTRY[name] = wrong
+    failures = []
+    try:
+        page = docgen.build_page(entry, "/nonexistent-img-dir", failures)
+    finally:
+        del reg.REGISTRY[name]
+        ops.TABLE.pop(f"docs_test_{name}", None)
+    return page, failures

@@ -11,6 +11,8 @@ import sys
 
 import pytest
 
+from conftest import page_of_square_with_vjp
+
 from tapeml import docs as docgen
 from tapeml.builtins import REGISTRY, plot
 
@@ -102,22 +104,8 @@ def test_gradient_check_of_layer_norm_is_tiny_and_covers_every_float_argument():
 
 def test_gradient_check_fails_the_build_on_a_wrong_gradient():
     from tapeml import ops
-    from tapeml.builtins.registry import Builtin, P
     # x^2 with the VJP g * x instead of 2 g x
-    square = ops.primitive("docs_test_square", lambda x: x * x,
-                           lambda g, ans, res, needs, x: (ops.mul(g, x),))
-    wrong = Builtin("wrong_square", "Math", "x^2 with a wrong gradient.", lambda x: square(x),
-                    [P("x", "array")], differentiable=True)
-    e = docgen.Entry("wrong_square", "Math", "demo", wrong.params, examples=["wrong_square([1, 2])"],
-                     differentiable=True, builtin=wrong)
-    import tapeml.builtins.registry as reg
-    reg.REGISTRY["wrong_square"] = wrong
-    failures = []
-    try:
-        page = docgen.build_page(e, "/nonexistent-img-dir", failures)
-    finally:
-        del reg.REGISTRY["wrong_square"]
-        ops.TABLE.pop("docs_test_square", None)
+    page, failures = page_of_square_with_vjp("wrong_square", lambda g, x: ops.mul(g, x))
     assert [f.where for f in failures] == ["wrong_square.md gradient check (example 1)"]
     assert "x: largest relative error" in failures[0].message
     assert "(FAILS)" in page

@@ -11,6 +11,8 @@ from decimal import Decimal, ROUND_HALF_EVEN
 
 import numpy as np
 import pytest
+
+from conftest import page_of_square_with_vjp
 from hypothesis import assume, given, settings, strategies as st
 
 from tapeml import nn_ops, ops
@@ -89,22 +91,7 @@ def test_grad_error_and_worse():
 
 
 def test_docs_gradient_gate_fails_on_nan():
-    from tapeml import docs as docgen
-    from tapeml.builtins.registry import Builtin, P
-    import tapeml.builtins.registry as reg
-    nan_square = ops.primitive("docs_test_nan_square", lambda x: x * x,
-                               lambda g, ans, res, needs, x: (ops.mul(g, math.nan),))
-    wrong = Builtin("nan_square", "Math", "x^2 with a NaN gradient.", lambda x: nan_square(x),
-                    [P("x", "array")], differentiable=True)
-    e = docgen.Entry("nan_square", "Math", "demo", wrong.params, examples=["nan_square([1, 2])"],
-                     differentiable=True, builtin=wrong)
-    reg.REGISTRY["nan_square"] = wrong
-    failures = []
-    try:
-        page = docgen.build_page(e, "/nonexistent-img-dir", failures)
-    finally:
-        del reg.REGISTRY["nan_square"]
-        ops.TABLE.pop("docs_test_nan_square", None)
+    page, failures = page_of_square_with_vjp("nan_square", lambda g, x: ops.mul(g, math.nan))
     assert [f.where for f in failures] == ["nan_square.md gradient check (example 1)"]
     assert "nan" in failures[0].message
     assert "(FAILS)" in page
