@@ -18,7 +18,8 @@ module answers the requests with the existing pieces of the language:
     inspect       builtins.help.help_text (the page `?name` shows: a cell `?name` returns it as
                   a pager payload, as IPython does)
     is_complete   parser.is_complete
-    interrupt     SIGINT raises KeyboardInterrupt in the running cell; variables are kept
+    interrupt     stops the running cell, and each cell sent before the interrupt that had not
+                  started; the variables set so far are kept (see "Interrupts" below)
 
 metakernel was considered and not used: its value is magics, a shell and a parallel mode built
 around a REPL process it drives through pexpect or a `do_execute_direct` hook; tapeml runs in the
@@ -27,13 +28,45 @@ its `%` operator), and ipykernel's base class is the one the Jupyter project mai
 documents for wrapper kernels, with fewer dependencies.
 
 The interpreter is made in one place, `_new_session()`.
+
+Interrupts. ipykernel ignores SIGINT between requests (SIG_IGN) and installs Python's
+default_int_handler only while it handles one, so an interrupt sent just after an execute_request
+was lost when it reached the kernel before the request (the cell then ran on forever), and one that
+arrived in the request's handler outside the cell's own `try` (before do_execute, or while the
+reply was built) escaped into ipykernel's loop ("KeyboardInterrupt caught in kernel", no reply).
+This kernel installs its own SIGINT handler for its whole life instead (pre_handler_hook and
+post_handler_hook no longer swap handlers). The handler notes when the interrupt arrived and
+raises KeyboardInterrupt only inside an armed region, the evaluation of a cell and the drawing of
+its figures, and only once per region (a second Ctrl-C does not break the first one's unwinding).
+So an interrupt
+
+    - stops the running cell: raised in its evaluation or figures, or, arriving between those
+      parts, it ends the cell as interrupted once they are done;
+    - stops each cell that had not started when it arrived and whose request was sent before it
+      (its header date, stamped by the client, is not later than the interrupt): such a cell does
+      not start. That is the cell an interrupt overtook on its way to the kernel, and cells queued
+      behind the interrupted one that stop-on-error did not abort (they reached the kernel late);
+    - sent while the kernel was idle, stops nothing sent after it.
+
+The comparison uses one clock when client and kernel share a machine; a remote client whose clock
+runs behind the kernel's would see an idle interrupt stop a cell sent within that lag.
+
+ipykernel (7.x, with its shell-channel thread) also raced after an error reply: it sends the reply,
+then sets its "aborting" flag and posts the message that ends the aborting; a request the client
+sent on seeing the reply could overtake that message and come back `aborted`, so the cell after an
+interrupted one was sometimes not run. Here the end-of-aborting message is posted before the reply
+goes out (`_post_stop_aborting`), so exactly the requests sent before the client saw the error are
+aborted (Jupyter's stop-on-error), and `_abort_queues` only sets the flag.
 """
 from __future__ import annotations
 
 import base64
 import html
 import re
+import signal
 import sys
+import threading
+from datetime import datetime, timezone
 
 import numpy as np
 
@@ -152,6 +185,25 @@ def mime_bundle(value) -> dict:
 
 # ---- the kernel ---------------------------------------------------------------------------------
 
+INTERRUPTED = ("KeyboardInterrupt", "interrupted; the variables set so far are kept",
+               "Interrupted: the variables set so far are kept")
+INTERRUPTED_BEFORE_START = ("KeyboardInterrupt", "interrupted before the cell started; nothing ran",
+                            "Interrupted before the cell started: nothing ran")
+
+
+def _sent_at(parent) -> datetime | None:
+    """When the client sent a request (its header's date, timezone-aware), or None."""
+    date = parent.get("header", {}).get("date")
+    if isinstance(date, str):
+        try:
+            date = datetime.fromisoformat(date.replace("Z", "+00:00"))
+        except ValueError:
+            return None
+    if not isinstance(date, datetime):
+        return None
+    return date if date.tzinfo is not None else date.replace(tzinfo=timezone.utc)
+
+
 def _kernel_class():
     """The Kernel subclass (ipykernel imported only when a kernel starts: DESIGN.md rule 10)."""
     from ipykernel.kernelbase import Kernel
@@ -171,7 +223,52 @@ def _kernel_class():
             from tapeml.builtins import plot
             self.interp = _new_session()
             self.cells = 0
+            self._armed = False              # a SIGINT now raises KeyboardInterrupt (in a cell)
+            self._interrupts = 0             # SIGINTs received
+            self._interrupted_at = None      # when the latest one arrived (UTC)
+            self._stop_aborting_for = None   # the request whose end-of-aborting message is posted
             plot.set_publisher(self._publish_png)
+
+        # -- interrupts (see the module's docstring) ----------------------------------------
+        def start(self):
+            super().start()
+            signal.signal(signal.SIGINT, self._on_sigint)
+
+        def pre_handler_hook(self):
+            """ipykernel swaps in default_int_handler around each request; the kernel's own
+            handler stays (an interrupt outside a cell never raises into ipykernel's loop)."""
+
+        def post_handler_hook(self):
+            pass
+
+        def _on_sigint(self, signum, frame):
+            now = datetime.now(timezone.utc)
+            if self._interrupted_at is None or now > self._interrupted_at:
+                self._interrupted_at = now
+            self._interrupts += 1
+            if self._armed:
+                self._armed = False          # once: the unwinding is not interrupted again
+                raise KeyboardInterrupt
+
+        def _armed_call(self, since, fn, *args):
+            """fn(*args) with a SIGINT raising KeyboardInterrupt inside it: (result, False), or
+            (None, True) when an interrupt stopped it, or came after the count `since` (the
+            moment before arming). Python runs signal handlers in the main thread only: a cell
+            in a subshell's thread is not armed."""
+            if threading.current_thread() is not threading.main_thread():
+                return fn(*args), False
+            try:
+                try:
+                    self._armed = True
+                    if self._interrupts != since:
+                        self._armed = False
+                        raise KeyboardInterrupt
+                    return fn(*args), False
+                finally:
+                    self._armed = False
+            except KeyboardInterrupt:
+                self._armed = False
+                return None, True
 
         def set_parent(self, ident, parent, channel="shell"):
             """Also tag the output of print (sys.stdout, sys.stderr) with the request, as
@@ -185,47 +282,99 @@ def _kernel_class():
         # -- execute --------------------------------------------------------------------
         def do_execute(self, code, silent, store_history=True, user_expressions=None,
                        allow_stdin=False, *, cell_meta=None, cell_id=None):
-            from tapeml.builtins import plot
+            parent = self.get_parent("shell")
+            self._stop_aborting_for = None
             self.silent = silent
-            interp = self.interp
-            interp.out = sys.stdout
-            stripped = code.strip()
-            if re.fullmatch(r"\?\s*[A-Za-z_]\w*|[A-Za-z_]\w*\?", stripped):     # ?name, name?
-                return self._help_cell(stripped.strip("?").strip())
-            self.cells += 1
-            error = None
-            try:
-                interp.run(code, f"In[{self.execution_count}]", echo=self._echo)
-            except LangError as e:
-                error = (e.kind, e.message, render(e, interp.sources))
-            except KeyboardInterrupt:
-                error = ("KeyboardInterrupt", "interrupted; the variables set so far are kept",
-                         "Interrupted: the variables set so far are kept")
-            except RecursionError:
-                error = ("RecursionError", "the program nests too deeply",
-                         "RecursionError: the program nests too deeply")
-            except MemoryError:
-                error = ("MemoryError", "the computation ran out of memory",
-                         "MemoryError: the computation ran out of memory")
-            except Exception as e:  # noqa: BLE001 - a bug in tapeml must not end the kernel
-                message = f"{type(e).__name__}: {e}; this is a bug in tapeml"
-                error = ("InternalError", message, f"InternalError: {message}")
-            finally:
-                self._flush()
-                try:
-                    plot.publish_open()     # the cell's figures, then none stays open
-                except Exception as e:  # noqa: BLE001 - a figure that cannot be drawn
-                    plot.close_all()
-                    sys.stderr.write(f"warning: a figure could not be drawn ({type(e).__name__}: {e})\n")
+            self.interp.out = sys.stdout
+            interrupts = self._interrupts       # first: a later one is seen by the count
+            sent, last = _sent_at(parent), self._interrupted_at
+            if sent is not None and last is not None and sent <= last:
+                # sent before an interrupt that came while it waited: the cell does not start
+                error = INTERRUPTED_BEFORE_START
+                payload = []
+            else:
+                result, interrupted = self._armed_call(interrupts, self._run_cell, code)
+                error, payload = (INTERRUPTED, []) if interrupted else result
+            error = self._show_figures(error)
+            if error is None and self._interrupts != interrupts:   # came between the parts
+                error = INTERRUPTED
             if error is None:
                 return {"status": "ok", "execution_count": self.execution_count,
-                        "payload": [], "user_expressions": {}}
+                        "payload": payload, "user_expressions": {}}
             ename, evalue, text = error
             content = {"ename": ename, "evalue": evalue, "traceback": text.split("\n"),
                        "execution_count": self.execution_count}
             if not silent:
                 self.send_response(self.iopub_socket, "error", content)
+                if parent.get("content", {}).get("stop_on_error", True):
+                    self._post_stop_aborting(parent)
             return {"status": "error", **content}
+
+        def _run_cell(self, code):
+            """Run a cell: (error or None, payload); an error is (ename, evalue, traceback text)."""
+            stripped = code.strip()
+            if re.fullmatch(r"\?\s*[A-Za-z_]\w*|[A-Za-z_]\w*\?", stripped):     # ?name, name?
+                return self._help_cell(stripped.strip("?").strip())
+            self.cells += 1
+            interp = self.interp
+            try:
+                interp.run(code, f"In[{self.execution_count}]", echo=self._echo)
+            except LangError as e:
+                return (e.kind, e.message, render(e, interp.sources)), []
+            except RecursionError:
+                return ("RecursionError", "the program nests too deeply",
+                        "RecursionError: the program nests too deeply"), []
+            except MemoryError:
+                return ("MemoryError", "the computation ran out of memory",
+                        "MemoryError: the computation ran out of memory"), []
+            except Exception as e:  # noqa: BLE001 - a bug in tapeml must not end the kernel
+                message = f"{type(e).__name__}: {e}; this is a bug in tapeml"
+                return ("InternalError", message, f"InternalError: {message}"), []
+            finally:
+                self._flush()
+            return None, []
+
+        def _show_figures(self, error):
+            """The cell's figures as images (after an error or an interrupt too), then none stays
+            open; an interrupt while they are drawn closes the rest and ends the cell as
+            interrupted. Returns the cell's error."""
+            from tapeml.builtins import plot
+
+            def publish():
+                try:
+                    plot.publish_open()
+                except Exception as e:  # noqa: BLE001 - a figure that cannot be drawn
+                    plot.close_all()
+                    sys.stderr.write(f"warning: a figure could not be drawn ({type(e).__name__}: {e})\n")
+
+            _, interrupted = self._armed_call(self._interrupts, publish)
+            if interrupted:
+                plot.close_all()
+                self._flush()
+                return error or INTERRUPTED
+            return error
+
+        def _post_stop_aborting(self, parent):
+            """Post ipykernel's end-of-aborting message now, before the error reply goes out (the
+            module's docstring says why); `_abort_queues` then only sets the flag. Without the
+            shell-channel thread (ipykernel 6) the base class does it all."""
+            thread = getattr(self, "shell_channel_thread", None)
+            post = getattr(self, "_post_dummy_stop_aborting_message", None)
+            if thread is None or post is None:
+                return
+            thread.io_loop.add_callback(post, parent["header"].get("subshell_id"))
+            self._stop_aborting_for = parent["header"].get("msg_id")
+
+        def _abort_queues(self, subshell_id=None):
+            parent = self.get_parent("shell")
+            if self._stop_aborting_for is None or \
+                    self._stop_aborting_for != parent.get("header", {}).get("msg_id"):
+                return super()._abort_queues(subshell_id)
+            self._stop_aborting_for = None
+            if subshell_id is None:
+                self._aborting = True
+            else:
+                self.shell_channel_thread.manager.set_subshell_aborting(subshell_id, True)
 
         def _echo(self, value):
             self.interp.globals.vars[ANS] = value      # `ans`: the last echoed value
@@ -250,16 +399,9 @@ def _kernel_class():
             try:
                 text = help_text(name or None, self.interp)
             except LangError as e:
-                content = {"ename": e.kind, "evalue": e.message,
-                           "traceback": [f"{e.kind}: {e.message}"],
-                           "execution_count": self.execution_count}
-                if not self.silent:
-                    self.send_response(self.iopub_socket, "error", content)
-                return {"status": "error", **content}
+                return (e.kind, e.message, f"{e.kind}: {e.message}"), []
             # a pager payload, as IPython answers `?name`: JupyterLab shows it below the cell
-            return {"status": "ok", "execution_count": self.execution_count,
-                    "payload": [{"source": "page", "data": {"text/plain": text}, "start": 0}],
-                    "user_expressions": {}}
+            return None, [{"source": "page", "data": {"text/plain": text}, "start": 0}]
 
         def _flush(self):
             for stream in (sys.stdout, sys.stderr):

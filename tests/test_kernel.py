@@ -7,7 +7,6 @@ import base64
 import copy
 import json
 import os
-import time
 
 import pytest
 
@@ -237,17 +236,100 @@ def test_is_complete(kernel, code, status):
     assert request(kc, "is_complete", code)["status"] == status
 
 
+LOOP = "n = 0\nwhile true\n    n = n + 1\n    if n == 1\n        print(\"running\")\n    end\nend"
+
+
+def reply_to(kc, msg_id, timeout=30):
+    reply = kc.get_shell_msg(timeout=timeout)
+    while reply["parent_header"].get("msg_id") != msg_id:
+        reply = kc.get_shell_msg(timeout=timeout)
+    return reply["content"]
+
+
+def wait_for_output(kc, msg_id, text, timeout=30):
+    """Wait for `text` on the request's stdout (the cell has reached that point)."""
+    seen = ""
+    while text not in seen:
+        m = kc.get_iopub_msg(timeout=timeout)
+        if m["parent_header"].get("msg_id") == msg_id and m["msg_type"] == "stream":
+            seen += m["content"]["text"]
+
+
+def interrupted(reply):
+    return reply["status"] == "error" and reply["ename"] == "KeyboardInterrupt"
+
+
 def test_interrupt_stops_the_cell_and_keeps_the_variables(kernel):
     km, kc = kernel
     execute(kc, "kept = 41")
-    msg_id = kc.execute("n = 0\nwhile true\n    n = n + 1\nend")
-    time.sleep(0.5)
+    msg_id = kc.execute(LOOP)
+    wait_for_output(kc, msg_id, "running\n")          # the loop runs: n >= 1
     km.interrupt_kernel()
-    reply = kc.get_shell_msg(timeout=20)
-    assert reply["parent_header"]["msg_id"] == msg_id
-    assert reply["content"]["status"] == "error" and reply["content"]["ename"] == "KeyboardInterrupt"
-    reply, out = execute(kc, "[kept + 1, n > 0]")
+    reply = reply_to(kc, msg_id)
+    assert interrupted(reply) and reply["evalue"] == "interrupted; the variables set so far are kept"
+    reply, out = execute(kc, "[kept + 1, n > 0]")     # the next cell runs, the variables are kept
     assert reply["status"] == "ok" and out[0][1]["data"]["text/plain"] == "[42, 1]"
+
+
+def test_interrupt_sent_right_after_the_request_stops_that_cell(kernel):
+    """The interrupt may reach the kernel before the request, while it is dispatched, or once
+    the cell runs: each way the cell stops and the next one runs."""
+    km, kc = kernel
+    execute(kc, "kept = 41")
+    for i in range(3):
+        msg_id = kc.execute(LOOP)
+        km.interrupt_kernel()
+        assert interrupted(reply_to(kc, msg_id))
+        reply, out = execute(kc, f"kept + {i}")
+        assert reply["status"] == "ok" and out[0][1]["data"]["text/plain"] == str(41 + i)
+
+
+def test_interrupt_that_overtakes_its_request_stops_the_cell_before_it_starts(kernel):
+    """The request is stamped, then the interrupt sent; the kernel gets the interrupt first
+    (the kernel_info round trip makes sure it has), then the request: the cell does not start."""
+    km, kc = kernel
+    execute(kc, "kept = 41")
+    msg = kc.session.msg("execute_request", {"code": "never_set = 1\n" + LOOP, "silent": False,
+                                             "store_history": True, "user_expressions": {},
+                                             "allow_stdin": False, "stop_on_error": True})
+    km.interrupt_kernel()
+    request(kc, "kernel_info")
+    kc.shell_channel.send(msg)
+    reply = reply_to(kc, msg["header"]["msg_id"])
+    assert interrupted(reply) and reply["evalue"] == "interrupted before the cell started; nothing ran"
+    reply, out = execute(kc, "never_set")             # nothing of the cell ran
+    assert reply["status"] == "error" and reply["ename"] == "NameError"
+    reply, out = execute(kc, "kept + 1")
+    assert reply["status"] == "ok" and out[0][1]["data"]["text/plain"] == "42"
+
+
+def test_interrupt_while_idle_stops_nothing_sent_after_it(kernel):
+    km, kc = kernel
+    execute(kc, "kept = 41")
+    km.interrupt_kernel()
+    request(kc, "kernel_info")                        # the kernel has had the interrupt
+    reply, out = execute(kc, "kept + 1")
+    assert reply["status"] == "ok" and out[0][1]["data"]["text/plain"] == "42"
+    reply = request(kc, "complete", "kep", 3)        # nor a request of another kind
+    assert reply["status"] == "ok" and reply["matches"] == ["kept"]
+
+
+def test_interrupt_stops_the_cells_queued_behind_the_running_one(kernel):
+    """Sent before the interrupt, a queued cell never runs: stop-on-error aborts it, or, when it
+    reached the kernel after the interrupted cell's reply, it does not start."""
+    km, kc = kernel
+    execute(kc, "kept = 41")
+    running = kc.execute(LOOP)
+    wait_for_output(kc, running, "running\n")
+    queued = kc.execute("queued = 1")
+    km.interrupt_kernel()
+    assert interrupted(reply_to(kc, running))
+    reply = reply_to(kc, queued)
+    assert reply["status"] == "aborted" or interrupted(reply)
+    reply, out = execute(kc, "queued")
+    assert reply["status"] == "error" and reply["ename"] == "NameError"
+    reply, out = execute(kc, "kept + 1")
+    assert reply["status"] == "ok" and out[0][1]["data"]["text/plain"] == "42"
 
 
 # ---- the example notebook ------------------------------------------------------------------------
