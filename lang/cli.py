@@ -262,6 +262,10 @@ def entry() -> None:
     except Terminated:          # outside a program run (the REPL, the docs builder)
         print("Terminated (SIGTERM)", file=sys.stderr)
         code = 143
+    except KeyboardInterrupt:   # outside a program run too (an error being printed, a docs build)
+        sys.stdout.flush()
+        print("Interrupted (Ctrl-C)", file=sys.stderr)
+        code = 130
     sys.exit(code)
 
 

@@ -55,8 +55,9 @@ ipykernel (7.x, with its shell-channel thread) also raced after an error reply: 
 then sets its "aborting" flag and posts the message that ends the aborting; a request the client
 sent on seeing the reply could overtake that message and come back `aborted`, so the cell after an
 interrupted one was sometimes not run. Here the end-of-aborting message is posted before the reply
-goes out (`_post_stop_aborting`), so exactly the requests sent before the client saw the error are
-aborted (Jupyter's stop-on-error), and `_abort_queues` only sets the flag.
+goes out (`_post_stop_aborting`), so the requests that reached the kernel before the error was
+replied are aborted (Jupyter's stop-on-error) and none sent on seeing the reply is, and
+`_abort_queues` only sets the flag.
 """
 from __future__ import annotations
 
@@ -232,7 +233,8 @@ def _kernel_class():
         # -- interrupts (see the module's docstring) ----------------------------------------
         def start(self):
             super().start()
-            signal.signal(signal.SIGINT, self._on_sigint)
+            if threading.current_thread() is threading.main_thread():    # where signals can be set
+                signal.signal(signal.SIGINT, self._on_sigint)
 
         def pre_handler_hook(self):
             """ipykernel swaps in default_int_handler around each request; the kernel's own

@@ -469,7 +469,13 @@ class Repl:
             except EOFError:            # Ctrl-D on an empty line
                 self.write(self.out, "")
                 return 0
-            if not self.handle(text):
+            try:
+                going_on = self.handle(text)
+            except KeyboardInterrupt:   # Ctrl-C outside the computation: a help page being made,
+                self.flush()            # an error being printed; the session goes on
+                self.error("Interrupted (Ctrl-C); the variables set so far are kept")
+                continue
+            if not going_on:
                 return 0
 
     def handle(self, text: str) -> bool:

@@ -166,6 +166,27 @@ def test_keyboard_interrupt_in_script_is_one_line(monkeypatch):
     assert out == "Interrupted (Ctrl-C)\n"
 
 
+def test_ctrl_c_while_an_error_is_printed_is_one_line_too(monkeypatch, capsys):
+    """Outside the program run (here the error's rendering), Ctrl-C ends the command the same
+    way: exit status 130 and one line, no Python traceback."""
+    import signal
+    import sys
+    from tapeml import cli, errors
+
+    def interrupted(*args):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(errors, "render", interrupted)
+    monkeypatch.setattr(sys, "argv", ["tapeml", "-c", "undefined_name"])
+    old = signal.getsignal(signal.SIGTERM)          # entry() installs its SIGTERM handler
+    try:
+        with pytest.raises(SystemExit) as e:
+            cli.entry()
+    finally:
+        signal.signal(signal.SIGTERM, old)
+    assert e.value.code == 130
+    assert capsys.readouterr().err == "Interrupted (Ctrl-C)\n"
+
+
 def test_masks_combine_with_and_or_not():
     code, out = run_ml("x = 1:6\nprint(x[x > 2 and x < 5], x[x < 2 or x > 5], x[not (x > 2)], max(3, 5), min([1, 5], [4, 4]))\n"
                        "m = (x > 2) * (x < 5)\nprint(m, x[m], sum(m), (x > 2) + (x > 3), true * 2)")
