@@ -73,8 +73,8 @@ def save(interp, path, value):
 
 def _declared_shape(data, key: str, full: str) -> tuple:
     """The shape an array's .npy header declares, read without reading the array: refused when
-    it alone passes the element limit (lang/limits.py), or when its entry in the zip holds fewer
-    bytes than the header promises (a damaged file)."""
+    its type is not a number type, when it alone passes the element limit (lang/limits.py), or
+    when its entry in the zip holds fewer bytes than the header promises (a damaged file)."""
     from tapeml import limits
     from tapeml.values import format_gb
     name = key + ".npy" if key + ".npy" in data.zip.namelist() else key
@@ -85,13 +85,18 @@ def _declared_shape(data, key: str, full: str) -> tuple:
         else:
             shape, _, dtype = np.lib.format.read_array_header_2_0(member)
         start = member.tell()
+    if dtype.hasobject:
+        raise IOErr(f"load(): {full} holds pickled objects, which load() refuses to read")
+    if dtype.kind not in "fbiu" or dtype.shape:
+        # strings and records: refused before reading (a string type of 400 MB an element passed
+        # the element count, and 10 of them were read, 4 GB, before the refusal)
+        raise IOErr(f"load(): '{key}' in {full} has dtype {dtype}; checkpoints hold numbers")
     limits.check_elements(f"load(): '{key}' in {full}", shape)
-    if not dtype.hasobject:
-        need = start + int(np.prod(shape, dtype=object)) * dtype.itemsize
-        held = data.zip.getinfo(name).file_size
-        if need > held:
-            raise IOErr(f"load(): {full} is damaged or truncated: the array '{key}' needs {format_gb(need)} "
-                        f"but its entry holds {format_gb(held)}")
+    need = start + int(np.prod(shape, dtype=object)) * dtype.itemsize
+    held = data.zip.getinfo(name).file_size
+    if need > held:
+        raise IOErr(f"load(): {full} is damaged or truncated: the array '{key}' needs {format_gb(need)} "
+                    f"but its entry holds {format_gb(held)}")
     return shape
 
 
@@ -108,7 +113,11 @@ def _declared_shape(data, key: str, full: str) -> tuple:
              "as layers[0].wq, and the field order of a file written by save is kept (in its metadata); "
              "bfloat16 and float16 tensors are widened exactly to float64.",
          errors=["IOError when the file is missing, truncated, or not an .npz archive",
-                 "IOError when an array name is not a field path (a file not written by save)"],
+                 "IOError when an array name is not a field path (a file not written by save), an array "
+                 "holds strings, records or pickled objects, or the names nest more than 1000 deep",
+                 "ValueError when an array, or all of them together, would pass the element limit: counted "
+                 "from the file's headers before any array is read, so a small compressed file that would "
+                 "expand to gigabytes (a zip bomb) is refused at once"],
          examples=["save(\"/tmp/tapeml_doc_ckpt2.npz\", ([1, 2], {b = 0.5}))\n"
                    "load(\"/tmp/tapeml_doc_ckpt2.npz\")"])
 def load(interp, path):

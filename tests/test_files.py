@@ -437,20 +437,20 @@ def test_a_temporary_file_of_a_running_writer_is_kept(tmp_path):
 
 # ---- loaders: the size guard counts every array before reading one ------------------------------
 def test_a_compressed_checkpoint_expanding_past_the_limit_is_refused_unread(tmp_path, monkeypatch):
-    """A zip bomb: NumPy's savez_compressed packs 9.6 MB of zeros into a few KB. Each array alone
+    """A zip bomb: NumPy's savez_compressed packs 24 MB of zeros into a few KB. Each array alone
     is under the (lowered) limit; together they are not, and nothing is read."""
     p = tmp_path / "bomb.npz"
-    np.savez_compressed(p, a=np.zeros(600_000), b=np.zeros(600_000))
-    assert os.path.getsize(p) < 30_000
-    monkeypatch.setattr(limits, "MAX_ELEMENTS", 1_000_000)
-    with allocates_at_most(2_000_000):          # one array is 4.8 MB
+    np.savez_compressed(p, a=np.zeros(1_500_000), b=np.zeros(1_500_000))
+    assert os.path.getsize(p) < 60_000
+    monkeypatch.setattr(limits, "MAX_ELEMENTS", 2_500_000)
+    with allocates_at_most(6_000_000):          # one array is 12 MB
         err = error_of("load(p)", p=str(p))
     assert isinstance(err, ValueErr) and err.message == (
         f"load(): {p}, a file of {format_gb(os.path.getsize(p))}, holds 2 arrays that together would need "
-        f"0.0096 GB of float64; the limit is 0.008 GB (half this machine's memory, at most 8 GB)")
-    monkeypatch.setattr(limits, "MAX_ELEMENTS", 1_200_000)      # at the limit: read, and exact
+        f"0.024 GB of float64; the limit is 0.02 GB (half this machine's memory, at most 8 GB)")
+    monkeypatch.setattr(limits, "MAX_ELEMENTS", 3_000_000)      # at the limit: read, and exact
     got = run("w = load(p)\nprint(size(w.a), size(w.b), sum(w.a) + sum(w.b))", p=str(p))
-    assert got == "(600000,) (600000,) 0\n"
+    assert got == "(1500000,) (1500000,) 0\n"
 
 
 def test_a_checkpoint_whose_entries_claim_more_than_the_limit_together_is_refused_unread(tmp_path):
@@ -612,3 +612,22 @@ def test_readers_take_memory_in_proportion_to_the_file_not_to_the_limit(tmp_path
     interp.globals.vars["p"] = str(p)
     interp.run("x = read_csv(p)", "<test>")
     assert np.array_equal(interp.globals.vars["x"], got) and got.shape == (100_000, 10)
+
+
+def test_an_array_of_strings_is_refused_before_it_is_read(tmp_path):
+    """10 strings of 100 million characters count 10 elements, but take 4 GB: NumPy's
+    savez_compressed packs them into a few MB. The type is refused from the header."""
+    import zipfile
+    buf = io.BytesIO()
+    np.lib.format.write_array_header_1_0(buf, {"descr": "<U100000000", "fortran_order": False, "shape": (10,)})
+    p = tmp_path / "strings.npz"
+    with zipfile.ZipFile(p, "w", compression=zipfile.ZIP_DEFLATED) as z:
+        with z.open("w.npy", "w", force_zip64=True) as member:
+            member.write(buf.getvalue())
+            chunk = bytes(1 << 24)
+            for _ in range(3):                  # 48 MB of the 4 GB: reading it would fail anyway
+                member.write(chunk)
+    with allocates_at_most(60_000_000):
+        err = error_of("load(p)", p=str(p))
+    assert isinstance(err, IOErr)
+    assert err.message == f"load(): 'w' in {p} has dtype <U100000000; checkpoints hold numbers"
