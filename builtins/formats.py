@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import csv as _csv
 import re
-import io as _io
 import json as _json
 import math as _math
 
@@ -12,6 +11,7 @@ import numpy as np
 
 from tapeml.builtins.files import atomic_write, existing_file, read_limited, resolve_path
 from tapeml.errors import IOErr, TypeErr
+from tapeml.limits import MAX_NESTING
 from tapeml.errors import ValueErr as _ValueErr
 from tapeml.tape import raw
 from tapeml.values import Record, describe, format_value
@@ -41,32 +41,40 @@ def _parse_key(key: str, where: str) -> list:
     return parts
 
 
-def flatten(value, path: str = "") -> list:
-    """(key, ndarray) pairs of a record/tuple tree, in order."""
-    r = raw(value)
-    if isinstance(r, Record):
-        if not r.fields:
-            raise TypeErr(f"save(): {path or 'the value'} is an empty record; checkpoints store matrices, "
-                          f"so every record needs at least one field")
-        out = []
-        for k, v in r.fields.items():
-            out.extend(flatten(v, f"{path}.{k}" if path else k))
-        return out
-    if isinstance(r, tuple):
-        if not r:
-            raise TypeErr(f"save(): {path or 'the value'} is an empty tuple; checkpoints store matrices")
-        out = []
-        for i, v in enumerate(r):
-            out.extend(flatten(v, f"{path}[{i}]"))
-        return out
-    if isinstance(r, bool) or isinstance(r, np.bool_):
-        return [(path, np.array(bool(r)))]
-    if isinstance(r, (float, int)):
-        return [(path, np.array(float(r), dtype=np.float64))]
-    if isinstance(r, np.ndarray):
-        return [(path, r)]
-    raise TypeErr(f"save(): {path} is {describe(r)}; a checkpoint holds numbers and matrices "
-                  f"(in records and tuples)")
+def flatten(value) -> list:
+    """(key, ndarray) pairs of a record/tuple tree, in order (depth first, fields in order). A
+    loop, not recursion, and at most MAX_NESTING levels: a 1e6-deep record is refused at once
+    (each level's key is one longer: recursing built 1e6 ever longer keys, 7.7 GB)."""
+    from tapeml import limits
+    out = []
+    stack = [(value, "", 0)]
+    while stack:
+        v, path, depth = stack.pop()
+        r = raw(v)
+        if isinstance(r, (Record, tuple)):
+            if depth >= limits.MAX_NESTING:
+                raise limits.nesting_error("save(): the value")
+            if isinstance(r, Record):
+                if not r.fields:
+                    raise TypeErr(f"save(): {path or 'the value'} is an empty record; checkpoints store matrices, "
+                                  f"so every record needs at least one field")
+                children = [(x, f"{path}.{k}" if path else k, depth + 1) for k, x in r.fields.items()]
+            else:
+                if not r:
+                    raise TypeErr(f"save(): {path or 'the value'} is an empty tuple; checkpoints store matrices")
+                children = [(x, f"{path}[{i}]", depth + 1) for i, x in enumerate(r)]
+            stack.extend(reversed(children))
+        elif isinstance(r, bool) or isinstance(r, np.bool_):
+            out.append((path, np.array(bool(r))))
+        elif isinstance(r, (float, int)):
+            out.append((path, np.array(float(r), dtype=np.float64)))
+        elif isinstance(r, np.ndarray):
+            out.append((path, r))
+        else:
+            raise TypeErr(f"save(): {path} is {describe(r)}; a checkpoint holds numbers and matrices "
+                          f"(in records and tuples)")
+    return out
+
 
 def unflatten(items: list, where: str):
     """Rebuild the tree from (key, value) pairs written by `flatten` (in order)."""
@@ -75,8 +83,12 @@ def unflatten(items: list, where: str):
     def container(kind):
         return {"kind": kind, "items": {}}
 
+    from tapeml import limits
     for key, value in items:
         parts = _parse_key(key, where)
+        if len(parts) > limits.MAX_NESTING:
+            raise IOErr(f"load(): {where} nests records and tuples more than {limits.MAX_NESTING} deep "
+                        f"(an array name of {len(parts)} parts)")
         kind = "record" if isinstance(parts[0], str) else "tuple"
         if root is None:
             root = container(kind)
@@ -100,16 +112,26 @@ def unflatten(items: list, where: str):
                     raise IOErr(f"load(): {where} holds both a matrix and a tree at '{key}'")
                 node = child
 
-    def build(node):
-        if not isinstance(node, dict):
-            return node
-        if node["kind"] == "record":
-            return Record({k: build(v) for k, v in node["items"].items()})
-        n = len(node["items"])
-        if sorted(node["items"]) != list(range(n)):
-            raise IOErr(f"load(): {where} has a tuple with missing items "
-                        f"(indices {sorted(node['items'])})")
-        return tuple(build(node["items"][i]) for i in range(n))
+    def build(top):
+        """The value of a node: children first, in a loop (no recursion, whatever the depth)."""
+        done: dict = {}
+        stack = [(top, False)]
+        while stack:
+            node, ready = stack.pop()
+            if not ready:
+                stack.append((node, True))
+                stack.extend((c, False) for c in node["items"].values() if isinstance(c, dict))
+                continue
+            items = {k: done.pop(id(v)) if isinstance(v, dict) else v for k, v in node["items"].items()}
+            if node["kind"] == "record":
+                done[id(node)] = Record(items)
+                continue
+            n = len(items)
+            if sorted(items) != list(range(n)):
+                raise IOErr(f"load(): {where} has a tuple with missing items "
+                            f"(indices {sorted(items)})")
+            done[id(node)] = tuple(items[i] for i in range(n))
+        return done[id(top)]
 
     if root is None:
         raise IOErr(f"load(): {where} holds no arrays")
@@ -144,17 +166,21 @@ def _csv_number(cell: str):
         return None
 
 
-def _csv_rows(fname: str, full: str, text: str) -> list:
-    """(line number, fields) of each non-blank row (csv module: quoted fields may hold commas)."""
-    rows = []
-    reader = _csv.reader(_io.StringIO(text, newline=""), strict=True)
+_LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+\Z")
+
+
+def _csv_rows(fname: str, full: str, text: str):
+    """(line number, fields) of each non-blank row, one at a time (csv module: quoted fields may
+    hold commas): a reader keeps one row of strings, not the whole file's (28x the file's size)."""
+    # lines sliced one at a time (a StringIO would copy the text at 4 bytes a character),
+    # split as a file opened with newline="" splits them: at \n, \r\n or \r, the ends kept
+    reader = _csv.reader((m.group(0) for m in _LINE.finditer(text)), strict=True)
     try:
         for fields_ in reader:
             if fields_ and not (len(fields_) == 1 and fields_[0].strip() == ""):
-                rows.append((reader.line_num, fields_))
+                yield reader.line_num, fields_
     except _csv.Error as e:
         raise IOErr(f"{fname}(): {full} line {reader.line_num}: malformed CSV ({e})") from None
-    return rows
 
 
 def _is_header(fields_) -> bool:
@@ -233,7 +259,7 @@ class _json_stack:
         return False
 
 
-JSON_MAX_DEPTH = 1000       # arrays/objects inside each other, read or written
+JSON_MAX_DEPTH = MAX_NESTING    # arrays/objects inside each other, read or written
 
 
 def _json_number(x: float, where: str):
@@ -246,7 +272,8 @@ def _json_number(x: float, where: str):
 def _to_json(v, where: str, depth: int = 0):
     r = raw(v)
     if depth > JSON_MAX_DEPTH:      # json.dumps recurses on the C stack
-        raise _ValueErr(f"write_json(): the value nests tuples and records more than {JSON_MAX_DEPTH} deep")
+        from tapeml import limits
+        raise limits.nesting_error("write_json(): the value")
     if r is None or isinstance(r, (bool, str)):
         return r
     if isinstance(r, np.bool_):
@@ -269,6 +296,19 @@ def _to_json(v, where: str, depth: int = 0):
         return {k: _to_json(x, f"{where}.{k}" if where else k, depth + 1) for k, x in r.fields.items()}
     raise TypeErr(f"write_json(): {where or 'value'} is {describe(r)}; JSON holds records, tuples, "
                   f"matrices, numbers, strings, bools and none")
+
+
+def check_load_total(full: str, shapes: list) -> None:
+    """Refuse a checkpoint whose arrays together pass the element limit (each one alone is
+    checked by name too), counted from the file's headers before any array is read: a small
+    compressed file (a zip bomb) that would expand past the limit is refused at once."""
+    import os
+    from tapeml import limits
+    from tapeml.values import format_gb
+    total = sum(_math.prod(s) for s in shapes)
+    if total > limits.MAX_ELEMENTS:
+        raise limits.elements_error(f"load(): {full}, a file of {format_gb(os.path.getsize(full))}, holds "
+                                    f"{len(shapes)} arrays that together", total)
 
 
 # ---- .safetensors in save/load ---------------------------------------------------------------------
@@ -297,11 +337,13 @@ def load_safetensors(full: str):
         with safe_open(full, framework="np") as f:
             keys = list(f.keys())
             meta = f.metadata() or {}
-            dtypes = {}
+            dtypes, shapes = {}, []
             for k in keys:
                 sl = f.get_slice(k)
-                limits.check_elements(f"load(): '{k}' in {full}", tuple(sl.get_shape()))
+                shapes.append(tuple(sl.get_shape()))
+                limits.check_elements(f"load(): '{k}' in {full}", shapes[-1])
                 dtypes[k] = sl.get_dtype()
+            check_load_total(full, shapes)
             tensors = {k: f.get_tensor(k) for k in keys if dtypes[k] != "BF16"}
         if len(tensors) < len(keys):
             tensors.update(_bf16_tensors(full, [k for k in keys if dtypes[k] == "BF16"]))

@@ -5,13 +5,15 @@ path from the root: `tok`, `heads[0].wq`, `blocks[1].ln1_gamma`; a tuple at the 
 keys `[0]`, `[1].w`, ... Numbers are stored as 0-d float64 arrays and come back as numbers.
 Any NumPy can read the file (`numpy.load(path)["heads[0].wq"]`), and `load` never unpickles.
 
-`save` writes to a temporary file in the target's directory and renames it over the target
-(`os.replace`, atomic on POSIX and Windows), so a crash mid-write never leaves a
-half-written checkpoint behind.
+Every writer here (save, write_text, write_csv, write_json) goes through the one writer of
+builtins/files.py (`atomic_write`): a temporary file renamed over the target, links followed,
+mode and owner kept; its docstring and WRITER_HOW (the shared paragraph of their pages) say how.
 """
 from __future__ import annotations
 
+import array
 import csv as _csv
+import itertools
 import json as _json
 import os
 import zipfile
@@ -20,10 +22,11 @@ import zlib
 import numpy as np
 
 from tapeml.builtins.registry import P, builtin
-from tapeml.builtins.files import atomic_write, existing_file, read_limited, resolve_path
+from tapeml.builtins.files import (WRITER_ERRORS, WRITER_HOW, atomic_write, existing_file, read_limited,
+                                   resolve_path)
 from tapeml.builtins.formats import (JSON_MAX_DEPTH, _csv_number, _csv_rows, _from_json, _is_header, _json_stack,
-                                     _number_text, _read_utf8, _to_json, flatten, load_safetensors,
-                                     save_safetensors, unflatten)
+                                     _number_text, _read_utf8, _to_json, check_load_total, flatten,
+                                     load_safetensors, save_safetensors, unflatten)
 from tapeml.errors import IOErr, TypeErr
 from tapeml.errors import ValueErr as _ValueErr
 from tapeml.tape import raw
@@ -41,13 +44,12 @@ CAT = "IO"
               "read the file with numpy.load. A path ending in .safetensors writes the safetensors format "
               "(Hugging Face's, no pickles) with the same names, which Python reads with "
               "safetensors.numpy.load_file.",
-         how="A NumPy .npz archive (uncompressed zip of .npy files, no pickles), written to a temporary "
-             "file in the same directory and renamed over `path` with os.replace: a crash while saving "
-             "leaves the old file (or none), never a half-written one. float64 values are stored bit for "
-             "bit.",
+         how="A NumPy .npz archive (uncompressed zip of .npy files, no pickles); float64 values are "
+             "stored bit for bit. " + WRITER_HOW,
          errors=["TypeError naming the path of a leaf that is not a number or matrix (a string, a function)",
                  "TypeError when value is not a record or tuple",
-                 "IOError when the directory does not exist or cannot be written"],
+                 "ValueError when value nests records and tuples more than 1000 deep",
+                 WRITER_ERRORS],
          examples=["params = {w = [1, 2; 3, 4], heads = ({wq = [0.5, 0.25]},), step = 3}\n"
                    "save(\"/tmp/tapeml_doc_ckpt.npz\", params)\n"
                    "load(\"/tmp/tapeml_doc_ckpt.npz\")"])
@@ -69,17 +71,33 @@ def save(interp, path, value):
     return None
 
 
-def _check_header(data, key: str, full: str) -> None:
-    """Refuse an array whose .npy header claims more elements than the limit (lang/limits.py)."""
+def _declared_shape(data, key: str, full: str) -> tuple:
+    """The shape an array's .npy header declares, read without reading the array: refused when
+    its type is not a number type, when it alone passes the element limit (lang/limits.py), or
+    when its entry in the zip holds fewer bytes than the header promises (a damaged file)."""
     from tapeml import limits
+    from tapeml.values import format_gb
     name = key + ".npy" if key + ".npy" in data.zip.namelist() else key
     with data.zip.open(name) as member:
         version = np.lib.format.read_magic(member)
         if version == (1, 0):
-            shape = np.lib.format.read_array_header_1_0(member)[0]
+            shape, _, dtype = np.lib.format.read_array_header_1_0(member)
         else:
-            shape = np.lib.format.read_array_header_2_0(member)[0]
+            shape, _, dtype = np.lib.format.read_array_header_2_0(member)
+        start = member.tell()
+    if dtype.hasobject:
+        raise IOErr(f"load(): {full} holds pickled objects, which load() refuses to read")
+    if dtype.kind not in "fbiu" or dtype.shape:
+        # strings and records: refused before reading (a string type of 400 MB an element passed
+        # the element count, and 10 of them were read, 4 GB, before the refusal)
+        raise IOErr(f"load(): '{key}' in {full} has dtype {dtype}; checkpoints hold numbers")
     limits.check_elements(f"load(): '{key}' in {full}", shape)
+    need = start + int(np.prod(shape, dtype=object)) * dtype.itemsize
+    held = data.zip.getinfo(name).file_size
+    if need > held:
+        raise IOErr(f"load(): {full} is damaged or truncated: the array '{key}' needs {format_gb(need)} "
+                    f"but its entry holds {format_gb(held)}")
+    return shape
 
 
 @builtin("load", CAT, "Read a checkpoint written by save: the same record or tuple of matrices.",
@@ -95,7 +113,11 @@ def _check_header(data, key: str, full: str) -> None:
              "as layers[0].wq, and the field order of a file written by save is kept (in its metadata); "
              "bfloat16 and float16 tensors are widened exactly to float64.",
          errors=["IOError when the file is missing, truncated, or not an .npz archive",
-                 "IOError when an array name is not a field path (a file not written by save)"],
+                 "IOError when an array name is not a field path (a file not written by save), an array "
+                 "holds strings, records or pickled objects, or the names nest more than 1000 deep",
+                 "ValueError when an array, or all of them together, would pass the element limit: counted "
+                 "from the file's headers before any array is read, so a small compressed file that would "
+                 "expand to gigabytes (a zip bomb) is refused at once"],
          examples=["save(\"/tmp/tapeml_doc_ckpt2.npz\", ([1, 2], {b = 0.5}))\n"
                    "load(\"/tmp/tapeml_doc_ckpt2.npz\")"])
 def load(interp, path):
@@ -110,8 +132,10 @@ def load(interp, path):
         with np.load(full, allow_pickle=False) as data:
             if not isinstance(data, np.lib.npyio.NpzFile):
                 raise IOErr(f"load(): {full} is not an .npz archive")
+            # the size guard, from the headers before any array is read: each array, then all of
+            # them together (a small compressed file can expand past the limit: a zip bomb)
+            check_load_total(full, [_declared_shape(data, key, full) for key in data.files])
             for key in data.files:
-                _check_header(data, key, full)        # the size guard, before the array is read
                 items.append((key, data[key]))
     except IOErr:
         raise
@@ -168,10 +192,8 @@ def read_text(interp, path):
          returns="none", interp=True,
          what="Saves a string as a text file, replacing what was there, e.g. generated text or a log; "
               "read_text gives the same string back.",
-         how="Writes to a temporary file in the same directory, then renames it over path (os.replace), "
-             "so readers never see a half-written file. No newline is added.",
-         errors=["IOError when the directory does not exist or cannot be written, or path is a directory",
-                 "TypeError when path or text is not a string"],
+         how="The text is written as UTF-8; no newline is added. " + WRITER_HOW,
+         errors=[WRITER_ERRORS, "TypeError when path or text is not a string"],
          examples=["write_text(\"/tmp/tapeml_doc_text2.txt\", \"abc\")\nread_text(\"/tmp/tapeml_doc_text2.txt\")"])
 def write_text(interp, path, text):
     atomic_write("write_text", resolve_path(interp, path), lambda f: f.write(text), binary=False)
@@ -207,25 +229,34 @@ def read_csv(interp, path, header):
         raise _ValueErr(f"read_csv(): header must be \"auto\", true or false, got {format_value(header, True)}")
     full, text = _read_utf8("read_csv", interp, path)
     rows = _csv_rows("read_csv", full, text)
-    if rows and (header is True or (header == "auto" and _is_header(rows[0][1]))):
-        rows = rows[1:]
-    if not rows:
+    first = next(rows, None)
+    if first is not None and (header is True or (header == "auto" and _is_header(first[1]))):
+        first = next(rows, None)
+    if first is None:
         return np.zeros((0, 0), dtype=ops.FLOAT["dtype"])
-    width = len(rows[0][1])
-    limits.check_elements(f"read_csv(): {full}", (len(rows), width))
-    out = np.empty((len(rows), width), dtype=np.float64)
-    first_line = rows[0][0]
-    for r, (line, fields_) in enumerate(rows):
+    first_line, width = first[0], len(first[1])
+    # one row of strings at a time into 8 bytes a number (a list of all rows took 28x the file)
+    values = array.array("d")
+    plain = "_" not in text                     # then float() reads every cell as _csv_number does
+    n = 0
+    for line, fields_ in itertools.chain([first], rows):
         if len(fields_) != width:
             raise IOErr(f"read_csv(): {full} line {line} has {len(fields_)} field{'s' * (len(fields_) != 1)}, "
                         f"but line {first_line} has {width}; every row needs the same number")
-        for c, cell in enumerate(fields_):
-            x = _csv_number(cell)
-            if x is None:
-                shown = "an empty field" if cell.strip() == "" else f"\"{cell}\", which is not a number"
-                raise IOErr(f"read_csv(): {full} line {line}, column {c + 1}: {shown}")
-            out[r, c] = x
-    return ops.as_float(out)
+        try:
+            row = [float(cell) for cell in fields_] if plain else [_csv_number(cell) for cell in fields_]
+        except ValueError:
+            row = [None]
+        if None in row:
+            c, cell = next((c, cell) for c, cell in enumerate(fields_) if _csv_number(cell) is None)
+            shown = "an empty field" if cell.strip() == "" else f"\"{cell}\", which is not a number"
+            raise IOErr(f"read_csv(): {full} line {line}, column {c + 1}: {shown}")
+        values.extend(row)
+        n += 1
+        if len(values) > limits.MAX_ELEMENTS:
+            limits.check_elements(f"read_csv(): {full}", (n, width))
+    limits.check_elements(f"read_csv(): {full}", (n, width))
+    return ops.as_float(np.frombuffer(values, dtype=np.float64).reshape(n, width))
 
 
 @builtin("csv_header", CAT, "The fields of a CSV file's first row, as a tuple of strings.",
@@ -240,8 +271,8 @@ def read_csv(interp, path, header):
                    "csv_header(\"/tmp/tapeml_doc_head.csv\")"])
 def csv_header(interp, path):
     full, text = _read_utf8("csv_header", interp, path)
-    rows = _csv_rows("csv_header", full, text)
-    return tuple(rows[0][1]) if rows else ()
+    first = next(_csv_rows("csv_header", full, text), None)        # the first row only
+    return tuple(first[1]) if first is not None else ()
 
 
 @builtin("write_csv", CAT, "Write a matrix to a CSV file (replacing it), every float64 exactly.",
@@ -255,12 +286,10 @@ def csv_header(interp, path):
              "as the same float, so read_csv(path) equals m bit for bit, -0.0, 1e-300, nan and inf "
              "included); whole numbers below 2^53 are written without \".0\". A float32 matrix is "
              "widened to float64 first (exact). Names holding a comma or a quote are quoted (Python's "
-             "`csv` writer). Lines end with \"\\n\". The file is written to a temporary file and renamed "
-             "over path, as save does. A vector becomes one column (N rows), as NumPy's `savetxt` writes "
-             "it; a number a 1 x 1 table; bools are written as 1 and 0.",
+             "`csv` writer). Lines end with \"\\n\". A vector becomes one column (N rows), as NumPy's "
+             "`savetxt` writes it; a number a 1 x 1 table; bools are written as 1 and 0. " + WRITER_HOW,
          errors=["ValueError when header does not have one string per column",
-                 "ShapeError when m has more than 2 axes",
-                 "IOError when the directory does not exist or cannot be written, or path is not a regular file"],
+                 "ShapeError when m has more than 2 axes", WRITER_ERRORS],
          examples=["write_csv(\"/tmp/tapeml_doc_w.csv\", [1, 0.1; -0.0, 1e-300], header=(\"a\", \"b\"))\n"
                    "print(read_text(\"/tmp/tapeml_doc_w.csv\"))\n"
                    "all(read_csv(\"/tmp/tapeml_doc_w.csv\") == [1, 0.1; -0.0, 1e-300])"])
@@ -332,10 +361,10 @@ def read_json(interp, path):
          how="Python's `json` writer with UTF-8 text (no \\u escapes), on one line plus a newline: a record "
              "becomes an object, a tuple a list, a vector a list, a matrix nested lists (row-major), none "
              "null. Numbers are written as Python's `repr` (exact for float64); whole numbers below 2^53 "
-             "without \".0\". Written to a temporary file and renamed over path, as save does.",
+             "without \".0\". " + WRITER_HOW,
          errors=["ValueError naming the place of a NaN or infinite number (JSON has none)",
                  "TypeError naming the place of a function or other value JSON cannot hold",
-                 "IOError when the directory does not exist or cannot be written, or path is not a regular file"],
+                 "ValueError when value nests records and tuples more than 1000 deep", WRITER_ERRORS],
          examples=["write_json(\"/tmp/tapeml_doc_w.json\", {name = \"run 1\", loss = 0.25, w = [1, 2; 3, 4], tags = (\"a\", true, none)})\n"
                    "print(read_text(\"/tmp/tapeml_doc_w.json\"))\nread_json(\"/tmp/tapeml_doc_w.json\").w"])
 def write_json(interp, path, value):

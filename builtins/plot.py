@@ -18,8 +18,9 @@ import sys
 import numpy as np
 
 from tapeml import context
+from tapeml.builtins.files import WRITER_ERRORS, WRITER_HOW, atomic_write
 from tapeml.builtins.registry import P, builtin, one_of, positive
-from tapeml.errors import IOErr, ShapeError, TypeErr, ValueErr
+from tapeml.errors import ShapeError, TypeErr, ValueErr
 from tapeml.tape import raw
 from tapeml.values import describe, format_value
 
@@ -394,8 +395,8 @@ def subplot(rows, cols, index):
               "The figure stays open, so drawing can continue and be saved again. After show() has saved "
               "and closed the figures (no display), savefig warns and writes nothing: call it before show().",
          how="matplotlib's `Figure.savefig` as PNG with fixed dpi and without the software-version "
-             "metadata, so saving the same drawing twice gives the same bytes.",
-         errors=["IOError when the file cannot be written",
+             "metadata, so saving the same drawing twice gives the same bytes. " + WRITER_HOW,
+         errors=[WRITER_ERRORS,
                  "ValueError when the name ends in another extension (.jpg, .pdf, ...)"],
          examples=['plot([1, 2, 3])\nsavefig("line.png")'])
 def savefig(path):
@@ -410,12 +411,9 @@ def savefig(path):
                        f"instead of '{path}'")
     if not ext:
         path += ".png"
-    if os.path.lexists(path) and not os.path.isfile(path):      # a FIFO would block, a device be written
-        raise IOErr(f"savefig(): {path} is not a regular file (it is a directory, a device, a pipe or a socket)")
+    fig = plt().gcf()
     try:
-        save_png(plt().gcf(), path)
-    except OSError as e:
-        raise IOErr(f"savefig(): cannot write '{path}': {e.strerror or e}") from None
+        atomic_write("savefig", path, lambda f: save_png(fig, f), binary=True)
     except (ValueError, OverflowError, RuntimeError, MemoryError):     # the drawing itself failed
         raise ValueErr("savefig(): the figure cannot be drawn: its values or sizes are out of the range "
                        "a picture can show (near +-1e308, or too many points)") from None
@@ -475,7 +473,7 @@ def show(interp):
     paths = []
     for fig in open_figures():
         path = _next_figure_path()
-        save_png(fig, path)
+        atomic_write("show", path, lambda f, fig=fig: save_png(fig, f), binary=True)   # as savefig writes
         paths.append(path)
         interp.out.write(f"figure saved to {path}\n")
     close_all()

@@ -8,7 +8,8 @@
     tapeml kernel install      install the Jupyter kernel (lang/kernel.py)
 
 Exit status: 0 success, 1 language error, 2 bad usage, 130 interrupted (Ctrl-C), 143 terminated
-(SIGTERM, handled as Ctrl-C is: a save in progress removes its temporary file).
+(SIGTERM) and 129 hung up (SIGHUP), both handled as Ctrl-C is: a file being written keeps its old
+content and its temporary file is removed (builtins/files.py).
 """
 from __future__ import annotations
 
@@ -46,8 +47,10 @@ Exit status:
   0    success
   1    a language error (its message, place and caret are written to stderr)
   2    bad usage: an unknown option, a missing or unreadable file
+  129  hung up (SIGHUP: the terminal closed), handled as SIGTERM is
   130  interrupted (Ctrl-C)
   141  the reader of the output went away (tapeml x.ml | head)
+  143  terminated (SIGTERM): a file being written keeps its old content, its temporary file removed
 
 Environment:
   TAPEML_HISTORY    the interactive session's history file (default ~/.tapeml_history)
@@ -79,10 +82,10 @@ def run_source(interp, source: str, filename: str, debug: bool = False) -> int:
         sys.stdout.flush()
         print("Interrupted (Ctrl-C)", file=sys.stderr)
         return 130
-    except Terminated:
+    except Terminated as e:
         sys.stdout.flush()
-        print("Terminated (SIGTERM)", file=sys.stderr)
-        return 143
+        print(f"Terminated ({e.name})", file=sys.stderr)
+        return 128 + e.signum
     except BrokenPipeError:     # the reader went away (`tapeml x.ml | head`): stop quietly
         try:
             devnull = os.open(os.devnull, os.O_WRONLY)
@@ -246,22 +249,34 @@ def exit_code(code: int) -> int:
 
 
 class Terminated(BaseException):
-    """Raised by the SIGTERM handler: unwinds like KeyboardInterrupt (a save in progress removes
-    its temporary file), and generic handlers (`except Exception`) never swallow it."""
+    """Raised by the SIGTERM and SIGHUP handlers: unwinds like KeyboardInterrupt (a write in
+    progress removes its temporary file), and generic handlers (`except Exception`) never
+    swallow it. The exit status is 128 + the signal's number, as the shell reports a kill."""
+
+    def __init__(self, signum: int = 15):
+        super().__init__(signum)
+        self.signum = signum
+
+    @property
+    def name(self) -> str:
+        return "SIGHUP" if self.signum == 1 else "SIGTERM"
 
 
 def _on_sigterm(signum, frame):
-    raise Terminated()
+    raise Terminated(signum)
 
 
 def entry() -> None:
     import signal
     signal.signal(signal.SIGTERM, _on_sigterm)
+    # the terminal closed: unwind as for SIGTERM, unless SIGHUP is ignored (nohup keeps it so)
+    if hasattr(signal, "SIGHUP") and signal.getsignal(signal.SIGHUP) is signal.SIG_DFL:
+        signal.signal(signal.SIGHUP, _on_sigterm)
     try:
         code = main()
-    except Terminated:          # outside a program run (the REPL, the docs builder)
-        print("Terminated (SIGTERM)", file=sys.stderr)
-        code = 143
+    except Terminated as e:     # outside a program run (the REPL, the docs builder)
+        print(f"Terminated ({e.name})", file=sys.stderr)
+        code = 128 + e.signum
     except KeyboardInterrupt:   # outside a program run too (an error being printed, a docs build)
         sys.stdout.flush()
         print("Interrupted (Ctrl-C)", file=sys.stderr)

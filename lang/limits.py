@@ -7,7 +7,9 @@ The limits (docs/language.md, "Limits"):
 - a matrix holds at most MAX_ELEMENTS elements: half this machine's memory in float64,
   and never more than 8 GB;
 - a range at most MAX_RANGE elements;
-- a string at most MAX_STRING_BYTES bytes of UTF-8 (0.1 GB).
+- a string at most MAX_STRING_BYTES bytes of UTF-8 (0.1 GB);
+- records and tuples nest at most MAX_NESTING deep where files are read or written (save, load,
+  write_json, read_json): each level costs a Python frame (or, in save, a longer key).
 """
 from __future__ import annotations
 
@@ -32,6 +34,12 @@ MAX_STRING_BYTES = 100_000_000
 
 
 RANGE_MAX = 100_000_000    # elements of one range
+MAX_NESTING = 1000         # records and tuples inside each other, in files
+
+
+def nesting_error(what: str) -> ValueErr:
+    """'save(): the value nests tuples and records more than 1000 deep'."""
+    return ValueErr(f"{what} nests tuples and records more than {MAX_NESTING} deep")
 
 
 def g3(x: float) -> str:

@@ -47,7 +47,7 @@ def test_help_names_options_args_exit_codes_and_environment(flag):
         assert needed in out, needed
     status = out[out.index("Exit status:"):out.index("Environment:")]
     codes = [line.split()[0] for line in status.splitlines()[1:] if line.strip()]
-    assert codes == ["0", "1", "2", "130", "141"]
+    assert codes == ["0", "1", "2", "129", "130", "141", "143"]
     assert python_m(flag).stdout == out
 
 

@@ -1,0 +1,633 @@
+"""Issue 25, files: the one writer (save, .safetensors, write_text, write_csv, write_json, savefig)
+against the shell's `>` as the reference (links, hard links, modes, owners, umask, read-only
+files), long names, temporary files after SIGTERM and SIGKILL, and the loaders' guards (a zip
+bomb, the nesting depth)."""
+from __future__ import annotations
+
+import io
+import os
+import random
+import shutil
+import signal
+import stat
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+import pytest
+
+from conftest import allocates_at_most
+from tapeml import limits
+from tapeml.errors import IOErr, LangError, ValueErr
+from tapeml.interpreter import Interpreter
+from tapeml.values import Record, format_gb
+
+TAPEML = [sys.executable, "-m", "tapeml.cli"]
+ROOT = os.geteuid() == 0
+NOBODY = 65534
+
+
+def run(source: str, **variables) -> str:
+    out = io.StringIO()
+    interp = Interpreter(out=out)
+    interp.globals.vars.update(variables)
+    interp.run(source, "<test>")
+    return out.getvalue()
+
+
+def error_of(source: str, **variables) -> LangError:
+    with pytest.raises(LangError) as info:
+        run(source, **variables)
+    return info.value
+
+
+def _npz(path):
+    with np.load(path, allow_pickle=False) as d:
+        return tuple((k, d[k].tobytes()) for k in d.files)
+
+
+def _raw(path):
+    with open(path, "rb") as f:
+        return f.read()
+
+
+# writer -> (extension, call writing the file p, reader giving the content to compare). A .npz
+# holds the time of writing in its zip headers, so it is compared by its arrays.
+WRITERS = {
+    "write_text": (".txt", 'write_text(p, "new text\\n")', _raw),
+    "write_csv": (".csv", "write_csv(p, [1, 2; 3, 4.5])", _raw),
+    "write_json": (".json", "write_json(p, {a = [1, 2], b = \"x\"})", _raw),
+    "save": (".npz", "save(p, {w = [1, 2, 3], b = 0.5})", _npz),
+    "save_safetensors": (".safetensors", "save(p, {w = [1, 2, 3], b = 0.5})", _raw),
+    "savefig": (".png", "plot([1, 3, 2])\nsavefig(p)", _raw),
+}
+
+
+def write(writer: str, path) -> None:
+    from tapeml.builtins import plot
+    plot.close_all()                            # each figure drawn anew: the same bytes each time
+    try:
+        run(WRITERS[writer][1], p=str(path))
+    finally:
+        plot.close_all()
+
+
+# ---- the shell's `>` is the reference -----------------------------------------------------------
+def _case(d, case: str, ext: str) -> None:
+    """Build the files of one case in directory d; the name written is always f<ext>."""
+    f, real = d / f"f{ext}", d / f"real{ext}"
+    if case == "plain":
+        f.write_bytes(b"old")
+        f.chmod(0o644)
+    elif case == "private":
+        f.write_bytes(b"old")
+        f.chmod(0o600)
+    elif case == "executable":
+        f.write_bytes(b"old")
+        f.chmod(0o755)
+    elif case == "link":
+        real.write_bytes(b"old")
+        real.chmod(0o640)
+        f.symlink_to(real.name)
+    elif case == "chain":                       # f -> l2 -> sub/real (relative links)
+        (d / "sub").mkdir()
+        (d / "sub" / f"real{ext}").write_bytes(b"old")
+        (d / "l2").symlink_to(f"sub/real{ext}")
+        f.symlink_to("l2")
+    elif case == "absolute link":
+        real.write_bytes(b"old")
+        f.symlink_to(str(real))
+    elif case == "dangling":
+        f.symlink_to(f"missing{ext}")
+    elif case == "hard link":
+        f.write_bytes(b"old")
+        f.chmod(0o604)
+        os.link(f, d / "g")
+    elif case == "hard link through a symlink":
+        real.write_bytes(b"old")
+        os.link(real, d / "g")
+        f.symlink_to(real.name)
+    elif case == "other owner":                 # root only: a file of another user and group
+        f.write_bytes(b"old")
+        f.chmod(0o664)
+        os.chown(f, NOBODY, NOBODY)
+    elif case == "read-only":                   # root writes it, as the shell does
+        f.write_bytes(b"old")
+        f.chmod(0o444)
+    elif case != "new":
+        raise ValueError(case)
+
+
+def _snapshot(d, reader) -> list:
+    """Each entry of d (recursively): its kind, link target, mode, owner, the names sharing its
+    inode, and its content (through `reader` for the files that are not 'old')."""
+    inodes: dict = {}
+    for root, dirs, files in os.walk(d):
+        for name in files:
+            p = os.path.join(root, name)
+            if not os.path.islink(p):
+                inodes.setdefault(os.stat(p).st_ino, []).append(os.path.relpath(p, d))
+    out = []
+    for root, dirs, files in os.walk(d):
+        for name in sorted(dirs + files):
+            p = os.path.join(root, name)
+            rel = os.path.relpath(p, d)
+            st = os.lstat(p)
+            if stat.S_ISLNK(st.st_mode):
+                out.append((rel, "link", os.readlink(p).replace(str(d), "<dir>")))
+            elif stat.S_ISDIR(st.st_mode):
+                out.append((rel, "dir"))
+            else:
+                content = _raw(p)
+                out.append((rel, "file", stat.filemode(st.st_mode), st.st_uid, st.st_gid,
+                            sorted(inodes[st.st_ino]), "old" if content == b"old" else reader(p)))
+    return sorted(out)
+
+
+CASES = ["new", "plain", "private", "executable", "link", "chain", "absolute link", "dangling", "hard link",
+         "hard link through a symlink", "read-only", "other owner"]
+
+
+@pytest.mark.parametrize("writer", sorted(WRITERS))
+@pytest.mark.parametrize("case", CASES)
+def test_every_writer_leaves_the_files_as_the_shells_redirection_does(tmp_path, writer, case):
+    """The shell writes the same bytes with `cat new > f`; then both directories must hold the
+    same entries: links kept and written through, hard links kept, modes, owners and umask as `>`."""
+    if case in ("other owner", "read-only") and not ROOT:
+        pytest.skip("needs root (a file of another user; a read-only file root may write)")
+    ext, _, reader = WRITERS[writer]
+    (tmp_path / "ref").mkdir()
+    new = tmp_path / "ref" / f"new{ext}"
+    write(writer, new)                          # the bytes the shell will write
+    shell, ours = tmp_path / "shell", tmp_path / "ours"
+    for d in (shell, ours):
+        d.mkdir()
+        _case(d, case, ext)
+    old = os.umask(0o027)
+    try:
+        subprocess.run(["sh", "-c", f'cat "{new}" > "f{ext}"'], cwd=shell, check=True)
+        write(writer, ours / f"f{ext}")
+    finally:
+        os.umask(old)
+    want = _snapshot(shell, reader)
+    assert _snapshot(ours, reader) == want
+    assert any(entry[-1] not in ("old",) and entry[1] == "file" for entry in want)    # something was written
+
+
+@pytest.mark.parametrize("mask", [0o022, 0o077, 0o002])
+def test_a_new_file_gets_0666_minus_the_umask_in_a_subprocess(tmp_path, mask):
+    """Every writer, run by the command line under a umask, makes files as `: > f` does there."""
+    script = "\n".join(f'p = "{w}{WRITERS[w][0]}"\n{WRITERS[w][1]}' for w in sorted(WRITERS))
+    subprocess.run(TAPEML + ["-c", script], cwd=tmp_path, check=True, timeout=120,
+                   preexec_fn=lambda: os.umask(mask))
+    subprocess.run(["sh", "-c", f"umask {mask:03o}; : > shell"], cwd=tmp_path, check=True)
+    want = stat.S_IMODE(os.stat(tmp_path / "shell").st_mode)
+    assert want == 0o666 & ~mask
+    for w in WRITERS:
+        assert stat.S_IMODE(os.stat(tmp_path / f"{w}{WRITERS[w][0]}").st_mode) == want, w
+    assert sorted(os.listdir(tmp_path)) == sorted(["shell"] + [f"{w}{WRITERS[w][0]}" for w in WRITERS])
+
+
+# ---- as another user: read-only files, owners that cannot be given --------------------------------
+def _as_other_user(fn) -> str:
+    """fn()'s result (a string, or the error's kind and message) run in a forked child: as the
+    user nobody when the tests run as root (so permissions count), as this user otherwise."""
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:                                # the child: never returns into pytest
+        try:
+            os.close(r)
+            if ROOT:
+                os.setgroups([])
+                os.setgid(NOBODY)
+                os.setuid(NOBODY)
+            out = str(fn())
+        except LangError as e:
+            out = f"{type(e).__name__}: {e.message}"
+        except BaseException as e:              # noqa: BLE001 - reported to the test
+            out = f"python {type(e).__name__}: {e}"
+        os.write(w, out.encode())
+        os._exit(0)
+    os.close(w)
+    data = b""
+    while chunk := os.read(r, 1 << 16):
+        data += chunk
+    os.close(r)
+    os.waitpid(pid, 0)
+    return data.decode()
+
+
+@pytest.fixture
+def shared_dir():
+    """A directory the other user can write (pytest's tmp_path is private to root)."""
+    d = tempfile.mkdtemp(prefix="tapeml-files-")
+    os.chmod(d, 0o755)
+    if ROOT:
+        os.chown(d, NOBODY, NOBODY)
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
+
+
+@pytest.mark.parametrize("writer", sorted(WRITERS))
+def test_a_read_only_file_is_refused_as_the_shell_refuses_it(shared_dir, writer):
+    ext = WRITERS[writer][0]
+    with tempfile.TemporaryDirectory() as warm:         # the writer's modules load here, not in the
+        write(writer, os.path.join(warm, f"w{ext}"))    # child (which may not read this Python's files)
+    path = os.path.join(shared_dir, f"ro{ext}")
+    with open(path, "wb") as f:
+        f.write(b"keep")
+    os.chmod(path, 0o444)
+    if ROOT:
+        os.chown(path, NOBODY, NOBODY)
+    shell = _as_other_user(lambda: subprocess.run(["sh", "-c", f'echo x > "{path}"'], capture_output=True,
+                                                  text=True).stderr)
+    assert "Permission denied" in shell                  # the reference: the shell refuses it
+    got = _as_other_user(lambda: write(writer, path))
+    fname = "save" if writer.startswith("save_") else writer
+    assert got == f"IOErr: {fname}(): cannot write {path}: permission denied (the file is read-only: -r--r--r--)"
+    assert _raw(path) == b"keep" and sorted(os.listdir(shared_dir)) == [f"ro{ext}"]     # no temporary file
+    link = os.path.join(shared_dir, f"link{ext}")
+    os.symlink(path, link)                              # through a link: both names in the message
+    got = _as_other_user(lambda: write(writer, link))
+    assert got == (f"IOErr: {fname}(): cannot write {link} (a link to {path}): permission denied "
+                   f"(the file is read-only: -r--r--r--)")
+
+
+def test_a_new_file_in_a_read_only_directory_is_refused_and_a_writable_file_there_is_written_in_place(shared_dir):
+    ro = os.path.join(shared_dir, "ro")
+    os.mkdir(ro)
+    with open(os.path.join(ro, "w.txt"), "w") as f:
+        f.write("old")
+    os.chmod(os.path.join(ro, "w.txt"), 0o666)          # a file anyone may write ...
+    os.chmod(ro, 0o555)                                 # ... in a directory nobody may write
+    if ROOT:
+        os.chown(ro, NOBODY, NOBODY)
+    try:
+        got = _as_other_user(lambda: run(f'write_text("{ro}/new.txt", "x")'))
+        assert got == (f"IOErr: write_text(): cannot write {ro}/new.txt: permission denied (the directory "
+                       f"{ro} cannot be written)")
+        got = _as_other_user(lambda: run(f'write_text("{ro}/w.txt", "new")\nprint(read_text("{ro}/w.txt"))'))
+        assert got == "new\n"                           # as `echo new > w.txt` would
+        assert sorted(os.listdir(ro)) == ["w.txt"]
+    finally:
+        os.chmod(ro, 0o755)
+
+
+@pytest.mark.skipif(not ROOT, reason="needs root to make a file of another user")
+def test_a_file_whose_owner_cannot_be_kept_is_written_in_place(shared_dir):
+    """nobody may write root's 0666 file but not give a new file root's name: written in place,
+    root keeps it, as with `>`."""
+    path = os.path.join(shared_dir, "shared.csv")
+    with open(path, "w") as f:
+        f.write("old")
+    os.chmod(path, 0o666)
+    source = f'write_csv("{path}", [1, 2; 3, 4])\nprint(all(read_csv("{path}") == [1, 2; 3, 4]))'
+    got = _as_other_user(lambda: run(source))
+    assert got == "true\n"
+    st = os.stat(path)
+    assert (st.st_uid, st.st_gid, stat.S_IMODE(st.st_mode)) == (0, 0, 0o666)
+    assert np.array_equal(np.loadtxt(path, delimiter=","), [[1, 2], [3, 4]])
+    assert os.listdir(shared_dir) == ["shared.csv"]
+
+
+# ---- names ----------------------------------------------------------------------------------------
+@pytest.mark.parametrize("writer", sorted(WRITERS))
+@pytest.mark.parametrize("nbytes", [246, 250, 255])
+def test_a_name_of_up_to_255_bytes_is_written(tmp_path, writer, nbytes):
+    ext, _, reader = WRITERS[writer]
+    name = "é" * ((nbytes - len(ext)) // 2) + "a" * ((nbytes - len(ext)) % 2) + ext
+    assert len(name.encode()) == nbytes
+    write(writer, tmp_path / name)
+    short = tmp_path / f"short{ext}"
+    write(writer, short)
+    assert reader(tmp_path / name) == reader(short)
+    write(writer, tmp_path / name)                        # again, over the existing file
+    assert sorted(os.listdir(tmp_path)) == sorted([name, short.name])
+
+
+def test_links_are_followed_and_their_errors_name_both_paths(tmp_path):
+    (tmp_path / "loop1").symlink_to("loop2")
+    (tmp_path / "loop2").symlink_to("loop1")
+    err = error_of("save(p, {w = 1})", p=str(tmp_path / "loop1"))
+    assert isinstance(err, IOErr) and err.message == \
+        f"save(): {tmp_path / 'loop1'} is a chain of more than 40 symbolic links (a loop?)"
+    (tmp_path / "far.npz").symlink_to("no/such/dir/x.npz")
+    err = error_of("save(p, {w = 1})", p=str(tmp_path / "far.npz"))
+    assert err.message == (f"save(): {tmp_path / 'far.npz'} is a link to {tmp_path / 'no/such/dir/x.npz'}, "
+                           f"whose directory {tmp_path / 'no/such/dir'} does not exist")
+    err = error_of("load(p)", p=str(tmp_path / "far.npz"))
+    assert err.message == (f"load(): no file at {tmp_path / 'far.npz'}: it is a link to "
+                           f"{tmp_path / 'no/such/dir/x.npz'}, which does not exist")
+    (tmp_path / "null.txt").symlink_to("/dev/null")
+    err = error_of('write_text(p, "x")', p=str(tmp_path / "null.txt"))
+    assert err.message == (f"write_text(): {tmp_path / 'null.txt'} (a link to /dev/null) is not a regular file "
+                           f"(it is a device); only regular files are written")
+    (tmp_path / "d").mkdir()
+    (tmp_path / "dl").symlink_to("d")
+    err = error_of('write_text(p, "x")', p=str(tmp_path / "dl"))
+    assert err.message == f"write_text(): {tmp_path / 'dl'} (a link to {tmp_path / 'd'}) is a directory"
+    assert os.readlink(tmp_path / "dl") == "d" and os.listdir(tmp_path / "d") == []
+    # the issue's case: save to a dangling link whose directory exists creates the target
+    (tmp_path / "ck.npz").symlink_to("runs_ck.npz")
+    run("save(p, {w = [1, 2]})", p=str(tmp_path / "ck.npz"))
+    assert os.readlink(tmp_path / "ck.npz") == "runs_ck.npz"
+    assert _npz(tmp_path / "runs_ck.npz") == (("w", np.array([1.0, 2.0]).tobytes()),)
+
+
+# ---- temporary files ------------------------------------------------------------------------------
+def _temps(d) -> list:
+    return sorted(n for n in os.listdir(d) if n.endswith(".tmp"))
+
+
+def test_sigterm_during_write_csv_never_leaves_a_temporary_file(tmp_path):
+    """24 runs (4 at a time) stopped with SIGTERM at random moments of a write_csv loop: each
+    exits with 143, leaves no temporary file, and the file it leaves (if any) is a whole table."""
+    rng = random.Random(25)
+    dirs = [tmp_path / f"run{i}" for i in range(4)]
+    for d in dirs:
+        d.mkdir()
+        (d / "loop.ml").write_text('x = rand(2000, 10)\nprint("ready")\nwhile true\n    write_csv("t.csv", x)\nend\n',
+                                   encoding="utf-8")
+    for _ in range(6):
+        procs = [subprocess.Popen(TAPEML + [str(d / "loop.ml")], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                  text=True, cwd=d) for d in dirs]
+        try:
+            for proc in procs:
+                assert proc.stdout.readline() == "ready\n"
+            for proc in procs:
+                time.sleep(rng.uniform(0, 0.1))
+                proc.send_signal(signal.SIGTERM)
+            errs = [proc.communicate(timeout=60)[1] for proc in procs]
+        finally:
+            for proc in procs:
+                if proc.poll() is None:
+                    proc.kill()
+        for d, proc, err in zip(dirs, procs, errs):
+            assert proc.returncode == 143 and err.splitlines() == ["Terminated (SIGTERM)"], err
+            assert set(os.listdir(d)) <= {"loop.ml", "t.csv"}, os.listdir(d)
+            if (d / "t.csv").exists():
+                assert np.loadtxt(d / "t.csv", delimiter=",").shape == (2000, 10)
+
+
+def test_a_temporary_file_left_by_sigkill_is_removed_by_the_next_write(tmp_path):
+    script = tmp_path / "saver.ml"
+    script.write_text('x = ones(3e6)\nprint("ready")\nwhile true\n    save("ck.npz", {w = x})\nend\n',
+                      encoding="utf-8")
+    left = []
+    for _ in range(20):                 # until a kill lands while a temporary file is open
+        proc = subprocess.Popen(TAPEML + [str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True, cwd=tmp_path)
+        try:
+            assert proc.stdout.readline() == "ready\n"
+            deadline = time.time() + 20
+            while time.time() < deadline and not _temps(tmp_path):
+                time.sleep(0.001)
+            proc.kill()
+            proc.communicate(timeout=60)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+        left = _temps(tmp_path)
+        if left:
+            break
+    assert len(left) == 1 and left[0].startswith(".tapeml-") and len(left[0]) < 50
+    run("save(p, {w = [1, 2]})", p=str(tmp_path / "other.npz"))     # another file's write keeps it
+    assert _temps(tmp_path) == left
+    run("save(p, {w = [1, 2]})", p=str(tmp_path / "ck.npz"))        # this run's first write of ck.npz removes it
+    assert _temps(tmp_path) == []
+    assert _npz(tmp_path / "ck.npz") == (("w", np.array([1.0, 2.0]).tobytes()),)
+
+
+def test_a_temporary_file_of_a_running_writer_is_kept(tmp_path):
+    """A temporary file is removed only when its writer is gone: not while its process runs, and
+    not when it is another machine's; a process that started after the file was written is another
+    one (its pid reused), so its file is removed."""
+    from tapeml.builtins import files
+    sleeper = subprocess.Popen(["sleep", "60"])
+    try:
+        time.sleep(0.05)
+        base = "ck.npz"
+        live = os.path.basename(files._temp_path(str(tmp_path), base)).split("-")
+        live[3] = str(sleeper.pid)
+        live_name = "-".join(live)
+        other_host = list(live)
+        other_host[2] = "%04x" % (int(live[2], 16) ^ 1)
+        other_host[3] = "4194304"                       # past Linux's pid range: surely not running
+        other_host_name = "-".join(other_host)
+        reused = list(live)
+        reused[4] = "00000000.tmp"
+        reused_name = "-".join(reused)
+        for n in (live_name, other_host_name, reused_name):
+            (tmp_path / n).write_bytes(b"partial")
+        old = time.time() - 3600                        # written an hour before the sleeper started
+        os.utime(tmp_path / reused_name, (old, old))
+        run("save(p, {w = 1})", p=str(tmp_path / base))
+        assert _temps(tmp_path) == sorted([live_name, other_host_name])
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    run("save(p, {w = 1})", p=str(tmp_path / base))      # this run looks once per file: kept
+    assert _temps(tmp_path) == sorted([live_name, other_host_name])
+    files._SWEPT.clear()                                # as in a new run: the sleeper is gone now
+    run("save(p, {w = 1})", p=str(tmp_path / base))
+    assert _temps(tmp_path) == [other_host_name]
+
+
+# ---- loaders: the size guard counts every array before reading one ------------------------------
+def test_a_compressed_checkpoint_expanding_past_the_limit_is_refused_unread(tmp_path, monkeypatch):
+    """A zip bomb: NumPy's savez_compressed packs 24 MB of zeros into a few KB. Each array alone
+    is under the (lowered) limit; together they are not, and nothing is read."""
+    p = tmp_path / "bomb.npz"
+    np.savez_compressed(p, a=np.zeros(1_500_000), b=np.zeros(1_500_000))
+    assert os.path.getsize(p) < 60_000
+    monkeypatch.setattr(limits, "MAX_ELEMENTS", 2_500_000)
+    with allocates_at_most(6_000_000):          # one array is 12 MB
+        err = error_of("load(p)", p=str(p))
+    assert isinstance(err, ValueErr) and err.message == (
+        f"load(): {p}, a file of {format_gb(os.path.getsize(p))}, holds 2 arrays that together would need "
+        f"0.024 GB of float64; the limit is 0.02 GB (half this machine's memory, at most 8 GB)")
+    monkeypatch.setattr(limits, "MAX_ELEMENTS", 3_000_000)      # at the limit: read, and exact
+    got = run("w = load(p)\nprint(size(w.a), size(w.b), sum(w.a) + sum(w.b))", p=str(p))
+    assert got == "(1500000,) (1500000,) 0\n"
+
+
+def test_a_checkpoint_whose_entries_claim_more_than_the_limit_together_is_refused_unread(tmp_path):
+    """Three entries whose headers (npy shape and zip size) claim half the limit each, in a file
+    of a few hundred bytes: refused by the real limit before a byte of data is read."""
+    import struct
+    import zipfile
+    n = limits.MAX_ELEMENTS // 2
+    claimed = 128 + 8 * n                       # the zip entries claim the whole array too
+    if claimed >= 2 ** 32:
+        pytest.skip("a limit past 4 GB per array: the entries cannot claim it without zip64")
+    p = tmp_path / "claims.npz"
+    with zipfile.ZipFile(p, "w", compression=zipfile.ZIP_STORED) as z:
+        for key in "abc":
+            buf = io.BytesIO()
+            np.lib.format.write_array_header_1_0(buf, {"descr": "<f8", "fortran_order": False, "shape": (n,)})
+            z.writestr(f"{key}.npy", buf.getvalue() + b"\0" * 8)
+    data = bytearray(p.read_bytes())
+    for sig, at in ((b"PK\x01\x02", 24), (b"PK\x03\x04", 22)):      # the uncompressed size fields
+        i = data.find(sig)
+        while i >= 0:
+            data[i + at:i + at + 4] = struct.pack("<I", claimed)
+            i = data.find(sig, i + 4)
+    p.write_bytes(bytes(data))
+    with allocates_at_most(20_000_000):
+        err = error_of("load(p)", p=str(p))
+    assert isinstance(err, ValueErr) and err.message.startswith(
+        f"load(): {p}, a file of {format_gb(os.path.getsize(p))}, holds 3 arrays that together would need "
+        f"{format_gb(3 * n * 8)} of float64; the limit is")
+
+
+def test_a_truncated_entry_is_damaged_before_its_array_is_allocated(tmp_path):
+    import zipfile
+    buf = io.BytesIO()
+    np.lib.format.write_array_header_1_0(buf, {"descr": "<f8", "fortran_order": False, "shape": (10_000_000,)})
+    p = tmp_path / "short.npz"
+    with zipfile.ZipFile(p, "w") as z:
+        z.writestr("w.npy", buf.getvalue() + b"\0" * 64)
+    with allocates_at_most(20_000_000):
+        err = error_of("load(p)", p=str(p))
+    assert isinstance(err, IOErr) and err.message == (
+        f"load(): {p} is damaged or truncated: the array 'w' needs 0.08 GB but its entry holds 1.92e-7 GB")
+
+
+def test_safetensors_arrays_are_counted_together(tmp_path, monkeypatch):
+    from safetensors.numpy import save_file
+    p = tmp_path / "two.safetensors"
+    save_file({"a": np.zeros(600), "b": np.zeros(600)}, str(p))
+    monkeypatch.setattr(limits, "MAX_ELEMENTS", 1000)
+    err = error_of("load(p)", p=str(p))
+    assert isinstance(err, ValueErr) and err.message.startswith(
+        f"load(): {p}, a file of {format_gb(os.path.getsize(p))}, holds 2 arrays that together would need "
+        f"9.6e-6 GB of float64; the limit is")
+
+
+# ---- nesting depth in files ------------------------------------------------------------------------
+def _nest(depth: int, leaf=1.0):
+    v = leaf
+    for _ in range(depth):
+        v = Record({"a": v})
+    return v
+
+
+@pytest.fixture(scope="module")
+def million_deep():
+    return _nest(1_000_000)
+
+
+@pytest.mark.parametrize("call", ["save(p, r)", "save(q, r)", "write_json(p, r)"])
+def test_a_million_deep_record_is_refused_at_the_depth_limit(tmp_path, call, million_deep):
+    """save of a 1e6-deep record built 1e6 ever longer keys (7.7 GB); now refused at level 1000,
+    as write_json refuses it."""
+    deep = million_deep
+    fname = call.split("(")[0]
+    with allocates_at_most(50_000_000):
+        err = error_of(call, r=deep, p=str(tmp_path / "d.npz"), q=str(tmp_path / "d.safetensors"))
+    assert isinstance(err, ValueErr) and err.message == \
+        f"{fname}(): the value nests tuples and records more than 1000 deep"
+    assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.parametrize("name", ["d.npz", "d.safetensors"])
+def test_a_record_1000_deep_round_trips_and_1001_is_refused(tmp_path, name):
+    p = str(tmp_path / name)
+    run("save(p, r)", r=_nest(1000, np.arange(3.0)), p=p)
+    v = _loaded(p)
+    for _ in range(1000):
+        assert list(v.fields) == ["a"]
+        v = v.fields["a"]
+    assert np.array_equal(v, np.arange(3.0))
+    err = error_of("save(p, r)", r=_nest(1001), p=p)
+    assert err.message == "save(): the value nests tuples and records more than 1000 deep"
+    err = error_of("write_json(p, r)", r=_nest(1001), p=p + ".json")
+    assert err.message == "write_json(): the value nests tuples and records more than 1000 deep"
+    run("write_json(p, r)", r=_nest(1000), p=p + ".json")
+
+
+def _loaded(p: str):
+    interp = Interpreter(out=io.StringIO())
+    interp.globals.vars["p"] = p
+    interp.run("back = load(p)", "<test>")
+    return interp.globals.vars["back"]
+
+
+def test_load_of_a_file_nested_past_the_limit_is_refused(tmp_path):
+    p = tmp_path / "deep.npz"
+    np.savez(p, **{"a" + ".a" * 1000: np.ones(2)})          # NumPy writes it: 1001 levels
+    err = error_of("load(p)", p=str(p))
+    assert isinstance(err, IOErr) and err.message == \
+        f"load(): {p} nests records and tuples more than 1000 deep (an array name of 1001 parts)"
+    np.savez(p, **{"a" + ".a" * 999: np.ones(2)})
+    v = _loaded(str(p))
+    for _ in range(1000):
+        v = v.fields["a"]
+    assert np.array_equal(v, np.ones(2))
+
+
+@pytest.mark.parametrize("step", ["open", "fchmod", "fsync", "replace", "close"])
+def test_an_interruption_at_any_step_leaves_the_old_or_the_new_file_and_no_temporary_one(tmp_path, monkeypatch,
+                                                                                         step):
+    """Ctrl-C or SIGTERM (an exception raised between two Python steps) right after each system
+    call of the writer. The writer of issue 15 created its temporary file inside mkstemp, before
+    its `try`: an interruption there (1 SIGTERM in 200) left the file behind."""
+    from tapeml.builtins import files
+    path = tmp_path / "t.txt"
+    path.write_text("old")
+    path.chmod(0o644)
+    real = getattr(os, step)
+    calls = []
+
+    def interrupted(*a, **k):
+        out = real(*a, **k)
+        calls.append(step)
+        raise KeyboardInterrupt(f"after {step}")
+
+    monkeypatch.setattr(os, step, interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        files.atomic_write("write_text", str(path), lambda f: f.write("new"), binary=False)
+    monkeypatch.undo()
+    assert calls == [step]
+    assert os.listdir(tmp_path) == ["t.txt"]
+    assert path.read_text() == ("new" if step in ("replace", "close") else "old")    # close: of the directory
+    assert stat.S_IMODE(path.stat().st_mode) == 0o644
+
+
+# ---- readers: memory in proportion to the file ------------------------------------------------------
+def test_readers_take_memory_in_proportion_to_the_file_not_to_the_limit(tmp_path):
+    """read_text read with read(limit), which allocates the whole 0.1 GB limit whatever the file;
+    read_csv kept every row's strings (28x the file: a 92 MB file took 2.6 GB)."""
+    p = tmp_path / "m.csv"
+    p.write_text(",".join(["0.5"] * 10) + "\n" * 1 + (",".join(["0.25"] * 10) + "\n") * 99_999)
+    size = os.path.getsize(p)
+    run("1")                                            # the interpreter's own start-up, outside
+    for call, times in (("read_text(p)", 3), ("csv_header(p)", 3), ("read_csv(p)", 5)):
+        with allocates_at_most(times * size):
+            run(f"x = {call}", p=str(p))
+    got = np.loadtxt(p, delimiter=",")                  # NumPy's reader is the reference
+    interp = Interpreter(out=io.StringIO())
+    interp.globals.vars["p"] = str(p)
+    interp.run("x = read_csv(p)", "<test>")
+    assert np.array_equal(interp.globals.vars["x"], got) and got.shape == (100_000, 10)
+
+
+def test_an_array_of_strings_is_refused_before_it_is_read(tmp_path):
+    """10 strings of 100 million characters count 10 elements, but take 4 GB: NumPy's
+    savez_compressed packs them into a few MB. The type is refused from the header."""
+    import zipfile
+    buf = io.BytesIO()
+    np.lib.format.write_array_header_1_0(buf, {"descr": "<U100000000", "fortran_order": False, "shape": (10,)})
+    p = tmp_path / "strings.npz"
+    with zipfile.ZipFile(p, "w", compression=zipfile.ZIP_DEFLATED) as z:
+        with z.open("w.npy", "w", force_zip64=True) as member:
+            member.write(buf.getvalue())
+            chunk = bytes(1 << 24)
+            for _ in range(3):                  # 48 MB of the 4 GB: reading it would fail anyway
+                member.write(chunk)
+    with allocates_at_most(60_000_000):
+        err = error_of("load(p)", p=str(p))
+    assert isinstance(err, IOErr)
+    assert err.message == f"load(): 'w' in {p} has dtype <U100000000; checkpoints hold numbers"
