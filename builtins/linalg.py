@@ -251,15 +251,25 @@ def diag_(x, k):
 
 
 # ---- norm -----------------------------------------------------------------------------------
-def _vector_norm(x, p, dim, keepdims):
-    ax = ops.abs_(x)
-    if p == 2:
-        return ops.sqrt(ops.sum_(ops.mul(x, x), dim=dim, keepdims=keepdims))
+def _vector_norm(x, p, dim, keepdims, rescale=True):
+    """The p-norm along dim. p = 2 and the other p besides 1 and inf sum powers of |x| that overflow
+    or underflow long before the norm does (1e154 and 1e-154 for p = 2 in float64, 1e19 and 1e-19 in
+    float32): those slices are computed on x scaled by a power of 2 (ops.rescaled), exactly."""
     if p == 1:
-        return ops.sum_(ax, dim=dim, keepdims=keepdims)
+        return ops.sum_(ops.abs_(x), dim=dim, keepdims=keepdims)
     if p == math.inf:
-        return ops.amax(ax, dim=dim, keepdims=keepdims)
-    return ops.pow_(ops.sum_(ops.pow_(ax, float(p)), dim=dim, keepdims=keepdims), 1.0 / p)
+        return ops.amax(ops.abs_(x), dim=dim, keepdims=keepdims)
+    powers = ops.mul(x, x) if p == 2 else ops.pow_(ops.abs_(x), float(p))
+    total = ops.sum_(powers, dim=dim, keepdims=keepdims)
+    r = ops.sqrt(total) if p == 2 else ops.pow_(total, 1.0 / p)
+    if not rescale or not _shape(x):
+        return r
+    s = _shape(x)
+    kept = ops.kept(raw(total), s, dim)
+    out = ops.rescaled(lambda t, e: _vector_norm(t, p, dim, True, False), x, dim, r, kept)
+    if out is r:
+        return r
+    return out if keepdims else ops.reshape(out, shape=ops.shape_of(r))
 
 
 def _singular_values(fname, A):
@@ -327,7 +337,7 @@ def norm_(x, p, dim, keepdims):
         raise ValueErr(f"norm(): a matrix norm (p = {p}) needs a matrix, got {describe(x)}; give dim for "
                        f"vector norms along an axis")
     if p is None or p == "fro":
-        r = ops.sqrt(ops.sum_(ops.mul(x, x)))
+        r = _vector_norm(x, 2.0, None, False)
     elif p == "nuc":
         r = ops.sum_(_singular_values("norm", x))
     elif p == 1:

@@ -110,8 +110,7 @@ _reduction("sum", ops.sum_, "Sum of all elements, or along one axis.",
 
 
 def _mean(x, dim=None, keepdims=False):
-    n = np.size(raw(x)) if dim is None else np.shape(raw(x))[dim]
-    return ops.div(ops.sum_(x, dim=dim, keepdims=keepdims), float(n))
+    return ops.mean(x, dim=dim, keepdims=keepdims)
 
 
 _reduction("mean", _mean, "Arithmetic mean of all elements, or along one axis.",

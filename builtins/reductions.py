@@ -133,8 +133,7 @@ def _var(name, x, dim, correction, keepdims):
                        f"leave{'s' if n == 1 else ''} no degrees of freedom (N - correction = "
                        f"{format_value(n - correction)}); correction=0 gives the population form")
     d = None if dim is None else axis(x, dim)
-    m = ops.div(ops.sum_(x, dim=d, keepdims=True), float(n))
-    c = ops.sub(x, m)
+    c = ops.sub(x, ops.mean(x, dim=d, keepdims=True))
     return ops.div(ops.sum_(ops.mul(c, c), dim=d, keepdims=keepdims), float(n - correction))
 
 
@@ -171,7 +170,12 @@ def var(x, dim, correction, keepdims):
          examples=["std([1.5, 2, 4, 7])", "std([2, 4, 4, 4, 5, 5, 7, 9], correction=0)",
                    "x = [1, 2; 3, 6; 5, 7]\n(x - mean(x, dim=0, keepdims=true)) / std(x, dim=0, keepdims=true)"])
 def std(x, dim, correction, keepdims):
-    return ops.sqrt(_var("std", x, dim, correction, keepdims))
+    if not ops.shape_of(x):
+        return ops.sqrt(_var("std", x, dim, correction, keepdims))
+    v = _var("std", x, dim, correction, True)
+    d = None if dim is None else axis(x, dim)
+    r = ops.rescaled(lambda t, e: ops.sqrt(_var("std", t, dim, correction, True)), x, d, ops.sqrt(v), v)
+    return _finish(r, ops.shape_of(x), dim, keepdims)
 
 
 def _sorted(x, dim, descending=False):
@@ -287,7 +291,7 @@ def _observations(name, x):
     n = ops.shape_of(x)[0]
     if n < 2:
         raise ValueErr(f"{name}() needs at least 2 observations (rows), got {n}: it divides by N - 1")
-    c = ops.sub(x, ops.div(ops.sum_(x, dim=0, keepdims=True), float(n)))
+    c = ops.sub(x, ops.mean(x, dim=0, keepdims=True))
     return ops.div(ops.matmul(ops.transpose(c), c), float(n - 1)), r.ndim == 1
 
 
@@ -320,8 +324,22 @@ def cov(x):
          errors=["TypeError when x is not a vector or matrix", "ValueError when x has fewer than 2 rows"],
          examples=["corrcoef([1, 2.5; 2, 4; 4, 3.5])", "corrcoef([1, 2; 2, 4; 3, 6])"])
 def corrcoef(x):
+    return _corrcoef(x, True)
+
+
+def _corrcoef(x, rescale):
     c, vec = _observations("corrcoef", x)
-    d = ops.sqrt(ops.sum_(ops.mul(c, np.eye(ops.shape_of(c)[0])), dim=0))
+    diag = ops.sum_(ops.mul(c, np.eye(ops.shape_of(c)[0])), dim=0)
+    # a column whose variance overflows or underflows (1e154 or 1e-154 in float64, 1e19 or 1e-19 in
+    # float32): R does not change when a column is scaled, so such columns are scaled by a power of 2
+    # (their largest |x| into [0.5, 1)) and R taken again; columns with nan or inf stay as they are
+    xr = np.asarray(raw(x), dtype=np.asarray(raw(diag)).dtype)
+    x2 = xr.reshape(-1, 1) if xr.ndim == 1 else xr
+    bad = ops.unsafe_slices(np.reshape(raw(diag), (1, -1)), x2, 0) if rescale else None
+    if bad is not None:
+        e = ops.slice_exponents(x2, 0, bad)
+        return _corrcoef(ops.ldexp(x, e=-e.reshape(-1) if vec else -e), False)
+    d = ops.sqrt(diag)
     r = ops.clip(ops.div(ops.div(c, ops.reshape(d, shape=(-1, 1))), ops.reshape(d, shape=(1, -1))), lo=-1.0, hi=1.0)
     return ops.reshape(r, shape=()) if vec else r
 

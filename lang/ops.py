@@ -37,20 +37,20 @@ from .primitive_table import (  # noqa: F401
     set_dtype, shape_of,
 )
 from .core_ops import (  # noqa: F401
-    abs_, add, amax, amin, broadcast_to, clip, cos, div, eq, erf, exp, floor, ge, gelu, gt, le, log,
-    logical, logical_not, lt, matmul, maximum, minimum, mod, mul, ne, neg, permute, pow_, relu,
+    abs_, add, amax, amin, broadcast_to, clip, cos, div, eq, erf, exp, floor, ge, gelu, gt, ldexp, le,
+    log, logical, logical_not, lt, matmul, maximum, minimum, mod, mul, ne, neg, permute, pow_, relu,
     reshape, round_, sigmoid, sign, sin, sqrt, sub, sum_, tanh, transpose, unbroadcast, where,
-    zmatmul, zmul,
+    zmatmul, zmul, binary_exponents, safe_floor, slice_exponents, unsafe_slices,
 )
 from .index_ops import (  # noqa: F401
     concat, index, last_writes, orthogonal, scatter_add, setitem, stack,
 )
 from .nn_ops import (  # noqa: F401
-    dense, layer_norm, log_softmax, masked_softmax, rms_norm, sdpa, softmax,
+    attention_weights, dense, layer_norm, log_softmax, rms_norm, sdpa, softmax,
 )
 from .elementwise_ops import (  # noqa: F401
     acos, asin, atan, atan2, ceil, cosh, expm1, log1p, log10, log2, sinh, softplus, tan,
 )
 from .reduce_ops import (  # noqa: F401
-    cumprod, cumsum, logsumexp, prod, put_along, take_along,
+    cumprod, cumsum, kept, logsumexp, mean, prod, put_along, rescaled, take_along,
 )

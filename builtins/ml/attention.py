@@ -1,6 +1,6 @@
 """Statistics & ML: scaled_dot_product_attention and multi_head_attention.
 
-`mha` is a composite over primitives (dense, sdpa or masked_softmax/matmul with dropout, add),
+`mha` is a composite over primitives (dense, sdpa or attention_weights/matmul with dropout, add),
 with no gradient rule of its own. Above FUSE_MIN_ELEMENTS its heads run joined as one batched
 attention (`_mha_fused`); the joined weights of untracked heads are remembered in _JOINED.
 """
@@ -87,12 +87,8 @@ def _attend(q, k, v, causal, p, training, mask=None, weights=False):
     MultiheadAttention does); with weights = true, (output, the weights the values were averaged with)."""
     if not weights and (not training or p == 0):
         return attention(q, k, v, mask, causal=causal)
-    lq, lk = _shape(q)[-2], _shape(k)[-2]
-    s = ops.mul(ops.matmul(q, ops.transpose(k)), 1.0 / math.sqrt(_shape(q)[-1]))
-    allowed = np.tril(np.ones((lq, lk), dtype=bool), k=lk - lq) if causal else None
-    if mask is not None:
-        allowed = raw(mask) if allowed is None else (allowed & raw(mask))
-    w = apply_dropout(ops.masked_softmax(s, allowed=allowed), p, training)
+    w = ops.attention_weights(q, k, None, mask=mask, causal=causal, scale=1.0 / math.sqrt(_shape(q)[-1]))
+    w = apply_dropout(w, p, training)
     out = ops.matmul(w, v)
     return (out, w) if weights else out
 
