@@ -134,7 +134,7 @@ def _var(name, x, dim, correction, keepdims):
                        f"{format_value(n - correction)}); correction=0 gives the population form")
     d = None if dim is None else axis(x, dim)
     c = ops.sub(x, ops.mean(x, dim=d, keepdims=True))
-    return ops.div(ops.sum_(ops.mul(c, c), dim=d, keepdims=keepdims), float(n - correction))
+    return ops.mean(ops.mul(c, c), dim=d, keepdims=keepdims, count=n - correction)
 
 
 CORR = P("correction", "number", 1, doc="subtracted from the count N in the denominator: 1 (the default) for the "
@@ -329,7 +329,8 @@ def corrcoef(x):
 
 def _corrcoef(x, rescale):
     c, vec = _observations("corrcoef", x)
-    diag = ops.sum_(ops.mul(c, np.eye(ops.shape_of(c)[0])), dim=0)
+    n = np.arange(ops.shape_of(c)[0])
+    diag = ops.index(c, idx=(n, n))         # a gather: a nan in one column stays in its row and column
     # a column whose variance overflows or underflows (1e154 or 1e-154 in float64, 1e19 or 1e-19 in
     # float32): R does not change when a column is scaled, so such columns are scaled by a power of 2
     # (their largest |x| into [0.5, 1)) and R taken again; columns with nan or inf stay as they are

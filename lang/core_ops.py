@@ -348,11 +348,10 @@ def unsafe_slices(s, x, dim):
     of squares s (same kept shape, plain) is not a safe finite number although every element of
     the slice is finite and one is nonzero; None where there is none (the common path: two
     reductions of s)."""
-    s = np.asarray(s)
-    floor = safe_floor(s.dtype)
+    s, xr = np.asarray(s), np.asarray(x)
+    floor = safe_floor(xr.dtype if xr.dtype.kind == "f" else s.dtype)   # s may be a Python float
     if s.size == 0 or (s.min() >= floor and s.max() < _INF):     # nan fails both
         return None
-    xr = np.asarray(x)
     finite = np.isfinite(xr).all(axis=dim, keepdims=True)
     nonzero = (xr != 0).any(axis=dim, keepdims=True)
     bad = ~((s >= floor) & (s < _INF)) & finite & nonzero
@@ -389,6 +388,8 @@ transpose = primitive("transpose", _transpose, _vjp_transpose, arity=1)
 
 
 def _reshape(x, shape):
+    if shape == ():            # to no axes: a number (a 0-d array would be a "matrix" to the language)
+        return python_scalar(np.reshape(x, ()))
     return x.reshape(shape) if type(x) is np.ndarray else np.reshape(x, shape)
 
 

@@ -214,13 +214,14 @@ def kept(r, shape, dim):
     return np.reshape(np.asarray(r), out)
 
 
-def mean(x, dim=None, keepdims=False):
-    """sum(x) / n along dim (an axis, a tuple of them, or None: all). Where that sum overflows
-    although the slice is finite, the slice's mean is sum(x / n) instead, which cannot overflow (its
-    magnitude is at most the largest |x|): the mean of [1.5e308, 1.7e308] is 1.6e308, not inf.
-    Every other slice (all of them, in the common path) is the plain sum(x) / n."""
+def mean(x, dim=None, keepdims=False, count=None):
+    """sum(x) / n along dim (an axis, a tuple of them, or None: all), n the number of elements
+    reduced or `count` (var divides by n - 1). Where that sum overflows although the slice is
+    finite, the slice's mean is sum(x / n) instead, which does not overflow unless the mean does
+    (its magnitude is at most n / count times the largest |x|): the mean of [1.5e308, 1.7e308] is
+    1.6e308, not inf. Every other slice (all of them, in the common path) is the plain sum(x) / n."""
     shape = shape_of(x)
-    n = int(np.prod([shape[a] for a in _axes(shape, dim)]))
+    n = int(np.prod([shape[a] for a in _axes(shape, dim)])) if count is None else count
     m = div(sum_(x, dim=dim, keepdims=keepdims), float(n))
     mr = _raw(m)
     if n == 0 or np.isfinite(np.sum(mr)):

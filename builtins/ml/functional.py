@@ -265,7 +265,7 @@ def batch_norm(x, gamma, beta, running_mean, running_var, training, momentum, ep
                            "running statistics")
         mu = ops.mean(x, dim=axes, keepdims=True)
         xc = ops.sub(x, mu)
-        var = ops.div(ops.sum_(ops.mul(xc, xc), dim=axes, keepdims=True), float(m))
+        var = ops.mean(ops.mul(xc, xc), dim=axes, keepdims=True)
         xhat = ops.div(xc, ops.sqrt(ops.add(var, float(eps))))
         # a feature whose variance overflows or underflows (1e20 in float32): xhat does not change
         # when x and sqrt(eps) are scaled together, so such features are normalized on x 2^-E with
@@ -274,7 +274,7 @@ def batch_norm(x, gamma, beta, running_mean, running_var, training, momentum, ep
         floor = ops.binary_exponents(math.sqrt(eps)) if eps > 0 else None
         xhat = ops.rescaled(lambda t, e: ops.div(
             ops.sub(t, ops.mean(t, dim=axes, keepdims=True)),
-            ops.sqrt(ops.add(_feature_var(t, axes, m), np.ldexp(np.asarray(eps, dtype=raw(xhat).dtype), -2 * e)))),
+            ops.sqrt(ops.add(_feature_var(t, axes), np.ldexp(np.asarray(eps, dtype=raw(xhat).dtype), -2 * e)))),
             x, axes, xhat, ops.add(var, float(eps)), at_least=floor, degree=0)
         y = ops.add(ops.mul(xhat, gamma), beta)
         mom = float(momentum)
@@ -286,6 +286,6 @@ def batch_norm(x, gamma, beta, running_mean, running_var, training, momentum, ep
     return (y, running_mean, running_var)
 
 
-def _feature_var(t, axes, m):
+def _feature_var(t, axes):
     tc = ops.sub(t, ops.mean(t, dim=axes, keepdims=True))
-    return ops.div(ops.sum_(ops.mul(tc, tc), dim=axes, keepdims=True), float(m))
+    return ops.mean(ops.mul(tc, tc), dim=axes, keepdims=True)
