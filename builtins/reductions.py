@@ -150,7 +150,8 @@ VAR_CONV = ("Conventions differ: NumPy's `var`/`std` divide by N (ddof=0), MATLA
          what="The spread of the elements around their mean: sum((x - mean(x))^2) / (N - correction), over all "
               "elements or along dim. " + VAR_CONV,
          how="Two passes (the mean, then the squared deviations), composed from primitives; the gradient "
-             "is 2 (x - mean) / (N - correction).",
+             "is 2 (x - mean) / (N - correction). A sum that overflows on finite elements is taken as the sum "
+             "of the elements divided first (mean's rule), so var([1.7e308, 1.7e308]) is 0, not nan.",
          errors=["ValueError when N - correction <= 0 (a single element with the default correction)", DIM_ERR,
                  "ValueError when correction < 0"],
          examples=["var([1.5, 2, 4, 7])", "var([1, 2, 3, 4], correction=0)   # NumPy's np.var",
@@ -164,11 +165,15 @@ def var(x, dim, correction, keepdims):
          what="The square root of var: sqrt(sum((x - mean(x))^2) / (N - correction)). Standardizing the columns "
               "of a data matrix: (x - mean(x, dim=0, keepdims=true)) / std(x, dim=0, keepdims=true). " + VAR_CONV,
          how="sqrt(var(x)). Where every element is equal the gradient is 0 (the 0 x inf = 0 rule of the backward "
-             "pass; PyTorch gives nan there).",
+             "pass; PyTorch gives nan there). Where the variance would overflow or underflow though the elements "
+             "are finite (beyond about 1e154 or below 1e-154; 1e19 and 1e-19 in float32), it is computed on x "
+             "scaled by a power of 2 and scaled back, exactly: std of 1e20s in float32 is 1.29e20, not inf, "
+             "and the gradient at 1e-170s is right, not nan.",
          errors=["ValueError when N - correction <= 0 (a single element with the default correction)", DIM_ERR,
                  "ValueError when correction < 0"],
          examples=["std([1.5, 2, 4, 7])", "std([2, 4, 4, 4, 5, 5, 7, 9], correction=0)",
-                   "x = [1, 2; 3, 6; 5, 7]\n(x - mean(x, dim=0, keepdims=true)) / std(x, dim=0, keepdims=true)"])
+                   "x = [1, 2; 3, 6; 5, 7]\n(x - mean(x, dim=0, keepdims=true)) / std(x, dim=0, keepdims=true)",
+                   "std([1e-170, 2e-170, 3e-170, 4e-170])"])
 def std(x, dim, correction, keepdims):
     if not ops.shape_of(x):
         return ops.sqrt(_var("std", x, dim, correction, keepdims))
@@ -320,7 +325,9 @@ def cov(x):
          what="R[i, j] = cov[i, j] / sqrt(cov[i, i] cov[j, j]), between -1 and 1, with 1 on the diagonal. " + ROWS +
               " A constant column has no correlation: its row and column are nan (NumPy).",
          how="cov(x) scaled by the standard deviations, clipped to [-1, 1] as NumPy's `corrcoef` (rounding "
-             "could step past 1); the N - 1 cancels.",
+             "could step past 1); the N - 1 cancels. R does not change when a column is scaled, so a column "
+             "whose variance would overflow or underflow (values beyond about 1e154 or below 1e-154) is "
+             "scaled by a power of 2 first. A nan in a column makes that column's row and column nan (NumPy).",
          errors=["TypeError when x is not a vector or matrix", "ValueError when x has fewer than 2 rows"],
          examples=["corrcoef([1, 2.5; 2, 4; 4, 3.5])", "corrcoef([1, 2; 2, 4; 3, 6])"])
 def corrcoef(x):

@@ -83,7 +83,10 @@ def _axis(fname: str, dim, nd: int) -> int:
              "gives 0, not nan, and its gradient is b / (|b| eps), both as PyTorch's. For a nonzero vector "
              "shorter than eps the value agrees with PyTorch but the gradients differ: tapeml's is the "
              "derivative of the clamped formula (the norm held at eps, which finite differences confirm), "
-             "PyTorch clamps outside autograd. a and b broadcast against each other first, as in PyTorch.",
+             "PyTorch clamps outside autograd. a and b broadcast against each other first, as in PyTorch. "
+             "A vector whose sum of squares would overflow or underflow (entries beyond about 1e154 or below "
+             "1e-154, 1e19 and 1e-19 in float32) is scaled by a power of 2 first, with eps: "
+             "cosine_similarity([1e200, 2e200], [1e200, 1e200]) is 0.949, where PyTorch gives 0.",
          errors=["ShapeError when a and b do not broadcast, or dim is out of range",
                  "ValueError when eps <= 0"],
          examples=["cosine_similarity([1, 0], [1, 1])",
@@ -237,7 +240,9 @@ def einsum(spec, a, b):
              "running statistics, which come back unchanged. Everything is recorded on the tape: y is "
              "differentiable in x, gamma and beta (and, in evaluation, the running statistics), and so are "
              "the new running statistics (PyTorch updates its buffers outside autograd; a loss computed from "
-             "y alone gets the same gradients either way).",
+             "y alone gets the same gradients either way). A feature whose variance would overflow or "
+             "underflow (1e20 in float32) is normalized on x scaled by a power of 2 (with eps scaled too, as "
+             "layer_norm does), so y stays right; the running variance is then inf or 0, as in PyTorch.",
          errors=["ShapeError when gamma, beta or a running statistic is not a vector of length C",
                  "ValueError in training when the batch has a single row (M = 1: no unbiased variance)",
                  "ValueError when momentum is outside [0, 1] or eps < 0"],
