@@ -269,7 +269,7 @@ def _vector_norm(x, p, dim, keepdims, rescale=True):
     out = ops.rescaled(lambda t, e: _vector_norm(t, p, dim, True, False), x, dim, r, kept)
     if out is r:
         return r
-    return out if keepdims else ops.reshape(out, shape=ops.shape_of(r))
+    return out if keepdims else ops.unkept(out, ops.shape_of(r))
 
 
 def _singular_values(fname, A):

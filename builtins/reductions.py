@@ -175,12 +175,15 @@ def var(x, dim, correction, keepdims):
                    "x = [1, 2; 3, 6; 5, 7]\n(x - mean(x, dim=0, keepdims=true)) / std(x, dim=0, keepdims=true)",
                    "std([1e-170, 2e-170, 3e-170, 4e-170])"])
 def std(x, dim, correction, keepdims):
-    if not ops.shape_of(x):
-        return ops.sqrt(_var("std", x, dim, correction, keepdims))
-    v = _var("std", x, dim, correction, True)
+    v = _var("std", x, dim, correction, keepdims)
+    r = ops.sqrt(v)
+    shape = ops.shape_of(x)
+    if not shape:
+        return r
     d = None if dim is None else axis(x, dim)
-    r = ops.rescaled(lambda t, e: ops.sqrt(_var("std", t, dim, correction, True)), x, d, ops.sqrt(v), v)
-    return _finish(r, ops.shape_of(x), dim, keepdims)
+    out = ops.rescaled(lambda t, e: ops.sqrt(_var("std", t, dim, correction, True)), x, d, r,
+                       ops.kept(raw(v), shape, d))
+    return r if out is r or keepdims else ops.unkept(out, ops.shape_of(r))
 
 
 def _sorted(x, dim, descending=False):

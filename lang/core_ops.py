@@ -339,8 +339,14 @@ def binary_exponents(a):
 def safe_floor(dtype) -> float:
     """The smallest sum of squares taken without rescaling: below it, terms that underflowed could
     matter (tiny / machine epsilon: about 1e-292 in float64, 1e-31 in float32)."""
-    fi = np.finfo(dtype if np.dtype(dtype).kind == "f" else np.float64)
-    return float(fi.tiny) / float(fi.eps)
+    floor = _FLOORS.get(dtype)
+    if floor is None:
+        fi = np.finfo(dtype if np.dtype(dtype).kind == "f" else np.float64)
+        floor = _FLOORS[dtype] = float(fi.tiny) / float(fi.eps)
+    return floor
+
+
+_FLOORS: dict = {}
 
 
 def unsafe_slices(s, x, dim):
@@ -348,10 +354,11 @@ def unsafe_slices(s, x, dim):
     of squares s (same kept shape, plain) is not a safe finite number although every element of
     the slice is finite and one is nonzero; None where there is none (the common path: two
     reductions of s)."""
-    s, xr = np.asarray(s), np.asarray(x)
-    floor = safe_floor(xr.dtype if xr.dtype.kind == "f" else s.dtype)   # s may be a Python float
+    s = np.asarray(s)
+    floor = safe_floor(x.dtype if type(x) is _NDARRAY and x.dtype.kind == "f" else s.dtype)  # s may be a float
     if s.size == 0 or (s.min() >= floor and s.max() < _INF):     # nan fails both
         return None
+    xr = np.asarray(x)
     finite = np.isfinite(xr).all(axis=dim, keepdims=True)
     nonzero = (xr != 0).any(axis=dim, keepdims=True)
     bad = ~((s >= floor) & (s < _INF)) & finite & nonzero
@@ -388,8 +395,6 @@ transpose = primitive("transpose", _transpose, _vjp_transpose, arity=1)
 
 
 def _reshape(x, shape):
-    if shape == ():            # to no axes: a number (a 0-d array would be a "matrix" to the language)
-        return python_scalar(np.reshape(x, ()))
     return x.reshape(shape) if type(x) is np.ndarray else np.reshape(x, shape)
 
 

@@ -59,5 +59,5 @@ from .elementwise_ops import (  # noqa: F401
     acos, asin, atan, atan2, ceil, cosh, expm1, log1p, log10, log2, sinh, softplus, tan,
 )
 from .reduce_ops import (  # noqa: F401
-    cumprod, cumsum, kept, logsumexp, mean, prod, put_along, rescaled, take_along,
+    cumprod, cumsum, kept, logsumexp, mean, prod, put_along, rescaled, take_along, unkept,
 )

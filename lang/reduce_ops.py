@@ -13,6 +13,8 @@ docs/language.md ("Reductions and sorting").
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from .primitive_table import SESSION_FLOAT, bools_as_floats, primitive, python_scalar, shape_of
@@ -221,16 +223,27 @@ def mean(x, dim=None, keepdims=False, count=None):
     (its magnitude is at most n / count times the largest |x|): the mean of [1.5e308, 1.7e308] is
     1.6e308, not inf. Every other slice (all of them, in the common path) is the plain sum(x) / n."""
     shape = shape_of(x)
-    n = int(np.prod([shape[a] for a in _axes(shape, dim)])) if count is None else count
+    if count is not None:
+        n = count
+    elif dim is None:
+        n = math.prod(shape)
+    else:
+        n = math.prod(shape[a] for a in _axes(shape, dim))
     m = div(sum_(x, dim=dim, keepdims=keepdims), float(n))
     mr = _raw(m)
-    if n == 0 or np.isfinite(np.sum(mr)):
+    if n == 0 or math.isfinite(mr.sum() if type(mr) is np.ndarray else mr):     # one reduction of the result
         return m
     xr = np.asarray(_floats(_raw(x)))
     bad = ~np.isfinite(kept(mr, shape, dim)) & np.isfinite(xr).all(axis=_axes(shape, dim), keepdims=True)
     if not bad.any():
         return m
     return where(np.reshape(bad, shape_of(m)), sum_(div(x, float(n)), dim=dim, keepdims=keepdims), m)
+
+
+def unkept(r, shape):
+    """A result r with kept axes of 1 into `shape`; to no axes, a number (a sum of its one element:
+    reshape to () would give a 0-d matrix)."""
+    return sum_(r) if shape == () else reshape(r, shape=shape)
 
 
 def rescaled(f, x, dim, plain, squares, at_least=None, degree=1):
@@ -243,11 +256,11 @@ def rescaled(f, x, dim, plain, squares, at_least=None, degree=1):
     arithmetic wherever they are representable. f(t, E) gets the scaled x and E (kept axes) and
     must keep the reduced axes. The other slices, and every slice in the common path, keep the
     plain value."""
-    xr = np.asarray(_floats(_raw(x)))
-    ax = _axes(xr.shape, dim)
+    xr = _raw(x)
+    ax = _axes(shape_of(xr), dim)
     bad = unsafe_slices(_raw(squares), xr, ax)
     if bad is None:
         return plain
-    e = slice_exponents(xr, ax, bad, at_least)
+    e = slice_exponents(np.asarray(_floats(xr)), ax, bad, at_least)
     r = f(ldexp(x, e=-e), e)
     return ldexp(r, e=e * degree) if degree else r

@@ -382,6 +382,9 @@ def test_the_issue_values():
     x = [1e-170, 2e-170, 3e-170, 4e-170]
     np.testing.assert_allclose(ev(f"grad(std, {x})"), exact_std_grad(x), rtol=1e-15)      # was nan
     assert ev(f"std({x})") == pytest.approx(exact_std(x), rel=1e-15)
+    # a full reduction is a number on the rescaled path too, as on the plain one
+    assert all(type(ev(e)) is float for e in (f"std({x})", "norm([1e200, 2e200])", "grad_norm([1e200, 1])",
+                                               "std([1, 2])", "norm([1, 2])"))
     np.testing.assert_allclose(ev("grad(norm, [1e-200, -2e-200])"), [1 / math.sqrt(5), -2 / math.sqrt(5)],
                                rtol=1e-15)                                                  # was [inf, -inf]
 
