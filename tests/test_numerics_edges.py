@@ -622,3 +622,14 @@ def test_atan2_gradient_where_the_radius_squared_leaves_the_range():
         assert gy == pytest.approx(2 / (5 * s), rel=1e-15) and gx == pytest.approx(-1 / (5 * s), rel=1e-15)
     assert ev("grad(fn(y) -> atan2(y, 1), 1e300)") == 0.0       # x / (x^2 + y^2) = 1e-600: 0
     close32(ev("grad(fn(y) -> atan2(y, 2e-30), 1e-30)", 'set_dtype("float32")'), 2 / (5 * float(np.float32(1e-30))))
+
+
+def test_second_order_through_the_rescaled_reductions():
+    """grad of grad through the power-of-two rescaling: the Hessians of norm and std (degree 1, so
+    H(2^k x) = 2^-k H(x)) at inputs whose squares overflow or underflow are the scaled Hessians (a
+    unit vector's Hessian, degree -2, is beyond the float range there)."""
+    for f in ("norm", "std", "fn(x) -> norm(x, 3)"):
+        h1 = ev(f"hessian({f}, [1.5, -2, 0.25])")
+        for k in (-700, 700):
+            hk = ev(f"hessian({f}, [1.5, -2, 0.25] * 2 ^ {k})")
+            np.testing.assert_allclose(hk, np.ldexp(h1, -k), rtol=1e-14, atol=0, err_msg=f"{f} {k}")
