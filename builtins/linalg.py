@@ -251,15 +251,25 @@ def diag_(x, k):
 
 
 # ---- norm -----------------------------------------------------------------------------------
-def _vector_norm(x, p, dim, keepdims):
-    ax = ops.abs_(x)
-    if p == 2:
-        return ops.sqrt(ops.sum_(ops.mul(x, x), dim=dim, keepdims=keepdims))
+def _vector_norm(x, p, dim, keepdims, rescale=True):
+    """The p-norm along dim. p = 2 and the other p besides 1 and inf sum powers of |x| that overflow
+    or underflow long before the norm does (1e154 and 1e-154 for p = 2 in float64, 1e19 and 1e-19 in
+    float32): those slices are computed on x scaled by a power of 2 (ops.rescaled), exactly."""
     if p == 1:
-        return ops.sum_(ax, dim=dim, keepdims=keepdims)
+        return ops.sum_(ops.abs_(x), dim=dim, keepdims=keepdims)
     if p == math.inf:
-        return ops.amax(ax, dim=dim, keepdims=keepdims)
-    return ops.pow_(ops.sum_(ops.pow_(ax, float(p)), dim=dim, keepdims=keepdims), 1.0 / p)
+        return ops.amax(ops.abs_(x), dim=dim, keepdims=keepdims)
+    powers = ops.mul(x, x) if p == 2 else ops.pow_(ops.abs_(x), float(p))
+    total = ops.sum_(powers, dim=dim, keepdims=keepdims)
+    r = ops.sqrt(total) if p == 2 else ops.pow_(total, 1.0 / p)
+    if not rescale or not _shape(x):
+        return r
+    s = _shape(x)
+    kept = ops.kept(raw(total), s, dim)
+    out = ops.rescaled(lambda t, e: _vector_norm(t, p, dim, True, False), x, dim, r, kept)
+    if out is r:
+        return r
+    return out if keepdims else ops.unkept(out, ops.shape_of(r))
 
 
 def _singular_values(fname, A):
@@ -286,13 +296,17 @@ def _singular_values(fname, A):
              "The kink convention of the guide: the gradient of the 2-norm at 0 is 0 (a subgradient, not NaN: "
              "0 x inf = 0 in the backward pass), abs'(0) = 0 for p = 1, ties of p = inf split evenly. The "
              "gradient of the spectral norm is u1 v1^T, valid where the largest singular value is simple. "
-             "The 2-norm is sqrt(sum(x^2)) as in NumPy: it overflows to inf for entries beyond about 1e154. "
+             "The 2-norm is sqrt(sum(x^2)) as in NumPy; where that sum of squares (or of |x|^p) would overflow "
+             "or underflow (entries beyond about 1e154 or below 1e-154, 1e19 and 1e-19 in float32) it is "
+             "taken on x scaled by a power of 2 and scaled back, exactly: norm([3e200, 4e200]) is 5e200 and "
+             "the gradient at [1e-200, -2e-200] is [0.447, -0.894], where NumPy and PyTorch give inf and 0. "
              "Every norm of an empty array is 0 (NumPy raises for p = inf and the matrix norms).",
          errors=["ValueError for a p that is not one of those listed (0, negative, or a string other than "
                  '"fro"/"nuc")', "ValueError when dim is out of range",
                  "ValueError for a matrix norm p other than none on an array of 3 or more axes without dim"],
          examples=["norm([3, 4])", "norm([1, 2; 3, 4])", "norm([3, -4], 1)\nnorm([3, -4], 1 / 0)",
-                   "norm([1, 2; 3, 4], 2)", "norm([3, 4; 6, 8], dim=1)", "grad(norm, [0, 0])"])
+                   "norm([1, 2; 3, 4], 2)", "norm([3, 4; 6, 8], dim=1)", "grad(norm, [0, 0])",
+                   "norm([3e200, 4e200])\ngrad(norm, [1e-200, -2e-200])"])
 def norm_(x, p, dim, keepdims):
     x = _floated(x)
     if isinstance(raw(p), bool) or not (p is None or isinstance(raw(p), (int, float, str))):
@@ -327,7 +341,7 @@ def norm_(x, p, dim, keepdims):
         raise ValueErr(f"norm(): a matrix norm (p = {p}) needs a matrix, got {describe(x)}; give dim for "
                        f"vector norms along an axis")
     if p is None or p == "fro":
-        r = ops.sqrt(ops.sum_(ops.mul(x, x)))
+        r = _vector_norm(x, 2.0, None, False)
     elif p == "nuc":
         r = ops.sum_(_singular_values("norm", x))
     elif p == 1:
@@ -417,7 +431,9 @@ def qr_(A):
              "of A, and a gradient needs continuous factors; U @ diag(S) @ Vh is the same. The VJP is HIPS autograd's grad_svd (reduced): the "
              "gradient through S alone is U diag(gS) Vh and always valid; through U or Vh it needs distinct "
              "(and, for a non-square A, nonzero) singular values, because the derivative of a singular vector "
-             "of a repeated singular value does not exist (terms 1/(s_j^2 - s_i^2)).",
+             "of a repeated singular value does not exist (terms 1/(s_j^2 - s_i^2); for a matrix whose "
+             "singular values are beyond 2^500 or below 2^-500 they are taken scaled by a power of 2, so the "
+             "squares neither overflow nor underflow).",
          errors=["ShapeError when A is not a matrix", "ValueError when A holds nan or inf"],
          examples=["U, S, Vh = svd([3, 0; 4, 5])\nS", "U, S, Vh = svd([1, 2; 3, 4; 5, 6])\nU @ diag(S) @ Vh"])
 def svd_(A):

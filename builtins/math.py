@@ -110,13 +110,14 @@ _reduction("sum", ops.sum_, "Sum of all elements, or along one axis.",
 
 
 def _mean(x, dim=None, keepdims=False):
-    n = np.size(raw(x)) if dim is None else np.shape(raw(x))[dim]
-    return ops.div(ops.sum_(x, dim=dim, keepdims=keepdims), float(n))
+    return ops.mean(x, dim=dim, keepdims=keepdims)
 
 
 _reduction("mean", _mean, "Arithmetic mean of all elements, or along one axis.",
            "mean(x) = sum(x) / n, n the number of elements reduced (NumPy's `mean`), composed from the sum "
-           "and div primitives, so each element's gradient is 1/n.",
+           "and div primitives, so each element's gradient is 1/n. Where the sum of a finite slice overflows, "
+           "that slice is sum(x / n) instead: mean([1.5e308, 1.7e308]) is 1.6e308 (NumPy and PyTorch give "
+           "inf).",
            ["mean([1, 2, 3, 4])", "mean([1, 2; 3, 4], dim=1)",
             "x = [1, 2; 3, 5]\nx - mean(x, dim=0, keepdims=true)   # centred columns"],
            what="The average of the elements, or along axis dim: mean(x, dim=1) of a T x D matrix is the T "
@@ -310,7 +311,8 @@ _elementwise("erf", ops.erf, "The error function of each element.", "erf(x); d/d
          how="NumPy's `arctan2` (signed zeros as IEEE: atan2(0, -1) is pi). d/dy = x / (x^2 + y^2) and "
              "d/dx = -y / (x^2 + y^2), computed as cos(t) / r and -sin(t) / r (t the angle, r = hypot(x, y)) so that "
              "an infinite coordinate gives 0, not inf / inf; at the origin the gradient is 0 (the kink convention, "
-             "as abs'(0) = 0).",
+             "as abs'(0) = 0). Where x^2 + y^2 would overflow or underflow, r, cos(t) and sin(t) come from x and "
+             "y scaled by a power of 2: the gradient at (1e-200, 1e-200) is 5e199, not 0.",
          errors=["ShapeError naming the shapes when y and x do not broadcast to one shape",
                  "TypeError when y or x is not a number or matrix"],
          examples=["atan2([1.5, -0.5, 0.25], [0.5, -2, 1.5])", "atan2(1, [1, -1, 0])", "atan2([0, 0], [1, -1])"])

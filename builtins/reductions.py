@@ -133,9 +133,8 @@ def _var(name, x, dim, correction, keepdims):
                        f"leave{'s' if n == 1 else ''} no degrees of freedom (N - correction = "
                        f"{format_value(n - correction)}); correction=0 gives the population form")
     d = None if dim is None else axis(x, dim)
-    m = ops.div(ops.sum_(x, dim=d, keepdims=True), float(n))
-    c = ops.sub(x, m)
-    return ops.div(ops.sum_(ops.mul(c, c), dim=d, keepdims=keepdims), float(n - correction))
+    c = ops.sub(x, ops.mean(x, dim=d, keepdims=True))
+    return ops.mean(ops.mul(c, c), dim=d, keepdims=keepdims, count=n - correction)
 
 
 CORR = P("correction", "number", 1, doc="subtracted from the count N in the denominator: 1 (the default) for the "
@@ -151,7 +150,8 @@ VAR_CONV = ("Conventions differ: NumPy's `var`/`std` divide by N (ddof=0), MATLA
          what="The spread of the elements around their mean: sum((x - mean(x))^2) / (N - correction), over all "
               "elements or along dim. " + VAR_CONV,
          how="Two passes (the mean, then the squared deviations), composed from primitives; the gradient "
-             "is 2 (x - mean) / (N - correction).",
+             "is 2 (x - mean) / (N - correction). A sum that overflows on finite elements is taken as the sum "
+             "of the elements divided first (mean's rule), so var([1.7e308, 1.7e308]) is 0, not nan.",
          errors=["ValueError when N - correction <= 0 (a single element with the default correction)", DIM_ERR,
                  "ValueError when correction < 0"],
          examples=["var([1.5, 2, 4, 7])", "var([1, 2, 3, 4], correction=0)   # NumPy's np.var",
@@ -165,13 +165,25 @@ def var(x, dim, correction, keepdims):
          what="The square root of var: sqrt(sum((x - mean(x))^2) / (N - correction)). Standardizing the columns "
               "of a data matrix: (x - mean(x, dim=0, keepdims=true)) / std(x, dim=0, keepdims=true). " + VAR_CONV,
          how="sqrt(var(x)). Where every element is equal the gradient is 0 (the 0 x inf = 0 rule of the backward "
-             "pass; PyTorch gives nan there).",
+             "pass; PyTorch gives nan there). Where the variance would overflow or underflow though the elements "
+             "are finite (beyond about 1e154 or below 1e-154; 1e19 and 1e-19 in float32), it is computed on x "
+             "scaled by a power of 2 and scaled back, exactly: std of 1e20s in float32 is 1.29e20, not inf, "
+             "and the gradient at 1e-170s is right, not nan.",
          errors=["ValueError when N - correction <= 0 (a single element with the default correction)", DIM_ERR,
                  "ValueError when correction < 0"],
          examples=["std([1.5, 2, 4, 7])", "std([2, 4, 4, 4, 5, 5, 7, 9], correction=0)",
-                   "x = [1, 2; 3, 6; 5, 7]\n(x - mean(x, dim=0, keepdims=true)) / std(x, dim=0, keepdims=true)"])
+                   "x = [1, 2; 3, 6; 5, 7]\n(x - mean(x, dim=0, keepdims=true)) / std(x, dim=0, keepdims=true)",
+                   "std([1e-170, 2e-170, 3e-170, 4e-170])"])
 def std(x, dim, correction, keepdims):
-    return ops.sqrt(_var("std", x, dim, correction, keepdims))
+    v = _var("std", x, dim, correction, keepdims)
+    r = ops.sqrt(v)
+    shape = ops.shape_of(x)
+    if not shape:
+        return r
+    d = None if dim is None else axis(x, dim)
+    out = ops.rescaled(lambda t, e: ops.sqrt(_var("std", t, dim, correction, True)), x, d, r,
+                       ops.kept(raw(v), shape, d))
+    return r if out is r or keepdims else ops.unkept(out, ops.shape_of(r))
 
 
 def _sorted(x, dim, descending=False):
@@ -287,7 +299,7 @@ def _observations(name, x):
     n = ops.shape_of(x)[0]
     if n < 2:
         raise ValueErr(f"{name}() needs at least 2 observations (rows), got {n}: it divides by N - 1")
-    c = ops.sub(x, ops.div(ops.sum_(x, dim=0, keepdims=True), float(n)))
+    c = ops.sub(x, ops.mean(x, dim=0, keepdims=True))
     return ops.div(ops.matmul(ops.transpose(c), c), float(n - 1)), r.ndim == 1
 
 
@@ -316,12 +328,29 @@ def cov(x):
          what="R[i, j] = cov[i, j] / sqrt(cov[i, i] cov[j, j]), between -1 and 1, with 1 on the diagonal. " + ROWS +
               " A constant column has no correlation: its row and column are nan (NumPy).",
          how="cov(x) scaled by the standard deviations, clipped to [-1, 1] as NumPy's `corrcoef` (rounding "
-             "could step past 1); the N - 1 cancels.",
+             "could step past 1); the N - 1 cancels. R does not change when a column is scaled, so a column "
+             "whose variance would overflow or underflow (values beyond about 1e154 or below 1e-154) is "
+             "scaled by a power of 2 first. A nan in a column makes that column's row and column nan (NumPy).",
          errors=["TypeError when x is not a vector or matrix", "ValueError when x has fewer than 2 rows"],
          examples=["corrcoef([1, 2.5; 2, 4; 4, 3.5])", "corrcoef([1, 2; 2, 4; 3, 6])"])
 def corrcoef(x):
+    return _corrcoef(x, True)
+
+
+def _corrcoef(x, rescale):
     c, vec = _observations("corrcoef", x)
-    d = ops.sqrt(ops.sum_(ops.mul(c, np.eye(ops.shape_of(c)[0])), dim=0))
+    n = np.arange(ops.shape_of(c)[0])
+    diag = ops.index(c, idx=(n, n))         # a gather: a nan in one column stays in its row and column
+    # a column whose variance overflows or underflows (1e154 or 1e-154 in float64, 1e19 or 1e-19 in
+    # float32): R does not change when a column is scaled, so such columns are scaled by a power of 2
+    # (their largest |x| into [0.5, 1)) and R taken again; columns with nan or inf stay as they are
+    xr = np.asarray(raw(x), dtype=np.asarray(raw(diag)).dtype)
+    x2 = xr.reshape(-1, 1) if xr.ndim == 1 else xr
+    bad = ops.unsafe_slices(np.reshape(raw(diag), (1, -1)), x2, 0) if rescale else None
+    if bad is not None:
+        e = ops.slice_exponents(x2, 0, bad)
+        return _corrcoef(ops.ldexp(x, e=-e.reshape(-1) if vec else -e), False)
+    d = ops.sqrt(diag)
     r = ops.clip(ops.div(ops.div(c, ops.reshape(d, shape=(-1, 1))), ops.reshape(d, shape=(1, -1))), lo=-1.0, hi=1.0)
     return ops.reshape(r, shape=()) if vec else r
 

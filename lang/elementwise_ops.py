@@ -8,8 +8,9 @@ import math
 
 import numpy as np
 
-from .core_ops import (_unary, add, cos, div, eq, gt, mul, neg, sigmoid, sin, sqrt, sub, unbroadcast,
-                       where, zmul)
+from .core_ops import (_unary, add, binary_exponents, cos, div, eq, gt, ldexp, mul, neg, safe_floor, sigmoid, sin,
+                       sqrt, sub, unbroadcast, where, zmul)
+from .tape import raw
 from .primitive_table import GROWS, _broadcast_shape, bools_as_floats, primitive, python_scalar, shape_of
 
 _LN10, _LN2 = math.log(10.0), math.log(2.0)
@@ -39,15 +40,30 @@ def _atan2(y, x):
 def _vjp_atan2(g, ans, saved, tracked, y, x):
     """d/dy = x / r^2 = cos(t) / r and d/dx = -y / r^2 = -sin(t) / r with t = atan2(y, x), r = hypot(y, x):
     the angle form is 0 (not inf / inf) where an input is infinite; at the origin the gradient is 0
-    (the kink convention of abs'(0) = 0)."""
-    r = sqrt(add(mul(x, x), mul(y, y)))
+    (the kink convention of abs'(0) = 0). Where x^2 + y^2 overflows or underflows though x and y are
+    finite (1e154 or 1e-154 in float64), r and the cosine and sine come from x and y scaled by 2^-E
+    (E the exponent of the larger |.|), exactly: the gradient at (1e-200, 1e-200) is 5e199, not 0."""
+    s = add(mul(x, x), mul(y, y))
+    r, cos_t, sin_t = sqrt(s), cos(ans), sin(ans)
+    sr = np.asarray(raw(s))
+    floor = safe_floor(sr.dtype)
+    if sr.size and not (sr.min() >= floor and sr.max() < math.inf):
+        xr, yr = np.asarray(raw(x)), np.asarray(raw(y))
+        bad = ~((sr >= floor) & (sr < math.inf)) & np.isfinite(xr) & np.isfinite(yr) & ((xr != 0) | (yr != 0))
+        if bad.any():
+            e = np.where(bad, binary_exponents(np.maximum(np.abs(xr), np.abs(yr))), 0).astype(np.int32)
+            xs, ys = ldexp(x, e=-e), ldexp(y, e=-e)
+            rs = sqrt(add(mul(xs, xs), mul(ys, ys)))
+            r = where(bad, ldexp(rs, e=e), r)
+            rs = where(bad, rs, 1.0)
+            cos_t, sin_t = where(bad, div(xs, rs), cos_t), where(bad, div(ys, rs), sin_t)
     origin = eq(r, 0.0)
     safe = where(origin, 1.0, r)
     gy = gx = None
     if tracked[0]:
-        gy = unbroadcast(zmul(g, where(origin, 0.0, div(cos(ans), safe))), shape_of(y))
+        gy = unbroadcast(zmul(g, where(origin, 0.0, div(cos_t, safe))), shape_of(y))
     if tracked[1]:
-        gx = unbroadcast(zmul(g, where(origin, 0.0, neg(div(sin(ans), safe)))), shape_of(x))
+        gx = unbroadcast(zmul(g, where(origin, 0.0, neg(div(sin_t, safe)))), shape_of(x))
     return gy, gx
 
 

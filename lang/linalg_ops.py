@@ -307,13 +307,20 @@ def _vjp_svd(g, ans, res, needs, a):
     eye = _eye(k)
     s_row = reshape(s, shape=bs + (1, k))
     s_col = reshape(s, shape=bs + (k, 1))
-    s2r, s2c = mul(s_row, s_row), mul(s_col, s_col)
+    # s_j / (s_j^2 - s_i^2) squares the singular values: beyond 1e154 (or below 1e-154) that is
+    # inf - inf or 1 / 0 though the terms are ordinary numbers. Such a matrix's singular values are
+    # taken scaled by 2^-E (E the exponent of the largest), the terms then scaled by 2^-E: exact.
+    e = _svd_exponents(raw(s), bs)
+    sr, sc = (s_row, s_col) if e is None else (ops.ldexp(s_row, e=-e), ops.ldexp(s_col, e=-e))
+    s2r, s2c = mul(sr, sr), mul(sc, sc)
     f = div(1.0, add(sub(s2r, s2c), eye))                     # 1/(s_j^2 - s_i^2); 1 on the diagonal
     utgu = zmatmul(transpose(u), gu)
     vtgv = zmatmul(vh, transpose(gvh))
-    t1 = zmul(zmul(f, sub(utgu, transpose(utgu))), s_row)
+    t1 = zmul(zmul(f, sub(utgu, transpose(utgu))), sr)
+    t1 = t1 if e is None else ops.ldexp(t1, e=-e)
     t1 = add(t1, zmul(eye, reshape(gs, shape=bs + (k, 1))))
-    t1 = add(t1, zmul(s_col, zmul(f, sub(vtgv, transpose(vtgv)))))
+    t2 = zmul(sc, zmul(f, sub(vtgv, transpose(vtgv))))
+    t1 = add(t1, t2 if e is None else ops.ldexp(t2, e=-e))
     t1 = zmatmul(zmatmul(u, t1), vh)
     if m < n:
         x = zmatmul(div(u, s_row), gvh)                          # (u / s) gVh            [m, n]
@@ -323,6 +330,17 @@ def _vjp_svd(g, ans, res, needs, a):
         y = sub(y, zmatmul(zmatmul(y, u), transpose(u)))         # ... (I - u u^T)
         t1 = add(t1, transpose(y))
     return (t1,)
+
+
+def _svd_exponents(s, batch):
+    """E [..., 1, 1] per matrix of the batch whose largest singular value is beyond 2^500 or below
+    2^-500 (nonzero), 0 for the others; None when there is no such matrix (the common path)."""
+    s = np.asarray(s)
+    top = s.max(axis=-1, initial=0.0) if s.size else np.zeros(batch)
+    far = np.isfinite(top) & (top > 0) & ((top > 2.0 ** 500) | (top < 2.0 ** -500))
+    if not np.any(far):
+        return None
+    return np.where(far, ops.binary_exponents(top), 0).astype(np.int32).reshape(batch + (1, 1))
 
 
 svd = primitive("svd", _svd, _vjp_svd, arity=1)

@@ -1,4 +1,4 @@
-"""The transformer primitives: softmax, log_softmax, masked_softmax, layer_norm, rms_norm, dense
+"""The transformer primitives: softmax, log_softmax, layer_norm, rms_norm, dense, attention_weights
 and scaled_dot_product_attention, with their numerics helpers (conventions: lang/ops.py)."""
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import numpy as np
 from .tape import raw
 from .primitive_table import SESSION_FLOAT, bools_as_floats, primitive, python_scalar, shape_of
 from .core_ops import (
-    _matmul, _vjp_matmul, _vjp_matmul_plain, _zmatmul, _zmul, add, div, exp, matmul, mul, reshape,
-    sqrt, sub, sum_, transpose, unbroadcast, where, zmatmul, zmul,
+    _matmul, _vjp_matmul, _vjp_matmul_plain, _zmatmul, _zmul, add, binary_exponents, div, exp, matmul,
+    mul, reshape, safe_floor, sqrt, sub, sum_, transpose, unbroadcast, where, zmatmul, zmul,
 )
 
 
@@ -26,12 +26,13 @@ def _posinf_rows(x, dim=-1):
     return rows if rows.any() else None
 
 
-def _shifted(x, dim, want_rows=False):
-    """x - max(x) along dim, and the row sums of its exponentials. A row whose max is -inf (all
-    -inf: every key masked) is shifted by 0, so its exponentials are zeros, not NaN. A row holding
-    +inf takes the limit: its +inf entries become 0 and the rest -inf, so the +inf entries share the
-    row's mass equally and the others get exactly 0."""
-    m = x.max(axis=dim, keepdims=True)
+def _shifted(x, dim, want_rows=False, m=None):
+    """x - max(x) along dim (m: that max, when the caller has it), and the row sums of its
+    exponentials. A row whose max is -inf (all -inf: every key masked) is shifted by 0, so its
+    exponentials are zeros, not NaN. A row holding +inf takes the limit: its +inf entries become 0
+    and the rest -inf, so the +inf entries share the row's mass equally and the others get exactly 0."""
+    if m is None:
+        m = x.max(axis=dim, keepdims=True)
     inf_rows = None
     if not np.isfinite(m).all():
         inf_rows = m == np.inf
@@ -50,14 +51,14 @@ def _softmax_impl(x, dim=-1):
     return _softmax_rows(x, dim)[0]
 
 
-def _softmax_rows(x, dim=-1):
-    """(softmax(x), the rows holding a +inf or None)."""
+def _softmax_rows(x, dim=-1, m=None):
+    """(softmax(x), the rows holding a +inf or None); m: the row maxima, when the caller has them."""
     x = bools_as_floats(x)
     if type(x) is not np.ndarray:
         x = np.asarray(x, dtype=np.float64)
     if x.size == 0:
         return x.copy(), None
-    e, rows = _shifted(x, dim, True)
+    e, rows = _shifted(x, dim, True, m)
     np.exp(e, out=e)            # in place on the fresh array: one temporary instead of three
     s = e.sum(axis=dim, keepdims=True)
     if not s.all():
@@ -110,14 +111,7 @@ log_softmax = primitive("log_softmax", _log_softmax_impl, _vjp_log_softmax, arit
 # are the same to the last bit). A row holding +-inf takes the limit: its infinite entries count as
 # +-1 and the finite ones as 0. A row whose variance + eps is 0 (a constant row with eps = 0)
 # normalizes to 0: layer_norm gives beta there and rms_norm 0, with gradient 0 to x.
-def _safe_floor(dtype):
-    """The smallest variance + eps taken without rescaling: below it, terms that underflowed
-    could matter (tiny / machine epsilon: about 1e-292 in float64, 1e-31 in float32)."""
-    fi = np.finfo(dtype)
-    return float(fi.tiny) / float(fi.eps)
-
-
-_SAFE = {np.dtype(np.float64): _safe_floor(np.float64), np.dtype(np.float32): _safe_floor(np.float32)}
+_SAFE = {np.dtype(np.float64): safe_floor(np.float64), np.dtype(np.float32): safe_floor(np.float32)}
 
 
 def _unsafe_rows(den):
@@ -154,8 +148,8 @@ def _scaled_rows(x, eps, center):
         xc = _exact_center(x, xc)
     eps_s = np.where(inf_rows, 0.0, np.ldexp(float(eps), -2 * e)).astype(xs.dtype)
     den = (xc * xc).sum(axis=-1, keepdims=True) * inv_d + eps_s
-    pos = den > 0
-    rs = np.where(pos, 1.0 / np.sqrt(np.where(pos, den, 1.0)), 0.0).astype(xs.dtype)
+    zero = den == 0          # a nan (a nan in the row) stays nan: the whole row is nan, as PyTorch's
+    rs = np.where(zero, 0.0, 1.0 / np.sqrt(np.where(zero, 1.0, den))).astype(xs.dtype)
     r = np.where(inf_rows, 0.0, np.ldexp(rs, -e)).astype(xs.dtype)
     return xc * rs, r
 
@@ -218,8 +212,8 @@ def _scaled_stats(x, eps, center):
             xc = where(const, 0.0, xc)
     eps_s = np.where(inf_rows, 0.0, np.ldexp(float(eps), -2 * e)).astype(dt)
     den = add(div(sum_(mul(xc, xc), dim=-1, keepdims=True), d), eps_s)
-    pos = raw(den) > 0
-    rs = where(pos, div(1.0, sqrt(where(pos, den, 1.0))), 0.0)
+    zero = raw(den) == 0     # nan stays nan (see _scaled_rows)
+    rs = where(zero, 0.0, div(1.0, sqrt(where(zero, 1.0, den))))
     scale = np.where(inf_rows, 0.0, np.ldexp(np.ones(e.shape, dtype=dt), -e)).astype(dt)
     return mul(xc, rs), mul(rs, scale)
 
@@ -337,11 +331,6 @@ def _vjp_dense_plain(g, ans, saved, tracked, x, w, b=None):
 dense = primitive("dense", _dense_impl, _vjp_dense, vjp_plain=_vjp_dense_plain)
 
 
-def _attn_scores(q, k, bias, scale):
-    s = mul(matmul(q, transpose(k)), scale)
-    return add(s, bias) if bias is not None else s
-
-
 def _allowed(mask, causal, lq, lk):
     """The boolean 'may attend' matrix from a mask and/or causality (None when all allowed)."""
     allowed = None
@@ -353,25 +342,58 @@ def _allowed(mask, causal, lq, lk):
     return allowed
 
 
-def _masked_softmax_impl(s, allowed):
-    if allowed is None:
-        return _softmax_impl(s)
-    return _softmax_impl(np.where(allowed, s, -np.inf))
+# ---- attention scores beyond the float range (issue 25) ---------------------------------------
+# q k^T * scale + bias overflows to +-inf (or gives inf - inf = nan inside the dot product) for
+# finite q and k of about 1e155 (1e20 in float32), though the softmax of the true scores is an
+# ordinary vector: the largest true score takes the weight. Where a row's maximum is not finite
+# (the one test: the softmax takes that maximum anyway), the entries that overflowed from finite
+# operands are computed again on q and k scaled by powers of 2 (exact), as u 2^E with u an
+# ordinary number: an entry whose true score is representable gets it, and a row whose maximum
+# is itself beyond the range is shifted by it in the scaled domain, z = (u - max u) 2^E, so its
+# largest true score gets the weight (tied ones share it) and the others 0: the limit. A +inf or
+# nan that the operands themselves hold keeps the rules of softmax (a +inf bias wins over any
+# finite score; nan stays nan).
+def _overflowed(q, k, bias, s, allowed, scale):
+    """(s repaired, lim) on plain arrays: s the scores [..., Lq, Lk] (masked entries -inf) whose
+    row maxima are not all finite; lim the rows [..., Lq, 1] shifted in the scaled domain (their
+    weights are the limit: one-hot, or shared by exact ties), or None."""
+    over = ~np.isfinite(s) & np.isfinite(q).all(axis=-1)[..., :, None] & np.isfinite(k).all(axis=-1)[..., None, :]
+    if bias is not None:
+        b = np.asarray(bias)
+        over &= ~(np.isnan(b) | (b == np.inf))
+    if allowed is not None:
+        over &= allowed
+    if not over.any():
+        return s, None
+    ea = binary_exponents(np.abs(q).max(axis=-1, keepdims=True))                      # [..., Lq, 1]
+    kr = np.where(np.isfinite(k), np.abs(k), 0.0)
+    eb = binary_exponents(kr.max(axis=(-2, -1), keepdims=True))                        # [..., 1, 1]
+    ec = int(binary_exponents(scale))
+    e = ea + eb + ec
+    t = np.matmul(np.ldexp(q, -ea), np.swapaxes(np.ldexp(k, -eb), -1, -2)) * float(np.ldexp(scale, -ec))
+    u = t if bias is None else t + np.ldexp(bias, -e)
+    true = np.where(over, np.ldexp(u, e), s).astype(s.dtype)
+    mx = true if allowed is None else np.where(allowed, true, -np.inf)
+    top = mx.max(axis=-1, keepdims=True)
+    pinf = ((mx == np.inf) & ~over).any(axis=-1, keepdims=True)      # a +inf the operands hold
+    lim = np.isinf(top) & ~pinf & (over & np.isinf(true) & (mx == top)).any(axis=-1, keepdims=True)
+    if pinf.any():        # there an overflowed score is finite against a true +inf
+        true = np.where(pinf & over & (true == np.inf), np.finfo(s.dtype).max, true)
+    if not lim.any():
+        return true, None
+    w = np.where(over, u, np.ldexp(s, -e))
+    if allowed is not None:
+        w = np.where(allowed, w, -np.inf)
+    wm = np.where(lim, w, -np.inf).max(axis=-1, keepdims=True)
+    z = np.ldexp(w - np.where(lim, wm, 0.0), np.where(lim, e, 0))
+    return np.where(lim, z, true).astype(s.dtype), lim
 
 
-def _masked(s, allowed):
-    s = raw(s)
-    return s if allowed is None else np.where(allowed, s, -np.inf)
-
-
-masked_softmax = primitive(
-    "masked_softmax", _masked_softmax_impl,
-    lambda g, ans, saved, tracked, s, allowed: (_vjp_softmax(g, ans, None, tracked, _masked(s, allowed))[0],))
-
-
-def _sdpa_scores(q, k, bias, mask, causal, scale):
-    """The scores q k^T * scale + bias on plain arrays, scaled in place (they are a fresh
-    product), with the keys the mask hides set to -inf."""
+def _sdpa_weights(q, k, bias, mask, causal, scale):
+    """(p, rows, lim) on plain arrays: the weights softmax(q k^T * scale + bias) over the allowed
+    keys (the scores formed in place: they are a fresh product), the rows holding a +inf (their
+    weights are softmax's limit and their gradient to q, k and bias is 0) and the rows whose scores
+    went beyond the float range (_overflowed), each None when there is none."""
     q, k = bools_as_floats(q), bools_as_floats(k)
     s = np.matmul(q, np.swapaxes(k, -1, -2))
     if type(s) is np.ndarray and s.ndim:
@@ -381,7 +403,47 @@ def _sdpa_scores(q, k, bias, mask, causal, scale):
     if bias is not None:
         s = s + bias
     allowed = _allowed(mask, causal, q.shape[-2], k.shape[-2])
-    return s if allowed is None else np.where(allowed, s, -np.inf)
+    if allowed is not None:
+        s = np.where(allowed, s, -np.inf)
+    lim = None
+    m = s.max(axis=-1, keepdims=True) if type(s) is np.ndarray and s.size else None
+    if m is not None and not np.isfinite(m).all():
+        s, lim = _overflowed(q, k, bias, s, allowed, scale)
+        m = None
+    p, rows = _softmax_rows(s, -1, m)
+    return p, rows, lim
+
+
+def _fwd_weights(q, k, bias=None, mask=None, causal=False, scale=1.0):
+    p, rows, _ = _sdpa_weights(q, k, bias, mask, causal, scale)
+    return p, (rows,)
+
+
+def _weights_impl(q, k, bias=None, mask=None, causal=False, scale=1.0):
+    return _sdpa_weights(q, k, bias, mask, causal, scale)[0]
+
+
+def _vjp_weights(g, ans, saved, tracked, q, k, bias=None, mask=None, causal=False, scale=1.0):
+    """softmax's VJP on the scores, ds = p (g - rowsum(g p)) (0 on the +inf rows), taken through
+    q k^T * scale + bias. rowsum(g p) is exact on a one-hot row, so a row whose weights are the
+    limit of overflowing scores gets exactly 0, whatever the size of q and k."""
+    rows = saved[0] if saved is not None else _sdpa_weights(raw(q), raw(k), raw(bias), mask, causal, scale)[1]
+    ds = zmul(ans, sub(g, sum_(zmul(g, ans), dim=-1, keepdims=True)))
+    if rows is not None:
+        ds = where(rows, 0.0, ds)
+    gq = gk = gbias = None
+    if tracked[0]:
+        gq = unbroadcast(mul(zmatmul(ds, k), scale), shape_of(q))
+    if tracked[1]:
+        gk = unbroadcast(mul(zmatmul(transpose(ds), q), scale), shape_of(k))
+    if len(tracked) > 2 and tracked[2]:
+        gbias = unbroadcast(ds, shape_of(bias))
+    return gq, gk, gbias
+
+
+# the weights of attention, softmax(q k^T * scale + bias) over the allowed keys, [..., Lq, Lk]: the
+# form of attention that keeps them (attention dropout, need_weights), and sdpa's recorded VJP
+attention_weights = primitive("attention_weights", _weights_impl, _vjp_weights, _fwd_weights)
 
 
 def _sdpa_impl(q, k, v, bias=None, mask=None, causal=False, scale=None):
@@ -389,32 +451,29 @@ def _sdpa_impl(q, k, v, bias=None, mask=None, causal=False, scale=None):
 
 
 def _fwd_sdpa(q, k, v, bias=None, mask=None, causal=False, scale=None):
-    """The forward on plain arrays, keeping (p, rows) for the VJP: the weights, and the query rows
-    whose scores hold a +inf (an overflowing q k^T): their weights are the limit (the +inf keys
-    share the row equally) and their gradient to q, k and bias is 0, as softmax's (None when there
-    are none)."""
-    p, rows = _softmax_rows(_sdpa_scores(q, k, bias, mask, causal, scale))
-    return np.matmul(p, bools_as_floats(v)), (p, rows)
+    """The forward on plain arrays, keeping (p, rows, lim) for the VJP (_sdpa_weights)."""
+    p, rows, lim = _sdpa_weights(q, k, bias, mask, causal, scale)
+    return np.matmul(p, bools_as_floats(v)), (p, rows, lim)
 
 
 def _recorded_weights(q, k, bias, mask, causal, scale):
-    """(p, rows) of _fwd_sdpa written with primitives, for a VJP that an outer `grad` records."""
-    allowed = _allowed(mask, causal, shape_of(q)[-2], shape_of(k)[-2])
-    s = _attn_scores(q, k, bias, scale)
-    return masked_softmax(s, allowed=allowed), _posinf_rows(_masked(s, allowed))
+    """(p, rows, lim) of _fwd_sdpa with p recorded (attention_weights), for a VJP that an outer
+    `grad` records."""
+    _, rows, lim = _sdpa_weights(raw(q), raw(k), raw(bias), mask, causal, scale)
+    return attention_weights(q, k, bias, mask=mask, causal=causal, scale=scale), rows, lim
 
 
 def _vjp_sdpa(g, ans, saved, tracked, q, k, v, bias=None, mask=None, causal=False, scale=None):
-    p, rows = saved if saved is not None else _recorded_weights(q, k, bias, mask, causal, scale)
+    p, rows, lim = saved if saved is not None else _recorded_weights(q, k, bias, mask, causal, scale)
     gq = gk = gv = gbias = None
     if tracked[2]:
         gv = unbroadcast(zmatmul(transpose(p), g), shape_of(v))
     if tracked[0] or tracked[1] or (len(tracked) > 3 and tracked[3]):
         if not (math.isfinite(raw(v).sum()) and math.isfinite(raw(g).sum())) and \
                 not (np.isfinite(raw(v)).all() and np.isfinite(raw(g)).all()):
-            gq, gk, gbias = _score_grads_split(g, v, p, rows, q, k, bias, tracked, scale)
+            gq, gk, gbias = _score_grads_split(g, v, p, rows, lim, q, k, bias, tracked, scale)
             return gq, gk, gv, gbias
-        gq, gk, gbias = _score_grads(g, v, matmul(p, v), p, rows, q, k, bias, tracked, scale)
+        gq, gk, gbias = _score_grads(g, v, matmul(p, v), p, rows, lim, q, k, bias, tracked, scale)
     return gq, gk, gv, gbias
 
 
@@ -422,10 +481,12 @@ def _vjp_sdpa_plain(g, ans, saved, tracked, q, k, v, bias=None, mask=None, causa
     """First order, finite v and cotangent, no bias to differentiate: softmax's VJP
     p * (dp - rowsum(dp * p)) with rowsum(dp * p) = rowsum(g * ans) because dp = g v^T and
     ans = p v: a [.., T, d_v] product instead of a [.., T, T] one (the identity of FlashAttention's
-    backward pass: Dao et al. 2022, appendix B.2); the [.., T, T] steps in place, the scale folded in."""
+    backward pass: Dao et al. 2022, appendix B.2); the [.., T, T] steps in place, the scale folded in.
+    The rows whose scores went beyond the float range (lim) take rowsum(dp * p) itself: exact on
+    their one-hot weights, where the identity's rounding, times q and k of 1e200, would not be 0."""
     if saved is None or (len(tracked) > 3 and tracked[3]):
         return None
-    p, rows = saved
+    p, rows, lim = saved
     if not all(type(t) is np.ndarray for t in (g, ans, p, q, k, v)):
         return None
     gq = gk = gv = None
@@ -436,7 +497,10 @@ def _vjp_sdpa_plain(g, ans, saved, tracked, q, k, v, bias=None, mask=None, causa
                 not (np.isfinite(v).all() and np.isfinite(g).all()):
             return None
         ds = _zmatmul(g, np.swapaxes(v, -1, -2))
-        ds -= (g * ans).sum(axis=-1, keepdims=True)
+        corr = (g * ans).sum(axis=-1, keepdims=True)
+        if lim is not None:
+            corr = np.where(lim, _zmul(ds, p).sum(axis=-1, keepdims=True), corr)
+        ds -= corr
         ds *= p
         ds *= scale
         if rows is not None:
@@ -448,11 +512,15 @@ def _vjp_sdpa_plain(g, ans, saved, tracked, q, k, v, bias=None, mask=None, causa
     return gq, gk, gv, None
 
 
-def _score_grads(g, v, ans, p, rows, q, k, bias, tracked, scale):
-    """The cotangents of q, k and bias through the scores, written with primitives."""
+def _score_grads(g, v, ans, p, rows, lim, q, k, bias, tracked, scale):
+    """The cotangents of q, k and bias through the scores, written with primitives (the
+    correction rowsum(dp * p) as in _vjp_sdpa_plain)."""
     gq = gk = gbias = None
     dp = zmatmul(g, transpose(v))
-    ds = zmul(p, sub(dp, sum_(zmul(g, ans), dim=-1, keepdims=True)))
+    corr = sum_(zmul(g, ans), dim=-1, keepdims=True)
+    if lim is not None:
+        corr = where(lim, sum_(zmul(dp, p), dim=-1, keepdims=True), corr)
+    ds = zmul(p, sub(dp, corr))
     if rows is not None:
         ds = where(rows, 0.0, ds)
     if tracked[0]:
@@ -464,7 +532,7 @@ def _score_grads(g, v, ans, p, rows, q, k, bias, tracked, scale):
     return gq, gk, gbias
 
 
-def _score_grads_split(g, v, p, rows, q, k, bias, tracked, scale):
+def _score_grads_split(g, v, p, rows, lim, q, k, bias, tracked, scale):
     """_score_grads when v or the cotangent holds +-inf. They are linear in each, so with
     v = v_finite + V u (u the signs of the infinite entries, V -> inf) each cotangent is
     G(v_finite) + V G(u): +-inf where G(u) is nonzero, G(v_finite) elsewhere. Computing with the
@@ -475,11 +543,11 @@ def _score_grads_split(g, v, p, rows, q, k, bias, tracked, scale):
     unit = np.where(inf, np.sign(arr), 0.0)
     fin = where(inf, 0.0, v if split_v else g)
     if split_v:
-        a = _score_grads(g, fin, matmul(p, fin), p, rows, q, k, bias, tracked, scale)
-        b = _score_grads(g, unit, matmul(p, unit), p, rows, q, k, bias, tracked, scale)
+        a = _score_grads(g, fin, matmul(p, fin), p, rows, lim, q, k, bias, tracked, scale)
+        b = _score_grads(g, unit, matmul(p, unit), p, rows, lim, q, k, bias, tracked, scale)
     else:
-        a = _score_grads(fin, v, matmul(p, v), p, rows, q, k, bias, tracked, scale)
-        b = _score_grads(unit, v, matmul(p, v), p, rows, q, k, bias, tracked, scale)
+        a = _score_grads(fin, v, matmul(p, v), p, rows, lim, q, k, bias, tracked, scale)
+        b = _score_grads(unit, v, matmul(p, v), p, rows, lim, q, k, bias, tracked, scale)
 
     def combine(x, y):
         if x is None:

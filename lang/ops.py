@@ -25,10 +25,17 @@ Conventions at kinks, shared with docs/language.md:
   never brings a NaN or inf into the gradient, d/dx x^0 at 0 is 0, and grad(sqrt(sum(x^2))) at x = 0
   is 0 (the subgradient, like `norm`);
 - softmax of a row that is all -inf (every key masked) is all zeros, forward and backward;
-- a row holding +inf (softmax, log_softmax, attention scores that overflow) takes the limit: the +inf
+- a row holding +inf (softmax, log_softmax, a +inf attention bias) takes the limit: the +inf
   entries share the row equally, the rest get 0, and the row's gradient is 0;
+- attention scores that overflow from finite q and k are computed again on q and k scaled by powers
+  of 2 (nn_ops._overflowed): the weights of a float type without an exponent limit, the largest
+  true score taking the row, and such a row's gradient is exactly 0;
 - layer_norm and rms_norm rescale a row by a power of 2 where its variance would overflow or
-  underflow; with eps = 0 a zero-variance row normalizes to 0 (gradient 0).
+  underflow; with eps = 0 a zero-variance row normalizes to 0 (gradient 0); a NaN makes its row NaN;
+- the reductions that square (std, norm, cosine_similarity, corrcoef, batch_norm, atan2's and svd's
+  VJPs) do the same per slice with the ldexp primitive (reduce_ops.rescaled), and mean divides by N
+  first where a finite slice's sum overflows (reduce_ops.mean): exact values and gradients wherever
+  they are representable, the plain formulas bit for bit elsewhere.
 """
 from __future__ import annotations
 
@@ -37,20 +44,20 @@ from .primitive_table import (  # noqa: F401
     set_dtype, shape_of,
 )
 from .core_ops import (  # noqa: F401
-    abs_, add, amax, amin, broadcast_to, clip, cos, div, eq, erf, exp, floor, ge, gelu, gt, le, log,
-    logical, logical_not, lt, matmul, maximum, minimum, mod, mul, ne, neg, permute, pow_, relu,
+    abs_, add, amax, amin, broadcast_to, clip, cos, div, eq, erf, exp, floor, ge, gelu, gt, ldexp, le,
+    log, logical, logical_not, lt, matmul, maximum, minimum, mod, mul, ne, neg, permute, pow_, relu,
     reshape, round_, sigmoid, sign, sin, sqrt, sub, sum_, tanh, transpose, unbroadcast, where,
-    zmatmul, zmul,
+    zmatmul, zmul, binary_exponents, safe_floor, slice_exponents, unsafe_slices,
 )
 from .index_ops import (  # noqa: F401
     concat, index, last_writes, orthogonal, scatter_add, setitem, stack,
 )
 from .nn_ops import (  # noqa: F401
-    dense, layer_norm, log_softmax, masked_softmax, rms_norm, sdpa, softmax,
+    attention_weights, dense, layer_norm, log_softmax, rms_norm, sdpa, softmax,
 )
 from .elementwise_ops import (  # noqa: F401
     acos, asin, atan, atan2, ceil, cosh, expm1, log1p, log10, log2, sinh, softplus, tan,
 )
 from .reduce_ops import (  # noqa: F401
-    cumprod, cumsum, logsumexp, prod, put_along, take_along,
+    cumprod, cumsum, kept, logsumexp, mean, prod, put_along, rescaled, take_along, unkept,
 )

@@ -67,8 +67,9 @@ def _scores_shape(sq, sk, *rest):       # attention: the [.., Tq, Tk] weights co
 
 GROWS = {name: _broadcast_shape for name in
          ("add", "sub", "mul", "div", "mod", "pow", "zmul", "eq", "ne", "lt", "le", "gt", "ge",
-          "logical", "maximum", "minimum", "where", "clip", "layer_norm", "rms_norm", "masked_softmax")}
-GROWS.update({"matmul": _matmul_shape, "zmatmul": _matmul_shape, "dense": _matmul_shape, "scaled_dot_product_attention": _scores_shape})
+          "logical", "maximum", "minimum", "where", "clip", "layer_norm", "rms_norm")}
+GROWS.update({"matmul": _matmul_shape, "zmatmul": _matmul_shape, "dense": _matmul_shape, "scaled_dot_product_attention": _scores_shape,
+              "attention_weights": _scores_shape})
 
 
 def _size_guarded(name, impl, out_shape, arity):

@@ -13,10 +13,13 @@ docs/language.md ("Reductions and sorting").
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from .primitive_table import SESSION_FLOAT, bools_as_floats, primitive, python_scalar, shape_of
-from .core_ops import add, broadcast_to, div, mul, reshape, sub, sum_, where, zmul, _expand, permute
+from .core_ops import (add, broadcast_to, div, ldexp, mul, reshape, slice_exponents, sub, sum_, unsafe_slices,
+                       where, zmul, _expand, permute)
 from .index_ops import concat, index
 from .nn_ops import softmax, _limit_rows
 
@@ -198,3 +201,66 @@ def _vjp_logsumexp(g, ans, saved, tracked, x, dim, keepdims=False):
 
 
 logsumexp = primitive("logsumexp", _logsumexp, _vjp_logsumexp, arity=1)
+
+
+# ---- reductions whose intermediate leaves the float range (issue 25) ------------------------------
+def _axes(shape, dim):
+    if dim is None:
+        return tuple(range(len(shape)))
+    return tuple(d % len(shape) for d in ((dim,) if isinstance(dim, int) else dim))
+
+
+def kept(r, shape, dim):
+    """A plain reduction result r of an array of `shape` along dim, with the reduced axes kept (1)."""
+    out = tuple(1 if i in _axes(shape, dim) else n for i, n in enumerate(shape))
+    return np.reshape(np.asarray(r), out)
+
+
+def mean(x, dim=None, keepdims=False, count=None):
+    """sum(x) / n along dim (an axis, a tuple of them, or None: all), n the number of elements
+    reduced or `count` (var divides by n - 1). Where that sum overflows although the slice is
+    finite, the slice's mean is sum(x / n) instead, which does not overflow unless the mean does
+    (its magnitude is at most n / count times the largest |x|): the mean of [1.5e308, 1.7e308] is
+    1.6e308, not inf. Every other slice (all of them, in the common path) is the plain sum(x) / n."""
+    shape = shape_of(x)
+    if count is not None:
+        n = count
+    elif dim is None:
+        n = math.prod(shape)
+    else:
+        n = math.prod(shape[a] for a in _axes(shape, dim))
+    m = div(sum_(x, dim=dim, keepdims=keepdims), float(n))
+    mr = _raw(m)
+    if n == 0 or math.isfinite(mr.sum() if type(mr) is np.ndarray else mr):     # one reduction of the result
+        return m
+    xr = np.asarray(_floats(_raw(x)))
+    bad = ~np.isfinite(kept(mr, shape, dim)) & np.isfinite(xr).all(axis=_axes(shape, dim), keepdims=True)
+    if not bad.any():
+        return m
+    return where(np.reshape(bad, shape_of(m)), sum_(div(x, float(n)), dim=dim, keepdims=keepdims), m)
+
+
+def unkept(r, shape):
+    """A result r with kept axes of 1 into `shape`; to no axes, a number (a sum of its one element:
+    reshape to () would give a 0-d matrix)."""
+    return sum_(r) if shape == () else reshape(r, shape=shape)
+
+
+def rescaled(f, x, dim, plain, squares, at_least=None, degree=1):
+    """A function f of the slices of x along dim, homogeneous of `degree` (f(c x) = |c|^degree f(x)
+    for c a power of 2: 1 for a norm or a standard deviation, 0 for a unit vector), whose plain
+    value `plain` came from the sums of squares `squares` (reduced axes kept): the slices where
+    that sum is not a safe finite number (unsafe_slices: it overflowed or underflowed on finite
+    elements) are computed again as 2^(degree E) f(x 2^-E), E the binary exponent of the slice's
+    largest |x| (raised to at_least), which is exact: the value and the gradient are those of exact
+    arithmetic wherever they are representable. f(t, E) gets the scaled x and E (kept axes) and
+    must keep the reduced axes. The other slices, and every slice in the common path, keep the
+    plain value."""
+    xr = _raw(x)
+    ax = _axes(shape_of(xr), dim)
+    bad = unsafe_slices(_raw(squares), xr, ax)
+    if bad is None:
+        return plain
+    e = slice_exponents(np.asarray(_floats(xr)), ax, bad, at_least)
+    r = f(ldexp(x, e=-e), e)
+    return ldexp(r, e=e * degree) if degree else r

@@ -231,8 +231,9 @@ end
 #     leaves taken together. Logged during training, and what clip_grad_norm limits.
 # how: sqrt(sum over leaves of sum(g^2)), the total norm of torch.nn.utils.clip_grad_norm_
 #     (norm_type 2); an empty tree gives 0. When the sum of squares overflows (elements beyond about
-#     1e154, 1e19 in float32) or underflows, the leaves are divided by the largest |g| first, so the
-#     norm is right wherever it is representable.
+#     1e154, 1e19 in float32) or underflows, it is the norm of the leaves' norms instead, each from
+#     norm (which scales a vector by a power of 2 first), so the norm and its gradient are exact
+#     wherever they are representable.
 # error: TypeError when a leaf is not a number or matrix (g * g fails)
 # example:
 #     grad_norm({w = [3, 0], b = 4})
@@ -246,20 +247,11 @@ fn grad_norm(grads)
     if not (total < 1e-30 or total == 1 / 0)
         return sqrt(total)
     end
-    m = 0
+    norms = zeros(0)
     for g in tree_leaves(grads)
-        if sum(abs(g)) > 0
-            m = max(m, max(abs(g)))
-        end
+        norms = [norms, norm(g)]
     end
-    if m == 0 or m == 1 / 0
-        return m
-    end
-    total = 0
-    for g in tree_leaves(grads)
-        total = total + sum((g / m) * (g / m))
-    end
-    return m * sqrt(total)
+    return norm(norms)
 end
 
 # The gradient tree scaled down so that its global norm is at most max_norm.

@@ -262,6 +262,15 @@ def test_layer_norm_and_dense(shape):
     check(lambda x, w: ops.dense(x, w, None), r(*shape), r(4, 3))
 
 
+def test_ldexp():
+    """x 2^e, e a constant per row (the power-of-two rescaling of the reductions that square); x
+    smaller than e broadcasts and its gradient sums back."""
+    e = np.array([[3], [-2], [0]], dtype=np.int32)
+    check(lambda x: ops.ldexp(x, e=e), r(3, 4))
+    check(lambda x: ops.ldexp(x, e=e), r(4))
+    assert np.array_equal(grad(lambda x: ops.sum_(ops.ldexp(x, e=e)), np.ones(4)), np.full(4, 8 + 0.25 + 1))
+
+
 @pytest.mark.parametrize("batch", [(), (2,)])
 @pytest.mark.parametrize("causal", [False, True])
 def test_sdpa(batch, causal):
@@ -269,6 +278,9 @@ def test_sdpa(batch, causal):
     check(lambda q, k, v: ml_attention.attention(q, k, v, causal=causal), q, k, v)
     bias = r(3, 5)
     check(lambda q, k, v, b: ops.sdpa(q, k, v, b, scale=0.5), q, k, v, bias)
+    # the weights themselves (attention dropout and need_weights take this form)
+    check(lambda q, k, b: ops.attention_weights(q, k, b, causal=causal, scale=0.5), q, k, bias)
+    check(lambda q, k: ops.attention_weights(q, k, None, mask=np.array([[1, 0, 1, 1, 0]] * 3), scale=0.5), q, k)
 
 
 INF = math.inf
@@ -420,7 +432,7 @@ def test_every_differentiable_primitive_is_checked_here():
     tested = set(UNARY) | {"add", "sub", "mul", "div", "pow", "zmul", "mod", "sum", "max", "min",
                            "clip", "where", "matmul", "reshape", "broadcast_to", "permute", "maximum", "minimum", "concat", "stack",
                            "index", "setitem", "scatter_add", "softmax", "log_softmax", "layer_norm",
-                           "dense", "scaled_dot_product_attention", "masked_softmax", "zmatmul"}
+                           "dense", "scaled_dot_product_attention", "attention_weights", "zmatmul", "ldexp"}
     extra = {"rms_norm"}    # checked in test_block_options.py
     extra |= {"inv", "solve", "det", "adjugate", "logabsdet", "pinv", "cholesky", "svd", "qr", "eigh"}  # test_linalg.py
     extra |= {"log10", "log2", "tan", "log1p", "expm1", "asin", "acos", "atan", "atan2", "sinh", "cosh",

@@ -1,6 +1,6 @@
 """Statistics & ML: scaled_dot_product_attention and multi_head_attention.
 
-`mha` is a composite over primitives (dense, sdpa or masked_softmax/matmul with dropout, add),
+`mha` is a composite over primitives (dense, sdpa or attention_weights/matmul with dropout, add),
 with no gradient rule of its own. Above FUSE_MIN_ELEMENTS its heads run joined as one batched
 attention (`_mha_fused`); the joined weights of untracked heads are remembered in _JOINED.
 """
@@ -35,9 +35,11 @@ CAT = "Statistics & ML"
          how="Attention(Q, K, V) = softmax(Q K' / sqrt(d_k)) V (Vaswani et al. 2017, eq. 1). Masked "
              "scores are removed with `where` before the exponential, never by adding a finite -1e9 that a "
              "large score could beat; a row with every key masked gives zeros in the forward and backward pass. "
-             "Scores that overflow to +inf (q k' beyond 1e308) follow softmax's limit: the +inf keys share "
-             "the row's weight equally, the others get 0, and that row's gradient to q, k and bias is 0 "
-             "(v still gets its share). "
+             "Scores that leave the float range (q k' beyond 1e308: q and k of about 1e155, or 1e20 in "
+             "float32) are computed again on q and k scaled by powers of 2, exactly: the weights are those of "
+             "a float type with no exponent limit, so the largest true score takes the row (tied ones share "
+             "it) where PyTorch gives nan, and such a row's gradient to q, k and bias is exactly 0 (v still "
+             "gets its share). A +inf in bias is a true +inf: the +inf keys share the row, softmax's limit. "
              "The backward pass takes softmax's correction term rowsum(dP * P) as rowsum(dO * O), a T x d_v "
              "product instead of a T x T one (FlashAttention's identity, Dao et al. 2022).",
          errors=["ShapeError when q, k and v do not agree in d_k or L_k, or the mask has the wrong shape"],
@@ -47,7 +49,8 @@ CAT = "Statistics & ML"
                    "t = (0:7)'\nx = [sin(t), cos(t), sin(t / 3), cos(t / 3)]\n"
                    "# with v = eye(8) the output is the attention weights themselves\n"
                    "w = scaled_dot_product_attention(x, x, eye(8), causal=true)\nprint(round(w[7, :], 3))\n"
-                   'imshow(w)\ntitle("causal self-attention weights")\nxlabel("key position")\nylabel("query position")'])
+                   'imshow(w)\ntitle("causal self-attention weights")\nxlabel("key position")\nylabel("query position")',
+                   "scaled_dot_product_attention([1e200, 0;], [1e200, 0; 2e200, 0], [1, 2; 3, 4])   # scores beyond 1e308"])
 def scaled_dot_product_attention(q, k, v, mask, bias, causal):
     sq, sk, sv = _shape(q), _shape(k), _shape(v)
     for name, s in (("q", sq), ("k", sk), ("v", sv)):
@@ -87,12 +90,8 @@ def _attend(q, k, v, causal, p, training, mask=None, weights=False):
     MultiheadAttention does); with weights = true, (output, the weights the values were averaged with)."""
     if not weights and (not training or p == 0):
         return attention(q, k, v, mask, causal=causal)
-    lq, lk = _shape(q)[-2], _shape(k)[-2]
-    s = ops.mul(ops.matmul(q, ops.transpose(k)), 1.0 / math.sqrt(_shape(q)[-1]))
-    allowed = np.tril(np.ones((lq, lk), dtype=bool), k=lk - lq) if causal else None
-    if mask is not None:
-        allowed = raw(mask) if allowed is None else (allowed & raw(mask))
-    w = apply_dropout(ops.masked_softmax(s, allowed=allowed), p, training)
+    w = ops.attention_weights(q, k, None, mask=mask, causal=causal, scale=1.0 / math.sqrt(_shape(q)[-1]))
+    w = apply_dropout(w, p, training)
     out = ops.matmul(w, v)
     return (out, w) if weights else out
 

@@ -83,7 +83,10 @@ def _axis(fname: str, dim, nd: int) -> int:
              "gives 0, not nan, and its gradient is b / (|b| eps), both as PyTorch's. For a nonzero vector "
              "shorter than eps the value agrees with PyTorch but the gradients differ: tapeml's is the "
              "derivative of the clamped formula (the norm held at eps, which finite differences confirm), "
-             "PyTorch clamps outside autograd. a and b broadcast against each other first, as in PyTorch.",
+             "PyTorch clamps outside autograd. a and b broadcast against each other first, as in PyTorch. "
+             "A vector whose sum of squares would overflow or underflow (entries beyond about 1e154 or below "
+             "1e-154, 1e19 and 1e-19 in float32) is scaled by a power of 2 first, with eps: "
+             "cosine_similarity([1e200, 2e200], [1e200, 1e200]) is 0.949, where PyTorch gives 0.",
          errors=["ShapeError when a and b do not broadcast, or dim is out of range",
                  "ValueError when eps <= 0"],
          examples=["cosine_similarity([1, 0], [1, 1])",
@@ -104,8 +107,14 @@ def cosine_similarity(a, b, dim, eps):
     b = ops.broadcast_to(b, shape=s) if sb != s else b
 
     def unit(v):
-        norm = ops.sqrt(ops.sum_(ops.mul(v, v), dim=d, keepdims=True))
-        return ops.div(v, ops.maximum(norm, float(eps)))
+        squares = ops.sum_(ops.mul(v, v), dim=d, keepdims=True)
+        u = ops.div(v, ops.maximum(ops.sqrt(squares), float(eps)))
+        # a vector whose sum of squares overflows or underflows (1e154 in float64, 1e19 in float32):
+        # v / max(|v|, eps) = v 2^-E / max(|v 2^-E|, eps 2^-E), exact for a power of 2; E is at
+        # least eps's exponent, so eps 2^-E stays finite
+        return ops.rescaled(lambda t, e: ops.div(t, ops.maximum(
+            ops.sqrt(ops.sum_(ops.mul(t, t), dim=d, keepdims=True)),
+            np.ldexp(np.asarray(eps, dtype=raw(u).dtype), -e))), v, d, u, squares, at_least=ops.binary_exponents(eps), degree=0)
     return ops.sum_(ops.mul(unit(a), unit(b)), dim=d)
 
 
@@ -231,7 +240,9 @@ def einsum(spec, a, b):
              "running statistics, which come back unchanged. Everything is recorded on the tape: y is "
              "differentiable in x, gamma and beta (and, in evaluation, the running statistics), and so are "
              "the new running statistics (PyTorch updates its buffers outside autograd; a loss computed from "
-             "y alone gets the same gradients either way).",
+             "y alone gets the same gradients either way). A feature whose variance would overflow or "
+             "underflow (1e20 in float32) is normalized on x scaled by a power of 2 (with eps scaled too, as "
+             "layer_norm does), so y stays right; the running variance is then inf or 0, as in PyTorch.",
          errors=["ShapeError when gamma, beta or a running statistic is not a vector of length C",
                  "ValueError in training when the batch has a single row (M = 1: no unbiased variance)",
                  "ValueError when momentum is outside [0, 1] or eps < 0"],
@@ -257,10 +268,20 @@ def batch_norm(x, gamma, beta, running_mean, running_var, training, momentum, ep
             raise ValueErr(f"batch_norm(): training needs at least 2 rows per feature to estimate the "
                            f"variance, but x is {shape_text(s)}; use training=false to normalize with the "
                            "running statistics")
-        mu = ops.div(ops.sum_(x, dim=axes, keepdims=True), float(m)) if axes else x
+        mu = ops.mean(x, dim=axes, keepdims=True)
         xc = ops.sub(x, mu)
-        var = ops.div(ops.sum_(ops.mul(xc, xc), dim=axes, keepdims=True), float(m))
-        y = ops.add(ops.mul(ops.div(xc, ops.sqrt(ops.add(var, float(eps)))), gamma), beta)
+        var = ops.mean(ops.mul(xc, xc), dim=axes, keepdims=True)
+        xhat = ops.div(xc, ops.sqrt(ops.add(var, float(eps))))
+        # a feature whose variance overflows or underflows (1e20 in float32): xhat does not change
+        # when x and sqrt(eps) are scaled together, so such features are normalized on x 2^-E with
+        # eps 2^-2E (E at least sqrt(eps)'s exponent, as layer_norm); the running statistics keep
+        # the plain ones (a variance past the float range is inf there, as in PyTorch)
+        floor = ops.binary_exponents(math.sqrt(eps)) if eps > 0 else None
+        xhat = ops.rescaled(lambda t, e: ops.div(
+            ops.sub(t, ops.mean(t, dim=axes, keepdims=True)),
+            ops.sqrt(ops.add(_feature_var(t, axes), np.ldexp(np.asarray(eps, dtype=raw(xhat).dtype), -2 * e)))),
+            x, axes, xhat, ops.add(var, float(eps)), at_least=floor, degree=0)
+        y = ops.add(ops.mul(xhat, gamma), beta)
         mom = float(momentum)
         new_m = ops.add(ops.mul(1.0 - mom, running_mean), ops.mul(mom, ops.reshape(mu, shape=(c,))))
         unbiased = ops.mul(ops.reshape(var, shape=(c,)), m / (m - 1))
@@ -268,3 +289,8 @@ def batch_norm(x, gamma, beta, running_mean, running_var, training, momentum, ep
         return (y, new_m, new_v)
     y = ops.add(ops.mul(ops.div(ops.sub(x, running_mean), ops.sqrt(ops.add(running_var, float(eps)))), gamma), beta)
     return (y, running_mean, running_var)
+
+
+def _feature_var(t, axes):
+    tc = ops.sub(t, ops.mean(t, dim=axes, keepdims=True))
+    return ops.mean(ops.mul(tc, tc), dim=axes, keepdims=True)

@@ -28,7 +28,8 @@ CAT = "Statistics & ML"
              "A row whose variance would overflow or underflow (1e20 in float32) is computed on the row "
              "scaled by a power of 2, so the result stays finite wherever it is representable. With eps = 0 "
              "a row of equal values (variance 0) gives beta, with gradient 0 to x (PyTorch gives nan); a "
-             "row holding +-inf gives the limit, its infinite entries counting as +-1 and the rest as 0.",
+             "row holding +-inf gives the limit, its infinite entries counting as +-1 and the rest as 0; a row "
+             "holding a nan is nan, as in PyTorch.",
          errors=["ShapeError when gamma or beta is not a vector of length D", "ValueError when eps < 0"],
          examples=["layer_norm([1, 2, 3, 4], [1, 1, 1, 1], [0, 0, 0, 0])",
                    "x = [1.0, 2.0, 3.0; 10.0, 20.0, 30.0]\nlayer_norm(x, [1, 1, 1], [0, 0, 0])",
@@ -120,7 +121,7 @@ NORMS = ("layer_norm", "rms_norm")
              "primitives: dx = r (g gamma - xhat mean(g gamma xhat)), xhat = x r, r = 1/sqrt(mean(x^2) + eps). "
              "A row whose mean square would overflow or underflow is computed scaled by a power of 2, so "
              "the result stays finite wherever it is representable. With eps = 0 a row of zeros gives "
-             "zeros, with gradient 0.",
+             "zeros, with gradient 0. A nan in a row makes the whole row nan, and its gradient, as PyTorch.",
          errors=["ShapeError when gamma is not a vector of length D", "ValueError when eps < 0"],
          examples=["rms_norm([3, 4], [1, 1])", "round(rms_norm([1, 2; 3, 4], [1, 2]), 4)",
                    "rms_norm([0, 0; 3e200, 4e200], [1, 1], eps=0)"])

@@ -139,7 +139,7 @@ def _mean_all(fname: str, x, shape: tuple):
     n = int(np.prod(shape)) if shape else 1
     if n == 0:
         raise ShapeError(f"{fname}(): the mean over no elements is undefined ({shape_text(shape)})")
-    return ops.div(ops.sum_(x), float(n)) if shape else x
+    return ops.mean(x) if shape else x
 
 
 @builtin("mse_loss", CAT, "Mean squared error: mean((pred - target)^2) over all elements.",
@@ -255,4 +255,4 @@ def kl_div(log_q, p):
     rows = int(np.prod(s[:-1])) if len(s) > 1 else 1
     if rows == 0 or s[-1] == 0:
         raise ShapeError(f"kl_div(): the distributions are empty ({shape_text(s)})")
-    return ops.div(ops.sum_(per), float(rows))
+    return ops.mean(per, count=rows)
