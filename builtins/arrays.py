@@ -9,7 +9,7 @@ from tapeml import limits, ops
 from tapeml.builtins.registry import P, builtin
 from tapeml.builtins.util import axis, check_size
 from tapeml.errors import ShapeError, TypeErr, ValueErr
-from tapeml.ranges import RANGE_MAX, RANGE_ULPS, make_range
+from tapeml.ranges import RANGE_MAX, RANGE_ULPS, plan_range
 from tapeml.tape import raw
 from tapeml.values import describe, format_number, format_value, shape_text
 
@@ -149,17 +149,9 @@ def stack(xs, dim):
     return _join("stack", ops.stack, xs, dim)
 
 
-@builtin("range", "Arrays", "range(n) is 0:n-1; range(a, b) is a:b-1 (the end excluded, as in Python).",
-         [P("a", "number"), P("b", "number", None), P("step", "number", 1.0)], returns="vector",
-         what="The numbers from a up to but not including b, step apart (0 to n - 1 for range(n)); an "
-              "empty vector when there are none, e.g. range(5, 1).",
-         errors=["ValueError when step is 0, a, b or step is not finite, or the range would have more than 1e8 elements",
-                 "TypeError when a, b or step is not a number"],
-         how="NumPy's `arange(a, b, step)`: Python's half-open convention, unlike the `a:b` operator, which "
-             "includes b. b is left out also when the last step lands on it within rounding "
-             "(range(0, 0.3, 0.1) is [0, 0.1, 0.2]). range(n) is exactly the valid indices of an axis of length n.",
-         examples=["range(4)", "range(2, 5)", "range(0, 10, 3)", "range(0)"])
-def range_(a, b, step):
+def range_plan(a, b, step):
+    """range(a, b, step) checked and planned (a ranges.Range): the builtin makes the vector, a
+    for loop walks it (range's lazy form)."""
     start, stop = (0.0, a) if b is None else (a, b)
     if step == 0:
         raise ValueErr("range(): step cannot be 0")
@@ -172,9 +164,21 @@ def range_(a, b, step):
     # b is excluded, also when the last step lands on b within rounding (the rule of a:b's end)
     if n >= 1 and abs(start + (n - 1) * step - stop) <= RANGE_ULPS * 2.0 ** -52 * max(abs(start), abs(stop), abs(step)):
         n -= 1
-    if n <= 0:
-        return np.zeros(0, dtype=ops.FLOAT["dtype"])
-    return make_range(start, step, start + (n - 1) * step)
+    return plan_range(start, step, start + (n - 1) * step) if n > 0 else plan_range(0.0, 1.0, -1.0)
+
+
+@builtin("range", "Arrays", "range(n) is 0:n-1; range(a, b) is a:b-1 (the end excluded, as in Python).",
+         [P("a", "number"), P("b", "number", None), P("step", "number", 1.0)], returns="vector",
+         what="The numbers from a up to but not including b, step apart (0 to n - 1 for range(n)); an "
+              "empty vector when there are none, e.g. range(5, 1).",
+         errors=["ValueError when step is 0, a, b or step is not finite, or the range would have more than 1e8 elements",
+                 "TypeError when a, b or step is not a number"],
+         how="NumPy's `arange(a, b, step)`: Python's half-open convention, unlike the `a:b` operator, which "
+             "includes b. b is left out also when the last step lands on it within rounding "
+             "(range(0, 0.3, 0.1) is [0, 0.1, 0.2]). range(n) is exactly the valid indices of an axis of length n.",
+         examples=["range(4)", "range(2, 5)", "range(0, 10, 3)", "range(0)"], walk=range_plan)
+def range_(a, b, step):
+    return range_plan(a, b, step).values()
 
 
 @builtin("linspace", "Arrays", "n evenly spaced numbers from a to b, both included.",

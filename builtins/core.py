@@ -11,6 +11,7 @@ import numpy as np
 
 from tapeml.builtins.registry import P, builtin, one_of
 from tapeml.errors import LangError, ShapeError, TypeErr, ValueErr
+from tapeml.ranges import ValueWalk, Walk, walk_length, walkable
 from tapeml.tape import raw
 from tapeml.values import Progress, Record, describe, format_value, type_name
 from tapeml.builtins.util import axis, tree_leaves as leaves_with_paths
@@ -314,19 +315,24 @@ def clock():
 
 def loop_length(items) -> int:
     """The number of steps a `for` loop over items takes; a TypeErr for what it cannot loop over."""
-    r = raw(items)
-    if isinstance(r, np.ndarray):
-        return 1 if r.ndim == 0 else r.shape[0]
-    if isinstance(r, (tuple, str)):
-        return len(r)
-    if isinstance(r, (float, int)) and not isinstance(r, (bool, np.bool_)):
-        return 1
+    if isinstance(items, ValueWalk):
+        items = items.value
+    elif isinstance(items, Walk):
+        return len(items)
+    if walkable(items):
+        return walk_length(items)
     raise TypeErr(f"progress(): cannot loop over {describe(items)}; give a range, a matrix, "
                   f"a tuple or a string")
 
 
+def progress_walk(interp, items, desc):
+    """progress(...) as a for loop's iterable: the walk of items, not made into a value."""
+    return Progress(items, desc, loop_length(items))
+
+
 @builtin("progress", "Core", "Loop with a live progress bar: for step in progress(1:n, desc=\"train\") ... end.",
-         [P("items", doc="what the loop walks: a range, a matrix (its rows), a tuple or a string"),
+         [P("items", doc="what the loop walks: a range, a matrix (its rows), a tuple or a string",
+            walked=True),
           P("desc", "string", "", doc="a title shown before the bar")],
          returns="a progress(...) loop, for a `for` loop to walk",
          what="Wraps what a `for` loop walks so that the loop draws a bar on standard error with the "
@@ -347,7 +353,7 @@ def loop_length(items) -> int:
          examples=['total = 0\nfor step in progress(1:100, desc="sum")\n    total = total + step\n'
                    '    progress_note("total {total}")\nend\ntotal',
                    'progress(1:10, desc="train")'],
-         interp=True)
+         interp=True, walk=progress_walk)
 def progress(interp, items, desc):
     return Progress(items, desc, loop_length(items))
 

@@ -27,7 +27,7 @@ from .errors import (STDLIB_PREFIX, InternalError, LangError, NameErr, Recursion
 from .indexing import Indexing
 from .lexer import FOREIGN_WORDS
 from .parser import parse
-from .ranges import make_range
+from .ranges import make_range, plan_range
 from .scope import Env
 from .statements import Statements, is_numeric
 from .tape import Box, raw
@@ -373,20 +373,22 @@ class Interpreter(Statements, Calls, Indexing):
         return ops.transpose(v)
 
     def eval_range(self, node, env):
+        return self.range_plan(node, env).values()
+
+    def range_plan(self, node, env):
+        """The range a:s:b checked and planned (ranges.Range): a value asks it for the vector,
+        a for loop walks it (a tracked start or step reaches every element; the end only sets
+        the length)."""
         start, start_given = self.range_bound(node.start, env, "start", keep=True)
         stop = self.range_bound(node.stop, env, "end")
         step, step_given = ((1.0, 1.0) if node.step is None
                             else self.range_bound(node.step, env, "step", keep=True))
-        values = make_range(start, step, stop, node.span)
-        if type(start_given) is Box or type(step_given) is Box:
-            # element k is start + k*step, so a tracked start or step reaches every element (the
-            # end only sets the length); the tracked terms add exact zeros to make_range's values
-            def number(v):
-                return ops.index(v, idx=(0,) * len(ops.shape_of(v))) if ops.shape_of(v) else v
-            k = np.arange(values.size, dtype=values.dtype)
-            values = ops.add(values, ops.add(ops.sub(number(start_given), start),
-                                             ops.mul(ops.sub(number(step_given), step), k)))
-        return values
+        plan = plan_range(start, step, stop, node.span)
+        if type(start_given) is Box:
+            plan.given_start = start_given
+        if type(step_given) is Box:
+            plan.given_step = step_given
+        return plan
 
     def range_bound(self, node, env, what, keep=False):
         tracked = self.eval(node, env)

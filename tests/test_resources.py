@@ -1,0 +1,197 @@
+"""Resources the size guard did not see (issue 25, item 6): loops that made their whole range
+first, walks over deeply nested values, builtins that reached NumPy's allocator with a huge count,
+and jacobians of many outputs. Memory is measured (tracemalloc in process; an address-space limit
+in a subprocess for the risky ones), never time."""
+from __future__ import annotations
+
+import io
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+from conftest import allocates_at_most
+
+from tapeml.errors import LangError, TypeErr, ValueErr
+from tapeml.interpreter import Interpreter
+from tapeml.ops import set_dtype
+
+
+def run(source: str, interp: Interpreter | None = None) -> str:
+    out = io.StringIO()
+    interp = interp or Interpreter(out=out)
+    interp.out = out
+    interp.run(textwrap.dedent(source), "<test>")
+    return out.getvalue()
+
+
+def error_of(source: str, interp: Interpreter | None = None) -> LangError:
+    with pytest.raises(LangError) as info:
+        run(source, interp)
+    return info.value
+
+
+def run_limited(source: str, tmp_path, address_space_gb: float = 2.0, timeout: float = 300):
+    """Run `tapeml prog.ml` in a subprocess whose address space is capped: a program that asks
+    for more memory fails there (MemoryError) instead of filling the machine."""
+    path = tmp_path / "prog.ml"
+    path.write_text(textwrap.dedent(source), encoding="utf-8")
+    limit = int(address_space_gb * 1024 ** 3)
+    setup = ("import resource, sys; resource.setrlimit(resource.RLIMIT_AS, (%d, %d)); "
+             "from tapeml.cli import entry; sys.argv = ['tapeml', %r]; entry()" % (limit, limit, str(path)))
+    return subprocess.run([sys.executable, "-c", setup], capture_output=True, text=True, timeout=timeout,
+                          cwd=tmp_path, env={"TAPEML_PROGRESS": "0", "PATH": "/usr/bin:/bin",
+                                             "OPENBLAS_NUM_THREADS": "1"})
+
+
+# ---- loops walk ranges and vectors a chunk at a time --------------------------------------------
+@pytest.mark.parametrize("iterable, first", [
+    ("1:1e8", "1"),
+    ("0:-1:-99999999", "0"),
+    ("range(1e8)", "0"),
+    ("progress(1:1e8)", "1"),
+    ("progress(1:1e8, desc=\"train\")", "1"),
+    ("enumerate(1:1e8)", "(0, 1)"),
+    ("progress(enumerate(range(1e8)))", "(0, 0)"),
+    ("zip(1:1e8, range(1e8))", "(1, 0)"),
+    ("enumerate(zip(1:1e8, 2:1e8 + 1))", "(0, (1, 2))"),
+])
+def test_a_loop_over_1e8_with_a_break_makes_nothing_1e8_long(iterable, first):
+    with allocates_at_most(5e6):
+        out = run(f"for item in {iterable}\n    print(item)\n    break\nend\n")
+    assert out == first + "\n"
+
+
+def test_a_loop_over_an_existing_vector_makes_no_list_of_it():
+    interp = Interpreter(out=io.StringIO())
+    run("v = zeros(1e7)\nm = zeros(1e6, 2)\ns = \"ab\" * 1e6", interp)
+    with allocates_at_most(5e6):
+        out = run("""
+            for x in v
+                print(x)
+                break
+            end
+            for row in m
+                print(row)
+                break
+            end
+            for c in s
+                print(c)
+                break
+            end
+            for i, x in enumerate(v)
+                print(i, x)
+                break
+            end
+        """, interp)
+    assert out == "0\n[0, 0]\na\n0 0\n"
+
+
+def test_1e8_steps_in_a_subprocess_with_2_gb(tmp_path):
+    # the whole range as a Python list was 1e8 floats (3.2 GB) before the first step
+    proc = run_limited("""
+        n = 0
+        for i in progress(1:1e8)
+            n += 1
+            if i == 3
+                break
+            end
+        end
+        for i, x in enumerate(range(1e8))
+            if i == 2
+                break
+            end
+        end
+        print(n, i, x)
+    """, tmp_path)
+    assert (proc.returncode, proc.stdout, proc.stderr) == (0, "3 2 2\n", "")
+
+
+@pytest.mark.parametrize("rng", ["0:0.1:1000.3", "1:9000", "5:-0.7:-6000", "0:1e-3:9.999", "1:1"])
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_a_walked_range_visits_the_elements_of_the_range_value(rng, dtype):
+    # the loop's items are the vector's elements (value semantics), across chunk boundaries, with
+    # the end snapped onto b; NumPy's arange gives the elements to within rounding
+    set_dtype(dtype)
+    out = run(f"""
+        r = {rng}
+        k = 0
+        same = true
+        for x in {rng}
+            same = same and x == r[k] and dtype(r) == "{dtype}"
+            k += 1
+        end
+        print(same, k == len(r))
+    """)
+    assert out == "true true\n"
+    a, s, b = (float(p) for p in (rng.split(":") if rng.count(":") == 2 else [rng.split(":")[0], 1,
+                                                                                 rng.split(":")[1]]))
+    ref = np.arange(a, b + s * 1e-6, s)
+    interp = Interpreter(out=io.StringIO())
+    run(f"r = {rng}", interp)
+    got = interp.globals.vars["r"]
+    assert got.shape == ref.shape
+    np.testing.assert_allclose(got, ref, rtol=1e-6 if dtype == "float32" else 1e-12, atol=1e-9)
+
+
+def test_a_tracked_range_carries_gradients_across_chunks():
+    # sum over v = a + k (k = 0 .. 9999) of v^2; d/da = 2 * sum(v) = 2 * (10000 a + 49995000)
+    out = run("""
+        fn f(a)
+            t = 0
+            for v in a:a + 9999
+                t = t + v * v
+            end
+            return t
+        end
+        print(grad(f, 1.5))
+        fn g(s)
+            t = 0
+            for v in progress(0:s:9999 * s)
+                t = t + v
+            end
+            return t
+        end
+        print(grad(g, 2))
+    """)
+    assert out == f"{2 * (10000 * 1.5 + 49995000):.0f}\n{49995000}\n"
+
+
+def test_walked_builtins_keep_their_errors_and_limits():
+    err = error_of("for i in 1:1e9\nend")
+    assert isinstance(err, ValueErr) and "the range would have 1000000000 elements; the limit is 100000000" \
+        in err.message and (err.span.line, err.span.col) == (1, 10)
+    err = error_of("for i in range(2e8)\nend")
+    assert "range(): the range would have 200000000 elements" in err.message
+    err = error_of("for p in enumerate({a = 1})\nend")
+    assert isinstance(err, TypeErr) and err.message.startswith("enumerate(): xs must be a tuple")
+    assert (err.span.line, err.span.col) == (1, 10)
+    err = error_of("for a, b in zip(1:3, 1:4)\nend")
+    assert err.message == "zip(): argument 0 has 3 items and argument 1 has 4; zip needs equal lengths"
+    err = error_of("for x in progress(none)\nend")
+    assert isinstance(err, TypeErr) and err.message.startswith("progress(): cannot loop over none")
+    err = error_of("for x in enumerate(progress(1:3))\nend")
+    assert isinstance(err, TypeErr) and "got a progress(...) loop" in err.message
+    err = error_of("for x in zip()\nend")
+    assert err.message == "zip() needs at least one sequence"
+
+
+def test_ranges_stay_values_and_shadowed_names_are_plain_calls():
+    out = run("""
+        r = 2:4
+        print(r, r[1], r * 2, sum(1:100), len(range(5)), enumerate(1:2), zip(1:2, "ab"))
+        fn enumerate(x)
+            return (x, x)
+        end
+        for v in enumerate(1:2)
+            print(v)
+        end
+        p = progress(1:3)
+        for i in p
+            print(i)
+        end
+    """)
+    assert out == ("[2, 3, 4] 3 [4, 6, 8] 5050 5 ((0, 1), (1, 2)) ((1, \"a\"), (2, \"b\"))\n"
+                   "[1, 2]\n[1, 2]\n1\n2\n3\n")
