@@ -45,7 +45,7 @@ def value_and_grad_impl(interp, f, x, root="x", name="grad"):
         boxes.append(b)
         return b
 
-    boxed = tree_map(box, x)
+    boxed = tree_map(box, x, f"{name}(): {root}")
     # The tape holds no reference cycles (nodes point only to their parents), so reference
     # counting frees it; the cyclic collector would only rescan the growing tape.
     gc_was_on = gc.isenabled()
@@ -85,7 +85,7 @@ def _run_and_backward(interp, f, x, boxed, boxes, level, name):
             return g.copy()      # a broadcast view from the tape: the user gets a matrix of their own
         return g
 
-    return value, tree_map(collect, x)
+    return value, tree_map(collect, x)      # the same tree as boxed: within the nesting limit
 
 
 @builtin("grad", CAT, "The gradient of a scalar function f at x, shaped like x (a number, matrix, tuple or record).",
@@ -133,7 +133,7 @@ def value_and_grad(interp, f, x):
 def stop_gradient(x):
     r = raw(x)
     if isinstance(r, (tuple, Record)):
-        return tree_map(raw, r)
+        return tree_map(raw, r, "stop_gradient(): x")
     return r
 
 

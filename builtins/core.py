@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from tapeml import limits
 from tapeml.builtins.registry import P, builtin, one_of
 from tapeml.errors import LangError, ShapeError, TypeErr, ValueErr
 from tapeml.ranges import ValueWalk, Walk, walk_length, walkable
@@ -137,25 +138,36 @@ def dtype(x):
     return "bool" if isinstance(r, bool) else "float64"
 
 
-def _tree_map(interp, f, trees, path):
-    """`path` is where this subtree sits in the trees: "" at the top, then ".w", "[0].wq", ..."""
+def _tree_map(interp, f, trees, path: list):
+    """`path` holds the parts of where this subtree sits in the trees ([] at the top, then
+    [".w"], [".w", "[0]"], ...), joined only for a message: a deep tree costs no long strings."""
     first = raw(trees[0])
+    if isinstance(first, (Record, tuple)) and len(path) >= limits.MAX_NESTING:
+        raise limits.nesting_error("tree_map(): the tree")
     if isinstance(first, Record):
         for j, t in enumerate(trees[1:], 1):
             r = raw(t)
             if not isinstance(r, Record) or list(r.fields) != list(first.fields):
                 raise ValueErr(f"tree_map(): tree {j} differs from tree 0 at {_where(path)}: "
                                f"{_shape_desc(first)} vs {_shape_desc(r)}")
-        return Record({k: _tree_map(interp, f, [raw(t).fields[k] for t in trees], f"{path}.{k}")
-                       for k in first.fields})
+        out = {}
+        for k in first.fields:
+            path.append(f".{k}")
+            out[k] = _tree_map(interp, f, [raw(t).fields[k] for t in trees], path)
+            path.pop()
+        return Record(out)
     if isinstance(first, tuple):
         for j, t in enumerate(trees[1:], 1):
             r = raw(t)
             if not isinstance(r, tuple) or len(r) != len(first):
                 raise ValueErr(f"tree_map(): tree {j} differs from tree 0 at {_where(path)}: "
                                f"{_shape_desc(first)} vs {_shape_desc(r)}")
-        return tuple(_tree_map(interp, f, [raw(t)[i] for t in trees], f"{path}[{i}]")
-                     for i in range(len(first)))
+        items = []                   # a list, not a generator: deep trees recurse in Python frames only
+        for i in range(len(first)):
+            path.append(f"[{i}]")
+            items.append(_tree_map(interp, f, [raw(t)[i] for t in trees], path))
+            path.pop()
+        return tuple(items)
     for j, t in enumerate(trees[1:], 1):
         if isinstance(raw(t), (Record, tuple)):
             raise ValueErr(f"tree_map(): tree {j} differs from tree 0 at {_where(path)}: "
@@ -164,13 +176,13 @@ def _tree_map(interp, f, trees, path):
         return interp.call(f, list(trees), {}, None)
     except LangError as e:
         if path and not getattr(e, "tree_path", None):    # the innermost tree_map names the leaf
-            e.tree_path = path
-            e.message += f" (in tree_map, at the leaf {path} of the trees)"
+            e.tree_path = "".join(path)
+            e.message += f" (in tree_map, at the leaf {e.tree_path} of the trees)"
         raise
 
 
-def _where(path: str) -> str:
-    return f"the leaf or subtree {path}" if path else "the top level"
+def _where(path: list) -> str:
+    return f"the leaf or subtree {''.join(path)}" if path else "the top level"
 
 
 def _shape_desc(r):
@@ -197,7 +209,7 @@ def _shape_desc(r):
 def tree_map(interp, f, trees):
     if not trees:
         raise TypeErr("tree_map() needs at least one tree after the function")
-    return _tree_map(interp, f, list(trees), "")
+    return _tree_map(interp, f, list(trees), [])
 
 
 @builtin("tree_leaves", "Core", "The leaves of a record/tuple tree as a flat tuple, in field order.",
@@ -213,7 +225,7 @@ def tree_map(interp, f, trees):
                    "g = {w = [3, 0], b = 4}\ntotal = 0\nfor l in tree_leaves(g)\n"
                    "    total = total + sum(l^2)\nend\nsqrt(total)"])
 def tree_leaves(tree):
-    return tuple([leaf for _, leaf in leaves_with_paths(tree, None, "keep")])
+    return tuple([leaf for _, leaf in leaves_with_paths(tree, None, "keep", "tree_leaves(): tree")])
 
 
 @builtin("char_codes", "Core", "The Unicode code point of each character of a string, as a vector.",

@@ -123,7 +123,10 @@ class Interpreter(Statements, Calls, Indexing):
                 if echo is not None and type(stmt) is A.ExprStmt:
                     value = self.eval(stmt.expr, env)
                     if value is not None and not stmt.silent:
-                        echo(value)
+                        try:
+                            echo(value)
+                        except LangError as e:      # a value the display refuses (too deeply nested)
+                            raise e.with_span(stmt.span) from None
                 else:
                     self.exec_stmt(stmt, env)
         except RecursionError:
@@ -165,9 +168,9 @@ class Interpreter(Statements, Calls, Indexing):
             return parts[0]
         # a list, not a generator: a generator consumed by C code re-enters the evaluator on
         # the C stack, and deep recursion through it crashed the process (segfault)
-        texts = [p if type(p) is str else self.eval_formatted(p, env) if type(p) is A.Formatted
-                 else format_value(self.eval(p, env)) for p in parts]
         try:
+            texts = [p if type(p) is str else self.eval_formatted(p, env) if type(p) is A.Formatted
+                     else format_value(self.eval(p, env)) for p in parts]
             limits.check_join("the interpolated string", texts)
         except LangError as e:
             raise e.with_span(node.span) from None
@@ -294,7 +297,10 @@ class Interpreter(Statements, Calls, Indexing):
                 raise e.with_span(span)
         ra, rb = raw(a), raw(b)
         if op in ("==", "!="):
-            same = values_equal(ra, rb)
+            try:
+                same = values_equal(ra, rb)
+            except LangError as e:          # a value nested past limits.MAX_NESTING
+                raise e.with_span(span) from None
             return same if op == "==" else not same
         if op == "+" and isinstance(ra, str) and isinstance(rb, str):
             try:

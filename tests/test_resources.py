@@ -40,7 +40,7 @@ def run_limited(source: str, tmp_path, address_space_gb: float = 2.0, timeout: f
     path.write_text(textwrap.dedent(source), encoding="utf-8")
     limit = int(address_space_gb * 1024 ** 3)
     setup = ("import resource, sys; resource.setrlimit(resource.RLIMIT_AS, (%d, %d)); "
-             "from tapeml.cli import entry; sys.argv = ['tapeml', %r]; entry()" % (limit, limit, str(path)))
+             "from tapeml.cli import entry; sys.argv = ['tapeml', 'prog.ml']; entry()" % (limit, limit))
     return subprocess.run([sys.executable, "-c", setup], capture_output=True, text=True, timeout=timeout,
                           cwd=tmp_path, env={"TAPEML_PROGRESS": "0", "PATH": "/usr/bin:/bin",
                                              "OPENBLAS_NUM_THREADS": "1"})
@@ -195,3 +195,107 @@ def test_ranges_stay_values_and_shadowed_names_are_plain_calls():
     """)
     assert out == ("[2, 3, 4] 3 [4, 6, 8] 5050 5 ((0, 1), (1, 2)) ((1, \"a\"), (2, \"b\"))\n"
                    "[1, 2]\n[1, 2]\n1\n2\n3\n")
+
+
+# ---- walks over values follow tuples and records at most 20000 deep ------------------------------
+DEEP = """r = {{a = 1}}
+for i in 1:{n}
+    r = {{a = r}}
+end
+x = {expr}
+print("done")
+"""
+
+
+@pytest.mark.parametrize("expr, col, message", [
+    ("tree_map(fn(x) -> x * 2, r)", 5, "tree_map(): the tree nests tuples and records more than 20000 deep"),
+    ("tree_map(fn(x, y) -> x + y, r, r)", 5, "tree_map(): the tree nests"),
+    ("print(r)", 5, "the value to print nests tuples and records more than 20000 deep"),
+    ("str(r)", 5, "the value to print nests"),
+    ('"r is {r}"', 5, "the value to print nests"),
+    ("r == r", 7, "a value compared nests tuples and records more than 20000 deep"),
+    ("(r, 1) != (r, 2)", 12, "a value compared nests"),
+    ("contains((1, r), r)", 5, "a value compared nests"),
+    ("tree_leaves(r)", 5, "tree_leaves(): tree nests tuples and records more than 20000 deep"),
+    ("param_count(r)", 5, "param_count(): the value nests"),
+    ("summary(r)", 5, "summary(): weights nests"),
+    ("grad(fn(p) -> 1, r)", 5, "grad(): r nests tuples and records more than 20000 deep"),
+    ("value_and_grad(fn(p) -> 1, r)", 5, "value_and_grad(): r nests"),
+    ("check_grad(fn(p) -> 1, r)", 5, "check_grad(): r nests"),
+    ("stop_gradient(r)", 5, "stop_gradient(): x nests"),
+])
+def test_a_walk_past_the_nesting_limit_is_a_value_error_at_its_call(tmp_path, expr, col, message):
+    n = 100_000 if expr.startswith("tree_map(fn(x) ->") else 20_001
+    proc = run_limited(DEEP.format(n=n, expr=expr), tmp_path)
+    assert proc.returncode == 1 and proc.stdout == "", proc.stderr[-2000:]
+    first = proc.stderr.splitlines()[0]
+    assert first.startswith(f"prog.ml:5:{col}: ValueError: {message}"), first
+    assert "Traceback" not in proc.stderr and "InternalError" not in proc.stderr
+
+
+def test_values_20000_deep_are_walked(tmp_path):
+    # 20000 records inside each other (the limit) print, compare, map, differentiate and count
+    proc = run_limited("""
+        r = {a = 1}
+        for i in 1:19999
+            r = {a = r}
+        end
+        s = str(r)
+        print(len(s), s[0:9], s[len(s) - 5:end])
+        print(r == r, r == tree_map(fn(x) -> x, r), r == tree_map(fn(x) -> x + 1, r))
+        print(grad(fn(p) -> 3 * tree_leaves(p)[0], r) == tree_map(fn(x) -> 3, r))
+        print(param_count(r), len(tree_leaves(r)), "{r}" == s)
+    """, tmp_path)
+    # the printed record is 20000 '{a = ', the 1, then 20000 '}'
+    assert (proc.returncode, proc.stderr) == (0, "")
+    assert proc.stdout == f"{20000 * 5 + 1 + 20000} {{a = {{a =  }}}}}}}}}}\ntrue true false\ntrue\n1 1 true\n"
+
+
+def test_the_display_shows_a_deep_record_briefly_and_refuses_past_the_limit(tmp_path):
+    script = textwrap.dedent("""
+        import sys
+        sys.setrecursionlimit(200000)
+        from tapeml.values import Record, display_value
+        from tapeml.errors import LangError
+        v = (1.0,)
+        for i in range(19999):
+            v = Record({"a": v, "b": 2.0})
+        lines = display_value(v, 60, 20).splitlines()
+        print(len(lines), lines[0], max(len(l) for l in lines), lines[-1])
+        try:
+            display_value((v,), 60, 20)
+        except LangError as e:
+            print(e.message)
+    """)
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    # 20000 numbers in 19999 records: two rows (a, b) for each record inside the top one, but the
+    # two innermost fit on one row each ("{a = (1,), b = 2}" and the record around it): 39998 - 4
+    # rows; 15 are shown (height 20 - 4, less the last line), then the count of the rest
+    assert proc.stdout == ("17 record with 2 fields, 20,000 numbers: 60   ⋮ 39979 more lines\n"
+                           "the value to print nests tuples and records more than 20000 deep\n")
+
+
+def test_the_python_api_converts_deep_values_or_says_why_not():
+    from tapeml import Session
+    from tapeml.errors import RecursionErr
+    s = Session()
+    s.run("r = (1,)\nfor i in 1:3000\n    r = (r,)\nend")
+    old = sys.getrecursionlimit()
+    try:
+        sys.setrecursionlimit(1000)
+        with pytest.raises(RecursionErr, match=r"the value nests tuples and records too deeply to convert "
+                                              r"within Python's recursion limit \(1000\)"):
+            s["r"]
+        x = 1.0
+        for _ in range(3000):
+            x = (x,)
+        with pytest.raises(RecursionErr, match="the Python value nests"):
+            s["x"] = x
+        sys.setrecursionlimit(20000)
+        got = s["r"]
+        for _ in range(3001):
+            got = got[0]
+        assert got == 1.0
+    finally:
+        sys.setrecursionlimit(old)
