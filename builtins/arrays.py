@@ -6,7 +6,7 @@ import math
 import numpy as np
 
 from tapeml import limits, ops
-from tapeml.builtins.registry import P, builtin
+from tapeml.builtins.registry import INT_BOUND, P, builtin
 from tapeml.builtins.util import axis, check_size
 from tapeml.errors import ShapeError, TypeErr, ValueErr
 from tapeml.ranges import RANGE_MAX, RANGE_ULPS, plan_range
@@ -86,6 +86,11 @@ def reshape(x, dims):
         shown = " x ".join(str(d) if d < 10 ** 16 else format_number(float(d)) for d in shape)
         raise ShapeError(f"reshape(): cannot put {n} elements ({shape_text(np.shape(raw(x)))}) "
                          f"into shape {shown}")
+    # reshape(zeros(0), 0, 2^60): the counts agree (no elements), but there is no such axis either
+    if max(shape, default=0) > INT_BOUND:
+        raise ValueErr(f"reshape(): sizes must be whole numbers between -1 and 2^53, got "
+                       f"{format_value(float(max(shape)))}")
+    limits.check_axes("reshape()", shape)
     return ops.reshape(x, shape=tuple(shape))
 
 
@@ -207,11 +212,15 @@ def unique(x):
 # ---- shapes of issue 20: composites of the shape and index primitives (reshape, permute,
 # broadcast_to, index, setitem, where), so each is differentiable with their VJPs ---------------------
 def _whole(fname, what, v, lo=0):
+    """A count or offset: a whole number >= lo, and at most 2^53 in magnitude (the rule of every
+    whole-number parameter, registry.INT_BOUND: never a 300-digit int reaching NumPy)."""
     v = raw(v)
     if isinstance(v, bool) or not isinstance(v, (float, int)) or not math.isfinite(v) \
             or not float(v).is_integer() or (lo is not None and v < lo):
         got = format_value(v) if isinstance(v, (float, int)) and not isinstance(v, bool) else describe(v)
         raise ValueErr(f"{fname}(): {what} must be a whole number{'' if lo is None else f' >= {lo}'}, got {got}")
+    if abs(v) > INT_BOUND:
+        raise ValueErr(f"{fname}(): {what} must be a whole number between -2^53 and 2^53, got {format_value(v)}")
     return int(v)
 
 
@@ -377,7 +386,7 @@ def tile(x, reps):
     r = [1] * (n - len(r)) + r
     s = (1,) * (n - len(shape)) + shape
     out = tuple(a * b for a, b in zip(r, s))
-    limits.check_elements("tile", out)
+    limits.check_shape("tile()", out)
     inter = tuple(v for pair in zip([1] * n, s) for v in pair)
     wide = tuple(v for pair in zip(r, s) for v in pair)
     return ops.reshape(ops.broadcast_to(ops.reshape(x, shape=inter), shape=wide), shape=out)
@@ -401,7 +410,7 @@ def repeat(x, n, dim):
         d = axis(x, dim)
     s = ops.shape_of(x)
     out = s[:d] + (s[d] * n,) + s[d + 1:]
-    limits.check_elements("repeat", out)
+    limits.check_shape("repeat()", out)
     t = ops.reshape(x, shape=s[:d + 1] + (1,) + s[d + 1:])
     return ops.reshape(ops.broadcast_to(t, shape=s[:d + 1] + (n,) + s[d + 1:]), shape=out)
 
@@ -423,6 +432,9 @@ def _pad_widths(widths, nd):
         if w.shape == (2,) or w.shape == (1, 2):
             w = np.tile(w.reshape(1, 2), (nd, 1))
         if w.shape == (nd, 2) and np.all(np.isfinite(w)) and np.all(w == np.floor(w)) and np.all(w >= 0):
+            if np.any(w > INT_BOUND):
+                raise ValueErr(f"pad(): widths must be whole numbers between 0 and 2^53, got "
+                               f"{format_value(float(w.max()))}")
             return [(int(a), int(b)) for a, b in w]
     raise ValueErr(f"pad(): widths must be whole numbers >= 0, one (before, after) pair per axis: a tuple of "
                    f"{nd} pairs or a [{nd}, 2] matrix (one pair alone pads every axis), got {describe(widths)}")
@@ -446,7 +458,7 @@ def pad(x, widths, value):
     shape = _ranked("pad", x)
     w = _pad_widths(widths, len(shape))
     out = tuple(b + n + a for (b, a), n in zip(w, shape))
-    limits.check_elements("pad", out)
+    limits.check_shape("pad()", out)
     r = raw(x)
     dt = r.dtype if isinstance(r, np.ndarray) and r.dtype.kind == "f" else ops.FLOAT["dtype"]
     base = np.full(out, float(value), dtype=dt)
@@ -473,8 +485,10 @@ def chunk(x, n, dim):
     size = shape[d]
     step = max(1, -(-size // n))
     lead = (slice(None),) * d
-    if size == 0:                 # an empty axis: n empty parts, as PyTorch
-        return tuple(ops.index(x, idx=lead + (slice(0, 0),)) for _ in range(n))
+    if size == 0:                 # an empty axis: n empty parts, as PyTorch (one value, n times)
+        if n > limits.MAX_ELEMENTS:
+            raise limits.elements_error(f"chunk() of an empty axis into {n} parts (a tuple of {n})", n)
+        return (ops.index(x, idx=lead + (slice(0, 0),)),) * n
     return tuple(ops.index(x, idx=lead + (slice(a, min(a + step, size)),)) for a in range(0, size, step))
 
 

@@ -17,7 +17,7 @@ from tapeml import ops
 from tapeml.builtins.registry import P, builtin
 from tapeml.builtins.util import axis
 from tapeml.errors import ShapeError, TypeErr, ValueErr
-from tapeml.limits import g3
+from tapeml.limits import check_shape, g3
 from tapeml.tape import Box, raw
 from tapeml.values import describe, shape_text
 
@@ -242,6 +242,8 @@ def diag_(x, k):
     s = _shape(x)
     if len(s) == 1:
         n = s[0] + abs(k)
+        side = str(n) if n < 10 ** 16 else g3(n)
+        check_shape(f"diag() of {describe(x)} on diagonal {k} (a {side}x{side} matrix)", (n, n))
         r, c = _diag_index(n, n, k)
         return ops.scatter_add(x, idx=(r, c), shape=(n, n))
     if len(s) == 2:

@@ -84,6 +84,20 @@ def check_elements(what: str, shape) -> None:
         raise elements_error(what, n)
 
 
+def check_shape(what: str, shape) -> None:
+    """check_elements, and no axis longer than MAX_ELEMENTS either, even in an empty result
+    (zeros(0, 2^60), one_hot of no ids into 2^40 classes): an axis of a size asked for by a
+    count is refused before NumPy sees it."""
+    check_elements(what, shape)
+    check_axes(what, shape)
+
+
+def check_axes(what: str, shape) -> None:
+    """Refuse an axis longer than MAX_ELEMENTS (an empty result may have one: zeros(0, 2^60))."""
+    if shape and max(shape) > MAX_ELEMENTS:
+        raise ValueErr(f"{what}: a size of {g3(max(shape))} is past the limit of {g3(MAX_ELEMENTS)} elements")
+
+
 OP_SYMBOLS = {"add": "'+'", "sub": "'-'", "mul": "'*'", "div": "'/'", "mod": "'%'", "pow": "'^'",
               "matmul": "'@'", "eq": "'=='", "ne": "'!='", "lt": "'<'", "le": "'<='", "gt": "'>'",
               "ge": "'>='", "logical": "'and'/'or'"}

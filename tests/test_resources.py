@@ -299,3 +299,84 @@ def test_the_python_api_converts_deep_values_or_says_why_not():
         assert got == 1.0
     finally:
         sys.setrecursionlimit(old)
+
+
+# ---- counts and sizes are checked before NumPy allocates ------------------------------------------
+def _limit_text():
+    from tapeml.limits import MAX_ELEMENTS, g3
+    return g3(MAX_ELEMENTS)
+
+
+@pytest.mark.parametrize("source, message", [
+    ("diag([1, 2], 2^53)", "diag() of a vector of length 2 on diagonal 9007199254740992 (a 9007199254740994x"
+                           "9007199254740994 matrix) would need 6.49e23 GB of float64; the limit is"),
+    ("diag([1], -1e5)", "diag() of a vector of length 1 on diagonal -100000 (a 100001x100001 matrix) would "
+                        "need 80 GB of float64"),
+    ("diag([1, 2], 6e4)", "diag() of a vector of length 2 on diagonal 60000 (a 60002x60002 matrix) would need 28.8 GB"),
+    ("tile([], 1e300)", "tile(): each rep must be a whole number between -2^53 and 2^53, got 1e300"),
+    ("tile([1, 2], 1e10)", "tile() would need 160 GB of float64"),
+    ("tile([1, 2], 2, 1e300)", "tile(): each rep must be a whole number between -2^53 and 2^53, got 1e300"),
+    ("repeat([1, 2], 1e10)", "repeat() would need 160 GB of float64"),
+    ("repeat([], 1e300)", "repeat(): n must be a whole number between -2^53 and 2^53, got 1e300"),
+    ("pad(zeros(0, 3), ((0, 0), (1e10, 0)))", "pad(): a size of 10000000000 is past the limit of {limit} elements"),
+    ("pad(zeros(0, 3), ((0, 0), (1e300, 0)))", "pad(): widths must be whole numbers between 0 and 2^53, got 1e300"),
+    ("pad([1], (1e10, 0))", "pad() would need 80 GB of float64"),
+    ("reshape(zeros(0), 0, 1e10)", "reshape(): a size of 10000000000 is past the limit of {limit} elements"),
+    ("reshape(zeros(0), -1, 1e10)", "reshape(): a size of 10000000000 is past the limit of {limit} elements"),
+    ("reshape(zeros(0), 1e300, 0)", "reshape(): sizes must be whole numbers between -1 and 2^53, got 1e300"),
+    ("chunk(zeros(0), 2^53)", "chunk() of an empty axis into 9007199254740992 parts (a tuple of "
+                              "9007199254740992) would need 72100000 GB of float64"),
+    ("one_hot(zeros(0), 2e9)", "one_hot() of 0 ids into 2000000000 classes: a size of 2000000000 is past the "
+                               "limit of {limit} elements"),
+    ("one_hot([1], 1e10)", "one_hot() of 1 ids into 10000000000 classes would need 80 GB"),
+    ("sinusoidal_positions(0, 2e9)", "sinusoidal_positions(0, 2000000000): a size of 2000000000 is past the limit"),
+    ("transformer_block_init(15000, 1)", "transformer_block_init(15000, 1, mlp_ratio=4): its 2700000000 numbers "
+                                         "would need 21.6 GB of float64"),
+    ("transformer_decoder_block_init(10000, 1)", "transformer_decoder_block_init(10000, 1, mlp_ratio=4): its "
+                                                 "1600000000 numbers would need 12.8 GB"),
+    ("zeros(0, 2e9)", "zeros(0, 2000000000): a size of 2000000000 is past the limit of {limit} elements"),
+    ("eye(2^53)", "eye(9007199254740992, 9007199254740992) would need 6.49e23 GB"),
+    ("fill(1, 1e10)", "fill(10000000000) would need 80 GB"),
+    ("rand(1e10)", "rand(10000000000) would need 80 GB"),
+    ("randn(1e5, 1e5)", "randn(100000, 100000) would need 80 GB"),
+    ("randperm(1e10)", "randperm(10000000000) would need 80 GB"),
+    ("linspace(0, 1, 2^53)", "linspace(9007199254740992) would need 72100000 GB"),
+    ("kron(ones(1e5), ones(1e5))", "'*' of 1x1x100000x1 and 1x1x1x100000 (a result of 1x1x100000x100000) would need 80 GB"),
+    ('"ab" * 1e10', "the repeated string would take 20 GB; the limit is 0.1 GB"),
+    ("range(1e10)", "range(): the range would have 10000000000 elements; the limit is 100000000"),
+])
+def test_a_huge_count_is_the_limits_error_before_allocating(source, message):
+    with allocates_at_most(50e6):
+        err = error_of(f"x = 1\ny = {source}\n")
+    assert isinstance(err, ValueErr), err
+    assert err.message.startswith(message.format(limit=_limit_text())), err.message
+    assert err.span.line == 2 and err.span.col >= 5
+
+
+@pytest.mark.parametrize("source, reference", [
+    ("tile(zeros(0), 1e10)", lambda: np.tile(np.zeros(0), 10 ** 10)),
+    ("tile(zeros(0, 2), 1e9, 1)", lambda: np.tile(np.zeros((0, 2)), (10 ** 9, 1))),
+    ("repeat(zeros(0), 2e9)", lambda: np.repeat(np.zeros(0), 2 * 10 ** 9)),
+    ("repeat(zeros(2, 0), 2e9, dim=1)", lambda: np.repeat(np.zeros((2, 0)), 2 * 10 ** 9, axis=1)),
+    # NumPy takes the offset as a C int; past it, the diagonal is as empty as at 2^31 - 1
+    ("diag(ones(2, 2), 2^31 - 1)", lambda: np.diag(np.ones((2, 2)), 2 ** 31 - 1)),
+    ("diag(ones(2, 2), 2^53)", lambda: np.diag(np.ones((2, 2)), 2 ** 31 - 1)),
+    ("diag(ones(2, 3), -2^53)", lambda: np.diag(np.ones((2, 3)), -(2 ** 31 - 1))),   # NumPy 2.4 crashes at -2^31
+    ("diag([1, 2], 3)", lambda: np.diag([1.0, 2.0], 3)),
+])
+def test_huge_counts_of_nothing_give_what_numpy_gives(source, reference):
+    # a count that NumPy takes (within int64) on an empty input is an empty result, as NumPy's
+    interp = Interpreter(out=io.StringIO())
+    with allocates_at_most(5e6):
+        run(f"y = {source}", interp)
+    got, ref = interp.globals.vars["y"], reference()
+    assert got.shape == ref.shape and np.array_equal(got, ref)
+
+
+def test_chunk_of_an_empty_axis_gives_n_empty_parts_and_their_gradient():
+    out = run("""
+        p = chunk(zeros(2, 0), 3, dim=1)
+        print(len(p), size(p[2]))
+        print(grad(fn(x) -> sum(x) + sum(chunk(x[0:-1], 4)[3]), [1, 2]))
+    """)
+    assert out == "3 (2, 0)\n[1, 1]\n"

@@ -34,7 +34,7 @@ CAT = "Statistics & ML"
 def one_hot(ids, n):
     n = int(n)
     idx = _ids(ids, n, "one_hot", "id", None)
-    limits.check_elements(f"one_hot() of {idx.size} ids into {n} classes", idx.shape + (n,))
+    limits.check_shape(f"one_hot() of {idx.size} ids into {n} classes", idx.shape + (n,))
     out = (idx[..., None] == np.arange(n)).astype(np.float64)
     return ops.as_float(out)
 
@@ -56,7 +56,7 @@ def one_hot(ids, n):
                    'title("sinusoidal_positions(64, 32): rows are positions")'])
 def sinusoidal_positions(T, d_model):
     T, d = int(T), int(d_model)
-    limits.check_elements(f"sinusoidal_positions({T}, {d})", (T, d))
+    limits.check_shape(f"sinusoidal_positions({T}, {d})", (T, d))
     pos = np.arange(T, dtype=np.float64)[:, None]
     i2 = (np.arange(d) // 2 * 2).astype(np.float64)
     angle = pos / np.power(10000.0, i2 / d)

@@ -28,6 +28,19 @@ def _uniform(gen, bound, shape):
     return gen.uniform(-bound, bound, shape)
 
 
+def _check_total(fname, d, n_heads, mlp_ratio, attentions):
+    """The whole record against the size guard before the first weight is drawn (each weight
+    alone may pass while all of them together would not fit): per attention 4 D^2 + 4 D, then
+    2 D H + H + D for the feed-forward and 2 D per norm (an upper bound, biases counted)."""
+    from tapeml import limits
+    hidden = mlp_ratio * d
+    for shape in ((3 * d, d), (d, d), (hidden, d), (d, hidden)):       # each weight, in the order drawn
+        limits.check_elements(f"{fname}(): a weight of {' x '.join(map(str, shape))}", shape)
+    total = attentions * (4 * d * d + 4 * d) + 2 * d * hidden + hidden + d + 2 * d * (attentions + 1)
+    limits.check_elements(f"{fname}({d}, {n_heads}, mlp_ratio={mlp_ratio}): its {limits.g3(total)} numbers",
+                          (total,))
+
+
 def _init_generator(seed):
     from tapeml.builtins.random import rng
     return np.random.default_rng(seed) if seed is not None else rng()
@@ -103,6 +116,7 @@ def transformer_block_init(d_model, n_heads, mlp_ratio, norm, bias, layer_scale,
     if d % n_heads:
         raise ValueErr(f"transformer_block_init(): n_heads must divide d_model, got n_heads = {n_heads} "
                        f"and d_model = {d} ({d} / {n_heads} is not a whole number)")
+    _check_total("transformer_block_init", d, n_heads, mlp_ratio, 1)
     gen = _init_generator(seed)
     hidden = mlp_ratio * d
     heads = _init_heads(gen, d, n_heads, bias)
@@ -165,6 +179,7 @@ def transformer_decoder_block_init(d_model, n_heads, mlp_ratio, bias, seed):
     if d % n_heads:
         raise ValueErr(f"transformer_decoder_block_init(): n_heads must divide d_model, got n_heads = "
                        f"{n_heads} and d_model = {d} ({d} / {n_heads} is not a whole number)")
+    _check_total("transformer_decoder_block_init", d, n_heads, mlp_ratio, 2)
     gen = _init_generator(seed)
     hidden = mlp_ratio * d
     self_heads = _init_heads(gen, d, n_heads, bias)
