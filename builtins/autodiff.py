@@ -7,6 +7,7 @@ nothing accumulates across calls; nested calls use nested levels (grad of grad).
 """
 from __future__ import annotations
 
+import contextlib
 import gc
 
 import numpy as np
@@ -192,24 +193,32 @@ def check_grad(interp, f, x, h, samples):
             return new_leaf if j == k else raw(v)
         return float(raw(interp.call(f, [tree_map(swap, x)], {}, None)))
 
-    for k, (v, gv) in enumerate(zip(leaves, gleaves)):
-        rv = np.asarray(raw(v), dtype=np.float64)
-        gr = np.asarray(raw(gv), dtype=np.float64)
-        n = rv.size
-        picks = range(n) if n <= samples else rng.choice(n, samples, replace=False)
-        worst = 0.0
-        for i in picks:
-            step = h * max(1.0, abs(rv.flat[i]))
-            plus, minus = rv.copy(), rv.copy()
-            plus.flat[i] += step
-            minus.flat[i] -= step
-            if rv.ndim == 0:
-                plus, minus = float(plus), float(minus)
-            fd = (f_at(k, plus) - f_at(k, minus)) / (2 * step)
-            worst = _worse(worst, grad_error(float(gr.flat[i]), fd))
-        errors.append(worst)
+    total = sum(min(np.size(raw(v)), samples) for v in leaves)
+    with _bar(interp, total, f"check_grad, {total} elements") as bar:
+        for k, (v, gv) in enumerate(zip(leaves, gleaves)):
+            errors.append(_check_leaf(f_at, k, v, gv, h, samples, rng, bar))
     it = iter(errors)
     return tree_map(lambda v: next(it), x)
+
+
+def _check_leaf(f_at, k, v, gv, h, samples, rng, bar):
+    """The worst error over the checked elements of leaf k (two evaluations of f each)."""
+    rv = np.asarray(raw(v), dtype=np.float64)
+    gr = np.asarray(raw(gv), dtype=np.float64)
+    n = rv.size
+    picks = range(n) if n <= samples else rng.choice(n, samples, replace=False)
+    worst = 0.0
+    for i in picks:
+        step = h * max(1.0, abs(rv.flat[i]))
+        plus, minus = rv.copy(), rv.copy()
+        plus.flat[i] += step
+        minus.flat[i] -= step
+        if rv.ndim == 0:
+            plus, minus = float(plus), float(minus)
+        fd = (f_at(k, plus) - f_at(k, minus)) / (2 * step)
+        worst = _worse(worst, grad_error(float(gr.flat[i]), fd))
+        bar.update()
+    return worst
 
 
 # ---- jacobian, hessian, vjp, jvp (issue 20) --------------------------------------------------
@@ -265,11 +274,33 @@ def _caller(interp, f):
     return lambda v: interp.call(f, [v], {}, None)
 
 
-def jacobian_impl(call, x, fname="jacobian"):
+def _bar(interp, total, desc):
+    """The interpreter's bar for a long loop of passes (lang/progress.py, work_bar), or none."""
+    make = getattr(interp, "work_bar", None)
+    return make(total, desc) if make is not None else contextlib.nullcontext(_NO_BAR)
+
+
+class _NoBar:
+    @staticmethod
+    def update(n=1):
+        pass
+
+
+_NO_BAR = _NoBar()
+
+
+def jacobian_impl(call, x, fname="jacobian", interp=None):
+    """The Jacobian by the cheaper of two loops of backward passes, both on the one tape:
+    reverse, one pass per OUTPUT element (its unit cotangent gives a row), or forward, one pass
+    per INPUT element: the backward pass of f is recorded once with a tracked cotangent u (u' J,
+    linear in u), and the pass from its j-th element back to u gives column j (jvp's double-vjp
+    trick). Forward is taken when x has fewer elements than f(x) less one (JAX's jacfwd against
+    jacrev, chosen by shape). A bar shows the passes when they take a while."""
     xshape = _array_arg(fname, "x", x)
     gc_was_on = gc.isenabled()
     gc.disable()
     try:
+        lu = new_level()                        # the cotangent's level, outside f's (forward mode)
         bx, out, oshape, level = _trace(call, x, fname)
         m = int(np.prod(oshape)) if oshape else 1
         n = int(np.prod(xshape)) if xshape else 1
@@ -278,7 +309,24 @@ def jacobian_impl(call, x, fname="jacobian"):
                               oshape + xshape)
         if m == 0 or n == 0:
             return ops.as_float(np.zeros(oshape + xshape))
-        rows = [_pull(out, bx, level, _basis(oshape, i), xshape) for i in range(m)]
+        if n + 1 < m:
+            u0 = ops.as_float(np.zeros(oshape)) if oshape else 0.0
+            bu = Box(u0, lu, None, (), NO_KW, None, (), ())
+            ut_j = _pull(out, bx, level, bu, xshape)       # u' J, recorded on level lu
+            cols = []
+            with _bar(interp, n, f"{fname}, {n} backward passes") as bar:
+                for j in range(n):
+                    e = ops.index(ut_j, idx=np.unravel_index(j, xshape)) if xshape else ut_j
+                    cols.append(_pull(e, bu, lu, 1.0, oshape))
+                    bar.update()
+            if not xshape:
+                return cols[0]
+            return ops.reshape(ops.stack(*cols, dim=-1), shape=oshape + xshape)   # oshape is not () here
+        rows = []
+        with _bar(interp, m, f"{fname}, {m} backward passes") as bar:
+            for i in range(m):
+                rows.append(_pull(out, bx, level, _basis(oshape, i), xshape))
+                bar.update()
     finally:
         if gc_was_on:
             gc.enable()
@@ -306,7 +354,7 @@ def jacobian_impl(call, x, fname="jacobian"):
                    "size(jacobian(fn(x) -> x', zeros(2, 3)))",
                    "jacobian(fn(x) -> [sum(x), x[0] * x[1]], [2, 3])"])
 def jacobian(interp, f, x):
-    return jacobian_impl(_caller(interp, f), x)
+    return jacobian_impl(_caller(interp, f), x, interp=interp)
 
 
 @builtin("hessian", CAT, "The Hessian of a scalar f at x: the second derivatives d^2 f / d x[i] d x[j], shaped in + in.",
@@ -326,7 +374,7 @@ def jacobian(interp, f, x):
 def hessian(interp, f, x):
     def g(v):
         return value_and_grad_impl(interp, f, v, "x", "hessian")[1]
-    return jacobian_impl(g, x, "hessian")
+    return jacobian_impl(g, x, "hessian", interp)
 
 
 def _check_v(fname, what, v, shape, whose):

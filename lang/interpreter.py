@@ -27,6 +27,7 @@ from .errors import (STDLIB_PREFIX, InternalError, LangError, NameErr, Recursion
 from .indexing import Indexing
 from .lexer import FOREIGN_WORDS
 from .parser import parse
+from . import progress
 from .ranges import make_range, plan_range
 from .scope import Env
 from .statements import Statements, is_numeric
@@ -196,6 +197,11 @@ class Interpreter(Statements, Calls, Indexing):
             self.load_stdlib()
             return self.eval_name(node, env)
         raise self.unknown_name(name, node.span, env)
+
+    def work_bar(self, total: int, desc: str):
+        """A progress bar for a builtin's own long loop (jacobian's backward passes), drawn as
+        a progress(...) loop's is, once it has run a while (lang/progress.py, work_bar)."""
+        return progress.work_bar(self, total, desc)
 
     def unknown_name(self, name, span, env) -> NameErr:
         if name in FOREIGN_WORDS:

@@ -380,3 +380,97 @@ def test_chunk_of_an_empty_axis_gives_n_empty_parts_and_their_gradient():
         print(grad(fn(x) -> sum(x) + sum(chunk(x[0:-1], 4)[3]), [1, 2]))
     """)
     assert out == "3 (2, 0)\n[1, 1]\n"
+
+
+# ---- jacobian: the cheaper loop of backward passes, and a bar when it is long -----------------------
+def num_jacobian(f, x, h=1e-6):
+    x = np.asarray(x, dtype=np.float64)
+    y0 = np.asarray(f(x))
+    J = np.zeros(y0.shape + x.shape)
+    for i in range(x.size):
+        xp, xm = x.copy(), x.copy()
+        xp.flat[i] += h
+        xm.flat[i] -= h
+        J[(...,) + np.unravel_index(i, x.shape)] = (np.asarray(f(xp)) - np.asarray(f(xm))) / (2 * h)
+    return J
+
+
+def _tapeml_fn(interp, name):
+    """A tapeml function of the interpreter as a Python function of NumPy values."""
+    f = interp.globals.vars[name]
+    return lambda x: np.asarray(interp.call(f, [x], {}, None), dtype=np.float64)
+
+
+def test_a_tall_jacobian_takes_one_pass_per_input_and_agrees_with_finite_differences(monkeypatch):
+    from tapeml.builtins import autodiff
+    passes = []
+    real = autodiff.backward
+    monkeypatch.setattr(autodiff, "backward", lambda *a, **k: passes.append(1) or real(*a, **k))
+    interp = Interpreter(out=io.StringIO())
+    run("""
+        W = reshape(sin(1:30), 5, 3, 2)
+        fn tall(x)
+            return tanh(W[:, :, 0] * x[0] + W[:, :, 1] * x[1] ^ 2)
+        end
+        fn wide(x)
+            return [sum(x ^ 2), prod(x)]
+        end
+        fn scalar_in(t)
+            return [sin(t), t ^ 3, 2 * t, exp(t)]
+        end
+        fn constant(x)
+            return ones(4, 2)
+        end
+        J = jacobian(tall, [0.4, -1.3])
+        Jw = jacobian(wide, [1, 2, 3])
+        Js = jacobian(scalar_in, 0.5)
+        Jc = jacobian(constant, [1, 2])
+    """, interp)
+    v = interp.globals.vars
+    # tall: 15 outputs, 2 inputs: u'J recorded once, then one pass per input (3), not 15
+    # wide: 2 outputs, 3 inputs: one pass per output (2); scalar_in: 1 + 1; constant: none
+    assert len(passes) == 3 + 2 + 2
+    assert v["J"].shape == (5, 3, 2) and v["Js"].shape == (4,) and v["Jc"].shape == (4, 2, 2)
+    np.testing.assert_allclose(v["J"], num_jacobian(_tapeml_fn(interp, "tall"), [0.4, -1.3]), rtol=1e-7, atol=1e-9)
+    np.testing.assert_allclose(v["Jw"], num_jacobian(_tapeml_fn(interp, "wide"), [1.0, 2.0, 3.0]), rtol=1e-7)
+    np.testing.assert_allclose(v["Js"], [np.cos(0.5), 3 * 0.25, 2.0, np.exp(0.5)], rtol=1e-15)
+    assert not v["Jc"].any()
+
+
+def test_grad_flows_through_a_tall_jacobian():
+    interp = Interpreter(out=io.StringIO())
+    run("""
+        fn tall(x)
+            return [sin(x[0] * x[1]), x[0] ^ 3, x[1] * x[0], exp(x[1]), x[0]]
+        end
+        fn loss(x)
+            return sum(jacobian(tall, x) * [1, 2; 3, 4; 5, 6; 7, 8; 9, 10])
+        end
+        g = grad(loss, [0.3, 0.8])
+        gv = grad(fn(x) -> sum(jacobian(fn(t) -> [t, t ^ 2, sin(t)], x)), 0.7)
+    """, interp)
+    loss = interp.globals.vars["loss"]
+    ref = num_jacobian(lambda x: np.float64(interp.call(loss, [x], {}, None)), [0.3, 0.8], h=1e-5)
+    np.testing.assert_allclose(interp.globals.vars["g"], ref, rtol=1e-6)
+    assert interp.globals.vars["gv"] == pytest.approx(2 - np.sin(0.7), rel=1e-14)
+
+
+def test_a_long_jacobian_shows_a_bar_and_a_short_one_says_nothing(monkeypatch):
+    from tapeml import progress
+    interp = Interpreter(out=io.StringIO())
+    err = io.StringIO()
+    interp.progress_out = err
+    run("J = jacobian(fn(x) -> sin(x), [1, 2, 3])\nH = hessian(fn(x) -> sum(x ^ 3), [1, 2])", interp)
+    assert err.getvalue() == ""                   # done within WORK_DELAY seconds: no bar
+    monkeypatch.setattr(progress, "WORK_DELAY", 1e-9)
+    run("J = jacobian(fn(x) -> sin(x), 1:40)\nH = hessian(fn(x) -> sum(x ^ 3), [1, 2])\n"
+        "c = check_grad(fn(x) -> sum(x ^ 2), 1:5)", interp)
+    lines = err.getvalue().splitlines()
+    # log lines (the stream is not a terminal): the first step, each tenth, the end
+    assert lines[0].startswith("jacobian, 40 backward passes:   2% 1/40 [")
+    for title, count in (("jacobian, 40 backward passes", "40/40"), ("hessian, 2 backward passes", "2/2"),
+                         ("check_grad, 5 elements", "5/5")):
+        last = [line for line in lines if line.startswith(title + ":")][-1]
+        assert f"100% {count} [" in last, lines
+    assert len(lines) == (1 + 10) + 2 + 5      # jacobian: 1/40, then 4/40 ... 40/40; each step of 2 and of 5
+    np.testing.assert_allclose(interp.globals.vars["J"], np.diag(np.cos(np.arange(1.0, 41.0))), rtol=1e-15)
