@@ -9,7 +9,7 @@ The limits (docs/language.md, "Limits"):
 - a range at most MAX_RANGE elements;
 - a string at most MAX_STRING_BYTES bytes of UTF-8 (0.1 GB);
 - a walk over a value (printing, ==, tree_map, grad's parameter trees, ...) follows tuples and
-  records at most MAX_NESTING deep (`check_nesting`).
+  records at most MAX_NESTING deep (declared in values.py; `nesting_error` is its message).
 """
 from __future__ import annotations
 
@@ -34,11 +34,9 @@ MAX_STRING_BYTES = 100_000_000
 
 
 RANGE_MAX = 100_000_000    # elements of one range
-# Tuples and records inside each other that a walk over a value follows (printing, ==, the
-# tree builtins, grad's parameter trees, the display, the Python API): as deep as the deepest
-# recursion (scope.MAX_DEPTH calls) can build. A loop can build a value deeper than that; a walk
-# refuses it with nesting_error instead of running out of stack or memory.
-MAX_NESTING = 20_000
+# The nesting limit of walks over values (MAX_NESTING, nesting_error) is declared in values.py,
+# whose printer every limit message uses (values imports nothing of limits), and listed here.
+from .values import MAX_NESTING, nesting_error  # noqa: E402,F401
 
 
 def g3(x: float) -> str:
@@ -70,11 +68,6 @@ def range_error(count: float, fname: str = "") -> ValueErr:
     from .values import format_number
     shown = format_number(float(count)) if math.isfinite(count) else "more than 1e308"
     return ValueErr(f"{fname}the range would have {shown} elements; the limit is {format_number(RANGE_MAX)}")
-
-
-def nesting_error(what: str) -> ValueErr:
-    """'{what} nests tuples and records more than 20000 deep': the one message of every walk."""
-    return ValueErr(f"{what} nests tuples and records more than {MAX_NESTING} deep")
 
 
 def check_elements(what: str, shape) -> None:

@@ -14,13 +14,23 @@ import math
 
 import numpy as np
 
-from .errors import InternalError, TypeErr
-from .limits import MAX_NESTING, nesting_error
+from .errors import InternalError, TypeErr, ValueErr
 from .tape import Box, raw
 
 SUMMARY_THRESHOLD = 1000   # arrays with more elements print summarized
 EDGE = 3                   # items shown at each end of a summarized axis
 WHOLE_LIMIT = 2.0 ** 53    # whole numbers below this magnitude print every digit
+# Tuples and records inside each other that a walk over a value follows (printing, ==, the
+# tree builtins, grad's parameter trees, the display, the Python API): as deep as the deepest
+# recursion (scope.MAX_DEPTH calls) can build. A loop can build a value deeper than that; a walk
+# refuses it with nesting_error instead of running out of stack or memory. One of the limits
+# (lang/limits.py lists it), declared here because the limits' messages use this printer.
+MAX_NESTING = 20_000
+
+
+def nesting_error(what: str) -> ValueErr:
+    """'{what} nests tuples and records more than 20000 deep': the one message of every walk."""
+    return ValueErr(f"{what} nests tuples and records more than {MAX_NESTING} deep")
 
 
 class Record:
