@@ -67,7 +67,8 @@ def eye(n):
               "[B*T, D] matrix as [B, T, D]. The element counts must match; one size may be -1 and is then "
               "computed from the others.",
          errors=["ShapeError when the elements do not fill the new shape exactly (or two sizes are -1)",
-                 "ValueError when a size is not a whole number or is below -1",
+                 "ValueError when a size is not a whole number or is below -1, or is past the size limit "
+                 "(reshape(zeros(0), 0, 2^40): no elements, but no such axis either)",
                  "TypeError when x is not a number or matrix"],
          how="NumPy's `reshape` (C order, as NumPy and PyTorch). One size may be -1 to be inferred.",
          examples=["reshape(1:6, 2, 3)", "reshape([1, 2; 3, 4], 4)", "reshape(1:6, -1, 2)"])
@@ -180,7 +181,9 @@ def range_plan(a, b, step):
                  "TypeError when a, b or step is not a number"],
          how="NumPy's `arange(a, b, step)`: Python's half-open convention, unlike the `a:b` operator, which "
              "includes b. b is left out also when the last step lands on it within rounding "
-             "(range(0, 0.3, 0.1) is [0, 0.1, 0.2]). range(n) is exactly the valid indices of an axis of length n.",
+             "(range(0, 0.3, 0.1) is [0, 0.1, 0.2]). range(n) is exactly the valid indices of an axis of length n. "
+             "`for i in range(n)` walks the numbers a chunk at a time without making the vector, as `for i in "
+             "0:n-1` does.",
          examples=["range(4)", "range(2, 5)", "range(0, 10, 3)", "range(0)"], walk=range_plan)
 def range_(a, b, step):
     return range_plan(a, b, step).values()
@@ -374,7 +377,8 @@ def flip(x, dim):
              "NumPy's instead (each element n times). With fewer reps than axes, the reps are padded with 1s at "
              "the front; with more, x gets leading axes of size 1 (NumPy's rule). Written as reshape, broadcast_to "
              "and reshape, so the gradient sums the copies.",
-         errors=["ValueError when a rep is not a whole number >= 0, or the result would pass the size limit",
+         errors=["ValueError when a rep is not a whole number between 0 and 2^53, or the result would pass the "
+                 "size limit (a rep of 1e10 on an empty x gives an empty result, as NumPy's)",
                  "TypeError when no reps are given"],
          examples=["tile([1.5, 2], 3)", "tile([1, 2; 3, 4], 2, 1)", "tile([1, 2], 2, 2)"])
 def tile(x, reps):
@@ -451,7 +455,7 @@ def _pad_widths(widths, nd):
              "F.pad(x, (l, r, t, b)) is pad(x, ((t, b), (l, r))). Written as a setitem of x into a filled matrix, "
              "so the gradient to x is the cotangent's inner block (value gets none).",
          errors=["ValueError when widths is not one whole (before, after) pair >= 0 per axis, or the result would "
-                 "pass the size limit", "ShapeError when x is a number"],
+                 "pass the size limit (also an empty result whose padded axis would)", "ShapeError when x is a number"],
          examples=["pad([1.5, 2, 3], (1, 2))", "pad([1, 2; 3, 4], ((1, 0), (0, 2)), value=-1)",
                    "pad([1, 2; 3, 4], [0, 1; 1, 1])"])
 def pad(x, widths, value):
@@ -475,7 +479,9 @@ def pad(x, widths, value):
              "(chunk(1:5, 4) gives sizes 2, 2, 1), as PyTorch. NumPy's `array_split` instead makes n parts whose "
              "sizes differ by at most one. Each part is an index of x, so the gradient puts each part's cotangent "
              "back in place.",
-         errors=["ValueError when n is not a whole number >= 1, or dim is out of range", "ShapeError when x is a number"],
+         errors=["ValueError when n is not a whole number >= 1, or dim is out of range",
+                 "ValueError when an empty axis would give more parts than the size limit",
+                 "ShapeError when x is a number"],
          examples=["chunk([1.5, 2, 3, 4], 2)", "qkv = reshape(1:12, 2, 6)\nq, k, v = chunk(qkv, 3, dim=1)\nprint(k)",
                    "chunk(1:5, 4)  # ceil(5 / 4) = 2 each: three parts, as PyTorch"])
 def chunk(x, n, dim):

@@ -100,7 +100,8 @@ def _run_and_backward(interp, f, x, boxed, boxes, level, name):
              "topological sort with a dict of pending cotangents (HIPS autograd's scheme). Leaves f does "
              "not use get zeros.",
          errors=["ValueError when f returns something other than a number (the shape is named)",
-                 "TypeError naming the path of a string, bool or function inside x"],
+                 "TypeError naming the path of a string, bool or function inside x",
+                 "ValueError when x nests tuples and records more than 20000 deep"],
          examples=["grad(fn(x) -> x^2, 3)", "grad(fn(x) -> sum(x * x * x), [1, 2, 3])",
                    "w = {a = 2, b = [1, 2]}\ngrad(fn(w) -> w.a * sum(w.b), w)",
                    "grad(fn(x) -> grad(fn(y) -> y^3, x), 2)"])
@@ -116,7 +117,8 @@ def grad(interp, f, x):
              "backward pass (JAX's `jax.value_and_grad`), returning the value computed on the way.",
          errors=["ValueError when f returns something other than a number (the shape is named)",
                  "TypeError naming the path of a string, bool or function inside x",
-                 "TypeError when f is not a function"],
+                 "TypeError when f is not a function",
+                 "ValueError when x nests tuples and records more than 20000 deep"],
          examples=["value_and_grad(fn(x) -> sum(x^2), [1, 2])",
                    "loss, g = value_and_grad(fn(w) -> sum(w * [1, 2]), [3, 4])\nprint(loss, g)"])
 def value_and_grad(interp, f, x):
@@ -129,7 +131,8 @@ def value_and_grad(interp, f, x):
               "not depending on anything, so grad(fn(x) -> x * stop_gradient(x), 3) is 3, not 6.",
          how="Returns the plain value under every tape level, so nothing flows back through it (JAX's "
              "`lax.stop_gradient`, PyTorch's `Tensor.detach`).",
-         errors=["none: any value is accepted; values that are not numbers or matrices come back unchanged"],
+         errors=["none: any value is accepted; values that are not numbers or matrices come back unchanged "
+                 "(a tuple or record nested more than 20000 deep is a ValueError)"],
          examples=["grad(fn(x) -> x * stop_gradient(x), 3)"])
 def stop_gradient(x):
     r = raw(x)
@@ -173,7 +176,8 @@ def _worse(a: float, b: float) -> float:
              "|grad_i - fd| / max(|grad_i|, |fd|, 1), the test of PyTorch's `torch.autograd.gradcheck`. Leaves larger than `samples` are checked on a fixed "
              "pseudo-random subset of elements. Values near 1e-9 or below mean the tape is right. A nan in "
              "either gradient makes the leaf's error nan, and an infinity in one but not the other makes it "
-             "inf: both are failures (nan < 1e-6 is false), never hidden as 0.",
+             "inf: both are failures (nan < 1e-6 is false), never hidden as 0. The evaluations show a "
+             "progress bar on standard error when they run past 2 seconds, as jacobian's.",
          examples=["check_grad(fn(x) -> sum(sin(x) * x), [0.5, 1, 2]) < 1e-6",
                    "check_grad(fn(x) -> sqrt(x), 0)  # tape inf, finite differences nan: a failure",
                    "check_grad(fn(w) -> sum(w.a @ w.b), {a = [1, 2; 3, 4], b = [1; 2]})"])
@@ -343,7 +347,13 @@ def jacobian_impl(call, x, fname="jacobian", interp=None):
               "m x n matrix J with J[i, j] = d f_i / d x_j. For a scalar f it is the gradient; for a "
               "matrix input or output the axes are kept, not flattened.",
          how="One forward pass of f on the tape, then one backward pass per output element with that "
-             "element's unit cotangent (reverse mode, row by row), stacked. The shape is shape(f(x)) + "
+             "element's unit cotangent (reverse mode, row by row), stacked; when x has fewer elements "
+             "than f(x) (less one), one backward pass per input element instead: the backward pass of f "
+             "is recorded once with a tracked cotangent u, and the pass from each element of u' J back "
+             "to u gives a column (forward mode by jvp's double-vjp trick; JAX's `jacfwd` against "
+             "`jacrev`, chosen by shape), so a jacobian of 540,000 outputs by 3 inputs takes 4 passes. "
+             "A loop of passes that runs past 2 seconds shows a progress bar on standard error, as "
+             "`progress` draws it (`TAPEML_PROGRESS=0` turns it off). The shape is shape(f(x)) + "
              "shape(x), as PyTorch's `torch.autograd.functional.jacobian` and JAX's `jacrev`; reshape it "
              "to [numel(f(x)), numel(x)] for the flattened (row-major) matrix. Every product is recorded, "
              "so the jacobian itself can be differentiated (hessian is the jacobian of grad).",
@@ -365,7 +375,8 @@ def jacobian(interp, f, x):
               "an n x n symmetric matrix (for smooth f).",
          how="The jacobian of the gradient: jacobian(fn(y) -> grad(f, y), x), reverse over reverse on the "
              "one tape (the gradient's backward pass is made of recorded primitives). The shape is shape(x) "
-             "+ shape(x), as PyTorch's `torch.autograd.functional.hessian`.",
+             "+ shape(x), as PyTorch's `torch.autograd.functional.hessian`. Its n backward passes show a "
+             "progress bar on standard error when they run past 2 seconds, as jacobian's.",
          errors=["TypeError when x is not a number or a matrix of numbers",
                  "ValueError when f returns something other than a number (the shape is named)"],
          examples=["hessian(fn(x) -> x^3, 2)",

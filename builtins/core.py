@@ -21,7 +21,8 @@ from tapeml.builtins.util import axis, tree_leaves as leaves_with_paths
 @builtin("print", "Core", "Print values separated by spaces, then a newline.",
          [P("values", variadic=True, doc="any values; each is formatted as the REPL shows it")],
          returns="none", context=True,
-         errors=["none: any number of values of any kind can be printed (print() writes an empty line)"],
+         errors=["none for values of any kind (print() writes an empty line); a ValueError for a tuple or "
+                 "record nested more than 20000 deep"],
          what="Writes its arguments to standard output with the one printer of the language: "
               "whole numbers below 2^53 with every digit, other numbers with up to 7 significant digits, "
               "matrices as the literal that makes them (`[1, 2; 3, 4]`, a one-row `[1, 2;]`).",
@@ -90,7 +91,7 @@ def type_(x):
          how="format_value(x), the language's one printer (whole numbers below 2^53 with every digit, other "
              "numbers with up to 7 significant digits, matrices as their literal: [1, 2; 3, 4], a one-row "
              "[1, 2;]), the same one string interpolation \"{x}\" uses; like Python's `str`.",
-         errors=["TypeError when not called with exactly one argument"],
+         errors=["TypeError when not called with exactly one argument", "ValueError when the value nests tuples and records more than 20000 deep"],
          examples=['str([1, 2]) + "!"', 'str([1, 2;])', "str(6 * 3152384)", "len(str(pi()))"])
 def str_(x):
     return format_value(x)
@@ -202,7 +203,8 @@ def _shape_desc(r):
              "every tree, at a tuple the same length, then calls f on the leaves (JAX's "
              "`jax.tree_util.tree_map`).",
          errors=["ValueError naming the path where the trees' structures differ",
-                 "TypeError when f is not a function"],
+                 "TypeError when f is not a function",
+                 "ValueError when the trees nest tuples and records more than 20000 deep"],
          examples=["tree_map(fn(x) -> 2 * x, {a = 1, b = ([1, 2], 3)})",
                    "p = {w = [1, 2], b = 0.5}\ng = {w = [0.1, 0.1], b = 1}\n"
                    "tree_map(fn(p, g) -> p - 0.5 * g, p, g)"])
@@ -218,7 +220,8 @@ def tree_map(interp, f, trees):
          what="Flattens a nested record or tuple (parameters, gradients) into one tuple of its leaves, so a "
               "loop can visit every matrix, e.g. for a global gradient norm. A value that is neither a record "
               "nor a tuple is its own single leaf.",
-         errors=["none: any value is accepted (a leaf gives a 1-tuple, an empty tuple gives ())"],
+         errors=["none for a value of any kind (a leaf gives a 1-tuple, an empty tuple gives ()); a "
+                 "ValueError for a tree nested more than 20000 deep"],
          how="Depth-first over record fields in their order and tuple items in order (JAX's "
              "`jax.tree_util.tree_leaves`). Useful to reduce over all parameters, e.g. a gradient norm.",
          examples=["tree_leaves({a = 1, b = ([1, 2], 3)})",
@@ -360,7 +363,8 @@ def progress_walk(interp, items, desc):
              "`TAPEML_PROGRESS=0` in the environment turns bars off; the docs are built with them "
              "off, so the examples on this page show only what they print. When the loop ends (done, "
              "`break`, an error, Ctrl-C) the bar's line is closed; after Ctrl-C in the REPL the "
-             "variables keep the values they had.",
+             "variables keep the values they had. In `for step in progress(1:n)` the range is walked a "
+             "chunk at a time, never made into a vector (nor are enumerate(...) and zip(...) inside it).",
          errors=["TypeError when items is something a for loop cannot walk (a record, a function, a bool)"],
          examples=['total = 0\nfor step in progress(1:100, desc="sum")\n    total = total + step\n'
                    '    progress_note("total {total}")\nend\ntotal',

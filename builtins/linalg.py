@@ -234,7 +234,9 @@ def trace_(A):
          how="NumPy's and MATLAB's `diag`, with both directions; PyTorch's `diag` too (its batched "
              "`diag_embed` / `diagonal` are not needed here: diag refuses 3 or more axes). Composed from the "
              "`scatter_add` and `index` primitives, whose VJPs are each other.",
-         errors=["ShapeError when x is a number or has more than two axes"],
+         errors=["ShapeError when x is a number or has more than two axes",
+                 "ValueError when a vector's (n + |k|) x (n + |k|) matrix would pass the size limit (checked "
+                 "before anything is allocated); a matrix's diagonal past its corner is empty, whatever k"],
          examples=["diag([1, 2, 3])", "diag([1, 2, 3; 4, 5, 6; 7, 8, 9])", "diag([1, 2], 1)",
                    "diag([1, 2, 3; 4, 5, 6], -1)"])
 def diag_(x, k):

@@ -433,7 +433,8 @@ def enumerate_walk(xs):
          what="Pairs up sequences item by item: zip([1, 2], (\"a\", \"b\")) is ((1, \"a\"), (2, \"b\")), e.g. to "
               "walk inputs and targets together: for p in zip(xs, ys) ... p[0] ... p[1].",
          how=_WALK + " Unlike Python's `zip`, which stops at the shortest, the lengths must be equal (Python's "
-             "`zip(..., strict=True)`): a length mismatch is usually a bug.",
+             "`zip(..., strict=True)`): a length mismatch is usually a bug. As the iterable of a `for` loop "
+             "the tuples are made one at a time (ranges in it are never made into vectors).",
          errors=["ValueError naming the lengths when they differ",
                  "TypeError when given no sequence, or one that cannot be walked"],
          examples=["zip([1, 2], (\"a\", \"b\"))", "zip(\"ab\", [1, 2; 3, 4])", "zip((), [])",
@@ -446,7 +447,9 @@ def zip_(seqs):
 @builtin("enumerate", CAT, "A tuple of (index, item) pairs, the index counting from 0.",
          [P("xs", doc=_SEQ, walked=True)], returns="a tuple of 2-tuples",
          what="Pairs each item with its position: enumerate((\"a\", \"b\")) is ((0, \"a\"), (1, \"b\")).",
-         how=_WALK + " Indices start at 0, as tapeml's indexing (Python's `enumerate`).",
+         how=_WALK + " Indices start at 0, as tapeml's indexing (Python's `enumerate`). As the iterable of a "
+             "`for` loop (`for i, x in enumerate(1:n)`) the pairs are made one at a time and a range in it "
+             "is never made into a vector, as Python's lazy `enumerate`.",
          errors=["TypeError when xs cannot be walked (a record, none, a bool, a function)"],
          examples=["enumerate((\"a\", \"b\"))", "for p in enumerate([10, 20])\n    print(p[0], p[1])\nend"],
          walk=enumerate_walk)

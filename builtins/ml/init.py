@@ -107,7 +107,9 @@ def _init_ffn(gen, d, hidden):
              "and transposed into this layout. Layer scale (Touvron et al. 2021, CaiT) fills gamma1 and "
              "gamma2 with layer_scale_init.",
          errors=["ValueError when n_heads does not divide d_model",
-                 "ValueError when mlp_ratio < 1, d_model or n_heads < 1, or norm is unknown"],
+                 "ValueError when mlp_ratio < 1, d_model or n_heads < 1, or norm is unknown",
+                 "ValueError when one weight or the whole record would pass the size limit (checked before "
+                 "the first draw)"],
          examples=["w = transformer_block_init(32, 4, seed=0)\nparam_count(w)",
                    "w = transformer_block_init(16, 2, norm=\"rms_norm\", seed=0)\nsize(w.heads[0].wq)",
                    "param_count(transformer_block_init(16, 2, mlp_ratio=2, layer_scale=true, seed=0))"])
@@ -171,7 +173,9 @@ def transformer_block_init(d_model, n_heads, mlp_ratio, norm, bias, layer_scale,
              "biases; LayerNorm gains ones and biases zeros. The matrices are drawn in PyTorch's shapes "
              "in that order and transposed and split by heads into this layout.",
          errors=["ValueError when n_heads does not divide d_model",
-                 "ValueError when mlp_ratio < 1 or d_model or n_heads < 1"],
+                 "ValueError when mlp_ratio < 1 or d_model or n_heads < 1",
+                 "ValueError when one weight or the whole record would pass the size limit (checked before "
+                 "the first draw)"],
          examples=["w = transformer_decoder_block_init(512, 8, seed=0)\nparam_count(w)",
                    "summary(transformer_decoder_block_init(8, 2, mlp_ratio=2, seed=0))"])
 def transformer_decoder_block_init(d_model, n_heads, mlp_ratio, bias, seed):

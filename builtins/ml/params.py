@@ -25,7 +25,7 @@ def _leaves(value, path: str | None = "", what: str = "the value"):
          what="How many trainable numbers a model has: the element count of every number and float matrix "
               "in a nested record or tuple, such as a transformer_block_init record (12,704 for D = 32, 4 heads).",
          errors=["none for any one value: a value holding no numbers counts 0 (TypeError only for a wrong "
-                 "number of arguments)"],
+                 "number of arguments)", "ValueError when the value nests tuples and records more than 20000 deep"],
          how="The sum of the element counts of every number and float matrix in the tree (a number counts "
              "1). Strings, bools, bool matrices, none and functions count 0.",
          examples=["param_count({w = zeros(8, 16), b = zeros(16)})",
@@ -45,7 +45,8 @@ def _fmt_shape(shape):
          what="One row per number or matrix in the tree, named by its path (heads[0].wq, w1, ...), then the "
               "total, which is param_count(weights).",
          how="Walks the tree in field order; counts as param_count. Shapes print as rows x columns.",
-         errors=["none for any one value: a value holding no numbers prints an empty table with total 0"],
+         errors=["none for any one value: a value holding no numbers prints an empty table with total 0",
+                 "ValueError when weights nests tuples and records more than 20000 deep"],
          examples=["summary({w = zeros(8, 16), b = zeros(16)})",
                    "summary(transformer_block_init(8, 2, mlp_ratio=2, seed=0))"])
 def summary(interp, weights):
