@@ -166,7 +166,7 @@ class Statements:
         """What a `for` loop walks, evaluated without making what it need not: a range is
         planned, not made into a vector; a call of a builtin that declares a lazy form
         (`walk=`: range, progress, enumerate, zip) runs that form, its walked arguments given
-        the same way (so `for i, x in enumerate(progress(1:n))` makes nothing n long).
+        the same way (so `for i, x in progress(enumerate(1:n))` makes nothing n long).
         Anything else is evaluated as usual."""
         t = type(node)
         if t is A.Range:
