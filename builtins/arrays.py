@@ -6,10 +6,10 @@ import math
 import numpy as np
 
 from tapeml import limits, ops
-from tapeml.builtins.registry import P, builtin
+from tapeml.builtins.registry import INT_BOUND, P, builtin
 from tapeml.builtins.util import axis, check_size
 from tapeml.errors import ShapeError, TypeErr, ValueErr
-from tapeml.ranges import RANGE_MAX, RANGE_ULPS, make_range
+from tapeml.ranges import RANGE_MAX, RANGE_ULPS, plan_range
 from tapeml.tape import raw
 from tapeml.values import describe, format_number, format_value, shape_text
 
@@ -67,7 +67,8 @@ def eye(n):
               "[B*T, D] matrix as [B, T, D]. The element counts must match; one size may be -1 and is then "
               "computed from the others.",
          errors=["ShapeError when the elements do not fill the new shape exactly (or two sizes are -1)",
-                 "ValueError when a size is not a whole number or is below -1",
+                 "ValueError when a size is not a whole number or is below -1, or is past the size limit "
+                 "(reshape(zeros(0), 0, 2^40): no elements, but no such axis either)",
                  "TypeError when x is not a number or matrix"],
          how="NumPy's `reshape` (C order, as NumPy and PyTorch). One size may be -1 to be inferred.",
          examples=["reshape(1:6, 2, 3)", "reshape([1, 2; 3, 4], 4)", "reshape(1:6, -1, 2)"])
@@ -86,6 +87,11 @@ def reshape(x, dims):
         shown = " x ".join(str(d) if d < 10 ** 16 else format_number(float(d)) for d in shape)
         raise ShapeError(f"reshape(): cannot put {n} elements ({shape_text(np.shape(raw(x)))}) "
                          f"into shape {shown}")
+    # reshape(zeros(0), 0, 2^60): the counts agree (no elements), but there is no such axis either
+    if max(shape, default=0) > INT_BOUND:
+        raise ValueErr(f"reshape(): sizes must be whole numbers between -1 and 2^53, got "
+                       f"{format_value(float(max(shape)))}")
+    limits.check_axes("reshape()", shape)
     return ops.reshape(x, shape=tuple(shape))
 
 
@@ -149,17 +155,9 @@ def stack(xs, dim):
     return _join("stack", ops.stack, xs, dim)
 
 
-@builtin("range", "Arrays", "range(n) is 0:n-1; range(a, b) is a:b-1 (the end excluded, as in Python).",
-         [P("a", "number"), P("b", "number", None), P("step", "number", 1.0)], returns="vector",
-         what="The numbers from a up to but not including b, step apart (0 to n - 1 for range(n)); an "
-              "empty vector when there are none, e.g. range(5, 1).",
-         errors=["ValueError when step is 0, a, b or step is not finite, or the range would have more than 1e8 elements",
-                 "TypeError when a, b or step is not a number"],
-         how="NumPy's `arange(a, b, step)`: Python's half-open convention, unlike the `a:b` operator, which "
-             "includes b. b is left out also when the last step lands on it within rounding "
-             "(range(0, 0.3, 0.1) is [0, 0.1, 0.2]). range(n) is exactly the valid indices of an axis of length n.",
-         examples=["range(4)", "range(2, 5)", "range(0, 10, 3)", "range(0)"])
-def range_(a, b, step):
+def range_plan(a, b, step):
+    """range(a, b, step) checked and planned (a ranges.Range): the builtin makes the vector, a
+    for loop walks it (range's lazy form)."""
     start, stop = (0.0, a) if b is None else (a, b)
     if step == 0:
         raise ValueErr("range(): step cannot be 0")
@@ -172,9 +170,23 @@ def range_(a, b, step):
     # b is excluded, also when the last step lands on b within rounding (the rule of a:b's end)
     if n >= 1 and abs(start + (n - 1) * step - stop) <= RANGE_ULPS * 2.0 ** -52 * max(abs(start), abs(stop), abs(step)):
         n -= 1
-    if n <= 0:
-        return np.zeros(0, dtype=ops.FLOAT["dtype"])
-    return make_range(start, step, start + (n - 1) * step)
+    return plan_range(start, step, start + (n - 1) * step) if n > 0 else plan_range(0.0, 1.0, -1.0)
+
+
+@builtin("range", "Arrays", "range(n) is 0:n-1; range(a, b) is a:b-1 (the end excluded, as in Python).",
+         [P("a", "number"), P("b", "number", None), P("step", "number", 1.0)], returns="vector",
+         what="The numbers from a up to but not including b, step apart (0 to n - 1 for range(n)); an "
+              "empty vector when there are none, e.g. range(5, 1).",
+         errors=["ValueError when step is 0, a, b or step is not finite, or the range would have more than 1e8 elements",
+                 "TypeError when a, b or step is not a number"],
+         how="NumPy's `arange(a, b, step)`: Python's half-open convention, unlike the `a:b` operator, which "
+             "includes b. b is left out also when the last step lands on it within rounding "
+             "(range(0, 0.3, 0.1) is [0, 0.1, 0.2]). range(n) is exactly the valid indices of an axis of length n. "
+             "`for i in range(n)` walks the numbers a chunk at a time without making the vector, as `for i in "
+             "0:n-1` does.",
+         examples=["range(4)", "range(2, 5)", "range(0, 10, 3)", "range(0)"], walk=range_plan)
+def range_(a, b, step):
+    return range_plan(a, b, step).values()
 
 
 @builtin("linspace", "Arrays", "n evenly spaced numbers from a to b, both included.",
@@ -203,11 +215,15 @@ def unique(x):
 # ---- shapes of issue 20: composites of the shape and index primitives (reshape, permute,
 # broadcast_to, index, setitem, where), so each is differentiable with their VJPs ---------------------
 def _whole(fname, what, v, lo=0):
+    """A count or offset: a whole number >= lo, and at most 2^53 in magnitude (the rule of every
+    whole-number parameter, registry.INT_BOUND: never a 300-digit int reaching NumPy)."""
     v = raw(v)
     if isinstance(v, bool) or not isinstance(v, (float, int)) or not math.isfinite(v) \
             or not float(v).is_integer() or (lo is not None and v < lo):
         got = format_value(v) if isinstance(v, (float, int)) and not isinstance(v, bool) else describe(v)
         raise ValueErr(f"{fname}(): {what} must be a whole number{'' if lo is None else f' >= {lo}'}, got {got}")
+    if abs(v) > INT_BOUND:
+        raise ValueErr(f"{fname}(): {what} must be a whole number between -2^53 and 2^53, got {format_value(v)}")
     return int(v)
 
 
@@ -361,7 +377,8 @@ def flip(x, dim):
              "NumPy's instead (each element n times). With fewer reps than axes, the reps are padded with 1s at "
              "the front; with more, x gets leading axes of size 1 (NumPy's rule). Written as reshape, broadcast_to "
              "and reshape, so the gradient sums the copies.",
-         errors=["ValueError when a rep is not a whole number >= 0, or the result would pass the size limit",
+         errors=["ValueError when a rep is not a whole number between 0 and 2^53, or the result would pass the "
+                 "size limit (a rep of 1e10 on an empty x gives an empty result, as NumPy's)",
                  "TypeError when no reps are given"],
          examples=["tile([1.5, 2], 3)", "tile([1, 2; 3, 4], 2, 1)", "tile([1, 2], 2, 2)"])
 def tile(x, reps):
@@ -373,7 +390,7 @@ def tile(x, reps):
     r = [1] * (n - len(r)) + r
     s = (1,) * (n - len(shape)) + shape
     out = tuple(a * b for a, b in zip(r, s))
-    limits.check_elements("tile", out)
+    limits.check_shape("tile()", out)
     inter = tuple(v for pair in zip([1] * n, s) for v in pair)
     wide = tuple(v for pair in zip(r, s) for v in pair)
     return ops.reshape(ops.broadcast_to(ops.reshape(x, shape=inter), shape=wide), shape=out)
@@ -397,7 +414,7 @@ def repeat(x, n, dim):
         d = axis(x, dim)
     s = ops.shape_of(x)
     out = s[:d] + (s[d] * n,) + s[d + 1:]
-    limits.check_elements("repeat", out)
+    limits.check_shape("repeat()", out)
     t = ops.reshape(x, shape=s[:d + 1] + (1,) + s[d + 1:])
     return ops.reshape(ops.broadcast_to(t, shape=s[:d + 1] + (n,) + s[d + 1:]), shape=out)
 
@@ -419,6 +436,9 @@ def _pad_widths(widths, nd):
         if w.shape == (2,) or w.shape == (1, 2):
             w = np.tile(w.reshape(1, 2), (nd, 1))
         if w.shape == (nd, 2) and np.all(np.isfinite(w)) and np.all(w == np.floor(w)) and np.all(w >= 0):
+            if np.any(w > INT_BOUND):
+                raise ValueErr(f"pad(): widths must be whole numbers between 0 and 2^53, got "
+                               f"{format_value(float(w.max()))}")
             return [(int(a), int(b)) for a, b in w]
     raise ValueErr(f"pad(): widths must be whole numbers >= 0, one (before, after) pair per axis: a tuple of "
                    f"{nd} pairs or a [{nd}, 2] matrix (one pair alone pads every axis), got {describe(widths)}")
@@ -435,14 +455,14 @@ def _pad_widths(widths, nd):
              "F.pad(x, (l, r, t, b)) is pad(x, ((t, b), (l, r))). Written as a setitem of x into a filled matrix, "
              "so the gradient to x is the cotangent's inner block (value gets none).",
          errors=["ValueError when widths is not one whole (before, after) pair >= 0 per axis, or the result would "
-                 "pass the size limit", "ShapeError when x is a number"],
+                 "pass the size limit (also an empty result whose padded axis would)", "ShapeError when x is a number"],
          examples=["pad([1.5, 2, 3], (1, 2))", "pad([1, 2; 3, 4], ((1, 0), (0, 2)), value=-1)",
                    "pad([1, 2; 3, 4], [0, 1; 1, 1])"])
 def pad(x, widths, value):
     shape = _ranked("pad", x)
     w = _pad_widths(widths, len(shape))
     out = tuple(b + n + a for (b, a), n in zip(w, shape))
-    limits.check_elements("pad", out)
+    limits.check_shape("pad()", out)
     r = raw(x)
     dt = r.dtype if isinstance(r, np.ndarray) and r.dtype.kind == "f" else ops.FLOAT["dtype"]
     base = np.full(out, float(value), dtype=dt)
@@ -459,7 +479,9 @@ def pad(x, widths, value):
              "(chunk(1:5, 4) gives sizes 2, 2, 1), as PyTorch. NumPy's `array_split` instead makes n parts whose "
              "sizes differ by at most one. Each part is an index of x, so the gradient puts each part's cotangent "
              "back in place.",
-         errors=["ValueError when n is not a whole number >= 1, or dim is out of range", "ShapeError when x is a number"],
+         errors=["ValueError when n is not a whole number >= 1, or dim is out of range",
+                 "ValueError when an empty axis would give more parts than the size limit",
+                 "ShapeError when x is a number"],
          examples=["chunk([1.5, 2, 3, 4], 2)", "qkv = reshape(1:12, 2, 6)\nq, k, v = chunk(qkv, 3, dim=1)\nprint(k)",
                    "chunk(1:5, 4)  # ceil(5 / 4) = 2 each: three parts, as PyTorch"])
 def chunk(x, n, dim):
@@ -469,8 +491,10 @@ def chunk(x, n, dim):
     size = shape[d]
     step = max(1, -(-size // n))
     lead = (slice(None),) * d
-    if size == 0:                 # an empty axis: n empty parts, as PyTorch
-        return tuple(ops.index(x, idx=lead + (slice(0, 0),)) for _ in range(n))
+    if size == 0:                 # an empty axis: n empty parts, as PyTorch (one value, n times)
+        if n > limits.MAX_ELEMENTS:
+            raise limits.elements_error(f"chunk() of an empty axis into {n} parts (a tuple of {n})", n)
+        return (ops.index(x, idx=lead + (slice(0, 0),)),) * n
     return tuple(ops.index(x, idx=lead + (slice(a, min(a + step, size)),)) for a in range(0, size, step))
 
 

@@ -7,6 +7,7 @@ nothing accumulates across calls; nested calls use nested levels (grad of grad).
 """
 from __future__ import annotations
 
+import contextlib
 import gc
 
 import numpy as np
@@ -45,7 +46,7 @@ def value_and_grad_impl(interp, f, x, root="x", name="grad"):
         boxes.append(b)
         return b
 
-    boxed = tree_map(box, x)
+    boxed = tree_map(box, x, f"{name}(): {root}")
     # The tape holds no reference cycles (nodes point only to their parents), so reference
     # counting frees it; the cyclic collector would only rescan the growing tape.
     gc_was_on = gc.isenabled()
@@ -85,7 +86,7 @@ def _run_and_backward(interp, f, x, boxed, boxes, level, name):
             return g.copy()      # a broadcast view from the tape: the user gets a matrix of their own
         return g
 
-    return value, tree_map(collect, x)
+    return value, tree_map(collect, x)      # the same tree as boxed: within the nesting limit
 
 
 @builtin("grad", CAT, "The gradient of a scalar function f at x, shaped like x (a number, matrix, tuple or record).",
@@ -99,7 +100,8 @@ def _run_and_backward(interp, f, x, boxed, boxes, level, name):
              "topological sort with a dict of pending cotangents (HIPS autograd's scheme). Leaves f does "
              "not use get zeros.",
          errors=["ValueError when f returns something other than a number (the shape is named)",
-                 "TypeError naming the path of a string, bool or function inside x"],
+                 "TypeError naming the path of a string, bool or function inside x",
+                 "ValueError when x nests tuples and records more than 20000 deep"],
          examples=["grad(fn(x) -> x^2, 3)", "grad(fn(x) -> sum(x * x * x), [1, 2, 3])",
                    "w = {a = 2, b = [1, 2]}\ngrad(fn(w) -> w.a * sum(w.b), w)",
                    "grad(fn(x) -> grad(fn(y) -> y^3, x), 2)"])
@@ -115,7 +117,8 @@ def grad(interp, f, x):
              "backward pass (JAX's `jax.value_and_grad`), returning the value computed on the way.",
          errors=["ValueError when f returns something other than a number (the shape is named)",
                  "TypeError naming the path of a string, bool or function inside x",
-                 "TypeError when f is not a function"],
+                 "TypeError when f is not a function",
+                 "ValueError when x nests tuples and records more than 20000 deep"],
          examples=["value_and_grad(fn(x) -> sum(x^2), [1, 2])",
                    "loss, g = value_and_grad(fn(w) -> sum(w * [1, 2]), [3, 4])\nprint(loss, g)"])
 def value_and_grad(interp, f, x):
@@ -128,12 +131,13 @@ def value_and_grad(interp, f, x):
               "not depending on anything, so grad(fn(x) -> x * stop_gradient(x), 3) is 3, not 6.",
          how="Returns the plain value under every tape level, so nothing flows back through it (JAX's "
              "`lax.stop_gradient`, PyTorch's `Tensor.detach`).",
-         errors=["none: any value is accepted; values that are not numbers or matrices come back unchanged"],
+         errors=["none: any value is accepted; values that are not numbers or matrices come back unchanged "
+                 "(a tuple or record nested more than 20000 deep is a ValueError)"],
          examples=["grad(fn(x) -> x * stop_gradient(x), 3)"])
 def stop_gradient(x):
     r = raw(x)
     if isinstance(r, (tuple, Record)):
-        return tree_map(raw, r)
+        return tree_map(raw, r, "stop_gradient(): x")
     return r
 
 
@@ -172,7 +176,8 @@ def _worse(a: float, b: float) -> float:
              "|grad_i - fd| / max(|grad_i|, |fd|, 1), the test of PyTorch's `torch.autograd.gradcheck`. Leaves larger than `samples` are checked on a fixed "
              "pseudo-random subset of elements. Values near 1e-9 or below mean the tape is right. A nan in "
              "either gradient makes the leaf's error nan, and an infinity in one but not the other makes it "
-             "inf: both are failures (nan < 1e-6 is false), never hidden as 0.",
+             "inf: both are failures (nan < 1e-6 is false), never hidden as 0. The evaluations show a "
+             "progress bar on standard error when they run past 2 seconds, as jacobian's.",
          examples=["check_grad(fn(x) -> sum(sin(x) * x), [0.5, 1, 2]) < 1e-6",
                    "check_grad(fn(x) -> sqrt(x), 0)  # tape inf, finite differences nan: a failure",
                    "check_grad(fn(w) -> sum(w.a @ w.b), {a = [1, 2; 3, 4], b = [1; 2]})"])
@@ -192,24 +197,32 @@ def check_grad(interp, f, x, h, samples):
             return new_leaf if j == k else raw(v)
         return float(raw(interp.call(f, [tree_map(swap, x)], {}, None)))
 
-    for k, (v, gv) in enumerate(zip(leaves, gleaves)):
-        rv = np.asarray(raw(v), dtype=np.float64)
-        gr = np.asarray(raw(gv), dtype=np.float64)
-        n = rv.size
-        picks = range(n) if n <= samples else rng.choice(n, samples, replace=False)
-        worst = 0.0
-        for i in picks:
-            step = h * max(1.0, abs(rv.flat[i]))
-            plus, minus = rv.copy(), rv.copy()
-            plus.flat[i] += step
-            minus.flat[i] -= step
-            if rv.ndim == 0:
-                plus, minus = float(plus), float(minus)
-            fd = (f_at(k, plus) - f_at(k, minus)) / (2 * step)
-            worst = _worse(worst, grad_error(float(gr.flat[i]), fd))
-        errors.append(worst)
+    total = sum(min(np.size(raw(v)), samples) for v in leaves)
+    with _bar(interp, total, f"check_grad, {total} elements") as bar:
+        for k, (v, gv) in enumerate(zip(leaves, gleaves)):
+            errors.append(_check_leaf(f_at, k, v, gv, h, samples, rng, bar))
     it = iter(errors)
     return tree_map(lambda v: next(it), x)
+
+
+def _check_leaf(f_at, k, v, gv, h, samples, rng, bar):
+    """The worst error over the checked elements of leaf k (two evaluations of f each)."""
+    rv = np.asarray(raw(v), dtype=np.float64)
+    gr = np.asarray(raw(gv), dtype=np.float64)
+    n = rv.size
+    picks = range(n) if n <= samples else rng.choice(n, samples, replace=False)
+    worst = 0.0
+    for i in picks:
+        step = h * max(1.0, abs(rv.flat[i]))
+        plus, minus = rv.copy(), rv.copy()
+        plus.flat[i] += step
+        minus.flat[i] -= step
+        if rv.ndim == 0:
+            plus, minus = float(plus), float(minus)
+        fd = (f_at(k, plus) - f_at(k, minus)) / (2 * step)
+        worst = _worse(worst, grad_error(float(gr.flat[i]), fd))
+        bar.update()
+    return worst
 
 
 # ---- jacobian, hessian, vjp, jvp (issue 20) --------------------------------------------------
@@ -265,11 +278,33 @@ def _caller(interp, f):
     return lambda v: interp.call(f, [v], {}, None)
 
 
-def jacobian_impl(call, x, fname="jacobian"):
+def _bar(interp, total, desc):
+    """The interpreter's bar for a long loop of passes (lang/progress.py, work_bar), or none."""
+    make = getattr(interp, "work_bar", None)
+    return make(total, desc) if make is not None else contextlib.nullcontext(_NO_BAR)
+
+
+class _NoBar:
+    @staticmethod
+    def update(n=1):
+        pass
+
+
+_NO_BAR = _NoBar()
+
+
+def jacobian_impl(call, x, fname="jacobian", interp=None):
+    """The Jacobian by the cheaper of two loops of backward passes, both on the one tape:
+    reverse, one pass per OUTPUT element (its unit cotangent gives a row), or forward, one pass
+    per INPUT element: the backward pass of f is recorded once with a tracked cotangent u (u' J,
+    linear in u), and the pass from its j-th element back to u gives column j (jvp's double-vjp
+    trick). Forward is taken when x has fewer elements than f(x) less one (JAX's jacfwd against
+    jacrev, chosen by shape). A bar shows the passes when they take a while."""
     xshape = _array_arg(fname, "x", x)
     gc_was_on = gc.isenabled()
     gc.disable()
     try:
+        lu = new_level()                        # the cotangent's level, outside f's (forward mode)
         bx, out, oshape, level = _trace(call, x, fname)
         m = int(np.prod(oshape)) if oshape else 1
         n = int(np.prod(xshape)) if xshape else 1
@@ -278,7 +313,24 @@ def jacobian_impl(call, x, fname="jacobian"):
                               oshape + xshape)
         if m == 0 or n == 0:
             return ops.as_float(np.zeros(oshape + xshape))
-        rows = [_pull(out, bx, level, _basis(oshape, i), xshape) for i in range(m)]
+        if n + 1 < m:
+            u0 = ops.as_float(np.zeros(oshape)) if oshape else 0.0
+            bu = Box(u0, lu, None, (), NO_KW, None, (), ())
+            ut_j = _pull(out, bx, level, bu, xshape)       # u' J, recorded on level lu
+            cols = []
+            with _bar(interp, n, f"{fname}, {n} backward passes") as bar:
+                for j in range(n):
+                    e = ops.index(ut_j, idx=np.unravel_index(j, xshape)) if xshape else ut_j
+                    cols.append(_pull(e, bu, lu, 1.0, oshape))
+                    bar.update()
+            if not xshape:
+                return cols[0]
+            return ops.reshape(ops.stack(*cols, dim=-1), shape=oshape + xshape)   # oshape is not () here
+        rows = []
+        with _bar(interp, m, f"{fname}, {m} backward passes") as bar:
+            for i in range(m):
+                rows.append(_pull(out, bx, level, _basis(oshape, i), xshape))
+                bar.update()
     finally:
         if gc_was_on:
             gc.enable()
@@ -295,7 +347,13 @@ def jacobian_impl(call, x, fname="jacobian"):
               "m x n matrix J with J[i, j] = d f_i / d x_j. For a scalar f it is the gradient; for a "
               "matrix input or output the axes are kept, not flattened.",
          how="One forward pass of f on the tape, then one backward pass per output element with that "
-             "element's unit cotangent (reverse mode, row by row), stacked. The shape is shape(f(x)) + "
+             "element's unit cotangent (reverse mode, row by row), stacked; when x has fewer elements "
+             "than f(x) (less one), one backward pass per input element instead: the backward pass of f "
+             "is recorded once with a tracked cotangent u, and the pass from each element of u' J back "
+             "to u gives a column (forward mode by jvp's double-vjp trick; JAX's `jacfwd` against "
+             "`jacrev`, chosen by shape), so a jacobian of 540,000 outputs by 3 inputs takes 4 passes. "
+             "A loop of passes that runs past 2 seconds shows a progress bar on standard error, as "
+             "`progress` draws it (`TAPEML_PROGRESS=0` turns it off). The shape is shape(f(x)) + "
              "shape(x), as PyTorch's `torch.autograd.functional.jacobian` and JAX's `jacrev`; reshape it "
              "to [numel(f(x)), numel(x)] for the flattened (row-major) matrix. Every product is recorded, "
              "so the jacobian itself can be differentiated (hessian is the jacobian of grad).",
@@ -306,7 +364,7 @@ def jacobian_impl(call, x, fname="jacobian"):
                    "size(jacobian(fn(x) -> x', zeros(2, 3)))",
                    "jacobian(fn(x) -> [sum(x), x[0] * x[1]], [2, 3])"])
 def jacobian(interp, f, x):
-    return jacobian_impl(_caller(interp, f), x)
+    return jacobian_impl(_caller(interp, f), x, interp=interp)
 
 
 @builtin("hessian", CAT, "The Hessian of a scalar f at x: the second derivatives d^2 f / d x[i] d x[j], shaped in + in.",
@@ -317,7 +375,8 @@ def jacobian(interp, f, x):
               "an n x n symmetric matrix (for smooth f).",
          how="The jacobian of the gradient: jacobian(fn(y) -> grad(f, y), x), reverse over reverse on the "
              "one tape (the gradient's backward pass is made of recorded primitives). The shape is shape(x) "
-             "+ shape(x), as PyTorch's `torch.autograd.functional.hessian`.",
+             "+ shape(x), as PyTorch's `torch.autograd.functional.hessian`. Its n backward passes show a "
+             "progress bar on standard error when they run past 2 seconds, as jacobian's.",
          errors=["TypeError when x is not a number or a matrix of numbers",
                  "ValueError when f returns something other than a number (the shape is named)"],
          examples=["hessian(fn(x) -> x^3, 2)",
@@ -326,7 +385,7 @@ def jacobian(interp, f, x):
 def hessian(interp, f, x):
     def g(v):
         return value_and_grad_impl(interp, f, v, "x", "hessian")[1]
-    return jacobian_impl(g, x, "hessian")
+    return jacobian_impl(g, x, "hessian", interp)
 
 
 def _check_v(fname, what, v, shape, whose):

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from tapeml import limits
 from tapeml.builtins.registry import P, builtin, one_of
 from tapeml.errors import LangError, ShapeError, TypeErr, ValueErr
+from tapeml.ranges import ValueWalk, Walk, walk_length, walkable
 from tapeml.tape import raw
 from tapeml.values import Progress, Record, describe, format_value, type_name
 from tapeml.builtins.util import axis, tree_leaves as leaves_with_paths
@@ -19,7 +21,8 @@ from tapeml.builtins.util import axis, tree_leaves as leaves_with_paths
 @builtin("print", "Core", "Print values separated by spaces, then a newline.",
          [P("values", variadic=True, doc="any values; each is formatted as the REPL shows it")],
          returns="none", context=True,
-         errors=["none: any number of values of any kind can be printed (print() writes an empty line)"],
+         errors=["none for values of any kind (print() writes an empty line); a ValueError for a tuple or "
+                 "record nested more than 20000 deep"],
          what="Writes its arguments to standard output with the one printer of the language: "
               "whole numbers below 2^53 with every digit, other numbers with up to 7 significant digits, "
               "matrices as the literal that makes them (`[1, 2; 3, 4]`, a one-row `[1, 2;]`).",
@@ -88,7 +91,7 @@ def type_(x):
          how="format_value(x), the language's one printer (whole numbers below 2^53 with every digit, other "
              "numbers with up to 7 significant digits, matrices as their literal: [1, 2; 3, 4], a one-row "
              "[1, 2;]), the same one string interpolation \"{x}\" uses; like Python's `str`.",
-         errors=["TypeError when not called with exactly one argument"],
+         errors=["TypeError when not called with exactly one argument", "ValueError when the value nests tuples and records more than 20000 deep"],
          examples=['str([1, 2]) + "!"', 'str([1, 2;])', "str(6 * 3152384)", "len(str(pi()))"])
 def str_(x):
     return format_value(x)
@@ -136,25 +139,36 @@ def dtype(x):
     return "bool" if isinstance(r, bool) else "float64"
 
 
-def _tree_map(interp, f, trees, path):
-    """`path` is where this subtree sits in the trees: "" at the top, then ".w", "[0].wq", ..."""
+def _tree_map(interp, f, trees, path: list):
+    """`path` holds the parts of where this subtree sits in the trees ([] at the top, then
+    [".w"], [".w", "[0]"], ...), joined only for a message: a deep tree costs no long strings."""
     first = raw(trees[0])
+    if isinstance(first, (Record, tuple)) and len(path) >= limits.MAX_NESTING:
+        raise limits.nesting_error("tree_map(): the tree")
     if isinstance(first, Record):
         for j, t in enumerate(trees[1:], 1):
             r = raw(t)
             if not isinstance(r, Record) or list(r.fields) != list(first.fields):
                 raise ValueErr(f"tree_map(): tree {j} differs from tree 0 at {_where(path)}: "
                                f"{_shape_desc(first)} vs {_shape_desc(r)}")
-        return Record({k: _tree_map(interp, f, [raw(t).fields[k] for t in trees], f"{path}.{k}")
-                       for k in first.fields})
+        out = {}
+        for k in first.fields:
+            path.append(f".{k}")
+            out[k] = _tree_map(interp, f, [raw(t).fields[k] for t in trees], path)
+            path.pop()
+        return Record(out)
     if isinstance(first, tuple):
         for j, t in enumerate(trees[1:], 1):
             r = raw(t)
             if not isinstance(r, tuple) or len(r) != len(first):
                 raise ValueErr(f"tree_map(): tree {j} differs from tree 0 at {_where(path)}: "
                                f"{_shape_desc(first)} vs {_shape_desc(r)}")
-        return tuple(_tree_map(interp, f, [raw(t)[i] for t in trees], f"{path}[{i}]")
-                     for i in range(len(first)))
+        items = []                   # a list, not a generator: deep trees recurse in Python frames only
+        for i in range(len(first)):
+            path.append(f"[{i}]")
+            items.append(_tree_map(interp, f, [raw(t)[i] for t in trees], path))
+            path.pop()
+        return tuple(items)
     for j, t in enumerate(trees[1:], 1):
         if isinstance(raw(t), (Record, tuple)):
             raise ValueErr(f"tree_map(): tree {j} differs from tree 0 at {_where(path)}: "
@@ -163,13 +177,13 @@ def _tree_map(interp, f, trees, path):
         return interp.call(f, list(trees), {}, None)
     except LangError as e:
         if path and not getattr(e, "tree_path", None):    # the innermost tree_map names the leaf
-            e.tree_path = path
-            e.message += f" (in tree_map, at the leaf {path} of the trees)"
+            e.tree_path = "".join(path)
+            e.message += f" (in tree_map, at the leaf {e.tree_path} of the trees)"
         raise
 
 
-def _where(path: str) -> str:
-    return f"the leaf or subtree {path}" if path else "the top level"
+def _where(path: list) -> str:
+    return f"the leaf or subtree {''.join(path)}" if path else "the top level"
 
 
 def _shape_desc(r):
@@ -189,14 +203,15 @@ def _shape_desc(r):
              "every tree, at a tuple the same length, then calls f on the leaves (JAX's "
              "`jax.tree_util.tree_map`).",
          errors=["ValueError naming the path where the trees' structures differ",
-                 "TypeError when f is not a function"],
+                 "TypeError when f is not a function",
+                 "ValueError when the trees nest tuples and records more than 20000 deep"],
          examples=["tree_map(fn(x) -> 2 * x, {a = 1, b = ([1, 2], 3)})",
                    "p = {w = [1, 2], b = 0.5}\ng = {w = [0.1, 0.1], b = 1}\n"
                    "tree_map(fn(p, g) -> p - 0.5 * g, p, g)"])
 def tree_map(interp, f, trees):
     if not trees:
         raise TypeErr("tree_map() needs at least one tree after the function")
-    return _tree_map(interp, f, list(trees), "")
+    return _tree_map(interp, f, list(trees), [])
 
 
 @builtin("tree_leaves", "Core", "The leaves of a record/tuple tree as a flat tuple, in field order.",
@@ -205,14 +220,15 @@ def tree_map(interp, f, trees):
          what="Flattens a nested record or tuple (parameters, gradients) into one tuple of its leaves, so a "
               "loop can visit every matrix, e.g. for a global gradient norm. A value that is neither a record "
               "nor a tuple is its own single leaf.",
-         errors=["none: any value is accepted (a leaf gives a 1-tuple, an empty tuple gives ())"],
+         errors=["none for a value of any kind (a leaf gives a 1-tuple, an empty tuple gives ()); a "
+                 "ValueError for a tree nested more than 20000 deep"],
          how="Depth-first over record fields in their order and tuple items in order (JAX's "
              "`jax.tree_util.tree_leaves`). Useful to reduce over all parameters, e.g. a gradient norm.",
          examples=["tree_leaves({a = 1, b = ([1, 2], 3)})",
                    "g = {w = [3, 0], b = 4}\ntotal = 0\nfor l in tree_leaves(g)\n"
                    "    total = total + sum(l^2)\nend\nsqrt(total)"])
 def tree_leaves(tree):
-    return tuple([leaf for _, leaf in leaves_with_paths(tree, None, "keep")])
+    return tuple([leaf for _, leaf in leaves_with_paths(tree, None, "keep", "tree_leaves(): tree")])
 
 
 @builtin("char_codes", "Core", "The Unicode code point of each character of a string, as a vector.",
@@ -314,19 +330,24 @@ def clock():
 
 def loop_length(items) -> int:
     """The number of steps a `for` loop over items takes; a TypeErr for what it cannot loop over."""
-    r = raw(items)
-    if isinstance(r, np.ndarray):
-        return 1 if r.ndim == 0 else r.shape[0]
-    if isinstance(r, (tuple, str)):
-        return len(r)
-    if isinstance(r, (float, int)) and not isinstance(r, (bool, np.bool_)):
-        return 1
+    if isinstance(items, ValueWalk):
+        items = items.value
+    elif isinstance(items, Walk):
+        return len(items)
+    if walkable(items):
+        return walk_length(items)
     raise TypeErr(f"progress(): cannot loop over {describe(items)}; give a range, a matrix, "
                   f"a tuple or a string")
 
 
+def progress_walk(interp, items, desc):
+    """progress(...) as a for loop's iterable: the walk of items, not made into a value."""
+    return Progress(items, desc, loop_length(items))
+
+
 @builtin("progress", "Core", "Loop with a live progress bar: for step in progress(1:n, desc=\"train\") ... end.",
-         [P("items", doc="what the loop walks: a range, a matrix (its rows), a tuple or a string"),
+         [P("items", doc="what the loop walks: a range, a matrix (its rows), a tuple or a string",
+            walked=True),
           P("desc", "string", "", doc="a title shown before the bar")],
          returns="a progress(...) loop, for a `for` loop to walk",
          what="Wraps what a `for` loop walks so that the loop draws a bar on standard error with the "
@@ -342,12 +363,13 @@ def loop_length(items) -> int:
              "`TAPEML_PROGRESS=0` in the environment turns bars off; the docs are built with them "
              "off, so the examples on this page show only what they print. When the loop ends (done, "
              "`break`, an error, Ctrl-C) the bar's line is closed; after Ctrl-C in the REPL the "
-             "variables keep the values they had.",
+             "variables keep the values they had. In `for step in progress(1:n)` the range is walked a "
+             "chunk at a time, never made into a vector (nor are enumerate(...) and zip(...) inside it).",
          errors=["TypeError when items is something a for loop cannot walk (a record, a function, a bool)"],
          examples=['total = 0\nfor step in progress(1:100, desc="sum")\n    total = total + step\n'
                    '    progress_note("total {total}")\nend\ntotal',
                    'progress(1:10, desc="train")'],
-         interp=True)
+         interp=True, walk=progress_walk)
 def progress(interp, items, desc):
     return Progress(items, desc, loop_length(items))
 

@@ -11,7 +11,7 @@ import numpy as np
 
 from tapeml.builtins.files import atomic_write, existing_file, read_limited, resolve_path
 from tapeml.errors import IOErr, TypeErr
-from tapeml.limits import MAX_NESTING
+from tapeml.limits import FILE_NESTING
 from tapeml.errors import ValueErr as _ValueErr
 from tapeml.tape import raw
 from tapeml.values import Record, describe, format_value
@@ -43,7 +43,7 @@ def _parse_key(key: str, where: str) -> list:
 
 def flatten(value) -> list:
     """(key, ndarray) pairs of a record/tuple tree, in order (depth first, fields in order). A
-    loop, not recursion, and at most MAX_NESTING levels: a 1e6-deep record is refused at once
+    loop, not recursion, and at most FILE_NESTING levels: a 1e6-deep record is refused at once
     (each level's key is one longer: recursing built 1e6 ever longer keys, 7.7 GB)."""
     from tapeml import limits
     out = []
@@ -52,8 +52,8 @@ def flatten(value) -> list:
         v, path, depth = stack.pop()
         r = raw(v)
         if isinstance(r, (Record, tuple)):
-            if depth >= limits.MAX_NESTING:
-                raise limits.nesting_error("save(): the value")
+            if depth >= limits.FILE_NESTING:
+                raise limits.file_nesting_error("save(): the value")
             if isinstance(r, Record):
                 if not r.fields:
                     raise TypeErr(f"save(): {path or 'the value'} is an empty record; checkpoints store matrices, "
@@ -86,8 +86,8 @@ def unflatten(items: list, where: str):
     from tapeml import limits
     for key, value in items:
         parts = _parse_key(key, where)
-        if len(parts) > limits.MAX_NESTING:
-            raise IOErr(f"load(): {where} nests records and tuples more than {limits.MAX_NESTING} deep "
+        if len(parts) > limits.FILE_NESTING:
+            raise IOErr(f"load(): {where} nests records and tuples more than {limits.FILE_NESTING} deep "
                         f"(an array name of {len(parts)} parts)")
         kind = "record" if isinstance(parts[0], str) else "tuple"
         if root is None:
@@ -259,7 +259,7 @@ class _json_stack:
         return False
 
 
-JSON_MAX_DEPTH = MAX_NESTING    # arrays/objects inside each other, read or written
+JSON_MAX_DEPTH = FILE_NESTING    # arrays/objects inside each other, read or written
 
 
 def _json_number(x: float, where: str):
@@ -273,7 +273,7 @@ def _to_json(v, where: str, depth: int = 0):
     r = raw(v)
     if depth > JSON_MAX_DEPTH:      # json.dumps recurses on the C stack
         from tapeml import limits
-        raise limits.nesting_error("write_json(): the value")
+        raise limits.file_nesting_error("write_json(): the value")
     if r is None or isinstance(r, (bool, str)):
         return r
     if isinstance(r, np.bool_):

@@ -17,7 +17,7 @@ from tapeml import ops
 from tapeml.builtins.registry import P, builtin
 from tapeml.builtins.util import axis
 from tapeml.errors import ShapeError, TypeErr, ValueErr
-from tapeml.limits import g3
+from tapeml.limits import check_shape, g3
 from tapeml.tape import Box, raw
 from tapeml.values import describe, shape_text
 
@@ -234,7 +234,9 @@ def trace_(A):
          how="NumPy's and MATLAB's `diag`, with both directions; PyTorch's `diag` too (its batched "
              "`diag_embed` / `diagonal` are not needed here: diag refuses 3 or more axes). Composed from the "
              "`scatter_add` and `index` primitives, whose VJPs are each other.",
-         errors=["ShapeError when x is a number or has more than two axes"],
+         errors=["ShapeError when x is a number or has more than two axes",
+                 "ValueError when a vector's (n + |k|) x (n + |k|) matrix would pass the size limit (checked "
+                 "before anything is allocated); a matrix's diagonal past its corner is empty, whatever k"],
          examples=["diag([1, 2, 3])", "diag([1, 2, 3; 4, 5, 6; 7, 8, 9])", "diag([1, 2], 1)",
                    "diag([1, 2, 3; 4, 5, 6], -1)"])
 def diag_(x, k):
@@ -242,6 +244,8 @@ def diag_(x, k):
     s = _shape(x)
     if len(s) == 1:
         n = s[0] + abs(k)
+        side = str(n) if n < 10 ** 16 else g3(n)
+        check_shape(f"diag() of {describe(x)} on diagonal {k} (a {side}x{side} matrix)", (n, n))
         r, c = _diag_index(n, n, k)
         return ops.scatter_add(x, idx=(r, c), shape=(n, n))
     if len(s) == 2:

@@ -55,6 +55,7 @@ class P:
     check: CallableType | None = None
     variadic: bool = False
     constraint: str = ""     # the constraint in words, for docs (`> 0`, `one of ...`)
+    walked: bool = False     # in a for loop's iterable, given to the builtin's lazy form as a ranges.Walk
 
     @property
     def required(self) -> bool:
@@ -78,6 +79,17 @@ class Builtin(Callable):
     interp: bool = False            # fn takes the interpreter as its first argument
     differentiable: bool = False    # records onto the tape (docs check its gradient)
     context: bool = False           # fn takes the session's narrow Context (lang/context.py) first
+    walk: CallableType | None = None   # the lazy form, run when the call is what a for loop walks
+
+    def walked_positions(self, n: int) -> set:
+        """The positions among n positional arguments that the lazy form takes as walks."""
+        out = set()
+        for i, p in enumerate(self.params):
+            if p.variadic:
+                return out | set(range(i, n)) if p.walked else out
+            if p.walked and i < n:
+                out.add(i)
+        return out
 
     NO_DEFAULT = REQUIRED
     synonyms = SYNONYMS
@@ -109,15 +121,17 @@ class Builtin(Callable):
         bound = bind_arguments(self, args, kwargs, {})
         return [bound[p.name] for p in self.params]
 
-    def call(self, interp, args: list, kwargs: dict, span):
-        """Bind and run; errors get `span` (the call site), Python exceptions become ValueErr."""
+    def call(self, interp, args: list, kwargs: dict, span, lazy: bool = False):
+        """Bind and run; errors get `span` (the call site), Python exceptions become ValueErr.
+        `lazy`: run the lazy form (the call is what a for loop walks; lang/statements.py)."""
         try:
             bound = self.bind(args, kwargs)
+            fn = self.walk if lazy else self.fn
             if self.interp:
-                return self.fn(interp, *bound)
+                return fn(interp, *bound)
             if self.context:
-                return self.fn(interp.context, *bound)
-            return self.fn(*bound)
+                return fn(interp.context, *bound)
+            return fn(*bound)
         except LangError as e:
             pending = getattr(e, "pending_fn", None)
             if pending is not None and span is not None:
@@ -210,8 +224,10 @@ REGISTRY: dict[str, Builtin] = {}
 
 def builtin(name: str, category: str, summary: str, params=(), *, returns: str = "", what: str = "",
             how: str = "", errors=(), examples=(), interp: bool = False, differentiable: bool = False,
-            context: bool = False):
-    """Declare a builtin. See the module docstring."""
+            context: bool = False, walk=None):
+    """Declare a builtin. See the module docstring. `walk`: its lazy form, a function of the same
+    arguments returning a ranges.Walk (or a Progress), run instead when the call is the iterable
+    of a `for` loop; parameters marked P(walked=True) then arrive as walks, not values."""
     if category not in CATEGORIES:
         raise ValueError(f"unknown category {category!r}")
 
@@ -219,7 +235,7 @@ def builtin(name: str, category: str, summary: str, params=(), *, returns: str =
         if name in REGISTRY:
             raise ValueError(f"builtin {name!r} declared twice")
         REGISTRY[name] = Builtin(name, category, summary, fn, list(params), returns, what, how,
-                                 list(errors), list(examples), interp, differentiable, context)
+                                 list(errors), list(examples), interp, differentiable, context, walk)
         return fn
     return register
 

@@ -14,6 +14,7 @@ from tapeml import limits, ops
 from tapeml.builtins.registry import P, builtin
 from tapeml.errors import LangError, TypeErr, ValueErr
 from tapeml.values import values_equal
+from tapeml.ranges import EnumerateWalk, ValueWalk, Walk, ZipWalk, walkable
 from tapeml.tape import Box, raw
 from tapeml.values import describe
 
@@ -22,24 +23,17 @@ _SEQ = "a tuple, vector, matrix (its rows), string (its characters) or number (o
 
 
 # ---- walking a collection as `for` does ---------------------------------------------------------
-def items_of(fname: str, xs, pname: str = "xs") -> list:
-    """The items `for` would visit in xs, keeping the tape (tracked matrices through `index`)."""
-    r = raw(xs)
-    if isinstance(r, np.ndarray):
-        if r.ndim == 0:
-            return [ops.index(xs, idx=())]
-        if type(xs) is Box:
-            return [ops.index(xs, idx=(i,)) for i in range(r.shape[0])]
-        if r.ndim == 1:
-            return [bool(b) for b in r.tolist()] if r.dtype == np.bool_ else r.tolist()
-        return list(r)
-    if isinstance(r, tuple):
-        return list(r)
-    if isinstance(r, str):
-        return list(r)
-    if isinstance(r, (float, int)) and not isinstance(r, bool):
-        return [xs]
-    raise TypeErr(f"{fname}(): {pname} must be {_SEQ}, got {describe(xs)}")
+def items_of(fname: str, xs, pname: str = "xs") -> ValueWalk:
+    """The items `for` would visit in xs, keeping the tape (tracked matrices through `index`), as a
+    walk: len() of them, made one at a time (a vector's numbers a chunk at a time, never a list of
+    all). xs may already be a walk (the lazy form of enumerate or zip in a for loop)."""
+    if isinstance(xs, ValueWalk):
+        xs = xs.value
+    elif isinstance(xs, Walk):
+        return xs
+    if not walkable(xs):
+        raise TypeErr(f"{fname}(): {pname} must be {_SEQ}, got {describe(xs)}")
+    return ValueWalk(xs)
 
 
 def _call(interp, fname: str, f, args: list, where: str):
@@ -85,7 +79,7 @@ def split(s, sep):
          examples=["join((\"a\", \"b\", \"c\"), \", \")", "join(split(\"x y z\"), \"-\")",
                    "join(map(str, [1, 2.5, 3]), \",\")", "join((), \",\")"])
 def join(parts, sep):
-    items = items_of("join", parts, "parts")
+    items = list(items_of("join", parts, "parts"))
     for i, x in enumerate(items):
         if not isinstance(raw(x), str):
             raise TypeErr(f"join(): parts[{i}] is {describe(x)}; join takes strings "
@@ -321,7 +315,7 @@ def reverse(xs):
                    "runs = ({name = \"a\", loss = 0.3}, {name = \"b\", loss = 0.1})\n"
                    "map(fn(r) -> r.name, sort_by(runs, fn(r) -> r.loss))"])
 def sort_by(interp, xs, key):
-    items = items_of("sort_by", xs)
+    items = list(items_of("sort_by", xs))
     keys = []
     kind = None
     for i, x in enumerate(items):
@@ -410,18 +404,7 @@ def reduce_(interp, f, xs, init):
     return acc
 
 
-@builtin("zip", CAT, "A tuple of tuples: the i-th items of every argument together.",
-         [P("seqs", variadic=True, doc="two or more (or one) tuples, vectors, matrices or strings, of equal length")],
-         returns="a tuple of N tuples (N the common length)",
-         what="Pairs up sequences item by item: zip([1, 2], (\"a\", \"b\")) is ((1, \"a\"), (2, \"b\")), e.g. to "
-              "walk inputs and targets together: for p in zip(xs, ys) ... p[0] ... p[1].",
-         how=_WALK + " Unlike Python's `zip`, which stops at the shortest, the lengths must be equal (Python's "
-             "`zip(..., strict=True)`): a length mismatch is usually a bug.",
-         errors=["ValueError naming the lengths when they differ",
-                 "TypeError when given no sequence, or one that cannot be walked"],
-         examples=["zip([1, 2], (\"a\", \"b\"))", "zip(\"ab\", [1, 2; 3, 4])", "zip((), [])",
-                   "grad(fn(w) -> reduce(fn(a, p) -> a + p[0] * p[1], zip(w, [1, 2]), 0), [5, 6])"])
-def zip_(seqs):
+def _zip_walks(seqs) -> list:
     if not seqs:
         raise TypeErr("zip() needs at least one sequence")
     walked = [items_of("zip", s, f"argument {j}") for j, s in enumerate(seqs)]
@@ -430,17 +413,48 @@ def zip_(seqs):
         if len(w) != n:
             raise ValueErr(f"zip(): argument 0 has {n} item{'s' * (n != 1)} and argument {j} has "
                            f"{len(w)}; zip needs equal lengths")
-    return tuple(tuple(w[i] for w in walked) for i in range(n))
+    return walked
+
+
+def zip_walk(seqs):
+    """zip(...) as a for loop's iterable: the tuples made one at a time."""
+    return ZipWalk(_zip_walks(seqs))
+
+
+def enumerate_walk(xs):
+    """enumerate(...) as a for loop's iterable: the pairs made one at a time."""
+    return EnumerateWalk(items_of("enumerate", xs))
+
+
+@builtin("zip", CAT, "A tuple of tuples: the i-th items of every argument together.",
+         [P("seqs", variadic=True, walked=True,
+            doc="two or more (or one) tuples, vectors, matrices or strings, of equal length")],
+         returns="a tuple of N tuples (N the common length)",
+         what="Pairs up sequences item by item: zip([1, 2], (\"a\", \"b\")) is ((1, \"a\"), (2, \"b\")), e.g. to "
+              "walk inputs and targets together: for p in zip(xs, ys) ... p[0] ... p[1].",
+         how=_WALK + " Unlike Python's `zip`, which stops at the shortest, the lengths must be equal (Python's "
+             "`zip(..., strict=True)`): a length mismatch is usually a bug. As the iterable of a `for` loop "
+             "the tuples are made one at a time (ranges in it are never made into vectors).",
+         errors=["ValueError naming the lengths when they differ",
+                 "TypeError when given no sequence, or one that cannot be walked"],
+         examples=["zip([1, 2], (\"a\", \"b\"))", "zip(\"ab\", [1, 2; 3, 4])", "zip((), [])",
+                   "grad(fn(w) -> reduce(fn(a, p) -> a + p[0] * p[1], zip(w, [1, 2]), 0), [5, 6])"],
+         walk=zip_walk)
+def zip_(seqs):
+    return tuple(zip(*_zip_walks(seqs)))
 
 
 @builtin("enumerate", CAT, "A tuple of (index, item) pairs, the index counting from 0.",
-         [P("xs", doc=_SEQ)], returns="a tuple of 2-tuples",
+         [P("xs", doc=_SEQ, walked=True)], returns="a tuple of 2-tuples",
          what="Pairs each item with its position: enumerate((\"a\", \"b\")) is ((0, \"a\"), (1, \"b\")).",
-         how=_WALK + " Indices start at 0, as tapeml's indexing (Python's `enumerate`).",
+         how=_WALK + " Indices start at 0, as tapeml's indexing (Python's `enumerate`). As the iterable of a "
+             "`for` loop (`for i, x in enumerate(1:n)`) the pairs are made one at a time and a range in it "
+             "is never made into a vector, as Python's lazy `enumerate`.",
          errors=["TypeError when xs cannot be walked (a record, none, a bool, a function)"],
-         examples=["enumerate((\"a\", \"b\"))", "for p in enumerate([10, 20])\n    print(p[0], p[1])\nend"])
+         examples=["enumerate((\"a\", \"b\"))", "for p in enumerate([10, 20])\n    print(p[0], p[1])\nend"],
+         walk=enumerate_walk)
 def enumerate_(xs):
-    return tuple((float(i), x) for i, x in enumerate(items_of("enumerate", xs)))
+    return tuple(EnumerateWalk(items_of("enumerate", xs)))
 
 
 @builtin("fields", CAT, "The field names of a record, as a tuple of strings in order.",

@@ -38,52 +38,70 @@ def check_size(fname: str, dims) -> tuple:
             raise ValueErr(f"{fname}(): sizes must be whole numbers >= 0, got {got}")
         out.append(int(d))
     shown = ", ".join(str(d) if d < 10 ** 16 else limits.g3(d) for d in out)   # never 300 digits
-    limits.check_elements(f"{fname}({shown})", out)
-    if out and max(out) > limits.MAX_ELEMENTS:     # zeros(0, 2^63): no elements, but no such axis either
-        raise ValueErr(f"{fname}({shown}): a size of {limits.g3(max(out))} is past the limit of "
-                       f"{limits.g3(limits.MAX_ELEMENTS)} elements")
+    limits.check_shape(f"{fname}({shown})", out)   # zeros(0, 2^63): no elements, but no such axis either
     return tuple(out)
 
 
-def tree_leaves(value, path: str | None, others: str = "error") -> list:
+def tree_leaves(value, path: str | None, others: str = "error", what: str = "the tree") -> list:
     """(path, leaf) pairs of a record/tuple tree, depth first, in field and item order. A leaf's
     path extends `path` with .field and [i] (a field at the root, path "", is just its name);
     path None builds no paths (every pair's path is None). Numbers and float matrices are
     leaves; any other leaf (a string, a bool, a function) is a TypeError naming its path when
-    others is "error", left out when "skip", a leaf when "keep"."""
+    others is "error", left out when "skip", a leaf when "keep". A tree nested past
+    limits.MAX_NESTING is the limits' ValueError about `what`."""
     out = []
-    _walk(value, path, others, out)
+    _walk(value, None if path is None else [path], others, out, 0, what)
     return out
 
 
-def _walk(value, path, others, out):
+def _path_text(parts: list) -> str:
+    return "".join(parts)
+
+
+def _walk(value, parts, others, out, depth, what):
+    """`parts` (None: no paths) is the path as a list, joined only at a leaf: a deep tree costs
+    no long strings per level."""
     r = raw(value)
-    if isinstance(r, Record):
-        for k, v in r.fields.items():
-            _walk(v, path if path is None else f"{path}.{k}" if path else k, others, out)
-    elif isinstance(r, tuple):
-        for i, v in enumerate(r):
-            _walk(v, path if path is None else f"{path}[{i}]", others, out)
+    if isinstance(r, (Record, tuple)):
+        if depth >= limits.MAX_NESTING:
+            raise limits.nesting_error(what)
+        if isinstance(r, Record):
+            for k, v in r.fields.items():
+                if parts is not None:
+                    parts.append(f".{k}" if parts != [""] else k)
+                _walk(v, parts, others, out, depth + 1, what)
+                if parts is not None:
+                    parts.pop()
+        else:
+            for i, v in enumerate(r):
+                if parts is not None:
+                    parts.append(f"[{i}]")
+                _walk(v, parts, others, out, depth + 1, what)
+                if parts is not None:
+                    parts.pop()
     elif (others == "keep" or (isinstance(r, (float, int)) and not isinstance(r, (bool, np.bool_)))
           or (isinstance(r, np.ndarray) and r.dtype != np.bool_)):
-        out.append((path, value))
+        out.append((None if parts is None else _path_text(parts), value))
     elif others == "error":
-        raise TypeErr(f"{path} is {describe(r)}; only numbers and matrices (in tuples and records) "
-                      f"can be differentiated")
+        raise TypeErr(f"{_path_text(parts)} is {describe(r)}; only numbers and matrices (in tuples and "
+                      f"records) can be differentiated")
 
 
-def tree_map(fn, value):
-    """Rebuild a tree with fn applied to each number/matrix leaf."""
+def tree_map(fn, value, what: str = "the tree", depth: int = 0):
+    """Rebuild a tree with fn applied to each number/matrix leaf (a tree nested past
+    limits.MAX_NESTING is the limits' ValueError about `what`)."""
     r = value
     while type(r) is Box:
         r = r.value
     t = type(r)
     if t is np.ndarray or t is float:
         return fn(value)
+    if isinstance(r, (Record, tuple)) and depth >= limits.MAX_NESTING:
+        raise limits.nesting_error(what)
     if t is Record or isinstance(r, Record):
-        return Record({k: tree_map(fn, v) for k, v in r.fields.items()})
+        return Record({k: tree_map(fn, v, what, depth + 1) for k, v in r.fields.items()})
     if t is tuple or isinstance(r, tuple):
-        return tuple([tree_map(fn, v) for v in r])   # a list: deep trees recurse in Python frames only
+        return tuple([tree_map(fn, v, what, depth + 1) for v in r])   # a list: deep trees recurse in Python frames only
     return fn(value)
 
 

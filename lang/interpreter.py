@@ -27,7 +27,8 @@ from .errors import (STDLIB_PREFIX, InternalError, LangError, NameErr, Recursion
 from .indexing import Indexing
 from .lexer import FOREIGN_WORDS
 from .parser import parse
-from .ranges import make_range
+from . import progress
+from .ranges import make_range, plan_range
 from .scope import Env
 from .statements import Statements, is_numeric
 from .tape import Box, raw
@@ -123,7 +124,10 @@ class Interpreter(Statements, Calls, Indexing):
                 if echo is not None and type(stmt) is A.ExprStmt:
                     value = self.eval(stmt.expr, env)
                     if value is not None and not stmt.silent:
-                        echo(value)
+                        try:
+                            echo(value)
+                        except LangError as e:      # a value the display refuses (too deeply nested)
+                            raise e.with_span(stmt.span) from None
                 else:
                     self.exec_stmt(stmt, env)
         except RecursionError:
@@ -165,9 +169,9 @@ class Interpreter(Statements, Calls, Indexing):
             return parts[0]
         # a list, not a generator: a generator consumed by C code re-enters the evaluator on
         # the C stack, and deep recursion through it crashed the process (segfault)
-        texts = [p if type(p) is str else self.eval_formatted(p, env) if type(p) is A.Formatted
-                 else format_value(self.eval(p, env)) for p in parts]
         try:
+            texts = [p if type(p) is str else self.eval_formatted(p, env) if type(p) is A.Formatted
+                     else format_value(self.eval(p, env)) for p in parts]
             limits.check_join("the interpolated string", texts)
         except LangError as e:
             raise e.with_span(node.span) from None
@@ -193,6 +197,11 @@ class Interpreter(Statements, Calls, Indexing):
             self.load_stdlib()
             return self.eval_name(node, env)
         raise self.unknown_name(name, node.span, env)
+
+    def work_bar(self, total: int, desc: str):
+        """A progress bar for a builtin's own long loop (jacobian's backward passes), drawn as
+        a progress(...) loop's is, once it has run a while (lang/progress.py, work_bar)."""
+        return progress.work_bar(self, total, desc)
 
     def unknown_name(self, name, span, env) -> NameErr:
         if name in FOREIGN_WORDS:
@@ -294,7 +303,10 @@ class Interpreter(Statements, Calls, Indexing):
                 raise e.with_span(span)
         ra, rb = raw(a), raw(b)
         if op in ("==", "!="):
-            same = values_equal(ra, rb)
+            try:
+                same = values_equal(ra, rb)
+            except LangError as e:          # a value nested past limits.MAX_NESTING
+                raise e.with_span(span) from None
             return same if op == "==" else not same
         if op == "+" and isinstance(ra, str) and isinstance(rb, str):
             try:
@@ -373,20 +385,22 @@ class Interpreter(Statements, Calls, Indexing):
         return ops.transpose(v)
 
     def eval_range(self, node, env):
+        return self.range_plan(node, env).values()
+
+    def range_plan(self, node, env):
+        """The range a:s:b checked and planned (ranges.Range): a value asks it for the vector,
+        a for loop walks it (a tracked start or step reaches every element; the end only sets
+        the length)."""
         start, start_given = self.range_bound(node.start, env, "start", keep=True)
         stop = self.range_bound(node.stop, env, "end")
         step, step_given = ((1.0, 1.0) if node.step is None
                             else self.range_bound(node.step, env, "step", keep=True))
-        values = make_range(start, step, stop, node.span)
-        if type(start_given) is Box or type(step_given) is Box:
-            # element k is start + k*step, so a tracked start or step reaches every element (the
-            # end only sets the length); the tracked terms add exact zeros to make_range's values
-            def number(v):
-                return ops.index(v, idx=(0,) * len(ops.shape_of(v))) if ops.shape_of(v) else v
-            k = np.arange(values.size, dtype=values.dtype)
-            values = ops.add(values, ops.add(ops.sub(number(start_given), start),
-                                             ops.mul(ops.sub(number(step_given), step), k)))
-        return values
+        plan = plan_range(start, step, stop, node.span)
+        if type(start_given) is Box:
+            plan.given_start = start_given
+        if type(step_given) is Box:
+            plan.given_step = step_given
+        return plan
 
     def range_bound(self, node, env, what, keep=False):
         tracked = self.eval(node, env)

@@ -8,7 +8,9 @@ The limits (docs/language.md, "Limits"):
   and never more than 8 GB;
 - a range at most MAX_RANGE elements;
 - a string at most MAX_STRING_BYTES bytes of UTF-8 (0.1 GB);
-- records and tuples nest at most MAX_NESTING deep where files are read or written (save, load,
+- a walk over a value (printing, ==, tree_map, grad's parameter trees, ...) follows tuples and
+  records at most MAX_NESTING deep (declared in values.py; `nesting_error` is its message);
+- records and tuples nest at most FILE_NESTING deep where files are read or written (save, load,
   write_json, read_json): each level costs a Python frame (or, in save, a longer key).
 """
 from __future__ import annotations
@@ -34,12 +36,17 @@ MAX_STRING_BYTES = 100_000_000
 
 
 RANGE_MAX = 100_000_000    # elements of one range
-MAX_NESTING = 1000         # records and tuples inside each other, in files
+FILE_NESTING = 1000        # records and tuples inside each other, in files
 
 
-def nesting_error(what: str) -> ValueErr:
+def file_nesting_error(what: str) -> ValueErr:
     """'save(): the value nests tuples and records more than 1000 deep'."""
-    return ValueErr(f"{what} nests tuples and records more than {MAX_NESTING} deep")
+    return ValueErr(f"{what} nests tuples and records more than {FILE_NESTING} deep")
+
+
+# The nesting limit of walks over values (MAX_NESTING, nesting_error) is declared in values.py,
+# whose printer every limit message uses (values imports nothing of limits), and listed here.
+from .values import MAX_NESTING, nesting_error  # noqa: E402,F401
 
 
 def g3(x: float) -> str:
@@ -78,6 +85,20 @@ def check_elements(what: str, shape) -> None:
     n = math.prod(shape)
     if n > MAX_ELEMENTS:
         raise elements_error(what, n)
+
+
+def check_shape(what: str, shape) -> None:
+    """check_elements, and no axis longer than MAX_ELEMENTS either, even in an empty result
+    (zeros(0, 2^60), one_hot of no ids into 2^40 classes): an axis of a size asked for by a
+    count is refused before NumPy sees it."""
+    check_elements(what, shape)
+    check_axes(what, shape)
+
+
+def check_axes(what: str, shape) -> None:
+    """Refuse an axis longer than MAX_ELEMENTS (an empty result may have one: zeros(0, 2^60))."""
+    if shape and max(shape) > MAX_ELEMENTS:
+        raise ValueErr(f"{what}: a size of {g3(max(shape))} is past the limit of {g3(MAX_ELEMENTS)} elements")
 
 
 OP_SYMBOLS = {"add": "'+'", "sub": "'-'", "mul": "'*'", "div": "'/'", "mod": "'%'", "pow": "'^'",

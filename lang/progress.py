@@ -63,10 +63,13 @@ def _tqdm():
 
 
 class Bar:
-    """A bar of `total` steps titled `desc` on `stream` (None: off; see the module docstring)."""
+    """A bar of `total` steps titled `desc` on `stream` (None: off; see the module docstring).
+    With `delay` (seconds), nothing is drawn until the work has run that long: a builtin's bar
+    (jacobian's backward passes) says nothing about work that ends sooner."""
 
-    def __init__(self, total: int, desc: str = "", stream=None):
+    def __init__(self, total: int, desc: str = "", stream=None, delay: float = 0.0):
         self.total, self.desc, self.stream = int(total), desc, stream
+        self.delay = delay
         self.n = 0
         self.items = None           # what a progress(...) loop walks (interpreter.eval_for)
         self.text = ""
@@ -84,7 +87,7 @@ class Bar:
                 cols = 0
             self.tq = _tqdm()(total=self.total, desc=desc or None, file=stream, leave=None,
                               dynamic_ncols=cols > 0, ncols=None if cols > 0 else 80,
-                              nrows=None if cols > 0 else 24)
+                              nrows=None if cols > 0 else 24, delay=delay)
         elif self.mode == "log":
             self.start = self.last_t = time.monotonic()
             self.tenths = 0         # tenths of the count already logged
@@ -116,7 +119,9 @@ class Bar:
             self.n += n
             now = time.monotonic()
             tenths = self.n * 10 // self.total if self.total > 0 else 0
-            if tenths > self.tenths or now - self.last_t >= LOG_INTERVAL:
+            if self.delay and now - self.start < self.delay:
+                self.tenths = tenths          # not yet
+            elif (self.delay and self.logged < 0) or tenths > self.tenths or now - self.last_t >= LOG_INTERVAL:
                 self.tenths = tenths
                 self._log(now)
 
@@ -145,7 +150,9 @@ class Bar:
         if self.mode == "live":
             self.tq.close()
         elif self.mode == "log" and self.logged != self.n:
-            self._log(time.monotonic())
+            now = time.monotonic()
+            if not (self.delay and self.logged < 0 and now - self.start < self.delay):
+                self._log(now)
 
     def _log(self, now: float) -> None:
         fmt = _tqdm().format_meter
@@ -186,6 +193,16 @@ class _OutAroundBar:
 
     def __getattr__(self, name):
         return getattr(self.out, name)
+
+
+WORK_DELAY = 2.0     # seconds a builtin's long loop runs before its bar appears
+
+
+def work_bar(interp, total: int, desc: str) -> Bar:
+    """The bar of a builtin's own long loop (the backward passes of jacobian and hessian, the
+    evaluations of check_grad), drawn where a progress(...) loop's bar would be, and only once
+    the loop has run WORK_DELAY seconds. Use it as a context manager; `update()` each step."""
+    return Bar(total, desc, stream_for(interp), delay=WORK_DELAY)
 
 
 @contextmanager

@@ -26,8 +26,8 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from . import context
-from .errors import LangError, NameErr, TypeErr
+from . import context, limits
+from .errors import LangError, NameErr, RecursionErr, TypeErr
 from .interpreter import Interpreter
 from .primitive_table import DTYPES
 from .tape import raw
@@ -150,7 +150,9 @@ class Session:
         lang_kwargs = {k: self._to_lang(v) for k, v in kwargs.items()}
         return self._to_python(self.interp.call(fn, lang_args, lang_kwargs, None))
 
-    def _to_python(self, v):
+    def _to_python(self, v, depth: int = 0):
+        if depth == 0:
+            return self._converting(self._to_python, v, "the value")
         v = raw(v)
         t = type(v)
         if t is np.ndarray:
@@ -159,15 +161,29 @@ class Session:
             return v
         if isinstance(v, (float, int, np.floating, np.integer)):
             return float(v)
+        if (t is tuple or t is Record) and depth > limits.MAX_NESTING:
+            raise limits.nesting_error("the value")
         if t is tuple:
-            return tuple(self._to_python(x) for x in v)
+            return tuple([self._to_python(x, depth + 1) for x in v])
         if t is Record:
-            return {k: self._to_python(x) for k, x in v.fields.items()}
+            return {k: self._to_python(x, depth + 1) for k, x in v.fields.items()}
         if isinstance(v, Callable):
             return SessionFunction(self, v)
         return v
 
-    def _to_lang(self, v):
+    def _converting(self, convert, v, what: str):
+        """convert(v) from the top (depth 1); Python's own recursion limit, lower than the
+        nesting limit in a plain Python process, is a RecursionError of the language too."""
+        try:
+            return convert(v, 1)
+        except RecursionError:
+            raise RecursionErr(f"{what} nests tuples and records too deeply to convert within Python's "
+                               f"recursion limit ({sys.getrecursionlimit()}); raise it with "
+                               f"sys.setrecursionlimit") from None
+
+    def _to_lang(self, v, depth: int = 0):
+        if depth == 0:
+            return self._converting(self._to_lang, v, "the Python value")
         dtype = self.state_dtype()
         if isinstance(v, (bool, np.bool_)):
             return bool(v)
@@ -179,14 +195,16 @@ class Session:
             if v.session is not self:
                 raise TypeErr(f"the function {v.fn.name} belongs to another Session")
             return v.fn
+        if isinstance(v, (tuple, Mapping)) and depth > limits.MAX_NESTING:
+            raise limits.nesting_error("the Python value")
         if isinstance(v, tuple):
-            return tuple(self._to_lang(x) for x in v)
+            return tuple([self._to_lang(x, depth + 1) for x in v])
         if isinstance(v, Mapping):
             fields = {}
             for k, x in v.items():
                 if not isinstance(k, str) or not k.isidentifier():
                     raise TypeErr(f"a record's field names are names, got {k!r}")
-                fields[k] = self._to_lang(x)
+                fields[k] = self._to_lang(x, depth + 1)
             return Record(fields)
         if isinstance(v, (np.ndarray, list)):
             a = np.asarray(v)

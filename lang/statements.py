@@ -11,6 +11,7 @@ from . import ops
 from .errors import InternalError, ShapeError, TypeErr, ValueErr
 from .lexer import KEYWORDS
 from .progress import loop_bar
+from .ranges import ValueWalk, Walk, walk_items, walkable
 from .scope import BreakSignal, ContinueSignal, ReturnSignal
 from .tape import Box, raw
 from .values import Function, Progress, Record, describe, shape_text
@@ -130,28 +131,17 @@ class Statements:
                 continue
 
     def eval_for(self, node, env, bar=None):
-        seq = self.eval(node.iterable, env) if bar is None else bar.items
+        seq = self.loop_value(node.iterable, env) if bar is None else bar.items
         if type(seq) is Progress:     # progress(items): this same loop over the items, with a bar
             with loop_bar(self, seq) as bar:
                 return self.eval_for(node, env, bar)
-        r = raw(seq)
         # every item keeps the tape: a tracked matrix gives its elements or rows through the index
-        # primitive, a tuple its (tracked) items, a number (or 0-d value) itself, once
-        if isinstance(r, np.ndarray):
-            if r.ndim == 0:
-                items = [ops.index(seq, idx=())]
-            elif type(seq) is Box:
-                items = (ops.index(seq, idx=(i,)) for i in range(r.shape[0]))
-            else:
-                items = r.tolist() if r.ndim == 1 else list(r)
-                if r.ndim == 1 and r.dtype == np.bool_:
-                    items = [bool(b) for b in items]
-        elif isinstance(r, tuple):
-            items = r
-        elif isinstance(r, str):
-            items = list(r)
-        elif isinstance(r, (float, int)) and not isinstance(r, bool):
-            items = [seq]
+        # primitive, a tuple its (tracked) items, a number (or 0-d value) itself, once; a range
+        # or a vector is walked a chunk at a time (lang/ranges.py), never made into a list
+        if isinstance(seq, Walk):
+            items = iter(seq)
+        elif walkable(seq):
+            items = walk_items(seq)
         else:
             raise TypeErr(f"cannot loop over {describe(seq)}; loop over a range, a matrix, "
                           f"a tuple or a string", node.iterable.span)
@@ -171,6 +161,35 @@ class Statements:
                 break
             except ContinueSignal:
                 continue
+
+    def loop_value(self, node, env):
+        """What a `for` loop walks, evaluated without making what it need not: a range is
+        planned, not made into a vector; a call of a builtin that declares a lazy form
+        (`walk=`: range, progress, enumerate, zip) runs that form, its walked arguments given
+        the same way (so `for i, x in progress(enumerate(1:n))` makes nothing n long).
+        Anything else is evaluated as usual."""
+        t = type(node)
+        if t is A.Range:
+            return self.range_plan(node, env)
+        if t is not A.Call:
+            return self.eval(node, env)
+        fn = self.eval(node.func, env)
+        walk = getattr(fn, "walk", None) if type(fn) is not Function else None
+        if walk is None:
+            args = [self.eval(a, env) for a in node.args]
+        else:
+            walked = fn.walked_positions(len(node.args))
+            args = [self.walk_argument(a, env) if i in walked else self.eval(a, env)
+                    for i, a in enumerate(node.args)]
+        kwargs = {k: self.eval(v, env) for k, v in node.kwargs} if node.kwargs else {}
+        self.current_call = node
+        if walk is None:
+            return self.call(fn, args, kwargs, node.span)
+        return fn.call(self, args, kwargs, node.span, lazy=True)
+
+    def walk_argument(self, node, env):
+        v = self.loop_value(node, env)
+        return v if isinstance(v, Walk) else ValueWalk(v)
 
     def unpack_item(self, item, names, env):
         """Bind one item of `for a, b in pairs` as 'a, b = item' would (the same checks and

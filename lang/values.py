@@ -14,12 +14,23 @@ import math
 
 import numpy as np
 
-from .errors import InternalError, TypeErr
+from .errors import InternalError, TypeErr, ValueErr
 from .tape import Box, raw
 
 SUMMARY_THRESHOLD = 1000   # arrays with more elements print summarized
 EDGE = 3                   # items shown at each end of a summarized axis
 WHOLE_LIMIT = 2.0 ** 53    # whole numbers below this magnitude print every digit
+# Tuples and records inside each other that a walk over a value follows (printing, ==, the
+# tree builtins, grad's parameter trees, the display, the Python API): as deep as the deepest
+# recursion (scope.MAX_DEPTH calls) can build. A loop can build a value deeper than that; a walk
+# refuses it with nesting_error instead of running out of stack or memory. One of the limits
+# (lang/limits.py lists it), declared here because the limits' messages use this printer.
+MAX_NESTING = 20_000
+
+
+def nesting_error(what: str) -> ValueErr:
+    """'{what} nests tuples and records more than 20000 deep': the one message of every walk."""
+    return ValueErr(f"{what} nests tuples and records more than {MAX_NESTING} deep")
 
 
 class Record:
@@ -282,8 +293,9 @@ def quote(s: str) -> str:
     return '"' + s.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n").replace("\t", "\\t") + '"'
 
 
-def format_value(v, nested: bool = False) -> str:
-    """The printed form of any value (LANGUAGE.md, Printing)."""
+def format_value(v, nested: bool = False, depth: int = 0) -> str:
+    """The printed form of any value (LANGUAGE.md, Printing). `depth`: how many tuples and
+    records hold v (a value nested past limits.MAX_NESTING is refused, not walked)."""
     if type(v) is Box:
         v = raw(v)
     if v is None:
@@ -296,12 +308,16 @@ def format_value(v, nested: bool = False) -> str:
         return quote(v) if nested else v
     if isinstance(v, np.ndarray):
         return format_array(v)
+    if isinstance(v, (tuple, Record)) and depth >= MAX_NESTING:
+        raise nesting_error("the value to print")
+    depth += 1
     if isinstance(v, tuple):
         if len(v) == 1:
-            return f"({format_value(v[0], True)},)"
-        return "(" + ", ".join([format_value(x, True) for x in v]) + ")"   # lists: no C-stack recursion
+            return f"({format_value(v[0], True, depth)},)"
+        # lists, not generators: deep values recurse in Python frames only, not on the C stack
+        return "(" + ", ".join([format_value(x, True, depth) for x in v]) + ")"
     if isinstance(v, Record):
-        return "{" + ", ".join([f"{k} = {format_value(x, True)}" for k, x in v.fields.items()]) + "}"
+        return "{" + ", ".join([f"{k} = {format_value(x, True, depth)}" for k, x in v.fields.items()]) + "}"
     if isinstance(v, Function):
         return f"<fn {v.signature()}>"
     if isinstance(v, Progress):
@@ -501,13 +517,16 @@ def _leaf_text(v) -> str:
     return format_value(v, True)
 
 
-def _count_numbers(v) -> int:
+def _count_numbers(v, depth: int = 0) -> int:
     """The numbers a tree holds, as param_count counts them (float matrices and numbers)."""
     v = raw(v)
-    if isinstance(v, Record):
-        return sum(_count_numbers(x) for x in v.fields.values())
-    if isinstance(v, tuple):
-        return sum(_count_numbers(x) for x in v)
+    if isinstance(v, (Record, tuple)):
+        if depth >= MAX_NESTING:
+            raise nesting_error("the value to show")
+        total = 0
+        for x in (v.fields.values() if isinstance(v, Record) else v):
+            total += _count_numbers(x, depth + 1)
+        return total
     if isinstance(v, np.ndarray):
         return 0 if v.dtype == np.bool_ else int(v.size)
     if isinstance(v, (float, int)) and not isinstance(v, bool):
@@ -515,16 +534,34 @@ def _count_numbers(v) -> int:
     return 0
 
 
-def _structure(v):
+def _structure(v, depth: int = 0):
     """The kinds and shapes of a tree, without its numbers (to spot repeated layers and heads)."""
     v = raw(v)
+    if isinstance(v, (Record, tuple)) and depth >= MAX_NESTING:
+        raise nesting_error("the value to show")
     if isinstance(v, Record):
-        return tuple((k, _structure(x)) for k, x in v.fields.items())
+        return tuple([(k, _structure(x, depth + 1)) for k, x in v.fields.items()])
     if isinstance(v, tuple):
-        return ("()",) + tuple(_structure(x) for x in v)
+        return ("()",) + tuple([_structure(x, depth + 1) for x in v])
     if isinstance(v, np.ndarray):
         return (v.shape, v.dtype == np.bool_)
     return type_name(v)
+
+
+def _more_parts_than(v, n: int) -> bool:
+    """Whether the tree v has more than n tuples, records and leaves (then its one-line form has
+    more than n characters: each part writes at least one), counting no further than that."""
+    stack, seen = [v], 0
+    while stack:
+        x = raw(stack.pop())
+        seen += 1
+        if seen > n:
+            return True
+        if isinstance(x, Record):
+            stack.extend(x.fields.values())
+        elif isinstance(x, tuple):
+            stack.extend(x)
+    return False
 
 
 def _node_text(v) -> str:
@@ -533,28 +570,37 @@ def _node_text(v) -> str:
     return f"tuple of {len(v)}"
 
 
+SHORT_SUBTREE = 40           # a nested record or tuple whose one-line form fits shows on one row
+
+
 def _display_tree(v, width: int, height: int) -> str:
     """A record or tuple as a tree: one line per field (name, then its shape or value), nested
     records and tuples indented under theirs; a short matrix value follows its shape."""
     rows = []                        # (depth, name, text, value)
 
     def walk(node, depth):
+        if depth > MAX_NESTING:
+            raise nesting_error("the value to show")
         items = node.fields.items() if isinstance(node, Record) else \
             ((f"[{i}]", x) for i, x in enumerate(node))
-        first = None                 # a tuple's first item: later items of its structure say so
+        first = None                 # a tuple's first nested item: later items of its structure say so
         for name, x in items:
             x = raw(x)
             if isinstance(x, (Record, tuple)):
-                line = format_value(x, True)
-                if len(line) <= 40 and "\n" not in line:
-                    rows.append((depth, name, line, None))
-                    continue
-                if isinstance(node, tuple):
-                    if first is not None and _structure(x) == first[1]:
-                        rows.append((depth, name, f"{_node_text(x)}, shaped as {first[0]}", None))
+                if not _more_parts_than(x, SHORT_SUBTREE):
+                    line = format_value(x, True, depth)
+                    if len(line) <= SHORT_SUBTREE and "\n" not in line:
+                        rows.append((depth, name, line, None))
                         continue
+                if isinstance(node, tuple):
                     if first is None:
-                        first = (name, _structure(x))
+                        first = (name, x, None)
+                    else:
+                        if first[2] is None:         # the first item's structure, once, when needed
+                            first = (first[0], first[1], _structure(first[1], depth))
+                        if _structure(x, depth) == first[2]:
+                            rows.append((depth, name, f"{_node_text(x)}, shaped as {first[0]}", None))
+                            continue
                 rows.append((depth, name, _node_text(x), None))
                 walk(x, depth + 1)
             else:
@@ -563,10 +609,15 @@ def _display_tree(v, width: int, height: int) -> str:
     walk(v, 1)
     n = _count_numbers(v)
     head = f"{_node_text(v)}, {n:,} number{'s' * (n != 1)}:"
-    name_width = max(2 * d + len(name) for d, name, _, _ in rows) if rows else 0
+    # indentation past the width would be cut anyway: a deep tree's rows are not built past it
+    name_width = min(max(2 * d + len(name) for d, name, _, _ in rows), width) if rows else 0
+    room = max(height - 4, 6)
+    more = len(rows) - (room - 1) if len(rows) > room else 0
+    if more:
+        rows = rows[:room - 1]
     lines = []
     for depth, name, text, value in rows:
-        line = f"{'  ' * depth}{name}".ljust(name_width) + GAP + text
+        line = f"{'  ' * min(depth, width)}{name}".ljust(name_width) + GAP + text
         if isinstance(value, np.ndarray) and value.ndim >= 1 and value.size and \
                 (value.ndim == 1 or value.shape[0] == 1):
             shown = format_array(value)
@@ -575,30 +626,30 @@ def _display_tree(v, width: int, height: int) -> str:
         if len(line) > width:
             line = line[:width - 3] + "..."
         lines.append(line)
-    room = max(height - 4, 6)
-    if len(lines) > room:
-        more = len(lines) - (room - 1)
-        lines = lines[:room - 1] + [f"  {V_ELLIPSIS} {more} more lines"]
+    if more:
+        lines.append(f"  {V_ELLIPSIS} {more} more lines")
     return "\n".join([head] + lines)
 
 
-def values_equal(a, b) -> bool:
+def values_equal(a, b, depth: int = 0) -> bool:
     """Structural equality for non-array values (strings, none, tuples, records)."""
     if type(a) is not type(b) and not (isinstance(a, (float, int)) and isinstance(b, (float, int))):
         return False
+    if isinstance(a, (tuple, Record)) and depth >= MAX_NESTING:
+        raise nesting_error("a value compared")
     # plain loops, not all(generator): deep nesting must recurse in Python frames only
     if isinstance(a, tuple):
         if len(a) != len(b):
             return False
         for x, y in zip(a, b):
-            if not values_equal(raw(x), raw(y)):
+            if not values_equal(raw(x), raw(y), depth + 1):
                 return False
         return True
     if isinstance(a, Record):
         if list(a.fields) != list(b.fields):
             return False
         for k in a.fields:
-            if not values_equal(raw(a.fields[k]), raw(b.fields[k])):
+            if not values_equal(raw(a.fields[k]), raw(b.fields[k]), depth + 1):
                 return False
         return True
     if isinstance(a, np.ndarray):

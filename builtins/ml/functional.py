@@ -29,12 +29,12 @@ CAT = "Statistics & ML"
          how="out[..., i] = 1.0 if ids[...] == i else 0.0 (PyTorch's `F.one_hot`, which returns integers and "
              "infers n when it is not given; tapeml's result is a float matrix and n is required).",
          errors=["IndexError when an id is not a whole number or lies outside 0..n-1",
-                 "ValueError when n <= 0"],
+                 "ValueError when n <= 0, or the result would pass the size limit (n past it too, with no ids)"],
          examples=["one_hot(2, 4)", "one_hot([0, 2, 1], 3)", "one_hot([0, 1; 1, 0], 2)[1, 0, :]"])
 def one_hot(ids, n):
     n = int(n)
     idx = _ids(ids, n, "one_hot", "id", None)
-    limits.check_elements(f"one_hot() of {idx.size} ids into {n} classes", idx.shape + (n,))
+    limits.check_shape(f"one_hot() of {idx.size} ids into {n} classes", idx.shape + (n,))
     out = (idx[..., None] == np.arange(n)).astype(np.float64)
     return ops.as_float(out)
 
@@ -50,13 +50,14 @@ def one_hot(ids, n):
              "d_model)) (Vaswani et al. 2017, section 3.5; the interleaved layout of the paper and of the "
              "PyTorch tutorial's PositionalEncoding, not the concatenated [sin..., cos...] of tensor2tensor). "
              "An odd d_model ends with a sine column.",
-         errors=["ValueError when T < 0 or d_model <= 0"],
+         errors=["ValueError when T < 0 or d_model <= 0, or the result would pass the size limit (d_model "
+                 "past it too, with T = 0)"],
          examples=["round(sinusoidal_positions(3, 4), 4)",
                    "pe = sinusoidal_positions(64, 32)\nfigure(width=6, height=3)\nimshow(pe)\n"
                    'title("sinusoidal_positions(64, 32): rows are positions")'])
 def sinusoidal_positions(T, d_model):
     T, d = int(T), int(d_model)
-    limits.check_elements(f"sinusoidal_positions({T}, {d})", (T, d))
+    limits.check_shape(f"sinusoidal_positions({T}, {d})", (T, d))
     pos = np.arange(T, dtype=np.float64)[:, None]
     i2 = (np.arange(d) // 2 * 2).astype(np.float64)
     angle = pos / np.power(10000.0, i2 / d)

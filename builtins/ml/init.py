@@ -28,6 +28,19 @@ def _uniform(gen, bound, shape):
     return gen.uniform(-bound, bound, shape)
 
 
+def _check_total(fname, d, n_heads, mlp_ratio, attentions):
+    """The whole record against the size guard before the first weight is drawn (each weight
+    alone may pass while all of them together would not fit): per attention 4 D^2 + 4 D, then
+    2 D H + H + D for the feed-forward and 2 D per norm (an upper bound, biases counted)."""
+    from tapeml import limits
+    hidden = mlp_ratio * d
+    for shape in ((3 * d, d), (d, d), (hidden, d), (d, hidden)):       # each weight, in the order drawn
+        limits.check_elements(f"{fname}(): a weight of {' x '.join(map(str, shape))}", shape)
+    total = attentions * (4 * d * d + 4 * d) + 2 * d * hidden + hidden + d + 2 * d * (attentions + 1)
+    limits.check_elements(f"{fname}({d}, {n_heads}, mlp_ratio={mlp_ratio}): its {limits.g3(total)} numbers",
+                          (total,))
+
+
 def _init_generator(seed):
     from tapeml.builtins.random import rng
     return np.random.default_rng(seed) if seed is not None else rng()
@@ -94,7 +107,9 @@ def _init_ffn(gen, d, hidden):
              "and transposed into this layout. Layer scale (Touvron et al. 2021, CaiT) fills gamma1 and "
              "gamma2 with layer_scale_init.",
          errors=["ValueError when n_heads does not divide d_model",
-                 "ValueError when mlp_ratio < 1, d_model or n_heads < 1, or norm is unknown"],
+                 "ValueError when mlp_ratio < 1, d_model or n_heads < 1, or norm is unknown",
+                 "ValueError when one weight or the whole record would pass the size limit (checked before "
+                 "the first draw)"],
          examples=["w = transformer_block_init(32, 4, seed=0)\nparam_count(w)",
                    "w = transformer_block_init(16, 2, norm=\"rms_norm\", seed=0)\nsize(w.heads[0].wq)",
                    "param_count(transformer_block_init(16, 2, mlp_ratio=2, layer_scale=true, seed=0))"])
@@ -103,6 +118,7 @@ def transformer_block_init(d_model, n_heads, mlp_ratio, norm, bias, layer_scale,
     if d % n_heads:
         raise ValueErr(f"transformer_block_init(): n_heads must divide d_model, got n_heads = {n_heads} "
                        f"and d_model = {d} ({d} / {n_heads} is not a whole number)")
+    _check_total("transformer_block_init", d, n_heads, mlp_ratio, 1)
     gen = _init_generator(seed)
     hidden = mlp_ratio * d
     heads = _init_heads(gen, d, n_heads, bias)
@@ -157,7 +173,9 @@ def transformer_block_init(d_model, n_heads, mlp_ratio, norm, bias, layer_scale,
              "biases; LayerNorm gains ones and biases zeros. The matrices are drawn in PyTorch's shapes "
              "in that order and transposed and split by heads into this layout.",
          errors=["ValueError when n_heads does not divide d_model",
-                 "ValueError when mlp_ratio < 1 or d_model or n_heads < 1"],
+                 "ValueError when mlp_ratio < 1 or d_model or n_heads < 1",
+                 "ValueError when one weight or the whole record would pass the size limit (checked before "
+                 "the first draw)"],
          examples=["w = transformer_decoder_block_init(512, 8, seed=0)\nparam_count(w)",
                    "summary(transformer_decoder_block_init(8, 2, mlp_ratio=2, seed=0))"])
 def transformer_decoder_block_init(d_model, n_heads, mlp_ratio, bias, seed):
@@ -165,6 +183,7 @@ def transformer_decoder_block_init(d_model, n_heads, mlp_ratio, bias, seed):
     if d % n_heads:
         raise ValueErr(f"transformer_decoder_block_init(): n_heads must divide d_model, got n_heads = "
                        f"{n_heads} and d_model = {d} ({d} / {n_heads} is not a whole number)")
+    _check_total("transformer_decoder_block_init", d, n_heads, mlp_ratio, 2)
     gen = _init_generator(seed)
     hidden = mlp_ratio * d
     self_heads = _init_heads(gen, d, n_heads, bias)
