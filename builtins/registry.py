@@ -20,6 +20,7 @@ from typing import Callable as CallableType
 
 import numpy as np
 
+from tapeml import limits
 from tapeml.errors import LangError, TypeErr, ValueErr
 from tapeml.tape import Box, raw
 from tapeml.values import Callable, Record, bind_arguments, describe, format_value
@@ -97,6 +98,8 @@ class Builtin(Callable):
         if p.variadic:
             return tuple(convert(self.name, p, x) for x in v)
         v = convert(self.name, p, v)
+        if v is None and p.default is None:     # an explicit none is the default: nothing to check
+            return v
         if p.check is not None:
             msg = p.check(raw(v))
             if msg:
@@ -111,6 +114,7 @@ class Builtin(Callable):
 
     def call(self, interp, args: list, kwargs: dict, span):
         """Bind and run; errors get `span` (the call site), Python exceptions become ValueErr."""
+        bound = ()
         try:
             bound = self.bind(args, kwargs)
             if self.interp:
@@ -119,6 +123,8 @@ class Builtin(Callable):
                 return self.fn(interp.context, *bound)
             return self.fn(*bound)
         except LangError as e:
+            if e.span is None and getattr(e, "operation", None) is not None:
+                e = limits.in_builtin(self.name, bound, e)     # never an internal step's name and shapes
             pending = getattr(e, "pending_fn", None)
             if pending is not None and span is not None:
                 e.trace.append((f"{pending} (called by {self.name})", span))

@@ -123,6 +123,8 @@ _SAFE = {np.dtype(np.float64): _safe_floor(np.float64), np.dtype(np.float32): _s
 def _unsafe_rows(den):
     """Rows [..., 1] whose variance + eps is not a safe finite number (or None when all are)."""
     floor = _SAFE.get(den.dtype, _SAFE[np.dtype(np.float64)])
+    if den.size == 0:                                   # no rows (x is [0, D]): nothing to rescale
+        return None
     if den.min() >= floor and den.max() < np.inf:      # two reductions on the common path (nan fails both)
         return None
     return ~((den >= floor) & (den < np.inf))
