@@ -9,7 +9,7 @@ import numpy as np
 from .tape import raw
 from .primitive_table import SESSION_FLOAT, bools_as_floats, primitive, python_scalar, shape_of
 from .core_ops import (
-    _matmul, _vjp_matmul, _vjp_matmul_plain, _zmatmul, _zmul, add, div, exp, matmul, mul, reshape,
+    _matmul, _rows, _vjp_matmul, _vjp_matmul_plain, _zmatmul, _zmul, add, div, exp, matmul, mul, reshape,
     sqrt, sub, sum_, transpose, unbroadcast, where, zmatmul, zmul,
 )
 
@@ -330,7 +330,7 @@ def _vjp_dense_plain(g, ans, saved, tracked, x, w, b=None):
     gb = None
     if len(tracked) > 2 and tracked[2]:
         if type(b) is np.ndarray and type(g) is np.ndarray and g.ndim >= 2 and b.shape == g.shape[-1:]:
-            gb = g.reshape(-1, g.shape[-1]).sum(axis=0)
+            gb = _rows(g).sum(axis=0)
         else:
             gb = unbroadcast(g, shape_of(b))
     return gx, gw, gb

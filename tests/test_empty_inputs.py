@@ -283,3 +283,25 @@ def test_topk_of_bools_against_pytorch():
     mv, mi = B("topk")(np.array([True, False, True, False]), 2)
     same(mv, v.numpy())
     same(mi, i.numpy())
+
+
+# ---- dense and @ of empty batches and empty features ---------------------------------------------------
+@pytest.mark.parametrize("xs, ws", [((2, 0, 0), (0, 3)), ((2, 3, 4), (4, 0)), ((0, 4), (4, 3)), ((2, 3, 0), (0, 3))],
+                         ids=str)
+def test_dense_of_empty_shapes_matches_numpy(xs, ws):
+    x, w = np.ones(xs), np.ones(ws)
+    same(B("dense")(x, w), x @ w)
+    same(B("dense")(x, w, np.ones(ws[1])), x @ w + 1)
+    same(grad(lambda v: tsum(B("dense")(v, w, np.ones(ws[1]))), x), np.ones(xs[:-1] + (ws[1],)) @ w.T)
+    rows = int(np.prod(xs[:-1]))
+    same(grad(lambda v: tsum(B("dense")(x, v)), w), x.reshape(rows, xs[-1]).T @ np.ones((rows, ws[1])))
+    same(grad(lambda b: tsum(B("dense")(x, w, b)), np.ones(ws[1])), np.full(ws[1], float(np.prod(xs[:-1]))))
+
+
+@pytest.mark.parametrize("xs, ws", [((2, 3, 0), (0, 3)), ((2, 0, 4), (4, 3))], ids=str)
+def test_second_order_through_a_batch_against_one_matrix_of_empty_shapes(xs, ws):
+    """grad of grad of sum((x @ w)^2) = 2 x'x 1 (the batch folded), NumPy's value."""
+    out = run(f"x = ones({xs[0]}, {xs[1]}, {xs[2]})\n"
+              f"print(size(grad(fn(w) -> sum(grad(fn(v) -> sum((x @ v)^2), w)), ones({ws[0]}, {ws[1]}))))\n")
+    x = np.ones(xs).reshape(int(np.prod(xs[:-1])), xs[-1])
+    assert out == f"{(2 * x.T @ x @ np.ones(ws)).shape}\n"

@@ -261,3 +261,12 @@ def test_parser_and_evaluator_messages_have_no_python_wording():
         code, out = run_ml(source)
         first = out.splitlines()[0]
         assert code == 1 and python_wording(first) is None and doubled_word(first) is None, first
+
+
+def test_a_refused_size_past_1e16_is_written_short():
+    """No 300-digit (or 2^64) sizes in a refusal: sizes no array has are written as print writes numbers."""
+    for source, shown in [("\ntile(-1, 1e308)", "a vector of length 1e308"),
+                          ("\ntile([1, 2], 2^63)", "a vector of length 1.844674e19"),
+                          ("\npad([1], (1e300, 1e300))", "a vector of length 2e300")]:
+        code, out = run_ml(source)
+        assert code == 1 and f"(a result of {shown})" in out.splitlines()[0], out
