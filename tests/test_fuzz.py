@@ -2,8 +2,8 @@
 
 Every input ends in a value or a LangError whose span lies inside the input (a line that
 exists, a column within that line or just past its end), whose message has no Python or NumPy
-wording (PYTHON_WORDING; issue 15) and did not come from a Python exception's text, and no
-Python warning is shown. Any other exception fails. tests/fuzz_long.py runs the same checks
+wording (PYTHON_WORDING; issues 15 and 25) nor a doubled word ("of a a vector"; DOUBLED) and did
+not come from a Python exception's text, and no Python warning is shown. Any other exception fails. tests/fuzz_long.py runs the same checks
 over 50,000 programs or more, outside CI.
 Bounded: each test runs a fixed number of examples with no per-example deadline; the
 counts are printed in the summary by `pytest -s` through `EXAMPLES` below.
