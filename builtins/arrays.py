@@ -223,7 +223,8 @@ def _whole(fname, what, v, lo=0):
         got = format_value(v) if isinstance(v, (float, int)) and not isinstance(v, bool) else describe(v)
         raise ValueErr(f"{fname}(): {what} must be a whole number{'' if lo is None else f' >= {lo}'}, got {got}")
     if abs(v) > INT_BOUND:
-        raise ValueErr(f"{fname}(): {what} must be a whole number between -2^53 and 2^53, got {format_value(v)}")
+        low = "-2^53" if lo is None else lo
+        raise ValueErr(f"{fname}(): {what} must be a whole number between {low} and 2^53, got {format_value(v)}")
     return int(v)
 
 
@@ -390,7 +391,7 @@ def tile(x, reps):
     r = [1] * (n - len(r)) + r
     s = (1,) * (n - len(shape)) + shape
     out = tuple(a * b for a, b in zip(r, s))
-    limits.check_shape("tile()", out)
+    limits.check_shape(f"tile() of {shape_text(shape)} (a result of {shape_text(out)})", out)
     inter = tuple(v for pair in zip([1] * n, s) for v in pair)
     wide = tuple(v for pair in zip(r, s) for v in pair)
     return ops.reshape(ops.broadcast_to(ops.reshape(x, shape=inter), shape=wide), shape=out)
@@ -408,13 +409,14 @@ def tile(x, reps):
          examples=["repeat([1.5, 2], 2)", "repeat([1, 2; 3, 4], 2, dim=0)", "repeat([1, 2; 3, 4], 2)"])
 def repeat(x, n, dim):
     n = _whole("repeat", "n", n)
+    given = ops.shape_of(x)
     if dim is None or not ops.shape_of(x):
         x, d = ops.reshape(x, shape=(-1,)), 0
     else:
         d = axis(x, dim)
     s = ops.shape_of(x)
     out = s[:d] + (s[d] * n,) + s[d + 1:]
-    limits.check_shape("repeat()", out)
+    limits.check_shape(f"repeat() of {shape_text(given)} (a result of {shape_text(out)})", out)
     t = ops.reshape(x, shape=s[:d + 1] + (1,) + s[d + 1:])
     return ops.reshape(ops.broadcast_to(t, shape=s[:d + 1] + (n,) + s[d + 1:]), shape=out)
 
@@ -462,7 +464,7 @@ def pad(x, widths, value):
     shape = _ranked("pad", x)
     w = _pad_widths(widths, len(shape))
     out = tuple(b + n + a for (b, a), n in zip(w, shape))
-    limits.check_shape("pad()", out)
+    limits.check_shape(f"pad() of {shape_text(shape)} (a result of {shape_text(out)})", out)
     r = raw(x)
     dt = r.dtype if isinstance(r, np.ndarray) and r.dtype.kind == "f" else ops.FLOAT["dtype"]
     base = np.full(out, float(value), dtype=dt)

@@ -171,7 +171,7 @@ def _worse(a: float, b: float) -> float:
               "runs it on every differentiable builtin and fails above 1e-6.",
          errors=["ValueError when f returns something other than a number",
                  "TypeError naming the path of a string, bool or function inside x",
-                 "ValueError when h is 0 (\"float division by zero\") or samples is negative"],
+                 "ValueError when h or samples is not > 0"],
          how="For each checked element i: fd = (f(x + h e_i) - f(x - h e_i)) / 2h, and the error is "
              "|grad_i - fd| / max(|grad_i|, |fd|, 1), the test of PyTorch's `torch.autograd.gradcheck`. Leaves larger than `samples` are checked on a fixed "
              "pseudo-random subset of elements. Values near 1e-9 or below mean the tape is right. A nan in "
@@ -309,8 +309,8 @@ def jacobian_impl(call, x, fname="jacobian", interp=None):
         m = int(np.prod(oshape)) if oshape else 1
         n = int(np.prod(xshape)) if xshape else 1
         from tapeml import limits
-        limits.check_elements(f"{fname}() of a {shape_text(oshape)} output by a {shape_text(xshape)} input",
-                              oshape + xshape)
+        limits.check_elements(f"{fname}() with output {shape_text(oshape)} and input {shape_text(xshape)} (a result "
+                              f"of {shape_text(oshape + xshape)})", oshape + xshape)
         if m == 0 or n == 0:
             return ops.as_float(np.zeros(oshape + xshape))
         if n + 1 < m:

@@ -166,6 +166,19 @@ def _csv_number(cell: str):
         return None
 
 
+def _csv_problem(msg: str) -> str:
+    """Python's csv module's words for a malformed file, in tapeml's."""
+    if "expected after" in msg:
+        return "a quoted field must end at its closing quote, before the next ',' or the end of the line"
+    if "end of data" in msg:
+        return "a quote is opened and never closed"
+    if "NUL" in msg:
+        return "a NUL character in the text"
+    if "field limit" in msg:
+        return "a field longer than 131072 characters"
+    return "a quote in the wrong place"
+
+
 _LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+\Z")
 
 
@@ -180,7 +193,7 @@ def _csv_rows(fname: str, full: str, text: str):
             if fields_ and not (len(fields_) == 1 and fields_[0].strip() == ""):
                 yield reader.line_num, fields_
     except _csv.Error as e:
-        raise IOErr(f"{fname}(): {full} line {reader.line_num}: malformed CSV ({e})") from None
+        raise IOErr(f"{fname}(): {full} line {reader.line_num}: malformed CSV ({_csv_problem(str(e))})") from None
 
 
 def _is_header(fields_) -> bool:
@@ -354,7 +367,7 @@ def load_safetensors(full: str):
         if "data type" in what.lower() or "dtype" in what.lower() or "not supported" in what.lower():
             raise IOErr(f"load(): {full} holds a tensor of a type tapeml cannot read (float64, float32, "
                         f"float16, bfloat16, integers and bools are read)") from None
-        raise IOErr(f"load(): {full} is damaged or not a .safetensors file ({what})") from None
+        raise IOErr(f"load(): {full} is damaged or not a .safetensors file") from None
     order = keys
     try:
         saved = _json.loads(meta.get(_ORDER_KEY, "null"))

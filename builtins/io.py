@@ -319,6 +319,26 @@ def write_csv(interp, path, m, header):
     return None
 
 
+# Python's json parser's words for a syntax error, in tapeml's (its own text never reaches a user)
+_JSON_PROBLEMS = [
+    ("Expecting value", "a value was expected (a number, a string, a list, an object, true, false or null)"),
+    ("Expecting ':' delimiter", "a ':' was expected after the key"),
+    ("Expecting ',' delimiter", "a ',' was expected between two items"),
+    ("Expecting property name", "a key in double quotes was expected (JSON keys are quoted, and a ',' needs "
+                                "an item after it)"),
+    ("Unterminated string", "a string starts here and is never closed"),
+    ("Extra data", "more text follows the end of the JSON value"),
+    ("Invalid control character", "a control character (a tab or a line break) inside a string; write \\t or \\n"),
+    ("Invalid \\uXXXX escape", "a \\u escape needs four hexadecimal digits"),
+    ("Invalid \\escape", "an escape JSON does not have (its escapes are \\\" \\\\ \\/ \\b \\f \\n \\r \\t \\uXXXX)"),
+    ("Illegal trailing comma", "a ',' before the closing bracket (JSON allows no trailing comma)"),
+]
+
+
+def _json_problem(msg: str) -> str:
+    return next((ours for theirs, ours in _JSON_PROBLEMS if msg.startswith(theirs)), "this is not valid JSON")
+
+
 @builtin("read_json", CAT, "A JSON file as a tapeml value: objects are records, arrays of numbers matrices.",
          [P("path", "string", doc="a JSON file; relative paths start at the script's directory")],
          returns="a record, tuple, matrix, number, string, bool or none", interp=True,
@@ -345,7 +365,7 @@ def read_json(interp, path):
         with _json_stack():
             return _from_json(_json.loads(text), full, "")
     except _json.JSONDecodeError as e:
-        raise IOErr(f"read_json(): {full} line {e.lineno}, column {e.colno}: {e.msg}") from None
+        raise IOErr(f"read_json(): {full} line {e.lineno}, column {e.colno}: {_json_problem(e.msg)}") from None
     except RecursionError:
         raise IOErr(f"read_json(): {full} nests arrays or objects too deeply (up to {JSON_MAX_DEPTH} levels are "
                     f"always read)") from None

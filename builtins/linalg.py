@@ -13,7 +13,7 @@ import math
 import numpy as np
 
 from tapeml import linalg_ops as la
-from tapeml import ops
+from tapeml import limits, ops
 from tapeml.builtins.registry import P, builtin
 from tapeml.builtins.util import axis
 from tapeml.errors import ShapeError, TypeErr, ValueErr
@@ -72,7 +72,7 @@ def _invertible(fname, x, name="A"):
     """Refuse a singular matrix, or one singular to working precision: condition number (largest /
     smallest singular value) at or past 1/eps of the dtype."""
     r = np.asarray(raw(x))
-    if r.shape[-1] == 0:
+    if r.size == 0:                 # an empty matrix, or an empty batch: nothing to refuse
         return
     s = np.linalg.svd(r, compute_uv=False)
     big, small = s[..., 0], s[..., -1]
@@ -355,7 +355,7 @@ def norm_(x, p, dim, keepdims):
     elif p == 2:
         r = ops.amax(_singular_values("norm", x))
     else:
-        raise ValueErr(f'norm(): a matrix norm is none, "fro", "nuc", 1, 2 or inf, got p = {g3(p)}; give dim '
+        raise ValueErr(f'norm(): a matrix norm is none, "fro", "nuc", 1, 2 or inf, got p = {limits.g3(p)}; give dim '
                        f"for vector p-norms along an axis")
     return ops.reshape(r, shape=(1, 1)) if keepdims else r
 
@@ -392,7 +392,7 @@ def cholesky_(A):
         worst = int(np.argmin(w[..., 0].reshape(-1)))
         low = float(w[..., 0].reshape(-1)[worst])
         raise ValueErr(f"cholesky(): A{_which(worst, r.shape[:-2])} is not positive definite: its smallest "
-                       f"eigenvalue is {g3(low)} (all must be > 0)") from None
+                       f"eigenvalue is {limits.g3(low)} (all must be > 0)") from None
     return la.cholesky(S)
 
 
@@ -415,6 +415,8 @@ def qr_(A):
     A = _matrix("qr", A)
     _finite("qr", A)
     m, n = _shape(A)[-2:]
+    if m < n and type(A) is Box and np.size(raw(A)) == 0:
+        A = raw(A)          # an empty batch: nothing depends on A, its gradient is the empty one
     if m < n and type(A) is Box:
         raise ValueErr(f"qr(): the gradient of qr is implemented for m >= n (tall or square), A is "
                        f"{shape_text(_shape(A))}; differentiate qr(A')' instead or take qr of the first m columns")
@@ -492,8 +494,8 @@ def eig_(A):
         bad = w[np.abs(w.imag) > 0]
         if bad.size:
             z = bad.reshape(-1)[0]
-            raise ValueErr(f"eig(): A has complex eigenvalues (e.g. {g3(z.real)} {'+' if z.imag >= 0 else '-'} "
-                           f"{g3(abs(z.imag))}i) and tapeml has no complex numbers; for a symmetric matrix use eigh")
+            raise ValueErr(f"eig(): A has complex eigenvalues (e.g. {limits.g3(z.real)} {'+' if z.imag >= 0 else '-'} "
+                           f"{limits.g3(abs(z.imag))}i) and tapeml has no complex numbers; for a symmetric matrix use eigh")
         w, v = w.real, v.real
     return (ops.python_scalar(np.ascontiguousarray(w)), np.ascontiguousarray(v))
 
@@ -534,6 +536,7 @@ def lstsq_(A, b):
     if len(sa) != 2 or len(sb) not in (1, 2) or sb[0] != sa[0]:
         raise ShapeError(f"lstsq(): A is {shape_text(sa)} and b is {shape_text(sb)}: A must be a matrix and b a "
                          f"vector or matrix with as many rows as A")
+    _result_fits("lstsq", (sa, sb), (sa[1],) + sb[1:])
     A, b = _floated(A), _floated(b)
     _finite("lstsq", A)
     _finite("lstsq", b, "b")
@@ -554,7 +557,17 @@ def lstsq_(A, b):
          examples=["outer([1, 2, 3], [1, 10])"])
 def outer_(x, y):
     x, y = _floated(x), _floated(y)
+    sx, sy = _shape(x), _shape(y)
+    _result_fits("outer", (sx, sy), (math.prod(sx), math.prod(sy)))
     return ops.mul(ops.reshape(x, shape=(-1, 1)), ops.reshape(y, shape=(1, -1)))
+
+
+def _result_fits(fname, shapes, out):
+    """The size guard, said of this builtin and its result (before its steps, which would name an
+    internal product of other shapes)."""
+    if math.prod(out) > limits.MAX_ELEMENTS:
+        raise limits.elements_error(f"{fname}() of {' and '.join(shape_text(s) for s in shapes)} (a result of "
+                                    f"{shape_text(out)})", math.prod(out))
 
 
 @builtin("kron", CAT, "The Kronecker product of two vectors or matrices.",
@@ -576,5 +589,6 @@ def kron_(a, b):
     vec = len(sa) < 2 and len(sb) < 2
     ma, na = (1, int(np.prod(sa))) if len(sa) < 2 else sa
     mb, nb = (1, int(np.prod(sb))) if len(sb) < 2 else sb
+    _result_fits("kron", (sa, sb), (na * nb,) if vec else (ma * mb, na * nb))
     r = ops.mul(ops.reshape(a, shape=(ma, 1, na, 1)), ops.reshape(b, shape=(1, mb, 1, nb)))
     return ops.reshape(r, shape=(na * nb,) if vec else (ma * mb, na * nb))

@@ -86,6 +86,21 @@ KEEPDIMS = P("keepdims", "bool", False, doc="keep the reduced axis with size 1, 
                                           "(NumPy's keepdims, PyTorch's keepdim)")
 
 
+def _nothing_to_compare(name, x, dim):
+    """max, min, argmax, argmin refuse to reduce an empty slice (NumPy's and PyTorch's rule); along a
+    non-empty axis of an empty matrix (dim=1 of a 0x2 matrix) there is nothing to reduce and the
+    result is empty, as theirs."""
+    r = raw(x)
+    if not isinstance(r, np.ndarray) or r.size:
+        return
+    if dim is None:
+        raise ValueErr(f"{name}() of an empty matrix: it has no largest or smallest element")
+    d = axis(x, dim)
+    if r.shape[d] == 0:
+        raise ValueErr(f"{name}(): axis {d} of {describe(x)} is empty: its slices have no largest or smallest "
+                       f"element")
+
+
 def _reduction(name, prim, summary, how, examples, differentiable=True, what="", errors=()):
     @builtin(name, "Math", summary,
              [X, P("dim", "int", None, doc="the axis to reduce (negative counts from the end); none reduces all"),
@@ -93,9 +108,8 @@ def _reduction(name, prim, summary, how, examples, differentiable=True, what="",
              returns="a number, or x with axis dim removed (size 1 with keepdims)", differentiable=differentiable,
              how=how, what=what, errors=list(errors), examples=examples)
     def fn(x, dim, keepdims):
-        r = raw(x)
-        if isinstance(r, np.ndarray) and r.size == 0 and name in ("max", "min", "argmax", "argmin"):
-            raise ValueErr(f"{name}() of an empty matrix: it has no largest or smallest element")
+        if name in ("max", "min", "argmax", "argmin"):
+            _nothing_to_compare(name, x, dim)
         return prim(x, dim=axis(x, dim), keepdims=keepdims)
     return fn
 
@@ -137,7 +151,7 @@ def _extreme(name, reduce, pairwise, word):
              how=f"NumPy's `{name}` / `{'maximum' if name == 'max' else 'minimum'}`. At ties the gradient is "
                  f"split evenly among the tied elements, as PyTorch's `a{name}` does (and evenly between x "
                  f"and y where they are equal).",
-             errors=["ValueError when x is an empty matrix", "ValueError when dim is out of range",
+             errors=["ValueError when x is empty (or its axis dim is)", "ValueError when dim is out of range",
                      "ValueError when both y and dim (or keepdims) are given",
                      "ShapeError when x and y do not broadcast to one shape"],
              examples=[f"{name}([3, 1, 4, 1, 5])", f"{name}([1, 5; 7, 2], dim=0)", f"{name}(3, 5)",
@@ -151,9 +165,7 @@ def _extreme(name, reduce, pairwise, word):
             except ValueError:
                 raise ShapeError(f"{name}(): x is {shape_text(ops.shape_of(x))} and y is "
                                  f"{shape_text(ops.shape_of(y))}: the shapes do not broadcast") from None
-        r = raw(x)
-        if isinstance(r, np.ndarray) and r.size == 0:
-            raise ValueErr(f"{name}() of an empty matrix: it has no largest or smallest element")
+        _nothing_to_compare(name, x, dim)
         return reduce(x, dim=axis(x, dim), keepdims=keepdims)
     return fn
 
@@ -186,13 +198,13 @@ _reduction("argmax", _arg(np.argmax), "0-based position of the largest element (
            what="Where the largest value is, as a 0-based index usable as x[i]; greedy decoding picks "
                 "argmax(logits). Without dim a matrix is read row by row, so argmax([1, 5; 7, 2]) is 2; with "
                 "dim, one index per row or column.",
-           errors=["ValueError when x is an empty matrix", "ValueError when dim is out of range for x"])
+           errors=["ValueError when x is empty (or its axis dim is)", "ValueError when dim is out of range for x"])
 _reduction("argmin", _arg(np.argmin), "0-based position of the smallest element (the first at ties).",
            "NumPy's argmin; over the flattened matrix when dim is none. Not differentiable.",
            ["argmin([3, 1, 4, 1])", "argmin([1, 5; 7, 2], dim=0)"], differentiable=False,
            what="Where the smallest value is, as a 0-based index usable as x[i], e.g. the step with the "
                 "lowest loss. Without dim a matrix is read row by row; with dim, one index per row or column.",
-           errors=["ValueError when x is an empty matrix", "ValueError when dim is out of range for x"])
+           errors=["ValueError when x is empty (or its axis dim is)", "ValueError when dim is out of range for x"])
 
 
 @builtin("clip", "Math", "Limit each element to the interval [lo, hi].",

@@ -186,11 +186,18 @@ def std(x, dim, correction, keepdims):
     return r if out is r or keepdims else ops.unkept(out, ops.shape_of(r))
 
 
+def _sort_key(r, descending):
+    """What to sort ascending for x's order: -x for largest first (ties keep their order, NaN stays
+    last); bools take part as 0 and 1, as in arithmetic (NumPy has no - of bools)."""
+    if not descending:
+        return r
+    return -(r if r.dtype.kind == "f" else r.astype(np.float64))
+
+
 def _sorted(x, dim, descending=False):
     """(sorted values, 0-based int indices) along an axis: a stable sort (ties keep their order)."""
     r = _array("sort", x)
-    key = -r if descending else r
-    idx = np.argsort(key, axis=dim, kind="stable")
+    idx = np.argsort(_sort_key(r, descending), axis=dim, kind="stable")
     return ops.take_along(x, idx=idx, dim=dim), idx
 
 
@@ -241,7 +248,8 @@ METHODS = ("linear", "lower", "higher", "nearest", "midpoint")
          [X, P("q", "any", doc="a probability in [0, 1], or a vector of them (not differentiated)"), DIM, KEEP,
           P("method", "string", "linear", doc="how to pick between the two neighbouring order statistics",
             check=one_of(*METHODS), constraint="one of " + ", ".join(METHODS))],
-         returns="a number or x with axis dim removed; a vector q adds a first axis (one result per q)",
+         returns="a number or x with axis dim removed; a vector q adds a first axis (one result per q; none for an "
+                 "empty q)",
          differentiable=True,
          what="The value below which a fraction q of the elements lie: quantile(x, 0.5) is the median, "
               "quantile(x, [0.25, 0.75]) the quartiles. With sorted values s_0..s_{n-1}, q falls at position "
@@ -266,6 +274,9 @@ def quantile(x, q, dim, keepdims, method):
     shape = ops.shape_of(x)
     xf, d = _flat(ops.reshape(x, shape=(1,)) if not shape else x, None if not shape else dim, keepdims)
     _check_nonempty("quantile", xf, d)
+    if qs.size == 0:        # no probabilities: no results, each of the shape one q would give (NumPy, PyTorch)
+        one = np.sum(np.zeros(ops.shape_of(xf)), axis=d, keepdims=True)
+        return ops.as_float(np.zeros((0,) + np.shape(_finish(one, shape, None if not shape else dim, keepdims))))
     s, _ = _sorted(xf, d)
     n = ops.shape_of(xf)[d]
     parts = []
@@ -402,7 +413,7 @@ def sort(x, dim, descending):
 def argsort(x, dim, descending):
     d = _sort_axis("argsort", x, dim)
     r = _array("argsort", x)
-    return np.argsort(-r if descending else r, axis=d, kind="stable").astype(np.float64)
+    return np.argsort(_sort_key(r, descending), axis=d, kind="stable").astype(np.float64)
 
 
 @builtin("topk", CAT, "The k largest elements and their 0-based positions, along an axis.",

@@ -20,6 +20,7 @@ from typing import Callable as CallableType
 
 import numpy as np
 
+from tapeml import limits
 from tapeml.errors import LangError, TypeErr, ValueErr
 from tapeml.tape import Box, raw
 from tapeml.values import Callable, Record, bind_arguments, describe, format_value
@@ -109,6 +110,8 @@ class Builtin(Callable):
         if p.variadic:
             return tuple(convert(self.name, p, x) for x in v)
         v = convert(self.name, p, v)
+        if v is None and p.default is None:     # an explicit none is the default: nothing to check
+            return v
         if p.check is not None:
             msg = p.check(raw(v))
             if msg:
@@ -124,6 +127,7 @@ class Builtin(Callable):
     def call(self, interp, args: list, kwargs: dict, span, lazy: bool = False):
         """Bind and run; errors get `span` (the call site), Python exceptions become ValueErr.
         `lazy`: run the lazy form (the call is what a for loop walks; lang/statements.py)."""
+        bound = ()
         try:
             bound = self.bind(args, kwargs)
             fn = self.walk if lazy else self.fn
@@ -133,6 +137,8 @@ class Builtin(Callable):
                 return fn(interp.context, *bound)
             return fn(*bound)
         except LangError as e:
+            if e.span is None and getattr(e, "operation", None) is not None:
+                e = limits.in_builtin(self.name, bound, e)     # never an internal step's name and shapes
             pending = getattr(e, "pending_fn", None)
             if pending is not None and span is not None:
                 e.trace.append((f"{pending} (called by {self.name})", span))

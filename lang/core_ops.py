@@ -476,6 +476,11 @@ amin = primitive("min", _amin, _vjp_extreme, arity=1)
 
 
 # ---- linear algebra -------------------------------------------------------------------------
+def _rows(a):
+    """a [..., n] as a matrix [rows, n] (sizes spelled out: -1 is ambiguous for an empty array)."""
+    return a.reshape(int(np.prod(a.shape[:-1])), a.shape[-1])
+
+
 def _matmul(a, b):
     if type(a) is not np.ndarray or a.dtype.kind == "b":
         a = bools_as_floats(a)
@@ -483,7 +488,7 @@ def _matmul(a, b):
         b = bools_as_floats(b)
     if type(a) is np.ndarray and type(b) is np.ndarray and a.ndim > 2 and b.ndim == 2:
         # a batch against one matrix: one 2-D product (BLAS runs it far better than a batch loop)
-        return np.matmul(a.reshape(-1, a.shape[-1]), b).reshape(a.shape[:-1] + (b.shape[1],))
+        return np.matmul(_rows(a), b).reshape(a.shape[:-1] + (b.shape[1],))
     return python_scalar(np.matmul(a, b))
 
 
@@ -495,7 +500,7 @@ def _vjp_matmul_plain(g, ans, saved, tracked, a, b):
         gb = None
         if tracked[1]:
             gb = _zmatmul(a.T, g) if a.ndim == 2 else \
-                _zmatmul(a.reshape(-1, a.shape[-1]).T, g.reshape(-1, g.shape[-1]))
+                _zmatmul(_rows(a).T, _rows(g))
         return ga, gb
     return None
 
@@ -521,7 +526,8 @@ def _vjp_matmul(g, ans, saved, tracked, a, b):
     if tracked[1]:
         a2s, g2s = shape_of(a2), shape_of(g2)
         if len(a2s) > 2 and len(shape_of(b2)) == 2:   # a batch against one matrix: fold the batch
-            gb = zmatmul(transpose(reshape(a2, shape=(-1, a2s[-1]))), reshape(g2, shape=(-1, g2s[-1])))
+            rows = int(np.prod(a2s[:-1]))           # spelled out: -1 is ambiguous for an empty batch
+            gb = zmatmul(transpose(reshape(a2, shape=(rows, a2s[-1]))), reshape(g2, shape=(rows, g2s[-1])))
         else:
             gb = unbroadcast(zmatmul(transpose(a2), g2), shape_of(b2))
         if len(sb) == 1:

@@ -10,18 +10,26 @@ from .core_ops import reshape, unbroadcast, zmul
 
 
 def _concat(*xs, dim=0):
-    _check_total("concat", xs)
+    _check_total("concat", xs, dim)
     return np.concatenate(xs, axis=dim)
 
 
-def _check_total(name, xs):
+def _check_total(name, xs, dim):
     """The size guard for concat and stack: the result holds all the parts."""
     n = 0
     for x in xs:
         n += np.size(x)
     from . import limits
     if n > limits.MAX_ELEMENTS:
-        raise limits.elements_error(f"{name}() of {len(xs)} parts", n)
+        s = list(np.shape(xs[0]))
+        if name == "stack":
+            s.insert(dim % (len(s) + 1), len(xs))
+        elif s:
+            s[dim] = sum(np.shape(x)[dim] if np.ndim(x) else 1 for x in xs)
+        from .values import shape_text
+        err = limits.elements_error(f"{name}() of {len(xs)} parts (a result of {shape_text(tuple(s))})", n)
+        err.operation = (name, tuple(s), n)         # a builtin or a matrix literal names itself instead
+        raise err
 
 
 def _vjp_concat(g, ans, saved, tracked, *xs, dim=0):
@@ -62,7 +70,7 @@ concat = primitive("concat", _concat, _vjp_concat, vjp_plain=_vjp_concat_plain)
 
 
 def _stack(*xs, dim=0):
-    _check_total("stack", xs)
+    _check_total("stack", xs, dim)
     return np.stack(xs, axis=dim)
 
 

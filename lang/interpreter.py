@@ -449,6 +449,11 @@ class Interpreter(Statements, Calls, Indexing):
                 return built[0]
             built = [ops.reshape(r, shape=(1, -1)) if len(ops.shape_of(r)) < 2 else r for r in built]
             return ops.concat(*built, dim=0)
+        except ValueErr as e:
+            if getattr(e, "operation", None) is None:
+                raise
+            raise limits.elements_error(f"the matrix literal (a result of {shape_text(e.operation[1])})",
+                                        e.operation[2]).with_span(node.span) from None
         except ValueError as e:
             raise ShapeError(f"cannot build the matrix: the pieces do not fit "
                              f"({'; '.join(', '.join(shape_text(ops.shape_of(v)) for v in row) for row in rows)})",

@@ -98,7 +98,9 @@ def check_shape(what: str, shape) -> None:
 def check_axes(what: str, shape) -> None:
     """Refuse an axis longer than MAX_ELEMENTS (an empty result may have one: zeros(0, 2^60))."""
     if shape and max(shape) > MAX_ELEMENTS:
-        raise ValueErr(f"{what}: a size of {g3(max(shape))} is past the limit of {g3(MAX_ELEMENTS)} elements")
+        big = max(shape)
+        raise ValueErr(f"{what}: a size of {big if big < 10 ** 16 else g3(big)} is past the limit of "
+                       f"{g3(MAX_ELEMENTS)} elements")
 
 
 OP_SYMBOLS = {"add": "'+'", "sub": "'-'", "mul": "'*'", "div": "'/'", "mod": "'%'", "pow": "'^'",
@@ -115,8 +117,35 @@ def check_operands(name: str, out_shape, *shapes) -> None:
         op = OP_SYMBOLS.get(name, f"{name}()")
         names = [shape_text(s) for s in shapes]
         listed = names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
-        raise elements_error(f"{op} of {listed} (a result of "
+        err = elements_error(f"{op} of {listed} (a result of "
                              f"{shape_text(tuple(out_shape))})", n)
+        err.operation = (name, tuple(out_shape), n)     # a builtin that ran this step names itself instead
+        raise err
+
+
+OWN_STEP = {"max": "maximum", "min": "minimum"}     # builtin -> its primitive of another name
+
+
+def in_builtin(fname: str, args, err: ValueErr) -> ValueErr:
+    """The refusal of an operation that builtin `fname` ran on the user's arguments `args` (the
+    primitive's operands are the builtin's own intermediates, e.g. kron's [m, 1, n, 1]): the same
+    need, said of `fname()` and the shapes of the matrices the user gave."""
+    import numpy as np
+    from .tape import raw
+    from .values import shape_text
+    op, out, n = err.operation
+    if op == fname or OWN_STEP.get(fname) == op:    # the builtin's own primitive (dense, atan2): as it is
+        msg = err.message.replace(OP_SYMBOLS.get(op, f"{op}()"), f"{fname}()", 1)
+        new = ValueErr(msg, err.span)
+        new.trace = err.trace
+        return new
+    shown = [shape_text(raw(a).shape) for a in args if isinstance(raw(a), np.ndarray)]
+    of = ""
+    if shown:
+        of = " of " + (", ".join(shown[:-1]) + " and " + shown[-1] if len(shown) > 1 else shown[0])
+    new = elements_error(f"{fname}(){of} (an intermediate result of {shape_text(out)})", n)
+    new.span, new.trace = err.span, err.trace
+    return new
 
 
 def utf8_len(s: str) -> int:

@@ -270,7 +270,9 @@ def _column_signs(x):
 
 
 def _pack(*parts, batch):
-    return np.concatenate([p.reshape(batch + (-1,)) for p in parts], axis=-1)
+    """The parts [*batch, ...] flattened after the batch axes and joined (sizes spelled out, so an
+    empty batch packs too)."""
+    return np.concatenate([p.reshape(batch + (int(np.prod(p.shape[len(batch):])),)) for p in parts], axis=-1)
 
 
 def svd_sizes(m, n):

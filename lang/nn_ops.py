@@ -9,8 +9,8 @@ import numpy as np
 from .tape import raw
 from .primitive_table import SESSION_FLOAT, bools_as_floats, primitive, python_scalar, shape_of
 from .core_ops import (
-    _matmul, _vjp_matmul, _vjp_matmul_plain, _zmatmul, _zmul, add, binary_exponents, div, exp, matmul,
-    mul, reshape, safe_floor, sqrt, sub, sum_, transpose, unbroadcast, where, zmatmul, zmul,
+    _matmul, _rows, _vjp_matmul, _vjp_matmul_plain, _zmatmul, _zmul, add, binary_exponents, div, exp,
+    matmul, mul, reshape, safe_floor, sqrt, sub, sum_, transpose, unbroadcast, where, zmatmul, zmul,
 )
 
 
@@ -117,6 +117,8 @@ _SAFE = {np.dtype(np.float64): safe_floor(np.float64), np.dtype(np.float32): saf
 def _unsafe_rows(den):
     """Rows [..., 1] whose variance + eps is not a safe finite number (or None when all are)."""
     floor = _SAFE.get(den.dtype, _SAFE[np.dtype(np.float64)])
+    if den.size == 0:                                   # no rows (x is [0, D]): nothing to rescale
+        return None
     if den.min() >= floor and den.max() < np.inf:      # two reductions on the common path (nan fails both)
         return None
     return ~((den >= floor) & (den < np.inf))
@@ -322,7 +324,7 @@ def _vjp_dense_plain(g, ans, saved, tracked, x, w, b=None):
     gb = None
     if len(tracked) > 2 and tracked[2]:
         if type(b) is np.ndarray and type(g) is np.ndarray and g.ndim >= 2 and b.shape == g.shape[-1:]:
-            gb = g.reshape(-1, g.shape[-1]).sum(axis=0)
+            gb = _rows(g).sum(axis=0)
         else:
             gb = unbroadcast(g, shape_of(b))
     return gx, gw, gb

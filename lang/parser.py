@@ -121,13 +121,13 @@ class Parser:
         if kind in ("break", "continue"):
             self.advance()
             if not any(b.kind in ("for", "while") for b in self.open_blocks):
-                raise LangSyntaxError(f"'{kind}' outside a loop", tok.span)
+                raise LangSyntaxError(f"'{kind}' belongs inside a loop (for ... end or while ... end)", tok.span)
             self.end_statement()
             return (A.Break if kind == "break" else A.Continue)(tok.span)
         if kind == "return":
             self.advance()
             if not any(b.kind == "fn" for b in self.open_blocks):
-                raise LangSyntaxError("'return' outside a function", tok.span)
+                raise LangSyntaxError("'return' belongs inside a function (fn name(...) ... end)", tok.span)
             value = None
             if not self.check(NEWLINE, ";", EOF, *BLOCK_END):
                 value = self.expression()
@@ -171,8 +171,8 @@ class Parser:
             root = root.obj
         if not isinstance(root, A.Name):
             hint = " (use '==' to compare)" if eq.kind == "=" else ""
-            raise LangSyntaxError(f"cannot assign to this expression{hint}; the left side of "
-                                  f"'{eq.text}' must be a name, a field or an index", node.span)
+            raise LangSyntaxError(f"the left side of '{eq.text}' must be a name, a field or an index, not this "
+                                  f"expression{hint}", node.span)
 
     def open(self, tok: Token) -> None:
         self.open_blocks.append(tok)
@@ -224,10 +224,10 @@ class Parser:
                 default = self.expression()
                 seen_default = True
             elif seen_default:
-                raise LangSyntaxError(f"parameter '{tok.text}' without a default follows one with a default",
-                                      tok.span)
+                raise LangSyntaxError(f"'{tok.text}' has no default but comes after a parameter with one: the "
+                                      f"parameters with defaults go last, as in fn f(a, b=1)", tok.span)
             if any(p.name == tok.text for p in params):
-                raise LangSyntaxError(f"duplicate parameter '{tok.text}'", tok.span)
+                raise LangSyntaxError(f"two parameters are named '{tok.text}'", tok.span)
             params.append(A.Param(tok.span, tok.text, default))
             if not self.match(","):
                 break
@@ -395,12 +395,14 @@ class Parser:
                 name = self.advance()
                 self.advance()
                 if any(k == name.text for k, _ in kwargs):
-                    raise LangSyntaxError(f"keyword argument '{name.text}' given twice", name.span)
+                    raise LangSyntaxError(f"'{name.text}=' is given twice in this call", name.span)
                 kwargs.append((name.text, self.expression()))
             else:
                 arg = self.expression()
                 if kwargs:
-                    raise LangSyntaxError("a positional argument cannot follow keyword arguments", arg.span)
+                    raise LangSyntaxError(f"this argument has no name but comes after '{kwargs[-1][0]}=': the "
+                                          f"arguments by position come first, then those by name, as in "
+                                          f"f(x, 2, dim=0)", arg.span)
                 args.append(arg)
             if not self.match(","):
                 break

@@ -177,12 +177,22 @@ def type_name(v) -> str:
 
 
 def shape_text(shape: tuple) -> str:
-    """'a number', 'a vector of length 3', '2x3', '2x3x4'."""
+    """'a number', 'a vector of length 3', '2x3', '2x3x4'. A size past 1e16 (only a refused one:
+    no array has it) is written as the printer writes numbers, never with 300 digits."""
     if len(shape) == 0:
         return "a number"
     if len(shape) == 1:
-        return f"a vector of length {shape[0]}"
-    return "x".join(str(n) for n in shape)
+        return f"a vector of length {_size_text(shape[0])}"
+    return "x".join(t if " " not in t else f"({t})" for t in map(_size_text, shape))
+
+
+def _size_text(n) -> str:
+    if n < 10 ** 16:
+        return str(n)
+    try:
+        return format_number(float(n))
+    except OverflowError:
+        return "more than 1e308"
 
 
 def describe(v) -> str:

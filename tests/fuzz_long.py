@@ -6,7 +6,8 @@ tests/test_fuzz.py, with a tally by outcome.
 N programs (default 50,000) are drawn in turn from the three generators of test_fuzz.py:
 whole programs (gen_program), single expressions (gen_expr) and calls of every builtin with
 odd arguments (gen_builtin_program). Each must end in a value or a LangError with a span
-inside the program, no Python/NumPy wording, no Python warning, within 5 s. The summary gives
+inside the program, no Python/NumPy wording (nor a doubled word, counted with it), no Python
+warning, within 5 s. The summary gives
 the count of programs, the time, the outcomes by error kind, and every failure grouped by its
 first line (K examples of each shown). Exit status 0 when there is no failure.
 """

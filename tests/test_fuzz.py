@@ -2,8 +2,8 @@
 
 Every input ends in a value or a LangError whose span lies inside the input (a line that
 exists, a column within that line or just past its end), whose message has no Python or NumPy
-wording (PYTHON_WORDING; issue 15) and did not come from a Python exception's text, and no
-Python warning is shown. Any other exception fails. tests/fuzz_long.py runs the same checks
+wording (PYTHON_WORDING; issues 15 and 25) nor a doubled word ("of a a vector"; DOUBLED) and did
+not come from a Python exception's text, and no Python warning is shown. Any other exception fails. tests/fuzz_long.py runs the same checks
 over 50,000 programs or more, outside CI.
 Bounded: each test runs a fixed number of examples with no per-example deadline; the
 counts are printed in the summary by `pytest -s` through `EXAMPLES` below.
@@ -69,7 +69,17 @@ PYTHON_WORDING = re.compile("|".join([
     r"math domain", r"operands could not", r"\baxis \d+ is out", r"codec can't", r"surrogates not allowed",
     r"\\x[0-9a-f]{2}", r"(?<!')\bb'", r"__\w+__", r"Errno", r"autodetected", r"\d{20,}", r"\bmatplotlib\b",
     r"\bscipy\b", r"\bkwargs?\b", r"\bbuiltins?\.", r"<class ", r"<function ",
+    # Python's own messages for calls and blocks (issue 25), and NumPy's and the json/csv modules'
+    r"outside (loop|function)\b", r"follows? keyword argument", r"keyword argument repeated", r"non-default argument",
+    r"parameter without a default", r"multiple values for", r"unexpected keyword argument", r"required positional",
+    r"object is not (callable|iterable)", r"values to unpack", r"division by zero", r"recursion depth",
+    r"invalid syntax", r"unexpected EOF", r"while scanning", r"unexpected indent", r"unindent",
+    r"cannot reshape array", r"zero-size array", r"empty sequence", r"need at least one array",
+    r"not supported between instances", r"numpy boolean", r"\bnewaxis\b", r"\bufunc\b",
+    r"Expecting (value|property|'.' delimiter)", r"\bExtra data\b", r"expected after '\"'",
 ]))
+# a word written twice ("of a a vector": an article before a phrase that brings its own)
+DOUBLED = re.compile(r"\b([a-z]+)\s+\1\b|\b(a|an|the)\s+(a|an|the)\b", re.IGNORECASE)
 # our own kinds and the words tapeml uses on purpose
 _OURS = re.compile(r"\b(SyntaxError|NameError|TypeError|ShapeError|IndexError|ValueError|RecursionError|IOError|"
                    r"InternalError)\b")
@@ -81,11 +91,21 @@ def python_wording(message: str) -> str | None:
     return m.group(0) if m else None
 
 
+def doubled_word(message: str) -> str | None:
+    """The first doubled word of a message ("a a", "the an"), outside quoted text (a user's name
+    or string may hold anything)."""
+    m = DOUBLED.search(re.sub(r"'[^']*'|\"[^\"]*\"", "''", message))
+    return m.group(0) if m else None
+
+
 def check_wording(err: LangError, source: str) -> None:
     assert not getattr(err, "python_text", False), \
         f"a Python exception's text reached the user: {err.kind}: {err.message}\nin the program:\n{source}"
     word = python_wording(err.message)
     assert word is None, f"Python/NumPy wording {word!r} in {err.kind}: {err.message}\nin the program:\n{source}"
+    twice = doubled_word(err.message)
+    assert twice is None, f"Python/NumPy wording: a doubled word {twice!r} in {err.kind}: {err.message}\n" \
+                          f"in the program:\n{source}"
 
 
 def lex_and_parse(source: str, lex_first: bool = True):
@@ -360,7 +380,8 @@ ODD = ["0", "1", "-1", "2", "3", "0.5", "1e300", "-1e300", "1e-320", "1e999", "-
        "[]", "zeros(0, 0)", "zeros(0, 3)", "zeros()", "[1, 2, 3]", "[1, 2; 3, 4]", "[0 / 0, 1]", "[1e308, -1e308]",
        "ones(2, 2, 2)", "[true, false]", "true", "none", '""', '"x"', '"é😀"', "(1,)", "()", "(1, [2, 3])",
        "{w = 1}", "{w = [1, 2], b = 0.5}", "fn(x) -> x", "fn(x) -> sum(x)", "55296", "[55296]", "1114112",
-       "[65, 66]", "ones(3, 4)", "randn(2, 3)", "[0, 1]", "[1, 0; 0, 1]", "1e6", "-1e-300", "[1e300, 1]"]
+       "[65, 66]", "ones(3, 4)", "randn(2, 3)", "[0, 1]", "[1, 0; 0, 1]", "1e6", "-1e-300", "[1e300, 1]",
+       "zeros(0, 2, 2)", "zeros(2, 0, 0)", "zeros(0, 4)", "[true, false; false, true]"]
 # Paths only inside FUZZ_DIR, for every builtin: a writer given /dev/null would, run as root
 # before the fix in atomic_write, have put a regular file in place of the device.
 if not os.path.exists(os.path.join(FUZZ_DIR, "fifo")):

@@ -389,7 +389,7 @@ def test_write_json_read_json_round_trip(tmp_path):
 def test_json_errors(tmp_path):
     p = tmp_path / "e.json"
     p.write_text('{"a": 1,\n "b": }')
-    with pytest.raises(IOErr, match="line 2, column 7: Expecting value"):
+    with pytest.raises(IOErr, match="line 2, column 7: a value was expected"):
         run("read_json(p)", p=str(p))
     p.write_text("[" * 100000 + "]" * 100000)          # once a segfault in the C parser
     with pytest.raises(IOErr, match=r"nests arrays or objects too deeply \(up to 1000 levels are always read\)"):
@@ -475,3 +475,37 @@ def test_safetensors_bfloat16_is_widened_exactly(tmp_path):
     r = value("load(p)", p=str(p))
     np.testing.assert_array_equal(r.fields["w"], (want.view(np.uint32) & 0xFFFF0000).view(np.float32))
     assert r.fields["w"].dtype == np.float64 and r.fields["b"].dtype == np.float32
+
+
+@pytest.mark.parametrize("text, col, says", [
+    ("", 1, "a value was expected (a number, a string, a list, an object, true, false or null)"),
+    ("[1,]", 4, "a value was expected"),
+    ('{"a" 1}', 6, "a ':' was expected after the key"),
+    ("[1 2]", 4, "a ',' was expected between two items"),
+    ("{a: 1}", 2, "a key in double quotes was expected"),
+    ('"abc', 1, "a string starts here and is never closed"),
+    ("[1] x", 5, "more text follows the end of the JSON value"),
+    ('"\\q"', 2, "an escape JSON does not have"),
+])
+def test_read_json_syntax_errors_in_tapeml_words(tmp_path, text, col, says):
+    """Python's json module's own words ("Expecting value", "Extra data") never reach a user (issue 25)."""
+    import sys
+    sys.path.insert(0, os.path.dirname(__file__))
+    from test_fuzz import python_wording
+    p = tmp_path / "bad.json"
+    p.write_text(text)
+    with pytest.raises(IOErr) as info:
+        run("read_json(p)", p=str(p))
+    assert says in info.value.message and f"column {col}:" in info.value.message
+    assert python_wording(info.value.message) is None
+
+
+@pytest.mark.parametrize("text, says", [('"a,b\n1,2\n', "a quote is opened and never closed"),
+                                        ('a,"b"c\n', "a quoted field must end at its closing quote")])
+def test_read_csv_syntax_errors_in_tapeml_words(tmp_path, text, says):
+    p = tmp_path / "bad.csv"
+    p.write_text(text)
+    with pytest.raises(IOErr) as info:
+        run("read_csv(p)", p=str(p))
+    assert f"malformed CSV ({says}" in info.value.message, info.value.message
+    assert "expected after" not in info.value.message and "end of data" not in info.value.message

@@ -243,7 +243,9 @@ def einsum(spec, a, b):
              "the new running statistics (PyTorch updates its buffers outside autograd; a loss computed from "
              "y alone gets the same gradients either way). A feature whose variance would overflow or "
              "underflow (1e20 in float32) is normalized on x scaled by a power of 2 (with eps scaled too, as "
-             "layer_norm does), so y stays right; the running variance is then inf or 0, as in PyTorch.",
+             "layer_norm does), so y stays right; the running variance is then inf or 0, as in PyTorch. An empty "
+             "batch (no rows, x [0, C]) gives an empty y and the running statistics unchanged, in training too, "
+             "as PyTorch.",
          errors=["ShapeError when gamma, beta or a running statistic is not a vector of length C",
                  "ValueError in training when the batch has a single row (M = 1: no unbiased variance)",
                  "ValueError when momentum is outside [0, 1] or eps < 0"],
@@ -264,6 +266,8 @@ def batch_norm(x, gamma, beta, running_mean, running_var, training, momentum, ep
                              f"length {c}, got {describe(v)}")
     axes = tuple(range(len(s) - 1))
     m = int(np.prod(s[:-1])) if axes else 1
+    if training and m == 0:     # an empty batch: nothing to normalize, no statistics to update (PyTorch's rule)
+        return (ops.add(ops.mul(x, gamma), beta), running_mean, running_var)
     if training:
         if m < 2:
             raise ValueErr(f"batch_norm(): training needs at least 2 rows per feature to estimate the "
