@@ -174,13 +174,16 @@ def _worse(a: float, b: float) -> float:
                  "ValueError when h or samples is not > 0"],
          how="For each checked element i: fd = (f(x + h e_i) - f(x - h e_i)) / 2h, and the error is "
              "|grad_i - fd| / max(|grad_i|, |fd|, 1), the test of PyTorch's `torch.autograd.gradcheck`. Leaves larger than `samples` are checked on a fixed "
-             "pseudo-random subset of elements. Values near 1e-9 or below mean the tape is right. A nan in "
+             "pseudo-random subset of elements. Values near 1e-9 or below mean the tape is right; their digits "
+             "are rounding noise, which changes with the machine's BLAS, so compare them with a tolerance "
+             "(errs < 1e-6) rather than print them. A nan in "
              "either gradient makes the leaf's error nan, and an infinity in one but not the other makes it "
              "inf: both are failures (nan < 1e-6 is false), never hidden as 0. The evaluations show a "
              "progress bar on standard error when they run past 2 seconds, as jacobian's.",
          examples=["check_grad(fn(x) -> sum(sin(x) * x), [0.5, 1, 2]) < 1e-6",
                    "check_grad(fn(x) -> sqrt(x), 0)  # tape inf, finite differences nan: a failure",
-                   "check_grad(fn(w) -> sum(w.a @ w.b), {a = [1, 2; 3, 4], b = [1; 2]})"])
+                   "errs = check_grad(fn(w) -> sum(w.a @ w.b), {a = [1, 2; 3, 4], b = [1; 2]})\n"
+                   "tree_map(fn(e) -> e < 1e-6, errs)  # one error per leaf, compared: its digits are noise"])
 def check_grad(interp, f, x, h, samples):
     root = _root_name(interp)
     _, g = value_and_grad_impl(interp, f, x, root, "check_grad")

@@ -70,7 +70,9 @@ def _sci(x):
 
 def _invertible(fname, x, name="A"):
     """Refuse a singular matrix, or one singular to working precision: condition number (largest /
-    smallest singular value) at or past 1/eps of the dtype."""
+    smallest singular value) at or past 1/eps of the dtype. The message names the bound, not the
+    condition number: past 1/eps the smallest singular value is rounding noise (its digits, even
+    whether it comes out as exactly 0, change with the BLAS kernel of the machine)."""
     r = np.asarray(raw(x))
     if r.size == 0:                 # an empty matrix, or an empty batch: nothing to refuse
         return
@@ -82,14 +84,16 @@ def _invertible(fname, x, name="A"):
     worst = int(np.argmax(cond.reshape(-1)))
     c = float(cond.reshape(-1)[worst])
     if c * eps >= 1.0:
-        where = _which(worst, r.shape[:-2])
-        if math.isinf(c):
-            why = "exactly singular (its smallest singular value is 0)"
-        else:
-            why = (f"singular to working precision: its condition number is {_sci(c)} (largest / smallest "
-                   f"singular value), at or past 1/eps = {_sci(1 / eps)} for {r.dtype}")
-        raise ValueErr(f"{fname}(): {name}{where} is {why}; a solution would be meaningless. "
-                       f"For a least-squares answer use lstsq or pinv")
+        raise ValueErr(f"{fname}(): {name}{_which(worst, r.shape[:-2])} is singular to working precision: its "
+                       f"condition number (largest / smallest singular value) is at or past 1/eps = "
+                       f"{_sci(1 / eps)} for {r.dtype}, so a solution would be meaningless. For a "
+                       f"least-squares answer use lstsq or pinv")
+
+
+def _noise_to_zero(x: float, scale: float, n: int, dtype) -> float:
+    """x, or 0 when it is within rounding of 0 for a computation of size n at this scale (its
+    digits would be noise that changes with the machine's BLAS kernel)."""
+    return 0.0 if abs(x) <= 10 * n * np.finfo(dtype).eps * scale else x
 
 
 def _parts(packed, sizes):
@@ -109,9 +113,10 @@ CONV_LINK = "See docs/language.md (Linear algebra) for the conventions shared by
              "Conventions: NumPy, PyTorch and MATLAB agree; MATLAB only warns for a near-singular matrix, "
              "tapeml refuses it as NumPy refuses an exactly singular one.",
          errors=["ShapeError when A is not a square matrix (names its rows and columns)",
-                 "ValueError when A is singular or singular to working precision (names the condition number)",
+                 "ValueError when A is singular or singular to working precision (its condition number at or "
+                 "past 1/eps of the float type)",
                  "ValueError when A holds nan or inf"],
-         examples=["inv([4, 7; 2, 6])", "A = [2, 1; 1, 3]\nA @ inv(A)", "inv(stack([2, 0; 0, 4], [1, 1; 0, 1]))"])
+         examples=["inv([4, 7; 2, 6])", "A = [2, 1; 1, 3]\nround(A @ inv(A), 10)  # I, up to rounding noise", "inv(stack([2, 0; 0, 4], [1, 1; 0, 1]))"])
 def inv_(A):
     A = _matrix("inv", A, square=True)
     _finite("inv", A)
@@ -152,7 +157,8 @@ def _solve_shapes(A, b):
              "axis (PyTorch's rule; NumPy 2 reads a 1-D b only as a vector). The VJP: gb = solve(A^T, g), "
              "gA = -gb x^T (the matrix cookbook). MATLAB writes `A \\ b`; NumPy and PyTorch `solve(A, b)`, as here.",
          errors=["ShapeError when A is not square or b's rows do not match A's size (names both shapes)",
-                 "ValueError when A is singular or singular to working precision (names the condition number)",
+                 "ValueError when A is singular or singular to working precision (its condition number at or "
+                 "past 1/eps of the float type)",
                  "ValueError when A or b holds nan or inf"],
          examples=["solve([3, 1; 1, 2], [9, 8])", "solve([2, 0; 0, 4], [2, 4; 6, 8])",
                    "solve(stack(eye(2), 2 * eye(2)), [1, 2; 3, 4])"])
@@ -377,7 +383,8 @@ def _sym(A):
              "Murray's (arXiv:1602.07527): S = L^-T phi(L' gL) L^-1, gA = (S + S')/2, phi the lower triangle "
              "with half the diagonal; the gradient is symmetric, as PyTorch's.",
          errors=["ShapeError when A is not a square matrix",
-                 "ValueError when A is not positive definite (names its smallest eigenvalue)",
+                 "ValueError when A is not positive definite (names its smallest eigenvalue, or says it is 0 to "
+                 "working precision)",
                  "ValueError when A holds nan or inf"],
          examples=["L = cholesky([4, 2; 2, 3])\nL", "L = cholesky([4, 2; 2, 3])\nL @ L'"])
 def cholesky_(A):
@@ -391,8 +398,11 @@ def cholesky_(A):
         w = np.linalg.eigvalsh(r)
         worst = int(np.argmin(w[..., 0].reshape(-1)))
         low = float(w[..., 0].reshape(-1)[worst])
+        scale = float(np.abs(w.reshape(-1, w.shape[-1])[worst]).max())
+        low = _noise_to_zero(low, scale, r.shape[-1], r.dtype)
+        shown = "0 to working precision" if low == 0 else g3(low)
         raise ValueErr(f"cholesky(): A{_which(worst, r.shape[:-2])} is not positive definite: its smallest "
-                       f"eigenvalue is {limits.g3(low)} (all must be > 0)") from None
+                       f"eigenvalue is {shown} (all must be > 0)") from None
     return la.cholesky(S)
 
 
@@ -410,7 +420,7 @@ def cholesky_(A):
              "for a wide A (m < n) the gradient is not implemented and differentiating it is an error.",
          errors=["ShapeError when A is not a matrix", "ValueError when A holds nan or inf",
                  "ValueError when a wide A (fewer rows than columns) is differentiated"],
-         examples=["Q, R = qr([3, 1; 4, 2])\nQ\nR", "Q, R = qr([1, 2; 3, 4; 5, 6])\nQ' @ Q\nQ @ R"])
+         examples=["Q, R = qr([3, 1; 4, 2])\nQ\nR", "Q, R = qr([1, 2; 3, 4; 5, 6])\nround(Q' @ Q, 10)  # I, up to rounding noise\nQ @ R"])
 def qr_(A):
     A = _matrix("qr", A)
     _finite("qr", A)
@@ -494,8 +504,10 @@ def eig_(A):
         bad = w[np.abs(w.imag) > 0]
         if bad.size:
             z = bad.reshape(-1)[0]
-            raise ValueErr(f"eig(): A has complex eigenvalues (e.g. {limits.g3(z.real)} {'+' if z.imag >= 0 else '-'} "
-                           f"{limits.g3(abs(z.imag))}i) and tapeml has no complex numbers; for a symmetric matrix use eigh")
+            scale, n = float(np.abs(w).max()), w.shape[-1]
+            re_, im = (_noise_to_zero(v, scale, n, w.real.dtype) for v in (float(z.real), float(z.imag)))
+            raise ValueErr(f"eig(): A has complex eigenvalues (e.g. {g3(re_)} {'+' if im >= 0 else '-'} "
+                           f"{g3(abs(im))}i) and tapeml has no complex numbers; for a symmetric matrix use eigh")
         w, v = w.real, v.real
     return (ops.python_scalar(np.ascontiguousarray(w)), np.ascontiguousarray(v))
 

@@ -20,7 +20,7 @@ USAGE = """usage: tapeml [--debug] [--dtype float32|float64] FILE.ml [ARGS...]
        tapeml [--debug] [--dtype float32|float64] -c CODE
        tapeml [--debug] [--dtype float32|float64] -i FILE.ml
        tapeml [--dtype float32|float64]   (interactive session)
-       tapeml docs build|check [--root DIR]
+       tapeml docs build|check [--root DIR] [--kernel NAME|none]
        tapeml kernel install [--user | --sys-prefix | --prefix DIR]
        tapeml -h | --help | -V | --version"""
 
@@ -35,6 +35,7 @@ Arguments:
   -i FILE.ml          run the file, then open the interactive session with its variables
   (none)              the interactive session; with piped input, run the program read from stdin
   docs build|check    regenerate docs/ from the builtin registry / check that it is up to date
+                      and prints the same on another machine (--kernel: its OpenBLAS kernel)
   kernel install      install the Jupyter kernel "tapeml" (needs the extra tapeml[jupyter])
 
 Options (before FILE, -c or -i; later ones are passed to the program in ARGS):

@@ -322,8 +322,9 @@ def test_values_against_numpy():
 # ---- errors, as the user sees them --------------------------------------------------------------
 ERRORS = [
     ("inv([1, 2; 2, 4])", "ValueError: inv(): A is singular"),
-    ("inv([1, 2; 2, 4 + 1e-15])", "singular to working precision: its condition number is"),
-    ("inv(zeros(3, 3))", "exactly singular"),
+    ("inv([1, 2; 2, 4 + 1e-15])", "singular to working precision: its condition number (largest / smallest "
+                                  "singular value) is at or past 1/eps = 4.5e15 for float64"),
+    ("inv(zeros(3, 3))", "ValueError: inv(): A is singular to working precision"),
     ("solve([1, 2; 2, 4], [1, 1])", "ValueError: solve(): A is singular"),
     ("solve([1, 1; 1, 1 + 4e-16], [1, 1])", "1/eps = 4.5e15 for float64"),
     ("inv([1, 2, 3; 4, 5, 6])", "ShapeError: inv(): A must be square, got 2x3 (2 rows, 3 columns)"),
@@ -331,7 +332,8 @@ ERRORS = [
     ("solve([1, 2; 3, 4], [1, 2, 3])", "ShapeError: solve(): A is 2x2 and b is a vector of length 3"),
     ("det([1, 2, 3])", "ShapeError: det(): A must be a matrix"),
     ("cholesky([1, 2; 2, 1])", "ValueError: cholesky(): A is not positive definite: its smallest eigenvalue is -1"),
-    ("eig([0, -1; 1, 0])", "ValueError: eig(): A has complex eigenvalues"),
+    ("cholesky([1, 1; 1, 1])", "its smallest eigenvalue is 0 to working precision (all must be > 0)"),
+    ("eig([0, -1; 1, 0])", "ValueError: eig(): A has complex eigenvalues (e.g. 0 + 1i)"),
     ("inv([1, 0 / 0; 0, 1])", "ValueError: inv(): A holds nan (at [0, 1])"),
     ('norm([1, 2], "fro")', 'p = "fro" is a matrix norm'),
     ("norm([1, 2], 0)", "norm(): p must be > 0"),
@@ -354,6 +356,26 @@ def test_errors(src, want):
     assert code == 1, out
     assert want in out, out
     assert "Traceback" not in out and "LinAlgError" not in out
+
+
+def test_singular_messages_print_no_rounding_noise():
+    """Past 1/eps the smallest singular value is rounding noise (2.52e16 on one machine's BLAS,
+    4.8e16 on another's, sometimes exactly 0): the message names the bound only, so every singular
+    matrix gets the same words, on every machine. The same for a noise-level eigenvalue."""
+    def message(src):
+        code, out = run_ml(src)
+        assert code == 1, out
+        return out.split("\n")[0].split(": ", 1)[1]
+    texts = {message(f"inv({a})") for a in ("[1, 2; 2, 4]", "[1, 1; 1, 1]", "zeros(2, 2)", "[1, 2; 2, 4 + 1e-15]",
+                                            "[3, 6; 1, 2] / 7")}
+    assert texts == {"ValueError: inv(): A is singular to working precision: its condition number (largest / "
+                     "smallest singular value) is at or past 1/eps = 4.5e15 for float64, so a solution would be "
+                     "meaningless. For a least-squares answer use lstsq or pinv"}
+    w = np.linalg.eigvalsh(np.array([[1.0, 1.0], [1.0, 1.0]]) / 3)
+    assert abs(w[0]) < 1e-15          # NumPy's smallest eigenvalue: 0 up to rounding noise
+    assert {message(f"cholesky({a})") for a in ("[1, 1; 1, 1] / 3", "[1, 2; 2, 4]", "zeros(2, 2)")} == {
+        "ValueError: cholesky(): A is not positive definite: its smallest eigenvalue is 0 to working precision "
+        "(all must be > 0)"}
 
 
 def test_float32_singular_threshold_uses_float32_eps():

@@ -1,7 +1,9 @@
 """The docs builder, a face (the core never imports it): `tapeml docs build` and `docs check`.
 
     tapeml docs build [--root DIR]   write docs/builtins/ from the registry; run docs/*.md blocks
-    tapeml docs check [--root DIR]   rebuild into a temporary directory and compare
+    tapeml docs check [--root DIR] [--kernel NAME|none]
+                                     rebuild into a temporary directory and compare; meanwhile
+                                     build again as another machine would and compare (cross)
 
 What `build` writes (DIR defaults to the checkout that holds this package):
 - docs/builtins/index.md: every builtin, grouped by category with counts, one line each; then the
@@ -30,15 +32,21 @@ where t is the tuple of every argument whose parameter kind is array, tree, reco
 that holds only float numbers and matrices (so x, gamma and beta of layer_norm; every weight of
 transformer_block). The weighting by R makes the check see every output element (the sum of a
 layer_norm row alone is constant). The largest relative error |tape - fd| / max(|tape|, |fd|, 1)
-over all checked elements is printed on the page; above 1e-6 fails the build.
+over all checked elements is printed on the page as a power of ten it stays below with a decade
+to spare (run.error_bound: its digits are rounding noise); above 1e-6 fails the build.
 
 `check` compares the rebuilt tree with the committed one: every page's text (the printed
 gradient error is compared by its pass/fail, not its last digits, which depend on the BLAS),
 every figure (equal bytes, or equal decoded pixels up to anti-aliasing noise, so a different
-matplotlib patch release does not fail CI), missing pages and stale pages.
+matplotlib patch release does not fail CI), missing pages and stale pages. Meanwhile a subprocess
+builds the same docs as another machine would (cross: OpenBLAS kernel PRESCOTT, or each --kernel
+NAME; NumPy's SIMD off; BLAS and LAPACK results moved by a rounding unit) and every line it prints
+differently (gradient figures again by pass/fail) fails the check with the page and line: a page
+must print no digit of rounding noise.
 
 The package is split by job: collect (the doc model, shared with `help`), run (examples, figures,
-the gradient check), render (pages, index, docs/*.md, `build`), check (compare, `main`).
+the gradient check), render (pages, index, docs/*.md, `build`), check (compare, `main`), cross
+(the other machine's build and the line-by-line comparison).
 Importing `tapeml.docs` imports none of them; its names below are looked up on first use.
 """
 from __future__ import annotations
@@ -49,9 +57,10 @@ _WHERE = {
     "collect": ["DocsError", "Entry", "builtin_entries", "stdlib_entries",
                 "params_from_signature", "parse_doc_comment", "comment_above", "all_entries"],
     "run": ["GRAD_TOLERANCE", "RunResult", "echo_text", "fresh_interpreter", "reset_random", "run_code",
-            "save_figures", "gradient_check", "error_bound", "format_error"],
+            "save_figures", "same_png", "gradient_check", "error_bound", "normalize_page", "format_error"],
     "render": ["GENERATED", "printed_bounds", "build_page", "build_index", "run_markdown", "build", "default_root"],
-    "check": ["normalize_page", "same_png", "compare", "report", "main"],
+    "check": ["compare", "report", "main"],
+    "cross": ["blas_core", "nudge_blas", "compare_builds"],
 }
 _MODULE = {name: mod for mod, names in _WHERE.items() for name in names}
 

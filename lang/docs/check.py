@@ -3,41 +3,15 @@ for `tapeml docs build|check` (see tapeml.docs)."""
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import sys
 import tempfile
 import time
 
-import numpy as np
-
+from tapeml.docs import cross
 from tapeml.docs.collect import DocsError, all_entries
 from tapeml.docs.render import GENERATED_IMG, build, default_root
-
-
-GRAD_ROW = re.compile(r"^(\| `[A-Za-z_0-9]+` \| )(?:< )?[-+.e0-9]+ \((passes|FAILS)\) \|$", re.M)
-
-
-def normalize_page(text: str) -> str:
-    """The page with the gradient errors' digits hidden (their pass/fail is kept)."""
-    return GRAD_ROW.sub(lambda m: f"{m.group(1)}({m.group(2)}) |", text)
-
-
-def same_png(a: str, b: str) -> bool:
-    with open(a, "rb") as fa, open(b, "rb") as fb:
-        if fa.read() == fb.read():
-            return True
-    from tapeml.builtins import plot
-    plot.plt()
-    import matplotlib.image as mpimg
-    try:
-        x, y = mpimg.imread(a), mpimg.imread(b)
-    except Exception:  # not a readable PNG
-        return False
-    if x.shape != y.shape:
-        return False
-    diff = np.abs(x.astype(np.float64) - y.astype(np.float64)).max(axis=-1)
-    return float(np.mean(diff > 0.1)) < 0.002     # under 0.2% of pixels visibly different
+from tapeml.docs.run import normalize_page, same_png
 
 
 def _files(base: str) -> set[str]:
@@ -98,15 +72,22 @@ def report(failures: list[DocsError]) -> None:
 def main(argv: list[str]) -> int:
     args = list(argv)
     root = None
-    if "--root" in args:
-        i = args.index("--root")
+    kernels = None
+    while "--root" in args or "--kernel" in args:
+        opt = "--root" if "--root" in args else "--kernel"
+        i = args.index(opt)
         if i + 1 >= len(args):
-            print("tapeml docs: --root needs a directory", file=sys.stderr)
+            print(f"tapeml docs: {opt} needs {'a directory' if opt == '--root' else 'an OpenBLAS kernel name or none'}",
+                  file=sys.stderr)
             return 2
-        root = args[i + 1]
+        if opt == "--root":
+            root = args[i + 1]
+        else:
+            kernels = (kernels or []) + [k for k in args[i + 1].split(",") if k and k.lower() != "none"]
         del args[i:i + 2]
-    if len(args) != 1 or args[0] not in ("build", "check"):
-        print("usage: tapeml docs build|check [--root DIR]", file=sys.stderr)
+    if len(args) != 1 or args[0] not in ("build", "check") or (kernels is not None and args[0] != "check"):
+        print("usage: tapeml docs build [--root DIR] | tapeml docs check [--root DIR] [--kernel NAME|none]",
+              file=sys.stderr)
         return 2
     root = os.path.abspath(root or default_root())
     t0 = time.perf_counter()
@@ -119,18 +100,42 @@ def main(argv: list[str]) -> int:
             return 1
         print(f"docs: built {n} pages and ran the docs/*.md blocks in {time.perf_counter() - t0:.1f}s")
         return 0
+    return check(root, list(cross.DEFAULT_KERNELS) if kernels is None else kernels, t0)
+
+
+def check(root: str, kernels: list[str], t0: float) -> int:
+    """Build into a temporary directory and compare with root/docs; meanwhile the same build runs
+    in a subprocess per kernel (tapeml.docs.cross) and must print the very same pages."""
     tmp = tempfile.mkdtemp(prefix="tapeml-docs-check-")
+    children = []
+    notes = []
+    cross_problems = []
     try:
+        children = [cross.start(k, root) for k in kernels]      # they build while this process does
         failures = build(tmp, source_root=root)
         report(failures)
         problems = compare(os.path.join(root, "docs"), os.path.join(tmp, "docs"))
-        for p in problems:
+        for c in children:
+            found, note = cross.finish(c, os.path.join(tmp, "docs"))
+            cross_problems += found
+            notes.append(note)
+        for p in problems + cross_problems:
             print(f"docs: {p}", file=sys.stderr)
     finally:
+        for c in children:
+            c.close()
         shutil.rmtree(tmp, ignore_errors=True)
-    if failures or problems:
+    for n in notes:
+        print(f"docs: the second build ran under {n}", file=sys.stderr if cross_problems else sys.stdout)
+    if cross_problems:
+        print(f"docs: {cross.FIX}", file=sys.stderr)
+    if failures or problems or cross_problems:
         print(f"docs: check FAILED ({len(failures)} failing example{'s' * (len(failures) != 1)}, "
-              f"{len(problems)} stale or missing file{'s' * (len(problems) != 1)})", file=sys.stderr)
+              f"{len(problems)} stale or missing file{'s' * (len(problems) != 1)}, "
+              f"{len(cross_problems)} page{'s' * (len(cross_problems) != 1)} that differ{'s' * (len(cross_problems) == 1)} "
+              f"on another machine)", file=sys.stderr)
         return 1
-    print(f"docs: check passed in {time.perf_counter() - t0:.1f}s")
+    print(f"docs: check passed in {time.perf_counter() - t0:.1f}s"
+          + (f"; the build{'s' * (len(kernels) != 1)} as {'another machine' if len(kernels) == 1 else f'{len(kernels)} other machines'} "
+             f"printed the same pages" if kernels else ""))
     return 0

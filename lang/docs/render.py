@@ -116,9 +116,10 @@ def build_page(e: Entry, img_dir: str, failures: list, previous: dict | None = N
                       f"The build took the arguments of the first call of `{e.name}` in example 1, fixed a "
                       f"pseudo-random weight R shaped like the result, and compared the tape's gradient of "
                       f"`sum({e.name}(...) * R)` with central finite differences (`check_grad`), one "
-                      f"argument at a time. The build fails above {format_error(GRAD_TOLERANCE)}. The figure is the "
-                      f"power of ten the error stays below: its last digits are rounding noise that moves "
-                      f"with the BLAS and memory alignment from run to run.", "",
+                      f"argument at a time. The build fails above {format_error(GRAD_TOLERANCE)}. The figure is a "
+                      f"power of ten the error stays below with a decade to spare: the error's own digits "
+                      f"are rounding noise that moves with the BLAS, the CPU and memory alignment, and the "
+                      f"bound reads the same on every machine.", "",
                       "| argument | largest relative error |", "| --- | --- |"]
             for name, err in checks:
                 if err is None:
