@@ -12,13 +12,15 @@ docs gives byte-identical images with the same matplotlib version.
 """
 from __future__ import annotations
 
+import functools
 import os
 import sys
+import threading
 
 import numpy as np
 
 from tapeml import context
-from tapeml.builtins.registry import P, builtin, one_of, positive
+from tapeml.builtins.registry import REGISTRY, P, builtin, one_of, positive
 from tapeml.errors import IOErr, ShapeError, TypeErr, ValueErr
 from tapeml.tape import raw
 from tapeml.values import describe, format_value
@@ -57,10 +59,32 @@ def _install_figure_state(state: tuple) -> None:
         Gcf.figs.update(figs)
 
 
-# the figures are the current session's (lang/context.py swaps them on entering a session)
-context.slot("figures", _figure_state, _install_figure_state, lambda: ("script", 0, None, ()))
+# The figures are the current session's. pyplot keeps one list of figures per process, so they
+# are a shared slot (lang/context.py): every plotting builtin and the functions below run holding
+# _FIGURES and claim the figures for the session (the thread's current state) that runs them.
+_FIGURES = threading.RLock()
+context.shared_slot("figures", _figure_state, _install_figure_state, lambda: ("script", 0, None, ()),
+                    _FIGURES)
 
 
+def _holding_figures(fn):
+    """`fn` run holding the figures of the session that calls it (one thread at a time)."""
+    @functools.wraps(fn)
+    def run(*args, **kwargs):
+        with _FIGURES:
+            context.claim("figures")
+            return fn(*args, **kwargs)
+    return run
+
+
+def mode() -> str:
+    """The current session's mode: 'script', 'docs' or 'repl' (see set_mode)."""
+    with _FIGURES:
+        context.claim("figures")
+        return _mode
+
+
+@_holding_figures
 def set_mode(mode: str) -> None:
     """'script' (default), 'docs' (the docs builder: show() does nothing) or 'repl'."""
     global _mode
@@ -97,6 +121,7 @@ def loaded() -> bool:
     return _pyplot is not None
 
 
+@_holding_figures
 def close_all() -> None:
     global _after_show
     _after_show = None
@@ -111,6 +136,7 @@ def set_publisher(publish) -> None:
     _publisher = publish
 
 
+@_holding_figures
 def publish_open() -> int:
     """Hand each open figure to the publisher as PNG bytes, in creation order, and close them
     all (the kernel calls it after each cell, so no figure stays open between cells). Returns
@@ -126,6 +152,7 @@ def publish_open() -> int:
     return len(figures)
 
 
+@_holding_figures
 def open_figures() -> list:
     """The open figures, in the order they were created (the docs builder saves them)."""
     if _pyplot is None:
@@ -575,3 +602,11 @@ def xlim(lo, hi):
                    "plot([0.5, 1, 2])\nylim(lo=0)"])
 def ylim(lo, hi):
     _limits("ylim", "y", lo, hi)
+
+
+# Every plotting builtin runs holding the figures of its session (_holding_figures): declared
+# here, once, so that a new one cannot forget it.
+for _b in REGISTRY.values():
+    if _b.category == CAT and not getattr(_b.fn, "holds_figures", False):
+        _b.fn = _holding_figures(_b.fn)
+        _b.fn.holds_figures = True

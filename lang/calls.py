@@ -11,6 +11,7 @@ import numpy as np
 from .errors import IOErr, LangError, RecursionErr, TypeErr, ValueErr
 from .lexer import decode_source
 from .scope import MAX_DEPTH, Env, ReturnSignal
+from .stack import HOP_DEPTH, on_deep_stack, run_deep
 from .tape import raw
 from .values import Callable, Function, Record, bind_arguments, describe
 
@@ -52,6 +53,9 @@ class Calls:
             raise RecursionErr(f"more than {MAX_DEPTH} nested calls (in {fn.name}); "
                                f"is a recursion missing its base case?", span)
         try:
+            if self.depth == HOP_DEPTH and not on_deep_stack():
+                # nested this deep, the rest goes on a thread with room for the limit (lang/stack.py)
+                return run_deep(self.run_body, fn, local)
             body = fn.body
             if type(body) is tuple:
                 try:
@@ -72,6 +76,17 @@ class Calls:
             raise RecursionErr(f"the computation nests too deeply (in {fn.name})", span) from None
         finally:
             self.depth -= 1 if self.depth > 0 else 0
+
+    def run_body(self, fn: Function, local: Env):
+        """A user function's body in its bound scope (call_function's own lines, for the deep thread)."""
+        body = fn.body
+        if type(body) is tuple:
+            try:
+                self.exec_block(body, local)
+            except ReturnSignal as r:
+                return r.value
+            return None
+        return self.eval(body, local)
 
     def eval_import(self, node, env):
         path = raw(self.eval(node.path, env))
