@@ -12,7 +12,6 @@ docs gives byte-identical images with the same matplotlib version.
 """
 from __future__ import annotations
 
-import functools
 import os
 import sys
 import threading
@@ -41,8 +40,7 @@ _publisher = None           # a front end's figure sink (the Jupyter kernel): sh
 
 
 def _figure_state() -> tuple:
-    """This session's figures: the mode, the PNG counter, the after-show state and its open
-    figures (pyplot's figure managers, in order: the last is the current figure)."""
+    """The live figures: mode, PNG counter, after-show state, pyplot's managers (the last current)."""
     figs = ()
     if _pyplot is not None:
         from matplotlib._pylab_helpers import Gcf
@@ -60,16 +58,13 @@ def _install_figure_state(state: tuple) -> None:
 
 
 # The figures are the current session's. pyplot keeps one list of figures per process, so they
-# are a shared slot (lang/context.py): every plotting builtin and the functions below run holding
-# _FIGURES and claim the figures for the session (the thread's current state) that runs them.
+# are a shared slot (lang/context.py): every plotting builtin (see the end of this file) and the
+# functions marked below hold _FIGURES and claim the figures for the session that runs them.
 _FIGURES = threading.RLock()
-context.shared_slot("figures", _figure_state, _install_figure_state, lambda: ("script", 0, None, ()),
-                    _FIGURES)
+context.shared_slot("figures", _figure_state, _install_figure_state, lambda: ("script", 0, None, ()), _FIGURES)
 
 
 def _holding_figures(fn):
-    """`fn` run holding the figures of the session that calls it (one thread at a time)."""
-    @functools.wraps(fn)
     def run(*args, **kwargs):
         with _FIGURES:
             context.claim("figures")
@@ -77,11 +72,7 @@ def _holding_figures(fn):
     return run
 
 
-def mode() -> str:
-    """The current session's mode: 'script', 'docs' or 'repl' (see set_mode)."""
-    with _FIGURES:
-        context.claim("figures")
-        return _mode
+mode = _holding_figures(lambda: _mode)      # the current session's mode (see set_mode)
 
 
 @_holding_figures
@@ -604,9 +595,6 @@ def ylim(lo, hi):
     _limits("ylim", "y", lo, hi)
 
 
-# Every plotting builtin runs holding the figures of its session (_holding_figures): declared
-# here, once, so that a new one cannot forget it.
-for _b in REGISTRY.values():
-    if _b.category == CAT and not getattr(_b.fn, "holds_figures", False):
+for _b in REGISTRY.values():    # every plotting builtin holds its session's figures: one place, none forgets
+    if _b.category == CAT:
         _b.fn = _holding_figures(_b.fn)
-        _b.fn.holds_figures = True

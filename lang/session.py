@@ -299,7 +299,8 @@ def _leaf(session, v, base, path, dtype):
         return v.fn
     if isinstance(v, (np.ndarray, list)):
         return _matrix(v, base, path, dtype)
-    raise TypeErr(f"{_where(base, path)} is {_python_kind(v)}; {_HAS}")
+    kind = _python_kind(v)
+    raise TypeErr(f"{_where(base, path)} is {kind}" + (f"; {_HAS}" if kind.startswith("an object") else ""))
 
 
 _HAS = ("tapeml takes numbers, bools, strings, None, NumPy arrays and lists of numbers, tuples, "

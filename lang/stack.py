@@ -11,8 +11,9 @@ Programs that never nest that deep never leave their thread (so a window opened 
 REPL stays on the main thread), and one that does pays one hand-over (15 to 50 microseconds)
 each time its calls cross that depth.
 
-The deep thread runs in the session state of the thread it works for (lang/context.py), with
-Python's recursion limit raised to DEEP_LIMIT while it runs (a budget of about 1 KB of C stack
+The deep thread runs in the session state of the thread it works for (lang/context.py), in a
+copy of its context variables and with its NumPy error state (tapeml ignores floating-point
+warnings: 1 / 0 is inf without a word), with Python's recursion limit raised to DEEP_LIMIT while it runs (a budget of about 1 KB of C stack
 per Python frame, many times what any path of the evaluator takes, so Python's RecursionError
 comes before the stack runs out). Ctrl-C (and the command line's SIGTERM) arrives in the waiting
 thread, which hands it to the deep thread (PyThreadState_SetAsyncExc): the computation unwinds
@@ -20,13 +21,18 @@ there as it would have here, and the waiting thread raises it.
 
 `SHALLOW_LIMIT` is Python's recursion limit for the part of a program that runs on the ordinary
 thread: the command line and the kernel set it for the process, a Session while it runs
-(`running`). This module needs nothing of tapeml but the session state.
+(`running`, which also ignores NumPy's floating-point warnings in the calling thread, as the
+command line does: NumPy keeps that setting per thread). This module needs nothing of tapeml
+but the session state.
 """
 from __future__ import annotations
 
+import contextvars
 import sys
 import threading
 import time
+
+import numpy as np
 
 from . import context
 
@@ -77,31 +83,38 @@ def _lower_limit(n: int) -> None:
 
 
 class running:
-    """`with running(state):` a Session's method: its state is the thread's current one, and
-    Python's recursion limit is at least SHALLOW_LIMIT (as on the command line), both put back
-    after (the limit when no other run needs it)."""
-    __slots__ = ("state",)
+    """`with running(state):` a Session's method: its state is the thread's current one, NumPy's
+    floating-point warnings are off in this thread and Python's recursion limit is at least
+    SHALLOW_LIMIT (as on the command line), all put back after (the limit when no other run
+    needs it)."""
+    __slots__ = ("state", "errstate")
 
     def __init__(self, state: context.State):
         self.state = state
+        self.errstate = np.errstate(all="ignore")
 
     def __enter__(self):
         _raise_limit(SHALLOW_LIMIT)
+        self.errstate.__enter__()
         self.state.enter()
         return self
 
     def __exit__(self, *exc):
         self.state.leave()
+        self.errstate.__exit__(*exc)
         _lower_limit(SHALLOW_LIMIT)
         return False
 
 
 # ---- the deep threads ------------------------------------------------------------------------
 class _Job:
-    __slots__ = ("fn", "args", "state", "lock", "done", "running", "cancel", "result", "error")
+    __slots__ = ("fn", "args", "state", "variables", "errors", "lock", "done", "running", "cancel",
+                 "result", "error")
 
     def __init__(self, fn, args, state):
         self.fn, self.args, self.state = fn, args, state
+        self.variables = contextvars.copy_context()     # the caller's context variables
+        self.errors = np.geterr()                       # and NumPy error state
         self.lock = threading.Lock()        # guards running and cancel
         self.done = threading.Lock()
         self.done.acquire()                 # released by the deep thread when the job is over
@@ -136,7 +149,7 @@ class _Worker(threading.Thread):
                 job.running = cancel is None
             if cancel is not None:
                 raise cancel()
-            job.result = job.fn(*job.args)
+            job.result = job.variables.run(_call_with_errstate, job.errors, job.fn, job.args)
         except BaseException as e:  # noqa: BLE001 - handed to the waiting thread, which raises it
             job.error = e
         # From here on nothing is handed over; one handed over just before is cleared (it may
@@ -151,6 +164,11 @@ class _Worker(threading.Thread):
                 continue
         job.state.leave()
         job.done.release()
+
+
+def _call_with_errstate(errors, fn, args):
+    with np.errstate(**errors):
+        return fn(*args)
 
 
 _POOL_LOCK = threading.Lock()
