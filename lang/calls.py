@@ -67,10 +67,8 @@ class Calls:
         except LangError as e:
             if span is None:          # called by a builtin (grad, tree_map): the builtin's site is used
                 e.pending_fn = fn.name
-            elif len(e.trace) < 1000:
-                e.trace.append((fn.name, span))
             else:
-                e.trace_truncated = True
+                e.add_call(fn.name, span)
             raise
         except RecursionError:
             raise RecursionErr(f"the computation nests too deeply (in {fn.name})", span) from None
@@ -122,8 +120,7 @@ class Calls:
                 raise
             self.run(text, shown, env=module_env)
         except LangError as e:
-            if len(e.trace) < 1000:
-                e.trace.append((f'import("{path}")', node.span))    # where the user's code imported it
+            e.add_call(f'import("{path}")', node.span)     # where the user's code imported it
             raise
         finally:
             self.importing.pop()

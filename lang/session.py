@@ -83,6 +83,7 @@ class Session:
     def run(self, source: str, filename: str = "<string>") -> None:
         """Run a program (statements, as in a .ml file). Its variables stay in the Session.
         Raises LangError (SyntaxError, ShapeError, ...) with the line and column in `filename`."""
+        _check_source(source, "run")
         with running(self.state):
             self.interp.run(source, filename)
 
@@ -99,6 +100,7 @@ class Session:
         """Run `source` and return the value of its last expression statement (one not ended
         by `;` and not none) as a Python value; None when it has none (only assignments).
         `s.eval("x @ w")` -> a NumPy array of the product's shape. Raises LangError."""
+        _check_source(source, "eval")
         last = []
         with running(self.state):
             self.interp.run(source, "<string>", echo=last.append)
@@ -160,18 +162,17 @@ class Session:
         lang_kwargs = {k: to_lang(self, v, f"argument {k}{{}} of {name}") for k, v in kwargs.items()}
         return to_python(self, self.interp.call(fn, lang_args, lang_kwargs, None))
 
-    def _to_python(self, v):
-        return to_python(self, v)
-
-    def _to_lang(self, v):
-        return to_lang(self, v, "the value")
-
     def state_dtype(self):
         """The NumPy float type of the Session's new matrices (set_dtype in the Session changes it)."""
         return self.state.values["dtype"]
 
     def __repr__(self):
         return f"<tapeml.Session dtype={np.dtype(self.state_dtype()).name}, {len(self.interp.globals.vars)} variables>"
+
+
+def _check_source(source, method: str) -> None:
+    if not isinstance(source, str):
+        raise TypeError(f"Session.{method}() takes the program as a str, got {type(source).__name__}")
 
 
 def _whole_seed(seed) -> bool:

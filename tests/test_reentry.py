@@ -475,6 +475,14 @@ def test_a_seed_that_is_no_whole_number_is_a_value_error_in_tapemls_words(seed):
     assert str(info.value) == f"seed must be a whole number >= 0 or None, got {seed!r}"
 
 
+def test_a_program_that_is_not_a_string_is_a_type_error_in_tapemls_words():
+    s = tapeml.Session()
+    with pytest.raises(TypeError, match=r"^Session.run\(\) takes the program as a str, got int$"):
+        s.run(123)
+    with pytest.raises(TypeError, match=r"^Session.eval\(\) takes the program as a str, got NoneType$"):
+        s.eval(None)
+
+
 def test_whole_seeds_of_any_python_kind_are_taken():
     for seed in (2.0, np.int64(2), 2):
         assert tapeml.Session(seed=seed).eval("rand()") == np.random.default_rng(2).random()
