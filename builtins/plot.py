@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 
 import numpy as np
 
 from tapeml import context
 from tapeml.builtins.files import WRITER_ERRORS, WRITER_HOW, atomic_write
-from tapeml.builtins.registry import P, builtin, one_of, positive
+from tapeml.builtins.registry import REGISTRY, P, builtin, one_of, positive
 from tapeml.errors import ShapeError, TypeErr, ValueErr
 from tapeml.tape import raw
 from tapeml.values import describe, format_value
@@ -40,8 +41,7 @@ _publisher = None           # a front end's figure sink (the Jupyter kernel): sh
 
 
 def _figure_state() -> tuple:
-    """This session's figures: the mode, the PNG counter, the after-show state and its open
-    figures (pyplot's figure managers, in order: the last is the current figure)."""
+    """The live figures: mode, PNG counter, after-show state, pyplot's managers (the last current)."""
     figs = ()
     if _pyplot is not None:
         from matplotlib._pylab_helpers import Gcf
@@ -58,10 +58,25 @@ def _install_figure_state(state: tuple) -> None:
         Gcf.figs.update(figs)
 
 
-# the figures are the current session's (lang/context.py swaps them on entering a session)
-context.slot("figures", _figure_state, _install_figure_state, lambda: ("script", 0, None, ()))
+# The figures are the current session's. pyplot keeps one list of figures per process, so they
+# are a shared slot (lang/context.py): every plotting builtin (see the end of this file) and the
+# functions marked below hold _FIGURES and claim the figures for the session that runs them.
+_FIGURES = threading.RLock()
+context.shared_slot("figures", _figure_state, _install_figure_state, lambda: ("script", 0, None, ()), _FIGURES)
 
 
+def _holding_figures(fn):
+    def run(*args, **kwargs):
+        with _FIGURES:
+            context.claim("figures")
+            return fn(*args, **kwargs)
+    return run
+
+
+mode = _holding_figures(lambda: _mode)      # the current session's mode (see set_mode)
+
+
+@_holding_figures
 def set_mode(mode: str) -> None:
     """'script' (default), 'docs' (the docs builder: show() does nothing) or 'repl'."""
     global _mode
@@ -98,6 +113,7 @@ def loaded() -> bool:
     return _pyplot is not None
 
 
+@_holding_figures
 def close_all() -> None:
     global _after_show
     _after_show = None
@@ -112,6 +128,7 @@ def set_publisher(publish) -> None:
     _publisher = publish
 
 
+@_holding_figures
 def publish_open() -> int:
     """Hand each open figure to the publisher as PNG bytes, in creation order, and close them
     all (the kernel calls it after each cell, so no figure stays open between cells). Returns
@@ -127,6 +144,7 @@ def publish_open() -> int:
     return len(figures)
 
 
+@_holding_figures
 def open_figures() -> list:
     """The open figures, in the order they were created (the docs builder saves them)."""
     if _pyplot is None:
@@ -573,3 +591,8 @@ def xlim(lo, hi):
                    "plot([0.5, 1, 2])\nylim(lo=0)"])
 def ylim(lo, hi):
     _limits("ylim", "y", lo, hi)
+
+
+for _b in REGISTRY.values():    # every plotting builtin holds its session's figures: one place, none forgets
+    if _b.category == CAT:
+        _b.fn = _holding_figures(_b.fn)

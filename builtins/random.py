@@ -1,7 +1,7 @@
 """Random: the language's one seeded random number generator.
 
 All randomness in tapeml (rand, randn, randint, dropout masks, transformer_block_init without
-its own seed, and sampling) draws from ONE NumPy `Generator` kept in module state. It starts
+its own seed, and sampling) draws from ONE NumPy `Generator` kept in the session state. It starts
 seeded from OS entropy; `seed(n)` replaces it with `numpy.random.default_rng(n)`, so a program
 that calls `seed(n)` first prints the same numbers on every run and every machine.
 
@@ -21,19 +21,14 @@ from tapeml.values import describe
 
 CAT = "Random"
 
-_STATE = {"gen": None}      # made on first use: importing numpy.random costs start-up time
+# The generator is the current session's (lang/context.py: per thread, a Session has its own),
+# made on first use (importing numpy.random costs start-up time).
+context.slot("rng", lambda: np.random.default_rng())
 
 
 def rng() -> "np.random.Generator":
     """The current generator (replaced by every `seed(n)`; seeded from OS entropy until then)."""
-    gen = _STATE["gen"]
-    if gen is None:
-        gen = _STATE["gen"] = np.random.default_rng()
-    return gen
-
-
-# the live generator is the current session's (lang/context.py swaps it on entering a session)
-context.slot("rng", lambda: _STATE["gen"], lambda g: _STATE.__setitem__("gen", g), lambda: None, get=rng)
+    return context.LIVE["rng"]
 
 
 def _out(a: np.ndarray, dims):
@@ -56,7 +51,7 @@ DIMS = P("dims", variadic=True, doc="sizes of each axis (whole numbers); none fo
          errors=["ValueError when n is negative or not a whole number"],
          examples=["seed(0)\nrand(3)", "seed(1)\na = randn(2)\nseed(1)\nall(a == randn(2))"])
 def seed(n):
-    _STATE["gen"] = np.random.default_rng(int(n))
+    context.LIVE["rng"] = np.random.default_rng(int(n))
     return None
 
 

@@ -141,7 +141,7 @@ class Builtin(Callable):
                 e = limits.in_builtin(self.name, bound, e)     # never an internal step's name and shapes
             pending = getattr(e, "pending_fn", None)
             if pending is not None and span is not None:
-                e.trace.append((f"{pending} (called by {self.name})", span))
+                e.add_call(f"{pending} (called by {self.name})", span)
                 e.pending_fn = None
             raise e.with_span(span)
         except KeyboardInterrupt:

@@ -11,6 +11,7 @@ import numpy as np
 from .errors import IOErr, LangError, RecursionErr, TypeErr, ValueErr
 from .lexer import decode_source
 from .scope import MAX_DEPTH, Env, ReturnSignal
+from .stack import HOP_DEPTH, on_deep_stack, run_deep
 from .tape import raw
 from .values import Callable, Function, Record, bind_arguments, describe
 
@@ -52,6 +53,9 @@ class Calls:
             raise RecursionErr(f"more than {MAX_DEPTH} nested calls (in {fn.name}); "
                                f"is a recursion missing its base case?", span)
         try:
+            if self.depth == HOP_DEPTH and not on_deep_stack():
+                # nested this deep, the rest goes on a thread with room for the limit (lang/stack.py)
+                return run_deep(self.run_body, fn, local)
             body = fn.body
             if type(body) is tuple:
                 try:
@@ -63,15 +67,24 @@ class Calls:
         except LangError as e:
             if span is None:          # called by a builtin (grad, tree_map): the builtin's site is used
                 e.pending_fn = fn.name
-            elif len(e.trace) < 1000:
-                e.trace.append((fn.name, span))
             else:
-                e.trace_truncated = True
+                e.add_call(fn.name, span)
             raise
         except RecursionError:
             raise RecursionErr(f"the computation nests too deeply (in {fn.name})", span) from None
         finally:
             self.depth -= 1 if self.depth > 0 else 0
+
+    def run_body(self, fn: Function, local: Env):
+        """A user function's body in its bound scope (call_function's own lines, for the deep thread)."""
+        body = fn.body
+        if type(body) is tuple:
+            try:
+                self.exec_block(body, local)
+            except ReturnSignal as r:
+                return r.value
+            return None
+        return self.eval(body, local)
 
     def eval_import(self, node, env):
         path = raw(self.eval(node.path, env))
@@ -107,8 +120,7 @@ class Calls:
                 raise
             self.run(text, shown, env=module_env)
         except LangError as e:
-            if len(e.trace) < 1000:
-                e.trace.append((f'import("{path}")', node.span))    # where the user's code imported it
+            e.add_call(f'import("{path}")', node.span)     # where the user's code imported it
             raise
         finally:
             self.importing.pop()

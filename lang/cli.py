@@ -132,7 +132,8 @@ def tune_runtime() -> None:
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    sys.setrecursionlimit(max(sys.getrecursionlimit(), 200_000))
+    from .stack import SHALLOW_LIMIT       # (deeper calls continue on a big-stack thread: lang/stack.py)
+    sys.setrecursionlimit(max(sys.getrecursionlimit(), SHALLOW_LIMIT))
     debug = False
     dtype = None
     while argv and (argv[0].startswith("--") or argv[0] in ("-h", "-V")):

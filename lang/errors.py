@@ -32,6 +32,9 @@ class Span:
         return f"{self.file}:{self.line}:{self.col}"
 
 
+MAX_TRACE = 1000        # the most calls an error's call chain keeps (a runaway recursion has 20,000)
+
+
 class LangError(Exception):
     """A user-facing error. `kind` is what users see (SyntaxError, ShapeError, ...)."""
     kind = "Error"
@@ -41,6 +44,14 @@ class LangError(Exception):
         self.message = message
         self.span = span
         self.trace: list[tuple[str, Span]] = []   # (function name, call site), innermost first
+        self.trace_truncated = False               # more calls than MAX_TRACE: the rest not kept
+
+    def add_call(self, name: str, span: "Span") -> None:
+        """Record a call the error passed through (innermost first): the first MAX_TRACE only."""
+        if len(self.trace) < MAX_TRACE:
+            self.trace.append((name, span))
+        else:
+            self.trace_truncated = True
 
     @property
     def line(self) -> int | None:

@@ -530,7 +530,8 @@ def launch() -> None:
     except ImportError:
         print("tapeml: the kernel needs the jupyter extra: pip install 'tapeml[jupyter]'", file=sys.stderr)
         sys.exit(1)
-    sys.setrecursionlimit(max(sys.getrecursionlimit(), 200_000))
+    from .stack import SHALLOW_LIMIT       # (deeper calls continue on a big-stack thread: lang/stack.py)
+    sys.setrecursionlimit(max(sys.getrecursionlimit(), SHALLOW_LIMIT))
     IPKernelApp.launch_instance(kernel_class=_kernel_class())
 
 

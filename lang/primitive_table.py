@@ -15,12 +15,12 @@ TABLE: dict[str, Primitive] = {}
 # The float type of new matrices: float64 by default; `set_dtype("float32")` (the builtin, or
 # `tapeml --dtype float32`) switches literals, ranges and constructors. Python numbers stay
 # "weak" scalars, so float32 arrays stay float32 through arithmetic with them (NumPy 2 rules).
-SESSION_FLOAT = {"dtype": np.float64}
-FLOAT = SESSION_FLOAT      # the name other modules read (a Session will own the float type)
+# The float type is the current session's (lang/context.py: per thread, a Session has its own):
+# SESSION_FLOAT["dtype"] reads it, as FLOAT["dtype"] does (both are context.LIVE).
+SESSION_FLOAT = context.LIVE
+FLOAT = SESSION_FLOAT      # the name other modules read
 DTYPES = {"float64": np.float64, "float32": np.float32}
-# The live float type is the current session's (lang/context.py swaps it on entering a session).
-context.slot("dtype", lambda: SESSION_FLOAT["dtype"], lambda v: SESSION_FLOAT.__setitem__("dtype", v),
-             lambda: np.float64)
+context.slot("dtype", lambda: np.float64)
 
 
 def set_dtype(name: str) -> None:

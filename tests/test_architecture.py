@@ -156,7 +156,7 @@ def layer_of(mod: str) -> str:
         return "face"
     if mod == BUILTINS or mod.startswith(BUILTINS + "."):
         return "builtins"
-    return "eval"       # the evaluator: interpreter, calls, indexing, scope, progress
+    return "eval"       # the evaluator: interpreter, calls, indexing, scope, progress, stack
 
 
 def test_each_layer_imports_only_its_own_and_lower_layers():

@@ -346,7 +346,7 @@ def test_joined_weights_hit_for_every_block_and_die_with_the_weights(monkeypatch
     import gc
 
     from tapeml.builtins.ml import attention as ml_attention
-    before = set(ml_attention._JOINED)
+    before = set(ml_attention.joined_cache())
     interp = Interpreter(out=io.StringIO())
     interp.run("seed(1)\nx = randn(32, 32)\nblocks = (transformer_block_init(32, 4), transformer_block_init(32, 4), "
                "transformer_block_init(32, 4))\nfn fwd(x)\n  for b in blocks\n    x = transformer_block(x, b)\n  end\n"
@@ -357,7 +357,7 @@ def test_joined_weights_hit_for_every_block_and_die_with_the_weights(monkeypatch
     interp.run("b = fwd(x)", "<t>")
     assert joins == []                                   # 3 blocks x 7 joins, all remembered
     np.testing.assert_array_equal(interp.globals.vars["a"], interp.globals.vars["b"])
-    assert len(set(ml_attention._JOINED) - before) == 21
+    assert len(set(ml_attention.joined_cache()) - before) == 21
     del interp
     gc.collect()
-    assert not set(ml_attention._JOINED) - before                  # nothing outlives the weights
+    assert not set(ml_attention.joined_cache()) - before                  # nothing outlives the weights

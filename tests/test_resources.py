@@ -276,31 +276,6 @@ def test_the_display_shows_a_deep_record_briefly_and_refuses_past_the_limit(tmp_
                            "the value to print nests tuples and records more than 20000 deep\n")
 
 
-def test_the_python_api_converts_deep_values_or_says_why_not():
-    from tapeml import Session
-    from tapeml.errors import RecursionErr
-    s = Session()
-    s.run("r = (1,)\nfor i in 1:3000\n    r = (r,)\nend")
-    old = sys.getrecursionlimit()
-    try:
-        sys.setrecursionlimit(1000)
-        with pytest.raises(RecursionErr, match=r"the value nests tuples and records too deeply to convert "
-                                              r"within Python's recursion limit \(1000\)"):
-            s["r"]
-        x = 1.0
-        for _ in range(3000):
-            x = (x,)
-        with pytest.raises(RecursionErr, match="the Python value nests"):
-            s["x"] = x
-        sys.setrecursionlimit(20000)
-        got = s["r"]
-        for _ in range(3001):
-            got = got[0]
-        assert got == 1.0
-    finally:
-        sys.setrecursionlimit(old)
-
-
 # ---- counts and sizes are checked before NumPy allocates ------------------------------------------
 def _limit_text():
     from tapeml.limits import MAX_ELEMENTS, g3

@@ -2,7 +2,7 @@
 
 `mha` is a composite over primitives (dense, sdpa or attention_weights/matmul with dropout, add),
 with no gradient rule of its own. Above FUSE_MIN_ELEMENTS its heads run joined as one batched
-attention (`_mha_fused`); the joined weights of untracked heads are remembered in _JOINED.
+attention (`_mha_fused`); the joined weights of untracked heads are remembered in the session's joined_cache().
 """
 from __future__ import annotations
 
@@ -126,16 +126,14 @@ def _merge_heads(t):
     return ops.reshape(t, shape=s[:-3] + (s[-2], s[-3] * s[-1]))
 
 
-_JOINED: dict = {}      # (dim, ids of the parts) -> (weak references to the parts, joined)
+# The cache of joined head weights is the current session's (lang/context.py): a dict
+# (dim, ids of the parts) -> (weak references to the parts, joined).
+context.slot("joined_heads", dict)
 
 
-def _install_joined(cache: dict) -> None:
-    global _JOINED
-    _JOINED = cache
-
-
-# the cache is the current session's (lang/context.py swaps it on entering a session)
-context.slot("joined_heads", lambda: _JOINED, _install_joined, dict)
+def joined_cache() -> dict:
+    """The current session's cache of joined head weights."""
+    return context.LIVE["joined_heads"]
 
 
 def _joined_untracked(parts, dim):
@@ -145,15 +143,16 @@ def _joined_untracked(parts, dim):
     as its parts: the first of them to be freed removes it, and a hit needs every part to be the
     very object it was (an id can be reused only after its object is gone)."""
     key = (dim,) + tuple(map(id, parts))
-    hit = _JOINED.get(key)
+    cache = context.LIVE["joined_heads"]
+    hit = cache.get(key)
     if hit is not None and all(ref() is p for ref, p in zip(hit[0], parts)):
         return hit[1]
     out = ops.concat(*parts, dim=dim)
 
-    def forget(_ref, key=key, cache=_JOINED):     # this session's cache, even when another runs
+    def forget(_ref, key=key, cache=cache):     # this session's cache, even when another runs
         cache.pop(key, None)
     try:
-        _JOINED[key] = (tuple(weakref.ref(p, forget) for p in parts), out)
+        cache[key] = (tuple(weakref.ref(p, forget) for p in parts), out)
     except TypeError:       # a part that takes no weak reference: not remembered
         pass
     return out

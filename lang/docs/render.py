@@ -292,7 +292,7 @@ def build(root: str, source_root: str | None = None) -> list[DocsError]:
     bdir = os.path.join(docs, "builtins")
     img = os.path.join(bdir, "img")
     failures: list[DocsError] = []
-    old_mode = plot._mode
+    old_mode = plot.mode()
     plot.set_mode("docs")
     cwd = os.getcwd()
     scratch = tempfile.mkdtemp(prefix="tapeml-docs-")
