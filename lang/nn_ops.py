@@ -485,7 +485,9 @@ def _vjp_sdpa_plain(g, ans, saved, tracked, q, k, v, bias=None, mask=None, causa
     ans = p v: a [.., T, d_v] product instead of a [.., T, T] one (the identity of FlashAttention's
     backward pass: Dao et al. 2022, appendix B.2); the [.., T, T] steps in place, the scale folded in.
     The rows whose scores went beyond the float range (lim) take rowsum(dp * p) itself: exact on
-    their one-hot weights, where the identity's rounding, times q and k of 1e200, would not be 0."""
+    their one-hot weights, where the identity's rounding, times q and k of 1e200, would not be 0;
+    so does every row when there are no more keys than value features (the direct form costs no
+    more there, and one key's weight of exactly 1 then gives exactly 0, as softmax's VJP does)."""
     if saved is None or (len(tracked) > 3 and tracked[3]):
         return None
     p, rows, lim = saved
@@ -499,9 +501,12 @@ def _vjp_sdpa_plain(g, ans, saved, tracked, q, k, v, bias=None, mask=None, causa
                 not (np.isfinite(v).all() and np.isfinite(g).all()):
             return None
         ds = _zmatmul(g, np.swapaxes(v, -1, -2))
-        corr = (g * ans).sum(axis=-1, keepdims=True)
-        if lim is not None:
-            corr = np.where(lim, _zmul(ds, p).sum(axis=-1, keepdims=True), corr)
+        if p.shape[-1] <= v.shape[-1]:      # as few keys as value features: the direct form is as cheap
+            corr = _zmul(ds, p).sum(axis=-1, keepdims=True)
+        else:
+            corr = (g * ans).sum(axis=-1, keepdims=True)
+            if lim is not None:
+                corr = np.where(lim, _zmul(ds, p).sum(axis=-1, keepdims=True), corr)
         ds -= corr
         ds *= p
         ds *= scale
@@ -519,9 +524,12 @@ def _score_grads(g, v, ans, p, rows, lim, q, k, bias, tracked, scale):
     correction rowsum(dp * p) as in _vjp_sdpa_plain)."""
     gq = gk = gbias = None
     dp = zmatmul(g, transpose(v))
-    corr = sum_(zmul(g, ans), dim=-1, keepdims=True)
-    if lim is not None:
-        corr = where(lim, sum_(zmul(dp, p), dim=-1, keepdims=True), corr)
+    if shape_of(p)[-1] <= shape_of(v)[-1]:      # as in _vjp_sdpa_plain: the direct form, exact
+        corr = sum_(zmul(dp, p), dim=-1, keepdims=True)
+    else:
+        corr = sum_(zmul(g, ans), dim=-1, keepdims=True)
+        if lim is not None:
+            corr = where(lim, sum_(zmul(dp, p), dim=-1, keepdims=True), corr)
     ds = zmul(p, sub(dp, corr))
     if rows is not None:
         ds = where(rows, 0.0, ds)

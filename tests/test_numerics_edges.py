@@ -633,3 +633,24 @@ def test_second_order_through_the_rescaled_reductions():
         for k in (-700, 700):
             hk = ev(f"hessian({f}, [1.5, -2, 0.25] * 2 ^ {k})")
             np.testing.assert_allclose(hk, np.ldexp(h1, -k), rtol=1e-14, atol=0, err_msg=f"{f} {k}")
+
+
+def test_attention_over_one_key_has_exactly_zero_gradient_to_q_and_k():
+    """One key takes the whole weight (exactly 1), so nothing flows to q, k or bias: exactly 0, as
+    softmax's VJP gives (PyTorch float64: 0). FlashAttention's identity rowsum(g * out) = rowsum(dp * p)
+    leaves rounding noise there (2e-15 in a differential case, seed 2512 case 1661), so a key axis no
+    longer than the value features takes the direct form."""
+    import io
+    from tapeml.interpreter import Interpreter
+    out = io.StringIO()
+    Interpreter(out=out).run("""
+q = reshape([1.6, 0.2, -0.3, 0.5, 0.1, 0.9, 1.1, -0.7, 0.4, 0.3, 2.2, -1.3, 0.8, 0.6, -0.2, 1.9, -0.4, 0.7], 2, 3, 3)
+k = reshape([0.66, 0.63, 1.6, -0.83, 1.3, 0.15], 2, 1, 3)
+v = reshape([1.2, -0.9, 0.45, 0.7, 0.25, -1.1], 2, 1, 3)
+w = reshape(1:18, 2, 3, 3) / 7
+f = fn(s) -> sum(scaled_dot_product_attention(s * q, k, v, bias=[0.3; -0.2; 0.1]) * w)
+print(grad(f, 1.37) == 0)
+print(all(grad(fn(kk) -> sum(scaled_dot_product_attention(q, kk, v) * w), k) == 0))
+print(grad(fn(s) -> grad(f, s) * s, 1.37) == 0)
+""", "<t>")
+    assert out.getvalue().split() == ["true", "true", "true"]
