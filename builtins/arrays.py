@@ -5,13 +5,13 @@ import math
 
 import numpy as np
 
-from tapeml import limits, ops
+from tapeml.array import limits, ops
 from tapeml.builtins.registry import INT_BOUND, P, builtin
 from tapeml.builtins.util import axis, check_size
-from tapeml.errors import ShapeError, TypeErr, ValueErr
-from tapeml.ranges import RANGE_MAX, RANGE_ULPS, plan_range
-from tapeml.tape import raw
-from tapeml.values import describe, format_number, format_value, shape_text
+from tapeml.syntax.errors import ShapeError, TypeErr, ValueErr
+from tapeml.array.ranges import RANGE_MAX, RANGE_ULPS, plan_range
+from tapeml.array.tape import raw
+from tapeml.array.values import describe, format_number, format_value, shape_text
 
 DIMS = P("dims", variadic=True, doc="sizes of each axis (whole numbers)")
 

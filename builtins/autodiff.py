@@ -12,13 +12,13 @@ import gc
 
 import numpy as np
 
-from tapeml import ops
-from tapeml import ast as A
+from tapeml.array import ops
+from tapeml.syntax import ast as A
 from tapeml.builtins.registry import P, builtin, positive
 from tapeml.builtins.util import tree_leaves, tree_map
-from tapeml.errors import ShapeError, TypeErr, ValueErr
-from tapeml.tape import NO_KW, Box, backward, new_level, raw
-from tapeml.values import Record, describe, shape_text
+from tapeml.syntax.errors import ShapeError, TypeErr, ValueErr
+from tapeml.array.tape import NO_KW, Box, backward, new_level, raw
+from tapeml.array.values import Record, describe, shape_text
 
 CAT = "Autodiff"
 
@@ -282,7 +282,7 @@ def _caller(interp, f):
 
 
 def _bar(interp, total, desc):
-    """The interpreter's bar for a long loop of passes (lang/progress.py, work_bar), or none."""
+    """The interpreter's bar for a long loop of passes (lang/evaluator/progress.py, work_bar), or none."""
     make = getattr(interp, "work_bar", None)
     return make(total, desc) if make is not None else contextlib.nullcontext(_NO_BAR)
 
@@ -311,7 +311,7 @@ def jacobian_impl(call, x, fname="jacobian", interp=None):
         bx, out, oshape, level = _trace(call, x, fname)
         m = int(np.prod(oshape)) if oshape else 1
         n = int(np.prod(xshape)) if xshape else 1
-        from tapeml import limits
+        from tapeml.array import limits
         limits.check_elements(f"{fname}() with output {shape_text(oshape)} and input {shape_text(xshape)} (a result "
                               f"of {shape_text(oshape + xshape)})", oshape + xshape)
         if m == 0 or n == 0:

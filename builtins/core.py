@@ -2,19 +2,19 @@
 errors, the clock, and progress bars over a `for` loop.
 
 `progress(items)` returns a values.Progress; the interpreter's `for` walks its items exactly as
-it walks the bare items (the same items, tracked ones still tracked) while lang/progress.py
+it walks the bare items (the same items, tracked ones still tracked) while lang/evaluator/progress.py
 draws the bar. The stream and the mode (live bar, log lines, off) are chosen there.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from tapeml import limits
+from tapeml.array import limits
 from tapeml.builtins.registry import P, builtin, one_of
-from tapeml.errors import LangError, ShapeError, TypeErr, ValueErr
-from tapeml.ranges import ValueWalk, Walk, walk_length, walkable
-from tapeml.tape import raw
-from tapeml.values import Progress, Record, describe, format_value, type_name
+from tapeml.syntax.errors import LangError, ShapeError, TypeErr, ValueErr
+from tapeml.array.ranges import ValueWalk, Walk, walk_length, walkable
+from tapeml.array.tape import raw
+from tapeml.array.values import Progress, Record, describe, format_value, type_name
 from tapeml.builtins.util import axis, tree_leaves as leaves_with_paths
 
 
@@ -120,7 +120,7 @@ def pi():
              "NumPy 2, so `x * 0.5` keeps a float32 x in float32.",
          examples=['set_dtype("float32")\nx = [1, 2, 3] / 3\nprint(x, dtype(x))\nset_dtype("float64")\nprint(dtype([1, 2, 3] / 3))'])
 def set_dtype(name):
-    from tapeml import ops
+    from tapeml.array import ops
     ops.set_dtype(name)
     return None
 
@@ -263,7 +263,7 @@ def from_char_codes(codes):
     if surrogate.any():     # halves of UTF-16 pairs: no character, and no UTF-8 text can hold one
         raise ValueErr(f"from_char_codes(): {format_value(a[surrogate][0])} is a surrogate code point "
                        f"(55296..57343, U+D800..U+DFFF), which is not a character")
-    from tapeml import limits
+    from tapeml.array import limits
     if a.size > limits.MAX_STRING_BYTES // 4:      # its UTF-8 size: 1 to 4 bytes a code
         limits.check_string_bytes("from_char_codes(): the string", a.size + int((a >= 0x80).sum())
                                   + int((a >= 0x800).sum()) + int((a >= 0x10000).sum()))

@@ -33,7 +33,7 @@ import stat
 import tempfile
 import zlib
 
-from tapeml.errors import IOErr
+from tapeml.syntax.errors import IOErr
 
 # The shared paragraph of every writer's documentation (save, write_text, write_csv,
 # write_json, savefig): one text, so the pages cannot drift apart.
@@ -62,8 +62,8 @@ def resolve_path(interp, path: str) -> str:
 
 def read_limited(f, fname: str, full: str) -> bytes:
     """The bytes of an open file, refused before reading when it is past the string limit
-    (lang/limits.py), and never more than the limit read even if the file grows meanwhile."""
-    from tapeml import limits
+    (lang/array/limits.py), and never more than the limit read even if the file grows meanwhile."""
+    from tapeml.array import limits
     size = os.fstat(f.fileno()).st_size
     data = b""
     if size <= limits.MAX_STRING_BYTES:

@@ -10,11 +10,11 @@ import math as _math
 import numpy as np
 
 from tapeml.builtins.files import atomic_write, existing_file, read_limited, resolve_path
-from tapeml.errors import IOErr, TypeErr
-from tapeml.limits import FILE_NESTING
-from tapeml.errors import ValueErr as _ValueErr
-from tapeml.tape import raw
-from tapeml.values import Record, describe, format_value
+from tapeml.syntax.errors import IOErr, TypeErr
+from tapeml.array.limits import FILE_NESTING
+from tapeml.syntax.errors import ValueErr as _ValueErr
+from tapeml.array.tape import raw
+from tapeml.array.values import Record, describe, format_value
 
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -45,7 +45,7 @@ def flatten(value) -> list:
     """(key, ndarray) pairs of a record/tuple tree, in order (depth first, fields in order). A
     loop, not recursion, and at most FILE_NESTING levels: a 1e6-deep record is refused at once
     (each level's key is one longer: recursing built 1e6 ever longer keys, 7.7 GB)."""
-    from tapeml import limits
+    from tapeml.array import limits
     out = []
     stack = [(value, "", 0)]
     while stack:
@@ -83,7 +83,7 @@ def unflatten(items: list, where: str):
     def container(kind):
         return {"kind": kind, "items": {}}
 
-    from tapeml import limits
+    from tapeml.array import limits
     for key, value in items:
         parts = _parse_key(key, where)
         if len(parts) > limits.FILE_NESTING:
@@ -149,7 +149,7 @@ def _read_utf8(fname: str, interp, path: str) -> tuple[str, str]:
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:
-        from tapeml.lexer import utf8_error_place
+        from tapeml.syntax.lexer import utf8_error_place
         line, col = utf8_error_place(data, e.start)
         raise IOErr(f"{fname}(): {full} is not UTF-8 text: byte 0x{data[e.start]:02X} at line {line}, "
                     f"column {col} cannot start or continue a character") from None
@@ -221,7 +221,7 @@ def _from_json(v, full: str, where: str):
         return Record({k: _from_json(x, full, f"{where}.{k}" if where else k) for k, x in v.items()})
     shape = _json_shape(v)
     if shape is not None:
-        from tapeml import limits, ops
+        from tapeml.array import limits, ops
         limits.check_elements(f"read_json(): the array at {where or 'the top'} of {full}", shape)
         try:
             return ops.as_float(np.array(v, dtype=np.float64))
@@ -285,7 +285,7 @@ def _json_number(x: float, where: str):
 def _to_json(v, where: str, depth: int = 0):
     r = raw(v)
     if depth > JSON_MAX_DEPTH:      # json.dumps recurses on the C stack
-        from tapeml import limits
+        from tapeml.array import limits
         raise limits.file_nesting_error("write_json(): the value")
     if r is None or isinstance(r, (bool, str)):
         return r
@@ -316,8 +316,8 @@ def check_load_total(full: str, shapes: list) -> None:
     checked by name too), counted from the file's headers before any array is read: a small
     compressed file (a zip bomb) that would expand past the limit is refused at once."""
     import os
-    from tapeml import limits
-    from tapeml.values import format_gb
+    from tapeml.array import limits
+    from tapeml.array.values import format_gb
     total = sum(_math.prod(s) for s in shapes)
     if total > limits.MAX_ELEMENTS:
         raise limits.elements_error(f"load(): {full}, a file of {format_gb(os.path.getsize(full))}, holds "
@@ -344,7 +344,7 @@ def save_safetensors(full: str, items: list) -> None:
 def load_safetensors(full: str):
     """The tree in a .safetensors file: the keys are save's field paths (Hugging Face's
     'layers.0.wq' is read as layers[0].wq); the size guard sees every shape before reading."""
-    from tapeml import limits
+    from tapeml.array import limits
     try:
         from safetensors import safe_open
         with safe_open(full, framework="np") as f:

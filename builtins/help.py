@@ -6,7 +6,7 @@ example. Functions written in tapeml (the stdlib prelude, the user's own) are de
 their signature and the `#` comment lines directly above their `fn` line.
 
 Stdlib functions are documented by the structured comment above their `fn` line in
-stdlib/*.ml, read by the doc model the docs builder uses too (tapeml.docs.collect; see
+stdlib/*.ml, read by the doc model the docs builder uses too (tapeml.faces.docs.collect; see
 `stdlib_table`).
 """
 from __future__ import annotations
@@ -15,9 +15,9 @@ import difflib
 import textwrap
 
 from tapeml.builtins.registry import CATEGORIES, REGISTRY, REQUIRED, Builtin, P, SourceText, builtin
-from tapeml.errors import NameErr, TypeErr
-from tapeml.tape import raw
-from tapeml.values import Function, describe, display_value, format_value
+from tapeml.syntax.errors import NameErr, TypeErr
+from tapeml.array.tape import raw
+from tapeml.array.values import Function, describe, display_value, format_value
 
 WIDTH = 88
 KIND_WORDS = {"any": "any value", "number": "number", "int": "whole number", "bool": "bool",
@@ -81,7 +81,7 @@ def example_output(example: str, interp) -> str | None:
     interpreter of the kind of `interp` (the session asking; help has no interpreter of its own,
     which would import the interpreter that imports the builtins); without one, None."""
     import io
-    from tapeml.errors import LangError
+    from tapeml.syntax.errors import LangError
     if interp is None:
         return None
     buf = io.StringIO()
@@ -141,7 +141,7 @@ def stdlib_table() -> dict:
     returns, what, how, errors, examples, file), read once from the doc comments above their
     `fn` lines in stdlib/*.ml by the same collector the docs builder uses."""
     if not _STDLIB:
-        from tapeml.docs.collect import stdlib_entries
+        from tapeml.faces.docs.collect import stdlib_entries
         _STDLIB.update((e.name, e) for e in stdlib_entries())
     return _STDLIB
 
@@ -159,7 +159,7 @@ def _comment_above(fn: Function, sources: dict) -> list[str]:
     span = getattr(fn, "span", None)
     if span is None or not sources or span.file not in sources:
         return []
-    from tapeml.docs.collect import comment_above
+    from tapeml.faces.docs.collect import comment_above
     lines = sources[span.file].splitlines()
     return [line.lstrip()[1:].strip() for line in comment_above(lines, min(span.line - 1, len(lines)))]
 

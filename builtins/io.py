@@ -27,10 +27,10 @@ from tapeml.builtins.files import (WRITER_ERRORS, WRITER_HOW, atomic_write, exis
 from tapeml.builtins.formats import (JSON_MAX_DEPTH, _csv_number, _csv_rows, _from_json, _is_header, _json_stack,
                                      _number_text, _read_utf8, _to_json, check_load_total, flatten,
                                      load_safetensors, save_safetensors, unflatten)
-from tapeml.errors import IOErr, TypeErr
-from tapeml.errors import ValueErr as _ValueErr
-from tapeml.tape import raw
-from tapeml.values import Record, describe, format_value
+from tapeml.syntax.errors import IOErr, TypeErr
+from tapeml.syntax.errors import ValueErr as _ValueErr
+from tapeml.array.tape import raw
+from tapeml.array.values import Record, describe, format_value
 
 CAT = "IO"
 
@@ -73,10 +73,10 @@ def save(interp, path, value):
 
 def _declared_shape(data, key: str, full: str) -> tuple:
     """The shape an array's .npy header declares, read without reading the array: refused when
-    its type is not a number type, when it alone passes the element limit (lang/limits.py), or
+    its type is not a number type, when it alone passes the element limit (lang/array/limits.py), or
     when its entry in the zip holds fewer bytes than the header promises (a damaged file)."""
-    from tapeml import limits
-    from tapeml.values import format_gb
+    from tapeml.array import limits
+    from tapeml.array.values import format_gb
     name = key + ".npy" if key + ".npy" in data.zip.namelist() else key
     with data.zip.open(name) as member:
         version = np.lib.format.read_magic(member)
@@ -180,7 +180,7 @@ def read_text(interp, path):
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as e:
-        from tapeml.lexer import utf8_error_place
+        from tapeml.syntax.lexer import utf8_error_place
         line, col = utf8_error_place(data, e.start)
         raise IOErr(f"read_text(): {full} is not UTF-8 text: byte 0x{data[e.start]:02X} at line {line}, "
                     f"column {col} cannot start or continue a character") from None
@@ -223,7 +223,7 @@ def write_text(interp, path, text):
                    "read_csv(\"/tmp/tapeml_doc_read.csv\")",
                    "csv_header(\"/tmp/tapeml_doc_read.csv\")"])
 def read_csv(interp, path, header):
-    from tapeml import limits, ops
+    from tapeml.array import limits, ops
     header = bool(header) if isinstance(header, np.bool_) else header
     if not (header is True or header is False or (isinstance(header, str) and header == "auto")):
         raise _ValueErr(f"read_csv(): header must be \"auto\", true or false, got {format_value(header, True)}")
@@ -294,7 +294,7 @@ def csv_header(interp, path):
                    "print(read_text(\"/tmp/tapeml_doc_w.csv\"))\n"
                    "all(read_csv(\"/tmp/tapeml_doc_w.csv\") == [1, 0.1; -0.0, 1e-300])"])
 def write_csv(interp, path, m, header):
-    from tapeml.errors import ShapeError
+    from tapeml.syntax.errors import ShapeError
     a = np.asarray(raw(m))
     if a.ndim > 2:
         raise ShapeError(f"write_csv(): m must be a number, vector or matrix, got {describe(m)}")
@@ -390,7 +390,7 @@ def read_json(interp, path):
 def write_json(interp, path, value):
     with _json_stack():
         text = _json.dumps(_to_json(value, ""), ensure_ascii=False, allow_nan=False) + "\n"
-    from tapeml import limits
+    from tapeml.array import limits
     limits.check_string_bytes("write_json(): the JSON text", limits.utf8_len(text))
     atomic_write("write_json", resolve_path(interp, path), lambda f: f.write(text), binary=False)
     return None

@@ -1,7 +1,7 @@
 """Linear algebra: inv, solve, det, slogdet, trace, diag, norm, cholesky, qr, svd, eigh, eig, pinv,
 lstsq, outer, kron.
 
-The factorizations are primitives of lang/linalg_ops.py (NumPy's LAPACK forward, a VJP written with
+The factorizations are primitives of lang/array/linalg_ops.py (NumPy's LAPACK forward, a VJP written with
 primitives); trace, diag, norm, lstsq, outer and kron are composites of primitives. The checks
 (square, singular, positive definite, finite) run here, on the plain values, before any primitive,
 so a bad matrix is a clear LangError and never a NaN.
@@ -12,16 +12,16 @@ import math
 
 import numpy as np
 
-from tapeml import linalg_ops as la
-from tapeml import limits, ops
+from tapeml.array import linalg_ops as la
+from tapeml.array import limits, ops
 from tapeml.builtins.registry import P, builtin
 from tapeml.builtins.linalg_checks import (_finite, _floated, _invertible, _matrix, _noise_to_zero, _shape,
                                            _which)
 from tapeml.builtins.util import axis
-from tapeml.errors import ShapeError, TypeErr, ValueErr
-from tapeml.limits import check_shape, g3
-from tapeml.tape import Box, raw
-from tapeml.values import describe, shape_text
+from tapeml.syntax.errors import ShapeError, TypeErr, ValueErr
+from tapeml.array.limits import check_shape, g3
+from tapeml.array.tape import Box, raw
+from tapeml.array.values import describe, shape_text
 
 CAT = "Linear algebra"
 A_SQ = P("A", "array", doc="a square matrix, or a batch of them", shape="[..., n, n]")

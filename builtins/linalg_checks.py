@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from tapeml import ops
-from tapeml.errors import ShapeError, ValueErr
-from tapeml.tape import raw
-from tapeml.values import describe, shape_text
+from tapeml.array import ops
+from tapeml.syntax.errors import ShapeError, ValueErr
+from tapeml.array.tape import raw
+from tapeml.array.values import describe, shape_text
 
 
 # ---- checks on plain values --------------------------------------------------------------------

@@ -3,12 +3,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from tapeml import ops
+from tapeml.array import ops
 from tapeml.builtins.registry import P, builtin
 from tapeml.builtins.util import axis
-from tapeml.errors import ShapeError, TypeErr, ValueErr
-from tapeml.tape import raw
-from tapeml.values import describe, format_value, shape_text
+from tapeml.syntax.errors import ShapeError, TypeErr, ValueErr
+from tapeml.array.tape import raw
+from tapeml.array.values import describe, format_value, shape_text
 
 X = P("x", "array", doc="a number or a matrix of any shape", shape="any")
 
@@ -265,7 +265,7 @@ _bool_reduce("all", np.all, "True when every element is true (nonzero).",
              "when nonzero; an empty matrix gives true.")
 
 
-# ---- the elementwise vocabulary of issue 20 (primitives in lang/elementwise_ops.py) -----------------
+# ---- the elementwise vocabulary of issue 20 (primitives in lang/array/elementwise_ops.py) -----------------
 _NAN_EDGE = ["TypeError when x is not a number or matrix (outside the domain the result is nan, as NumPy: "
              "no error, like log and sqrt)"]
 _elementwise("log10", ops.log10, "Base-10 logarithm of each element (log10(0) = -inf).", "log10(x); d/dx = 1/(x ln 10)",

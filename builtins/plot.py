@@ -2,7 +2,7 @@
 
 matplotlib is imported lazily, on the first plotting call (DESIGN.md rule 10). Scripts and the
 docs builder draw with the non-interactive Agg backend. In the REPL (`set_mode("repl")`, or
-when tapeml.repl is loaded) `show()` opens a window when a display is available and otherwise
+when tapeml.faces.repl is loaded) `show()` opens a window when a display is available and otherwise
 saves a PNG and says where it went. In the Jupyter kernel (`set_publisher`) show() and the end of
 each cell hand every open figure to the kernel as PNG bytes and close it.
 
@@ -18,12 +18,12 @@ import threading
 
 import numpy as np
 
-from tapeml import context
+from tapeml.array import context
 from tapeml.builtins.files import WRITER_ERRORS, WRITER_HOW, atomic_write
 from tapeml.builtins.registry import REGISTRY, P, builtin, one_of, positive
-from tapeml.errors import ShapeError, TypeErr, ValueErr
-from tapeml.tape import raw
-from tapeml.values import describe, format_value
+from tapeml.syntax.errors import ShapeError, TypeErr, ValueErr
+from tapeml.array.tape import raw
+from tapeml.array.values import describe, format_value
 
 CAT = "Plotting"
 
@@ -59,7 +59,7 @@ def _install_figure_state(state: tuple) -> None:
 
 
 # The figures are the current session's. pyplot keeps one list of figures per process, so they
-# are a shared slot (lang/context.py): every plotting builtin (see the end of this file) and the
+# are a shared slot (lang/array/context.py): every plotting builtin (see the end of this file) and the
 # functions marked below hold _FIGURES and claim the figures for the session that runs them.
 _FIGURES = threading.RLock()
 context.shared_slot("figures", _figure_state, _install_figure_state, lambda: ("script", 0, None, ()), _FIGURES)
@@ -398,7 +398,7 @@ def figure(width, height):
          examples=['subplot(1, 2, 0)\nplot([1, 2, 3])\ntitle("left")\nsubplot(1, 2, 1)\n'
                    'plot([3, 2, 1])\ntitle("right")'])
 def subplot(rows, cols, index):
-    from tapeml.errors import IndexErr
+    from tapeml.syntax.errors import IndexErr
     if not 0 <= index < rows * cols:
         raise IndexErr(f"subplot(): index {index} is outside a {rows}x{cols} grid "
                        f"(0 to {rows * cols - 1})")
@@ -482,7 +482,7 @@ def show(interp):
         publish_open()
         _after_show = []
         return None
-    repl = _mode == "repl" or "tapeml.repl" in sys.modules
+    repl = _mode == "repl" or "tapeml.faces.repl" in sys.modules
     if repl and _display_available() and _to_window():
         _pyplot.show(block=False)
         _pyplot.pause(0.001)

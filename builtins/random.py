@@ -11,17 +11,17 @@ from __future__ import annotations
 
 import numpy as np
 
-from tapeml import context
+from tapeml.array import context
 from tapeml.builtins.registry import P, builtin, non_negative
 from tapeml.builtins.util import check_size
-from tapeml.errors import ShapeError, ValueErr
-from tapeml.ops import as_float
-from tapeml.tape import raw
-from tapeml.values import describe
+from tapeml.syntax.errors import ShapeError, ValueErr
+from tapeml.array.ops import as_float
+from tapeml.array.tape import raw
+from tapeml.array.values import describe
 
 CAT = "Random"
 
-# The generator is the current session's (lang/context.py: per thread, a Session has its own),
+# The generator is the current session's (lang/array/context.py: per thread, a Session has its own),
 # made on first use (importing numpy.random costs start-up time).
 context.slot("rng", lambda: np.random.default_rng())
 

@@ -1,6 +1,6 @@
 """Reductions, sorting and search (the category "Reductions & sorting"): prod, cumsum, cumprod,
 median, var, std, logsumexp, quantile, cov, corrcoef, numel, sort, argsort, topk, nonzero. The
-differentiable ones call the primitive table (lang/reduce_ops.py: prod, cumsum, cumprod,
+differentiable ones call the primitive table (lang/array/reduce_ops.py: prod, cumsum, cumprod,
 logsumexp, and take_along, the gather that sort, topk, median and quantile are made of)."""
 from __future__ import annotations
 
@@ -8,12 +8,12 @@ import math
 
 import numpy as np
 
-from tapeml import ops
+from tapeml.array import ops
 from tapeml.builtins.registry import P, builtin, one_of
 from tapeml.builtins.util import axis
-from tapeml.errors import TypeErr, ValueErr
-from tapeml.tape import raw
-from tapeml.values import describe, format_value
+from tapeml.syntax.errors import TypeErr, ValueErr
+from tapeml.array.tape import raw
+from tapeml.array.values import describe, format_value
 
 CAT = "Reductions & sorting"
 X = P("x", "array", doc="a number or a matrix of any shape", shape="any")

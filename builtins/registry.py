@@ -8,7 +8,7 @@
 The one binder (values.bind_arguments), the REPL's completion and help, and the docs builder all
 read this one table (DESIGN.md rule 8). A builtin that needs the session (where print writes,
 the float type, the random generator, calling a function value) declares `context=True` and
-receives a `tapeml.context.Context` first; `interp=True` (the whole interpreter) is for the
+receives a `tapeml.array.context.Context` first; `interp=True` (the whole interpreter) is for the
 few that need more (help, import, grad). Argument kinds and constraints are checked here, so
 builtin bodies receive validated values.
 """
@@ -20,10 +20,10 @@ from typing import Callable as CallableType
 
 import numpy as np
 
-from tapeml import limits
-from tapeml.errors import LangError, TypeErr, ValueErr
-from tapeml.tape import Box, raw
-from tapeml.values import Callable, Record, bind_arguments, describe, format_value
+from tapeml.array import limits
+from tapeml.syntax.errors import LangError, TypeErr, ValueErr
+from tapeml.array.tape import Box, raw
+from tapeml.array.values import Callable, Record, bind_arguments, describe, format_value
 
 REQUIRED = object()
 INT_BOUND = 2 ** 53           # "int" parameters: whole numbers a float64 holds exactly
@@ -79,7 +79,7 @@ class Builtin(Callable):
     examples: list = field(default_factory=list)
     interp: bool = False            # fn takes the interpreter as its first argument
     differentiable: bool = False    # records onto the tape (docs check its gradient)
-    context: bool = False           # fn takes the session's narrow Context (lang/context.py) first
+    context: bool = False           # fn takes the session's narrow Context (lang/array/context.py) first
     walk: CallableType | None = None   # the lazy form, run when the call is what a for loop walks
 
     def walked_positions(self, n: int) -> set:
@@ -126,7 +126,7 @@ class Builtin(Callable):
 
     def call(self, interp, args: list, kwargs: dict, span, lazy: bool = False):
         """Bind and run; errors get `span` (the call site), Python exceptions become ValueErr.
-        `lazy`: run the lazy form (the call is what a for loop walks; lang/statements.py)."""
+        `lazy`: run the lazy form (the call is what a for loop walks; lang/evaluator/statements.py)."""
         bound = ()
         try:
             bound = self.bind(args, kwargs)

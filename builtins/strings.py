@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from tapeml import limits, ops
+from tapeml.array import limits, ops
 from tapeml.builtins.registry import P, builtin
-from tapeml.errors import LangError, TypeErr, ValueErr
-from tapeml.values import values_equal
-from tapeml.ranges import EnumerateWalk, ValueWalk, Walk, ZipWalk, walkable
-from tapeml.tape import Box, raw
-from tapeml.values import describe
+from tapeml.syntax.errors import LangError, TypeErr, ValueErr
+from tapeml.array.values import values_equal
+from tapeml.array.ranges import EnumerateWalk, ValueWalk, Walk, ZipWalk, walkable
+from tapeml.array.tape import Box, raw
+from tapeml.array.values import describe
 
 CAT = "Strings & collections"
 _SEQ = "a tuple, vector, matrix (its rows), string (its characters) or number (once)"

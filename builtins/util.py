@@ -3,13 +3,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from tapeml import limits
-from tapeml.errors import TypeErr, ValueErr
-from tapeml.ops import shape_of
-from tapeml.tape import Box, raw
-from tapeml.values import Record, describe, format_gb, format_value, shape_text
+from tapeml.array import limits
+from tapeml.syntax.errors import TypeErr, ValueErr
+from tapeml.array.ops import shape_of
+from tapeml.array.tape import Box, raw
+from tapeml.array.values import Record, describe, format_gb, format_value, shape_text
 
-MAX_ELEMENTS = limits.MAX_ELEMENTS     # the one size guard lives in lang/limits.py
+MAX_ELEMENTS = limits.MAX_ELEMENTS     # the one size guard lives in lang/array/limits.py
 
 
 def axis(x, dim, name: str = "dim"):

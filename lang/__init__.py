@@ -18,10 +18,10 @@ __all__ = ["Session", "LangError", "__version__"]
 
 def __getattr__(name):
     if name == "Session":
-        from .session import Session
+        from tapeml.session.session import Session
         return Session
     if name == "LangError":
-        from .errors import LangError
+        from tapeml.syntax.errors import LangError
         return LangError
     raise AttributeError(f"module 'tapeml' has no attribute {name!r}")
 

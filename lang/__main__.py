@@ -1,5 +1,5 @@
-"""`python -m tapeml`: the same command as `tapeml` (lang/cli.py)."""
-from tapeml.cli import entry
+"""`python -m tapeml`: the same command as `tapeml` (lang/faces/cli.py)."""
+from tapeml.faces.cli import entry
 
 if __name__ == "__main__":
     entry()

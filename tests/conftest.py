@@ -16,7 +16,7 @@ SHARED = os.path.join(os.path.dirname(ROOT), "shared")
 
 def run_cli(args, stdin_text=None):
     """Run the tapeml CLI in-process; return (exit code, combined stdout+stderr)."""
-    from tapeml import cli
+    from tapeml.faces import cli
     buf = io.StringIO()
     with contextlib.redirect_stdout(buf), contextlib.redirect_stderr(buf):
         code = cli.main(list(args))
@@ -38,7 +38,7 @@ def _float64_after_each_test():
     """The float type is process state (ops.FLOAT): a test or golden program that calls
     set_dtype("float32") in-process must not leave it to the next test."""
     yield
-    from tapeml import ops
+    from tapeml.array import ops
     ops.set_dtype("float64")
 
 
@@ -60,8 +60,8 @@ def page_of_square_with_vjp(name, vjp):
     """Build the docs page of a throwaway builtin `name`(x) = x^2 whose primitive has the VJP
     `vjp(g, x)` (a wrong one, for the docs' gradient gate); return (page, failures). The builtin
     and its primitive are removed afterwards."""
-    from tapeml import docs as docgen
-    from tapeml import ops
+    from tapeml.faces import docs as docgen
+    from tapeml.array import ops
     import tapeml.builtins.registry as reg
     prim = ops.primitive(f"docs_test_{name}", lambda x: x * x,
                          lambda g, ans, saved, tracked, x: (vjp(g, x),))

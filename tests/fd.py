@@ -3,8 +3,8 @@ shapes and elementwise functions): central differences of a scalar function, and
 loss made of a function's results with fixed random weights."""
 import numpy as np
 
-from tapeml import ops
-from tapeml.tape import raw
+from tapeml.array import ops
+from tapeml.array.tape import raw
 
 
 def leaves(v):

@@ -1,5 +1,6 @@
-"""The house's shape: the import graph of lang/, builtins/ and stdlib/ has no cycle, and the
-core (front end, tape, primitives, values, errors, limits) imports no face and no builtin.
+"""The house's shape: a module's folder under lang/ is its layer, the layers import only their own
+and lower ones, the import graph of lang/, builtins/ and stdlib/ has no cycle, and the front end
+(syntax/) imports nothing of the tape, the values or anything above it.
 
 Every `import` and `from ... import` statement counts, at any depth: one inside a function
 (often written to break a cycle at import time) is still an edge, since the modules still
@@ -16,18 +17,13 @@ import pytest
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PACKAGES = {"lang": "tapeml", "builtins": "tapeml.builtins", "stdlib": "tapeml.stdlib"}
 
-# The core: what every face and builtin stands on. A new primitive module (`*_ops`) is core too.
-CORE = {"tapeml." + m for m in ("lexer", "parser", "ast", "unparse", "tape", "ops", "values", "errors",
-                                "limits", "ranges", "primitive_table", "context", "formatspec")}
-# The faces: the ways a person meets the language (and their helpers).
-FACES = ("tapeml.cli", "tapeml.repl", "tapeml.docs", "tapeml.highlight", "tapeml.kernel", "tapeml.__main__")
-BUILTINS = "tapeml.builtins"
-# The session: the Python API (tapeml.Session) and the package's own namespace, which exposes it.
-SESSION = ("tapeml.session", "tapeml")
-# The layers, lowest first (docs/architecture.md): a module imports its own layer and lower ones.
-LAYERS = ["core", "builtins", "eval", "session", "face"]
+# The layers, lowest first (docs/architecture.md). Under lang/ each is a folder of the same name;
+# builtins/ is the builtins layer; stdlib/ (its .ml files, read as data) sits with the array layer.
+LAYERS = ["syntax", "array", "builtins", "evaluator", "session", "faces"]
+# The package's own front door: `tapeml` exposes Session lazily, `python -m tapeml` runs the CLI.
+ROOT_MODULES = {"tapeml": "session", "tapeml.__main__": "faces"}
 # Imports of a higher layer that the architecture page names and explains.
-UPWARD_EDGES = {("tapeml.builtins.help", "tapeml.docs.collect")}   # help shows the docs' model
+UPWARD_EDGES = {("tapeml.builtins.help", "tapeml.faces.docs.collect")}   # help shows the docs' model
 
 # Edges allowed to close a cycle while it is being removed (none today). An entry that no longer
 # exists fails the test below, so a stale one cannot linger.
@@ -108,18 +104,26 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     return sorted(out)
 
 
-def is_core(mod: str) -> bool:
-    return mod in CORE or (mod.startswith("tapeml.") and mod.count(".") == 1
-                           and (mod.endswith("_ops") or mod.startswith("tapeml.ops_")))
+def layer_of(mod: str) -> str:
+    """A module's layer, read from its folder: tapeml.<layer>.<module>, tapeml.builtins.*, tapeml.stdlib."""
+    if mod in ROOT_MODULES:
+        return ROOT_MODULES[mod]
+    if mod == "tapeml.builtins" or mod.startswith("tapeml.builtins."):
+        return "builtins"
+    if mod == "tapeml.stdlib":
+        return "array"
+    folder = mod.split(".")[1]
+    assert folder in LAYERS, f"{mod} sits in no layer's folder (lang/<layer>/): move it into one"
+    return folder
 
 
 def test_the_graph_sees_every_kind_of_import():
     graph = import_graph()
-    assert "tapeml.tape" in graph["tapeml.primitive_table"]        # from .tape import ...
-    assert "tapeml.ast" in graph["tapeml.parser"]                  # from . import ast as A
+    assert "tapeml.array.tape" in graph["tapeml.array.primitive_table"]        # from .tape import ...
+    assert "tapeml.syntax.ast" in graph["tapeml.syntax.parser"]                  # from . import ast as A
     assert "tapeml.builtins.registry" in graph["tapeml.builtins.core"]   # absolute
-    assert "tapeml.values" in graph["tapeml.limits"]               # inside a function
-    assert "tapeml.builtins" in graph["tapeml.interpreter"]        # inside a method
+    assert "tapeml.array.values" in graph["tapeml.array.limits"]               # inside a function
+    assert "tapeml.builtins" in graph["tapeml.evaluator.interpreter"]        # inside a method
     assert "tapeml.builtins.core" in graph["tapeml.builtins"]      # a package's own __init__
 
 
@@ -137,48 +141,47 @@ def test_no_import_cycle():
     assert cycles(graph) == []
 
 
-def test_core_imports_no_face_and_no_builtin():
+def test_every_module_sits_in_a_layers_folder():
+    """lang/ holds only the layers' folders and the package's front door (__init__, __main__)."""
+    files = module_files()
+    loose = sorted(m for m in files if m.startswith("tapeml.") and m.count(".") == 1
+                   and m not in ROOT_MODULES and m.split(".")[1] not in LAYERS + ["builtins", "stdlib"])
+    assert loose == []
+    assert {layer_of(m) for m in files} == set(LAYERS)          # no empty layer
+    entries = sorted(e for e in os.listdir(os.path.join(ROOT, "lang")) if e != "__pycache__")
+    assert entries == sorted(["__init__.py", "__main__.py"] + [x for x in LAYERS if x != "builtins"])
+
+
+def test_the_front_end_is_free_of_the_tape():
+    """Parsing needs no tape, no values, no limits: syntax/ imports only syntax/."""
     graph = import_graph()
-    core = [m for m in graph if is_core(m)]
-    assert set(CORE) <= set(core), set(CORE) - set(core)
-    wrong = sorted((m, t) for m in core for t in graph[m]
-                   if t.startswith(FACES) or t == BUILTINS or t.startswith(BUILTINS + ".")
-                   or t == "tapeml.interpreter")
+    wrong = sorted((m, t) for m in graph if layer_of(m) == "syntax" for t in graph[m] if layer_of(t) != "syntax")
     assert wrong == []
-
-
-def layer_of(mod: str) -> str:
-    if mod in SESSION:
-        return "session"
-    if is_core(mod) or mod == "tapeml.stdlib":      # stdlib/: the .ml files, read as data
-        return "core"
-    if mod.startswith(FACES):
-        return "face"
-    if mod == BUILTINS or mod.startswith(BUILTINS + "."):
-        return "builtins"
-    return "eval"       # the evaluator: interpreter, calls, indexing, scope, progress, stack
+    assert "tapeml.syntax.formatspec" in graph["tapeml.syntax.parser"]       # specs are parsed here
 
 
 def test_each_layer_imports_only_its_own_and_lower_layers():
     graph = import_graph()
-    assert layer_of("tapeml.session") == "session" and layer_of("tapeml.context") == "core"
-    assert layer_of("tapeml.interpreter") == "eval" and layer_of("tapeml.builtins.ml.attention") == "builtins"
-    assert layer_of("tapeml.cli") == "face" and layer_of("tapeml.docs.render") == "face"
+    assert layer_of("tapeml.session.session") == "session" and layer_of("tapeml.array.context") == "array"
+    assert layer_of("tapeml.evaluator.interpreter") == "evaluator"
+    assert layer_of("tapeml.builtins.ml.attention") == "builtins"
+    assert layer_of("tapeml.faces.cli") == "faces" and layer_of("tapeml.faces.docs.render") == "faces"
     rank = {name: i for i, name in enumerate(LAYERS)}
     upward = sorted((m, t) for m in graph for t in graph[m] if rank[layer_of(t)] > rank[layer_of(m)])
     assert upward == sorted(UPWARD_EDGES)
 
 
 def test_session_state_is_declared_as_slots():
-    """What a Session owns is declared by the module that keeps it (lang/context.py)."""
+    """What a Session owns is declared by the module that keeps it (lang/array/context.py)."""
     import tapeml.builtins  # noqa: F401  (imports every builtin module)
-    from tapeml import context
+    from tapeml.array import context
     assert {"dtype", "rng", "figures", "joined_heads"} <= set(context.SLOTS)
 
 
 # ---- item 7: one source for the block keywords; a node without a handler -------------------
 def test_block_keywords_have_one_source():
-    from tapeml import lexer, parser, repl
+    from tapeml.syntax import lexer, parser
+    from tapeml.faces import repl
     assert parser.BLOCK_END is lexer.BLOCK_END
     assert set(lexer.BLOCK_END) == {"end", "elif", "else"}
     assert set(repl.INDENTERS) == {"fn", "if", "elif", "else", "for", "while"}
@@ -192,9 +195,9 @@ def test_block_keywords_have_one_source():
 
 
 def test_a_node_class_without_handler_is_an_internal_error_naming_it():
-    from tapeml import ast as A
-    from tapeml.errors import InternalError
-    from tapeml.interpreter import Interpreter
+    from tapeml.syntax import ast as A
+    from tapeml.syntax.errors import InternalError
+    from tapeml.evaluator.interpreter import Interpreter
 
     class Frobnicate(A.Node):
         pass
@@ -219,8 +222,8 @@ def test_a_node_class_without_handler_is_an_internal_error_naming_it():
     ("print(1, 2, sep=3)", "print() has no parameter 'sep' (parameters: none)"),
 ])
 def test_one_binder_keeps_each_kinds_wording(program, message):
-    from tapeml.errors import LangError
-    from tapeml.interpreter import Interpreter
+    from tapeml.syntax.errors import LangError
+    from tapeml.evaluator.interpreter import Interpreter
     with pytest.raises(LangError) as info:
         Interpreter(load_prelude=False).run(program)
     assert info.value.message == message
@@ -228,11 +231,22 @@ def test_one_binder_keeps_each_kinds_wording(program, message):
 
 def test_functions_and_builtins_are_one_callable_kind():
     from tapeml.builtins.registry import REGISTRY
-    from tapeml.interpreter import Interpreter
-    from tapeml.values import Callable, Function
+    from tapeml.evaluator.interpreter import Interpreter
+    from tapeml.array.values import Callable, Function
     interp = Interpreter(load_prelude=False)
     interp.run("fn f(a, b=a+1)\n return a+b\nend")
     f = interp.globals.vars["f"]
     assert isinstance(f, Function) and isinstance(f, Callable) and isinstance(REGISTRY["sum"], Callable)
     assert f.call(interp, [1.0], {}, None) == 3.0                     # b's default sees a
     assert REGISTRY["max"].call(interp, [2.0, 5.0], {}, None) == 5.0
+
+
+def test_the_whole_primitive_table_exists_once_ops_is_imported():
+    """ops gathers every entry: importing it alone (a fresh process) gives the table that the
+    builtins and the evaluator see, the linear-algebra primitives included."""
+    import subprocess
+    import sys
+    code = ("from tapeml.array import ops; n = len(ops.TABLE); import tapeml.builtins, tapeml.evaluator.interpreter; "
+            "print(n, len(ops.TABLE), 'svd' in ops.TABLE)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120).stdout.split()
+    assert out[0] == out[1] and out[2] == "True", out

@@ -6,9 +6,9 @@ import math
 import numpy as np
 import pytest
 
-from tapeml import ops
-from tapeml.errors import LangError
-from tapeml.interpreter import Interpreter
+from tapeml.array import ops
+from tapeml.syntax.errors import LangError
+from tapeml.evaluator.interpreter import Interpreter
 
 
 def run(src, **env):

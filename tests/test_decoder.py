@@ -9,9 +9,9 @@ import os
 import numpy as np
 import pytest
 
-from tapeml import ops
-from tapeml.errors import LangError
-from tapeml.interpreter import Interpreter
+from tapeml.array import ops
+from tapeml.syntax.errors import LangError
+from tapeml.evaluator.interpreter import Interpreter
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -253,7 +253,7 @@ def test_memory_width_and_shape_errors(env, src, message):
 
 
 def test_error_points_at_the_call():
-    from tapeml.errors import render
+    from tapeml.syntax.errors import render
     src = "\nseed(0)\nw = transformer_decoder_block_init(8, 2)\ny = transformer_decoder_block(randn(3, 8), randn(4, 6), w)"
     e = err(src)
     assert (e.span.line, e.span.col) == (4, 5)
@@ -305,7 +305,7 @@ def test_decoder_block_matches_numpy_composition(denv, norm_first):
         f[k] = rng.normal(size=f[k].shape)
     for k in ("ln1_gamma", "ln2_gamma", "ln3_gamma"):
         f[k] = 1 + 0.3 * rng.normal(size=f[k].shape)
-    from tapeml.values import Record
+    from tapeml.array.values import Record
     W = Record(f)
     got = val(f"transformer_decoder_block(y, mem, W, norm_first={'true' if norm_first else 'false'})", W=W, **denv)
     want = np_decoder(denv["y"], denv["mem"], f, norm_first)
@@ -350,7 +350,7 @@ def test_decoder_gradients_against_finite_differences(denv, opts):
                f"ew = check_grad(fn(w) -> sum(transformer_decoder_block(y, mem, w{opts}) * R), dw)\n"
                f"ex = check_grad(fn(x) -> sum(transformer_decoder_block(x, mem, dw{opts}) * R), y)\n"
                f"em = check_grad(fn(m) -> sum(transformer_decoder_block(y, m, dw{opts}) * R), mem)", **denv)
-    from tapeml.tape import raw  # noqa: F401
+    from tapeml.array.tape import raw  # noqa: F401
     leaves = []
 
     def walk(v):
@@ -382,7 +382,7 @@ def test_composites_have_no_vjp_and_the_tape_holds_primitives(denv):
         assert name not in ops.TABLE
     from tapeml.builtins.ml import blocks as ml_blocks, schema as ml_schema
     from tapeml.builtins.autodiff import value_and_grad_impl
-    from tapeml.tape import toposort
+    from tapeml.array.tape import toposort
     f = ml_schema.check_decoder_block(denv["dw"], 8)
     seen = set()
 

@@ -53,9 +53,9 @@ import pytest
 torch = pytest.importorskip("torch")
 F = torch.nn.functional
 
-from tapeml.errors import LangError, render  # noqa: E402
-from tapeml.interpreter import Interpreter  # noqa: E402
-from tapeml.values import Record  # noqa: E402
+from tapeml.syntax.errors import LangError, render  # noqa: E402
+from tapeml.evaluator.interpreter import Interpreter  # noqa: E402
+from tapeml.array.values import Record  # noqa: E402
 
 # Patterns tapeml got wrong (fixed; kept as named patterns that the generator draws and the
 # regression test below runs); a case containing a listed one is redrawn.

@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 
 from conftest import run_ml
-from tapeml.errors import trace_lines
-from tapeml.interpreter import Interpreter
-from tapeml import repl as R
-from tapeml.values import format_number, format_value, display_value
+from tapeml.syntax.errors import trace_lines
+from tapeml.evaluator.interpreter import Interpreter
+from tapeml.faces import repl as R
+from tapeml.array.values import format_number, format_value, display_value
 
 
 def value_of(source):

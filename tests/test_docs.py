@@ -1,4 +1,4 @@
-"""The docs builder (lang/docs/) and the plotting builtins: every builtin documented and
+"""The docs builder (lang/faces/docs/) and the plotting builtins: every builtin documented and
 run, the index complete, `tapeml docs check` catching a hand-edited output, figures
 deterministic, the seed program on the transformer_block page."""
 import io
@@ -12,7 +12,7 @@ import pytest
 
 from conftest import page_of_square_with_vjp
 
-from tapeml import docs as docgen
+from tapeml.faces import docs as docgen
 from tapeml.builtins import REGISTRY, plot
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -102,7 +102,7 @@ def test_gradient_check_of_layer_norm_is_tiny_and_covers_every_float_argument():
 
 
 def test_gradient_check_fails_the_build_on_a_wrong_gradient():
-    from tapeml import ops
+    from tapeml.array import ops
     # x^2 with the VJP g * x instead of 2 g x
     page, failures = page_of_square_with_vjp("wrong_square", lambda g, x: ops.mul(g, x))
     assert [f.where for f in failures] == ["wrong_square.md gradient check (example 1)"]
@@ -144,14 +144,14 @@ def test_figures_are_byte_identical_when_redrawn(tmp_path):
 
 
 def test_matplotlib_is_imported_only_when_a_plot_is_drawn():
-    code = ("import sys; from tapeml.interpreter import Interpreter; i = Interpreter(); "
+    code = ("import sys; from tapeml.evaluator.interpreter import Interpreter; i = Interpreter(); "
             "i.run('x = sum([1, 2])'); print('matplotlib' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
 
 
 def test_show_in_a_script_saves_a_png_and_says_where(tmp_path, monkeypatch):
-    from tapeml.interpreter import Interpreter
+    from tapeml.evaluator.interpreter import Interpreter
     monkeypatch.setattr(plot, "_mode", "script")
     monkeypatch.chdir(tmp_path)                 # into the current directory, not /tmp
     (tmp_path / "tapeml-figure-1.png").write_bytes(b"the user's file")
@@ -166,7 +166,7 @@ def test_show_in_a_script_saves_a_png_and_says_where(tmp_path, monkeypatch):
 
 
 def test_savefig_after_show_warns_instead_of_writing_a_blank_image(tmp_path, monkeypatch, capsys):
-    from tapeml.interpreter import Interpreter
+    from tapeml.evaluator.interpreter import Interpreter
     monkeypatch.setattr(plot, "_mode", "script")
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(plot, "_shown", 0)
@@ -185,7 +185,7 @@ def test_savefig_after_show_warns_instead_of_writing_a_blank_image(tmp_path, mon
 def test_each_drawing_after_show_starts_a_fresh_figure(monkeypatch):
     """In a session with a window, show() leaves its figure open; the next plot must not draw
     on its axes (the tutorial's heat map and loss curve shared one axes)."""
-    from tapeml.interpreter import Interpreter
+    from tapeml.evaluator.interpreter import Interpreter
     monkeypatch.setattr(plot, "_mode", "repl")
     monkeypatch.setattr(plot, "_display_available", lambda: True)
     monkeypatch.setattr(plot, "_to_window", lambda: True)      # Agg stands in for the window
@@ -206,8 +206,8 @@ def test_each_drawing_after_show_starts_a_fresh_figure(monkeypatch):
 
 
 def test_plot_errors_are_language_errors():
-    from tapeml.errors import IndexErr, ShapeError, ValueErr
-    from tapeml.interpreter import Interpreter
+    from tapeml.syntax.errors import IndexErr, ShapeError, ValueErr
+    from tapeml.evaluator.interpreter import Interpreter
     for code, kind in (("plot([1, 2], [1, 2, 3])", ShapeError), ("subplot(1, 2, 2)", IndexErr),
                        ("figure()\nlegend()", ValueErr), ("imshow(zeros(2, 2, 2))", ShapeError)):
         with pytest.raises(kind):
@@ -242,7 +242,7 @@ def test_the_cross_machine_comparison_names_the_page_and_line(tmp_path):
     """A digit that moves with the machine (qr's Q' Q printed -6.184396e-17 with one BLAS kernel and
     -1.087595e-16 with another) fails the check, naming the page and the line; the gradient bounds
     are compared by pass/fail (they carry their own margin, docs.run.error_bound)."""
-    from tapeml.docs import cross
+    from tapeml.faces.docs import cross
     here, there = tmp_path / "here", tmp_path / "out" / "docs"
     for base, noise, grad in ((here, "-6.184396e-17", "< 1e-9"), (there, "-1.087595e-16", "< 1e-10")):
         (base / "builtins").mkdir(parents=True)
@@ -270,9 +270,9 @@ def test_nudged_blas_moves_rounding_noise_and_keeps_exact_results():
     matrix) and keeps what every BLAS computes exactly (a product of whole numbers, the zeros
     LAPACK writes below R's diagonal) and what is rounded (round(Q' Q, 10))."""
     code = ("import sys, io\n"
-            "from tapeml.docs import cross\n"
+            "from tapeml.faces.docs import cross\n"
             "if sys.argv[1] == 'nudge': cross.nudge_blas()\n"
-            "from tapeml.interpreter import Interpreter\n"
+            "from tapeml.evaluator.interpreter import Interpreter\n"
             "import numpy as np\n"
             "out = io.StringIO()\n"
             "Interpreter(out=out).run(sys.argv[2], '<t>')\n"
@@ -298,10 +298,10 @@ def test_the_other_machine_runs_another_openblas_kernel_without_numpy_simd():
     off. Only where NumPy's BLAS is OpenBLAS on x86-64 (the kernel names are x86's)."""
     import json
     import platform
-    from tapeml.docs import cross
+    from tapeml.faces.docs import cross
     if platform.machine().lower() not in ("x86_64", "amd64") or cross.blas_core() is None:
         pytest.skip("NumPy's BLAS here is not an x86-64 OpenBLAS whose kernel can be read")
-    code = "import json; from tapeml.docs.cross import machine; print(json.dumps(machine()))"
+    code = "import json; from tapeml.faces.docs.cross import machine; print(json.dumps(machine()))"
     other = {}
     for kernel in ("PRESCOTT", "SANDYBRIDGE"):
         res = subprocess.run([sys.executable, "-c", code], env=cross.other_env(kernel), capture_output=True,
@@ -315,7 +315,7 @@ def test_the_other_machine_runs_another_openblas_kernel_without_numpy_simd():
 def test_every_builtin_and_stdlib_function_has_what_how_and_errors():
     """Every page has a "What it is" paragraph, a "How it works" paragraph and its errors, written
     in the declaration (not the summary standing in for them)."""
-    from tapeml.docs.collect import stdlib_entries
+    from tapeml.faces.docs.collect import stdlib_entries
     STDLIB_DOCS = {e.name: e for e in stdlib_entries()}
 
     def blank(v):
@@ -400,7 +400,7 @@ def test_docs_build_on_a_clean_copy_changes_no_file_twice(tmp_path):
     another machine runs it (OpenBLAS's PRESCOTT kernel, NumPy's SIMD off: issue 25, where qr's
     page printed other rounding noise on another CPU). Run as the command (its own process, the
     CLI's call depth), as a user runs it."""
-    from tapeml.docs import cross
+    from tapeml.faces.docs import cross
     root = ROOT
     shutil.copytree(os.path.join(root, "docs"), tmp_path / "docs")
     for env in (None, cross.other_env("PRESCOTT")):
@@ -426,11 +426,11 @@ def test_help_shares_the_doc_model_and_runs_examples_in_the_asking_session():
     """help reads stdlib docs through docs.collect (the builder's doc model) and runs the example
     in a fresh interpreter of the asking session's kind; with no session it shows the code only."""
     from tapeml.builtins.help import help_text, stdlib_table
-    from tapeml.interpreter import Interpreter
+    from tapeml.evaluator.interpreter import Interpreter
     assert set(stdlib_table()) == {e.name for e in docgen.stdlib_entries()}
     with_session = help_text("len", Interpreter(out=io.StringIO())).split("Example\n")[1].split("\n")
     without = help_text("len").split("Example\n")[1].split("\n")
     assert len(with_session) == len(without) + 1 and with_session[:len(without)] == without
     assert with_session[-1].strip() == docgen.run_code(REGISTRY["len"].examples[0], "<len>").output.split("\n")[-1]
     help_src = open(os.path.join(ROOT, "builtins", "help.py"), encoding="utf-8").read()
-    assert "tapeml.interpreter" not in help_src and "docs.run" not in help_src and "docs.render" not in help_src
+    assert "tapeml.evaluator.interpreter" not in help_src and "docs.run" not in help_src and "docs.render" not in help_src

@@ -8,9 +8,9 @@ import sys
 import numpy as np
 import pytest
 
-from tapeml import ops
-from tapeml.errors import LangError
-from tapeml.interpreter import Interpreter
+from tapeml.array import ops
+from tapeml.syntax.errors import LangError
+from tapeml.evaluator.interpreter import Interpreter
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -122,7 +122,7 @@ def test_no_primitive_returns_a_numpy_scalar(dtype):
     """A 0-d operand (zeros()) gave np.float32 scalars in float32 mode, which no builtin took
     ('round(): x must be a number or a matrix, got a function'): every primitive of the table
     returns Python floats or arrays."""
-    from tapeml import ops
+    from tapeml.array import ops
     ops.set_dtype(dtype)
     try:
         z = np.asarray(np.zeros((), dtype=dtype) + 0.5)

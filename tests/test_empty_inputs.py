@@ -16,8 +16,8 @@ import pytest
 
 from tapeml.builtins import REGISTRY
 from tapeml.builtins.autodiff import value_and_grad_impl
-from tapeml.interpreter import Interpreter
-from tapeml.tape import raw
+from tapeml.evaluator.interpreter import Interpreter
+from tapeml.array.tape import raw
 
 HAS_TORCH = importlib.util.find_spec("torch") is not None
 L = np.linalg
@@ -43,7 +43,7 @@ def grad(f, x):
 
 def tsum(*parts):
     """The sum of every part (numbers or arrays, tracked or not) as one tracked number."""
-    from tapeml import ops
+    from tapeml.array import ops
     total = 0.0
     for p in parts:
         total = ops.add(total, ops.sum_(p))
@@ -226,7 +226,7 @@ def test_extremes_along_a_non_empty_axis_of_an_empty_matrix(name, ref):
     z = np.zeros((0, 2))
     same(B(name)(z, dim=1), ref(z, axis=1))
     same(B(name)(z, dim=-1, keepdims=True), ref(z, axis=-1, keepdims=True))
-    from tapeml.errors import ValueErr
+    from tapeml.syntax.errors import ValueErr
     with pytest.raises(ValueErr, match=rf"{name}\(\): axis 0 of a 0x2 matrix is empty"):
         B(name)(z, dim=0)        # NumPy: "zero-size array to reduction operation maximum which has no identity"
     with pytest.raises(ValueErr, match=rf"{name}\(\) of an empty matrix"):

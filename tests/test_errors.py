@@ -193,7 +193,7 @@ def test_usage_errors_exit_2(tmp_path):
 
 
 def test_keyboard_interrupt_in_script_is_one_line(monkeypatch):
-    from tapeml import interpreter
+    from tapeml.evaluator import interpreter
     from conftest import run_cli
 
     def boom(self, node, env):
@@ -209,7 +209,8 @@ def test_ctrl_c_while_an_error_is_printed_is_one_line_too(monkeypatch, capsys):
     way: exit status 130 and one line, no Python traceback."""
     import signal
     import sys
-    from tapeml import cli, errors
+    from tapeml.faces import cli
+    from tapeml.syntax import errors
 
     def interrupted(*args):
         raise KeyboardInterrupt
@@ -258,9 +259,9 @@ def test_tapeml_options_after_the_script_are_named_in_a_warning(tmp_path):
 
 def test_a_refusal_inside_a_matrix_literal_names_the_literal(monkeypatch):
     """concat is the literal's own step: the refusal names the literal and its result."""
-    from tapeml import limits
-    from tapeml.errors import LangError
-    from tapeml.interpreter import Interpreter
+    from tapeml.array import limits
+    from tapeml.syntax.errors import LangError
+    from tapeml.evaluator.interpreter import Interpreter
     import io
     monkeypatch.setattr(limits, "MAX_ELEMENTS", 100)
     for source, result in [("x = ones(60)\ny = [x, x]", "a vector of length 120"), ("x = ones(60)\ny = [x; x]", "2x60"),

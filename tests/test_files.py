@@ -19,12 +19,12 @@ import numpy as np
 import pytest
 
 from conftest import allocates_at_most
-from tapeml import limits
-from tapeml.errors import IOErr, LangError, ValueErr
-from tapeml.interpreter import Interpreter
-from tapeml.values import Record, format_gb
+from tapeml.array import limits
+from tapeml.syntax.errors import IOErr, LangError, ValueErr
+from tapeml.evaluator.interpreter import Interpreter
+from tapeml.array.values import Record, format_gb
 
-TAPEML = [sys.executable, "-m", "tapeml.cli"]
+TAPEML = [sys.executable, "-m", "tapeml.faces.cli"]
 ROOT = os.geteuid() == 0
 NOBODY = 65534
 

@@ -22,12 +22,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tapeml import ast as A
-from tapeml.errors import LangError, render
-from tapeml.interpreter import Interpreter
-from tapeml.lexer import KEYWORDS, OPERATORS, tokenize
-from tapeml.parser import parse
-from tapeml.unparse import unparse
+from tapeml.syntax import ast as A
+from tapeml.syntax.errors import LangError, render
+from tapeml.evaluator.interpreter import Interpreter
+from tapeml.syntax.lexer import KEYWORDS, OPERATORS, tokenize
+from tapeml.syntax.parser import parse
+from tapeml.syntax.unparse import unparse
 
 EXAMPLES = int(os.environ.get("TAPEML_FUZZ_EXAMPLES", "2000"))
 # The same programs every run (CI must not pass or fail by chance); TAPEML_FUZZ_RANDOM=1 draws new
@@ -161,7 +161,7 @@ def run_program(source: str, seconds: float = 5.0):
 
 
 def _reset_session() -> None:
-    from tapeml import ops
+    from tapeml.array import ops
     ops.set_dtype("float64")
     import sys
     plot = sys.modules.get("tapeml.builtins.plot")

@@ -5,11 +5,11 @@ import math
 import numpy as np
 import pytest
 
-from tapeml import ops
+from tapeml.array import ops
 from tapeml.builtins.autodiff import value_and_grad_impl
 from tapeml.builtins.ml import attention as ml_attention
-from tapeml.tape import Box, raw
-from tapeml.values import Record
+from tapeml.array.tape import Box, raw
+from tapeml.array.values import Record
 
 from conftest import run_ml
 
@@ -369,7 +369,7 @@ def test_first_order_vjps_equal_their_recorded_form(name):
     when no Box is in sight (Primitive.pullback). A Box around the cotangent forces the form
     written with primitives (`vjp`); both must give the same cotangents on every case, and the
     plain form must take at least one of them."""
-    from tapeml.tape import leaf, new_level
+    from tapeml.array.tape import leaf, new_level
     prim = ops.TABLE[name]
     taken = 0
     for args, kw, cot in PLAIN_VJP_CASES[name]:
@@ -446,7 +446,7 @@ def test_composites_have_no_vjp():
     assert "multi_head_attention" not in ops.TABLE
     assert "transformer_block" not in ops.TABLE
     # and the block's tape holds only primitives of the table
-    from tapeml.tape import toposort
+    from tapeml.array.tape import toposort
     seen = set()
 
     def f(x):
@@ -656,7 +656,7 @@ print(all(g == {want}), check_grad(fn(x) -> {expr}, x0) < 1e-6)
 
 def test_loop_over_a_0d_value_keeps_the_tape():
     import io
-    from tapeml.interpreter import Interpreter
+    from tapeml.evaluator.interpreter import Interpreter
     interp = Interpreter(out=io.StringIO(), load_prelude=False)
     interp.globals.vars["X"] = np.array(3.0)
     interp.run(LOOP + "G = grad(f, X)\nN = 0\nfor v in X\n    N = N + 1\nend", "<loop>")

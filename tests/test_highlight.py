@@ -8,8 +8,8 @@ from pygments.lexers import get_lexer_by_name, get_lexer_for_filename, guess_lex
 from pygments.token import Comment, Error, Keyword, Name, Number, Operator, Punctuation, String
 
 from conftest import ROOT, SHARED
-from tapeml.highlight import TapemlLexer
-from tapeml.lexer import KEYWORDS
+from tapeml.faces.highlight import TapemlLexer
+from tapeml.syntax.lexer import KEYWORDS
 
 
 def tokens(src):

@@ -16,8 +16,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tapeml.errors import LangError
-from tapeml.interpreter import Interpreter
+from tapeml.syntax.errors import LangError
+from tapeml.evaluator.interpreter import Interpreter
 
 EXAMPLES = int(os.environ.get("TAPEML_INDEX_EXAMPLES", "300"))
 PROPERTY = settings(max_examples=EXAMPLES, deadline=None, database=None,

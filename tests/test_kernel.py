@@ -1,4 +1,4 @@
-"""The Jupyter kernel (lang/kernel.py): a real kernel started through jupyter_client, the
+"""The Jupyter kernel (lang/faces/kernel.py): a real kernel started through jupyter_client, the
 messages it answers, the jupyter_kernel_test conformance suite, and the example notebook run
 with nbclient. One kernel serves the round-trip tests of this module (a start is ~1 s)."""
 from __future__ import annotations
@@ -13,8 +13,8 @@ import pytest
 pytest.importorskip("jupyter_client", reason="the kernel tests need the jupyter extra: pip install -e '.[jupyter]'")
 pytest.importorskip("ipykernel", reason="the kernel tests need the jupyter extra: pip install -e '.[jupyter]'")
 
-from tapeml import kernel as K                                      # noqa: E402
-from tapeml.errors import LangError, render                         # noqa: E402
+from tapeml.faces import kernel as K  # noqa: E402
+from tapeml.syntax.errors import LangError, render                         # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 NOTEBOOK = os.path.join(ROOT, "examples", "tutorial.ipynb")
@@ -79,7 +79,7 @@ def test_install_writes_a_kernelspec_that_runs_this_python(kernelspec_path):
     with open(os.path.join(kernelspec_path, "kernels", "tapeml", "kernel.json")) as f:
         spec = json.load(f)
     import sys
-    assert spec["argv"] == [sys.executable, "-m", "tapeml.kernel", "-f", "{connection_file}"]
+    assert spec["argv"] == [sys.executable, "-m", "tapeml.faces.kernel", "-f", "{connection_file}"]
     assert spec["display_name"] == "tapeml" and spec["language"] == "tapeml"
 
 
@@ -158,7 +158,7 @@ def test_error_reply_is_the_cli_message(kernel):
     code = "y = [1, 2, 3]\ny + [1, 2]"
     reply, out = execute(kc, code)
     assert reply["status"] == "error" and reply["ename"] == "ShapeError"
-    from tapeml.interpreter import Interpreter
+    from tapeml.evaluator.interpreter import Interpreter
     name = f"In[{reply['execution_count']}]"
     with pytest.raises(LangError) as e:
         Interpreter().run(code, name)
@@ -215,7 +215,7 @@ def test_completion_names_fields_and_signatures(kernel):
 def test_inspection_is_the_help_page(kernel):
     km, kc = kernel
     from tapeml.builtins.help import help_text
-    from tapeml.interpreter import Interpreter
+    from tapeml.evaluator.interpreter import Interpreter
     reply = request(kc, "inspect", "y = softmax(x)", len("y = soft"))
     assert reply["found"] is True
     assert reply["data"]["text/plain"] == help_text("softmax", Interpreter())

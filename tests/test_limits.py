@@ -14,11 +14,11 @@ import pytest
 
 from conftest import allocates_at_most
 
-from tapeml.errors import IOErr, IndexErr, LangError, LangSyntaxError, RecursionErr, ValueErr
-from tapeml.interpreter import Interpreter
-from tapeml.parser import parse
+from tapeml.syntax.errors import IOErr, IndexErr, LangError, LangSyntaxError, RecursionErr, ValueErr
+from tapeml.evaluator.interpreter import Interpreter
+from tapeml.syntax.parser import parse
 
-TAPEML = [sys.executable, "-m", "tapeml.cli"]
+TAPEML = [sys.executable, "-m", "tapeml.faces.cli"]
 
 
 def run(source: str):
@@ -140,7 +140,7 @@ def test_zeros_1e6_by_1e6_is_refused_before_allocating():
         err = error_of("x = zeros(1e6, 1e6)")
     assert isinstance(err, ValueErr)
     from tapeml.builtins.util import MAX_ELEMENTS
-    from tapeml.values import format_number
+    from tapeml.array.values import format_number
     limit = format_number(float(f"{MAX_ELEMENTS * 8 / 1e9:.3g}"))
     assert err.message == ("zeros(1000000, 1000000) would need 8000 GB of float64; "
                            f"the limit is {limit} GB (half this machine's memory, at most 8 GB)")
@@ -164,7 +164,7 @@ def test_a_one_gigabyte_string_repetition_is_refused():
 def test_broadcasting_beyond_memory_is_a_value_error():
     err = error_of("x = zeros(1e5, 1) + zeros(1, 1e5)")
     assert isinstance(err, ValueErr)
-    # refused by the size guard before allocating (lang/limits.py), in the constructors' words
+    # refused by the size guard before allocating (lang/array/limits.py), in the constructors' words
     assert err.message.startswith("'+' of 100000x1 and 1x100000 (a result of 100000x100000) would need "
                                   "80 GB of float64; the limit is ")
     assert (err.span.line, err.span.col) == (1, 19)
@@ -188,7 +188,7 @@ def test_a_range_of_1e300_elements_is_refused():
 # ---- the tape of a long loop -----------------------------------------------------------------
 TAPE_CHILD = r"""
 import resource, sys
-from tapeml.interpreter import Interpreter
+from tapeml.evaluator.interpreter import Interpreter
 n, repeats = int(sys.argv[1]), int(sys.argv[2])
 src = '''fn f(x)
     s = x

@@ -1,4 +1,4 @@
-"""The Linear algebra builtins (builtins/linalg.py, primitives in lang/linalg_ops.py).
+"""The Linear algebra builtins (builtins/linalg.py, primitives in lang/array/linalg_ops.py).
 
 - finite differences for every differentiable builtin, batched inputs where they are supported,
   and the kinks (norm at 0, p = 1 at 0, p = inf ties);
@@ -14,10 +14,10 @@ import os
 import numpy as np
 import pytest
 
-from tapeml import ops
+from tapeml.array import ops
 from tapeml.builtins import REGISTRY
 from tapeml.builtins.autodiff import value_and_grad_impl
-from tapeml.tape import raw
+from tapeml.array.tape import raw
 
 from conftest import run_ml
 from fd import fd_grad, weighted

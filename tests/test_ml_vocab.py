@@ -14,10 +14,10 @@ import os
 import numpy as np
 import pytest
 
-from tapeml import ops
+from tapeml.array import ops
 from tapeml.builtins import REGISTRY
 from tapeml.builtins.autodiff import value_and_grad_impl
-from tapeml.tape import raw
+from tapeml.array.tape import raw
 
 from conftest import run_ml
 

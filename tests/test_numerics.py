@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from tapeml.builtins import REGISTRY
-from tapeml.interpreter import Interpreter
-from tapeml.tape import raw
+from tapeml.evaluator.interpreter import Interpreter
+from tapeml.array.tape import raw
 
 
 def ev(expr: str, setup: str = ""):

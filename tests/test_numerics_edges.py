@@ -22,12 +22,12 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from tapeml import ops
+from tapeml.array import ops
 from tapeml.builtins.autodiff import value_and_grad_impl
 from tapeml.builtins.ml import attention as ml_attention
-from tapeml.interpreter import Interpreter
-from tapeml.tape import leaf, new_level, raw
-from tapeml.values import Record
+from tapeml.evaluator.interpreter import Interpreter
+from tapeml.array.tape import leaf, new_level, raw
+from tapeml.array.values import Record
 
 try:
     import torch               # a reference only, never a dependency
@@ -641,7 +641,7 @@ def test_attention_over_one_key_has_exactly_zero_gradient_to_q_and_k():
     leaves rounding noise there (2e-15 in a differential case, seed 2512 case 1661), so a key axis no
     longer than the value features takes the direct form."""
     import io
-    from tapeml.interpreter import Interpreter
+    from tapeml.evaluator.interpreter import Interpreter
     out = io.StringIO()
     Interpreter(out=out).run("""
 q = reshape([1.6, 0.2, -0.3, 0.5, 0.1, 0.9, 1.1, -0.7, 0.4, 0.3, 2.2, -1.3, 0.8, 0.6, -0.2, 1.9, -0.4, 0.7], 2, 3, 3)

@@ -15,11 +15,11 @@ import pytest
 from conftest import page_of_square_with_vjp
 from hypothesis import assume, given, settings, strategies as st
 
-from tapeml import nn_ops, ops
+from tapeml.array import nn_ops, ops
 from tapeml.builtins.ml import attention as ml_attention
 from tapeml.builtins.autodiff import value_and_grad_impl
-from tapeml.interpreter import Interpreter
-from tapeml.tape import raw
+from tapeml.evaluator.interpreter import Interpreter
+from tapeml.array.tape import raw
 
 try:
     import torch               # a reference only, never a dependency
@@ -203,7 +203,7 @@ def test_attention_overflow_gradients_on_every_path(monkeypatch):
     p = np.array([[1.0, 0.0], p1 / p1.sum()])
     np.testing.assert_allclose(gv, p.T @ R, rtol=1e-14)
     # the recorded form (grad of grad forces it) agrees with the first-order form
-    from tapeml.tape import leaf, new_level
+    from tapeml.array.tape import leaf, new_level
     prim = ops.TABLE["scaled_dot_product_attention"]
     ans, res = prim.fwd(a, a, v, scale=1 / math.sqrt(2))
     plain = prim.pullback(R, ans, res, [True, True, True], a, a, v, scale=1 / math.sqrt(2))
@@ -216,7 +216,7 @@ def test_attention_overflow_gradients_on_every_path(monkeypatch):
 
 
 def test_multi_head_attention_with_overflowing_scores_fused_and_per_head(monkeypatch):
-    from tapeml.values import Record
+    from tapeml.array.values import Record
     rng = np.random.default_rng(3)
     x = rng.standard_normal((8, 4))
     x[0] *= 1e160                                          # row 0's scores with itself overflow
@@ -314,7 +314,7 @@ def test_norm_gradients_scale_exactly_with_the_row(scale):
 def test_layer_norm_paths_agree_on_large_rows():
     """The forward, the statistics the recorded VJP computes with primitives, and both VJP forms on
     rows that need the scaling."""
-    from tapeml.tape import leaf, new_level
+    from tapeml.array.tape import leaf, new_level
     x = np.array([[1e200, 2e200, -3e200, 4e200], [1.0, 2.0, 3.0, 4.0], [5.0, 5.0, 5.0, 5.0]])
     gm, bt = np.array([1.0, 2.0, 0.5, 1.5]), np.array([0.1, 0.2, 0.3, 0.4])
     for eps in (1e-5, 0.0):
@@ -477,7 +477,7 @@ def test_float32_block_of_large_inputs_stays_finite(norm, norm_first):
 def test_rms_norm_paths_agree_on_rows_that_need_scaling(dtype):
     """rms_norm's forward (mean square in float64), the statistics its recorded VJP computes with
     primitives, and the VJP."""
-    from tapeml.tape import leaf, new_level
+    from tapeml.array.tape import leaf, new_level
     big = 1e200 if dtype == np.float64 else 1e30
     x = np.array([[big, -2 * big, 3 * big], [0.0, 0.0, 0.0], [1.0, 2.0, -2.0]], dtype=dtype)
     gm = np.array([1.0, 2.0, 0.5], dtype=dtype)

@@ -17,8 +17,8 @@ import re
 import numpy as np
 import pytest
 
-from tapeml.interpreter import Interpreter
-from tapeml.values import Record
+from tapeml.evaluator.interpreter import Interpreter
+from tapeml.array.values import Record
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REF = os.path.join(HERE, "reference")

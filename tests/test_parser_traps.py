@@ -8,8 +8,8 @@ import sys
 
 import pytest
 
-from tapeml.errors import LangError, LangSyntaxError
-from tapeml.interpreter import Interpreter
+from tapeml.syntax.errors import LangError, LangSyntaxError
+from tapeml.evaluator.interpreter import Interpreter
 
 
 def out(source: str) -> str:
@@ -112,7 +112,7 @@ def test_unicode_round_trips_byte_for_byte_through_the_cli(tmp_path):
     text = "".join(UNICODE[:7])
     path = tmp_path / "u.ml"
     path.write_text(f's = "{text}"\nprint(s)\nprint("{{s}}|{{s}}")\n', encoding="utf-8")
-    proc = subprocess.run([sys.executable, "-m", "tapeml.cli", str(path)], capture_output=True, timeout=60,
+    proc = subprocess.run([sys.executable, "-m", "tapeml.faces.cli", str(path)], capture_output=True, timeout=60,
                           env={"PYTHONIOENCODING": "utf-8", "PATH": "/usr/bin:/bin"})
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == f"{text}\n{text}|{text}\n".encode("utf-8")

@@ -9,11 +9,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from tapeml import ops
-from tapeml.interpreter import Interpreter
-from tapeml.parser import parse
-from tapeml.unparse import unparse
-from tapeml.values import format_number, format_value
+from tapeml.array import ops
+from tapeml.evaluator.interpreter import Interpreter
+from tapeml.syntax.parser import parse
+from tapeml.syntax.unparse import unparse
+from tapeml.array.values import format_number, format_value
 
 WHOLE = 2 ** 53 - 1
 PROPERTY = settings(max_examples=400, deadline=None, database=None,
@@ -167,6 +167,6 @@ def test_trailing_semicolon_is_the_same_tree_as_without_for_several_rows():
     ("[1, 2;;]", "expected"), ("[;]", "expected"), ("[1, 2,;]", "expected"),
 ])
 def test_only_one_trailing_semicolon(source, message):
-    from tapeml.errors import LangSyntaxError
+    from tapeml.syntax.errors import LangSyntaxError
     with pytest.raises(LangSyntaxError, match=message):
         parse(source)

@@ -13,10 +13,10 @@ import pytest
 from conftest import ROOT
 from test_repl import PROMPT, Pty, pty_env, tapeml_command
 
-from tapeml import progress as PG
-from tapeml.errors import LangError
-from tapeml.interpreter import Interpreter
-from tapeml.values import format_value
+from tapeml.evaluator import progress as PG
+from tapeml.syntax.errors import LangError
+from tapeml.evaluator.interpreter import Interpreter
+from tapeml.array.values import format_value
 
 
 def run(src, bars="log"):
@@ -158,11 +158,11 @@ def test_off_by_environment_in_the_docs_build_and_in_help(monkeypatch, capsys):
     _, _, bar = run("for i in progress(1:3) end")
     assert bar == ""
     monkeypatch.delenv("TAPEML_PROGRESS")
-    from tapeml import docs as docgen
+    from tapeml.faces import docs as docgen
     res = docgen.run_code('s = 0\nfor i in progress(1:5, desc="x")\n    s = s + i\nend\ns', "<doc>")
     assert res.error is None and res.output == "15"
     from tapeml.builtins.help import help_text
-    from tapeml.interpreter import Interpreter
+    from tapeml.evaluator.interpreter import Interpreter
     assert "  ... loss\n  0.3333333" in help_text("progress_note", Interpreter(out=io.StringIO()))   # help runs the example, bar off
     assert capsys.readouterr().err == ""
 

@@ -1,4 +1,4 @@
-"""Reductions, sorting and search (builtins/reductions.py, primitives in lang/reduce_ops.py; issue 20).
+"""Reductions, sorting and search (builtins/reductions.py, primitives in lang/array/reduce_ops.py; issue 20).
 
 - values against NumPy (its stable sort, its quantile methods, cov/corrcoef with rowvar=False);
 - finite differences for every differentiable builtin on a batched rank-3 input with dim, and at
@@ -14,10 +14,10 @@ import os
 import numpy as np
 import pytest
 
-from tapeml import ops
+from tapeml.array import ops
 from tapeml.builtins import REGISTRY
 from tapeml.builtins.autodiff import value_and_grad_impl
-from tapeml.tape import raw
+from tapeml.array.tape import raw
 
 from conftest import run_ml
 

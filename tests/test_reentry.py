@@ -19,15 +19,17 @@ import numpy as np
 import pytest
 
 import tapeml
-from tapeml import context, ops, session, stack
+from tapeml.array import context, ops
+from tapeml.session import session
+from tapeml.evaluator import stack
 from tapeml.builtins import random as trandom
 from tapeml.builtins.registry import REGISTRY, Builtin
-from tapeml.errors import LangError
-from tapeml.interpreter import Interpreter
-from tapeml.scope import MAX_DEPTH
+from tapeml.syntax.errors import LangError
+from tapeml.evaluator.interpreter import Interpreter
+from tapeml.evaluator.scope import MAX_DEPTH
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-TAPEML = [sys.executable, "-m", "tapeml.cli"]
+TAPEML = [sys.executable, "-m", "tapeml.faces.cli"]
 
 
 def documented_limit_error(fn: str) -> str:
@@ -193,7 +195,7 @@ def kernel(tmp_path_factory):
     pytest.importorskip("ipykernel", reason="the kernel tests need the jupyter extra")
     from jupyter_client.manager import start_new_kernel
 
-    from tapeml import kernel as K
+    from tapeml.faces import kernel as K
     prefix = tmp_path_factory.mktemp("prefix")
     assert K.main(["install", "--prefix", str(prefix)]) == 0
     old = os.environ.get("JUPYTER_PATH")
@@ -438,7 +440,7 @@ def test_values_that_numpy_holds_as_objects_but_are_numbers_convert():
 def test_deep_values_cross_both_ways_without_recursion():
     """Tuples and dicts as deep as the nesting limit of every walk over a value (20000 levels) cross
     both ways under Python's own recursion limit; one level more is the limit's error."""
-    from tapeml.values import MAX_NESTING
+    from tapeml.array.values import MAX_NESTING
     s = tapeml.Session()
     old = sys.getrecursionlimit()
     try:

@@ -12,11 +12,11 @@ import io
 
 import pytest
 
-from tapeml import ast as A
+from tapeml.syntax import ast as A
 from tapeml.builtins import REGISTRY
-from tapeml.errors import LangError
-from tapeml.interpreter import Interpreter
-from tapeml.parser import parse
+from tapeml.syntax.errors import LangError
+from tapeml.evaluator.interpreter import Interpreter
+from tapeml.syntax.parser import parse
 
 # (builtin, parameter) -> a program calling the builtin without that parameter
 EXTRA = {

@@ -21,11 +21,11 @@ import pytest
 
 from conftest import ROOT, SHARED
 
-from tapeml.interpreter import Interpreter
-from tapeml.parser import is_complete
-from tapeml import repl as R
+from tapeml.evaluator.interpreter import Interpreter
+from tapeml.syntax.parser import is_complete
+from tapeml.faces import repl as R
 from tapeml.builtins.help import help_text
-from tapeml.errors import NameErr
+from tapeml.syntax.errors import NameErr
 
 
 # ---- pure functions ---------------------------------------------------------------------------
@@ -415,7 +415,7 @@ def tapeml_command():
     if os.path.exists(exe):
         return [exe]
     found = shutil.which("tapeml")
-    return [found] if found else [sys.executable, "-m", "tapeml.cli"]
+    return [found] if found else [sys.executable, "-m", "tapeml.faces.cli"]
 
 
 class Pty:
@@ -556,9 +556,9 @@ def test_piped_seed_program_prints_the_golden_output():
 
 
 def test_startup_imports_neither_matplotlib_nor_prompt_toolkit_for_scripts():
-    code = ("import sys\nfrom tapeml.interpreter import Interpreter\nI = Interpreter()\n"
+    code = ("import sys\nfrom tapeml.evaluator.interpreter import Interpreter\nI = Interpreter()\n"
             "I.run('x = 1 + 1')\nprint('matplotlib' in sys.modules, 'prompt_toolkit' in sys.modules)\n"
-            "from prompt_toolkit.output import DummyOutput\nfrom tapeml.repl import make_session\n"
+            "from prompt_toolkit.output import DummyOutput\nfrom tapeml.faces.repl import make_session\n"
             "make_session(I, output=DummyOutput())\nprint('matplotlib' in sys.modules)\n")
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert res.stdout == "False False\nFalse\n", res.stderr

@@ -14,9 +14,9 @@ import pytest
 
 from conftest import allocates_at_most
 
-from tapeml.errors import LangError, TypeErr, ValueErr
-from tapeml.interpreter import Interpreter
-from tapeml.ops import set_dtype
+from tapeml.syntax.errors import LangError, TypeErr, ValueErr
+from tapeml.evaluator.interpreter import Interpreter
+from tapeml.array.ops import set_dtype
 
 
 def run(source: str, interp: Interpreter | None = None) -> str:
@@ -40,7 +40,7 @@ def run_limited(source: str, tmp_path, address_space_gb: float = 2.0, timeout: f
     path.write_text(textwrap.dedent(source), encoding="utf-8")
     limit = int(address_space_gb * 1024 ** 3)
     setup = ("import resource, sys; resource.setrlimit(resource.RLIMIT_AS, (%d, %d)); "
-             "from tapeml.cli import entry; sys.argv = ['tapeml', 'prog.ml']; entry()" % (limit, limit))
+             "from tapeml.faces.cli import entry; sys.argv = ['tapeml', 'prog.ml']; entry()" % (limit, limit))
     return subprocess.run([sys.executable, "-c", setup], capture_output=True, text=True, timeout=timeout,
                           cwd=tmp_path, env={"TAPEML_PROGRESS": "0", "PATH": "/usr/bin:/bin",
                                              "OPENBLAS_NUM_THREADS": "1"})
@@ -255,8 +255,8 @@ def test_the_display_shows_a_deep_record_briefly_and_refuses_past_the_limit(tmp_
     script = textwrap.dedent("""
         import sys
         sys.setrecursionlimit(200000)
-        from tapeml.values import Record, display_value
-        from tapeml.errors import LangError
+        from tapeml.array.values import Record, display_value
+        from tapeml.syntax.errors import LangError
         v = (1.0,)
         for i in range(19999):
             v = Record({"a": v, "b": 2.0})
@@ -278,7 +278,7 @@ def test_the_display_shows_a_deep_record_briefly_and_refuses_past_the_limit(tmp_
 
 # ---- counts and sizes are checked before NumPy allocates ------------------------------------------
 def _limit_text():
-    from tapeml.limits import MAX_ELEMENTS, g3
+    from tapeml.array.limits import MAX_ELEMENTS, g3
     return g3(MAX_ELEMENTS)
 
 
@@ -431,7 +431,7 @@ def test_grad_flows_through_a_tall_jacobian():
 
 
 def test_a_long_jacobian_shows_a_bar_and_a_short_one_says_nothing(monkeypatch):
-    from tapeml import progress
+    from tapeml.evaluator import progress
     interp = Interpreter(out=io.StringIO())
     err = io.StringIO()
     interp.progress_out = err

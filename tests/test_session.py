@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 
 import tapeml
-from tapeml import context, ops
+from tapeml.array import context, ops
 from tapeml.builtins import random as trandom
-from tapeml.interpreter import Interpreter
+from tapeml.evaluator.interpreter import Interpreter
 
 
 def test_two_sessions_interleaved_keep_their_dtype_and_seed():
@@ -153,14 +153,14 @@ def test_a_builtin_with_context_gets_the_narrow_context():
 def test_import_tapeml_stays_light():
     import subprocess
     import sys
-    code = "import sys, tapeml; print('numpy' in sys.modules, 'tapeml.session' in sys.modules)"
+    code = "import sys, tapeml; print('numpy' in sys.modules, 'tapeml.session.session' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.split() == ["False", "False"]
 
 
 def test_the_docs_run_python_blocks_and_fail_on_an_error(tmp_path):
     """docs/python.md's examples run in `tapeml docs build|check`, like the ```ml blocks."""
-    from tapeml.docs.render import run_markdown
+    from tapeml.faces.docs.render import run_markdown
     page = ("```python\nimport tapeml\ns = tapeml.Session()\nprint(s.eval('1 + 2'))\n```\n\n"
             "```text\nstale\n```\n\n```python\ns.run('[1] @ [1, 2]')\n```\n")
     failures = []

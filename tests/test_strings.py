@@ -10,9 +10,9 @@ import os
 import numpy as np
 import pytest
 
-from tapeml.errors import IOErr, ShapeError, TypeErr, ValueErr
-from tapeml.interpreter import Interpreter
-from tapeml.values import Record, format_value
+from tapeml.syntax.errors import IOErr, ShapeError, TypeErr, ValueErr
+from tapeml.evaluator.interpreter import Interpreter
+from tapeml.array.values import Record, format_value
 
 
 def run(src: str, **variables):
@@ -211,7 +211,7 @@ def test_string_errors():
 
 
 def test_string_limit_guards_growth(monkeypatch):
-    from tapeml import limits
+    from tapeml.array import limits
     monkeypatch.setattr(limits, "MAX_STRING_BYTES", 100)
     with pytest.raises(ValueErr, match="replace\\(\\): the result would take"):
         run('replace(s, "a", "bbbb")', s="a" * 30)
@@ -321,7 +321,7 @@ def test_writers_refuse_non_regular_targets_and_missing_dirs(tmp_path):
 
 
 def test_readers_go_through_the_size_guard(tmp_path, monkeypatch):
-    from tapeml import limits
+    from tapeml.array import limits
     p = tmp_path / "big.csv"
     p.write_text("1,2\n" * 40)
     monkeypatch.setattr(limits, "MAX_STRING_BYTES", 100)

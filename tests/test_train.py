@@ -15,9 +15,9 @@ import re
 import numpy as np
 import pytest
 
-from tapeml.errors import IOErr, IndexErr, LangError, ShapeError, ValueErr
-from tapeml.interpreter import Interpreter
-from tapeml.values import Record, format_value
+from tapeml.syntax.errors import IOErr, IndexErr, LangError, ShapeError, ValueErr
+from tapeml.evaluator.interpreter import Interpreter
+from tapeml.array.values import Record, format_value
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 REF = os.path.join(ROOT, "tests", "reference", "optim.npz")
@@ -346,7 +346,7 @@ def test_read_text(tmp_path):
 
 # ---- stdlib documentation ----------------------------------------------------------------------------
 def test_every_stdlib_function_is_documented_and_its_examples_run():
-    from tapeml.docs.collect import stdlib_entries
+    from tapeml.faces.docs.collect import stdlib_entries
     STDLIB_DOCS = {e.name: e for e in stdlib_entries()}
     defined = set()
     for f in glob.glob(os.path.join(ROOT, "stdlib", "*.ml")):

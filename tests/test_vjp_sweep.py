@@ -14,10 +14,10 @@ import math
 import numpy as np
 import pytest
 
-from tapeml import linalg_ops as la
-from tapeml import ops
+from tapeml.array import linalg_ops as la
+from tapeml.array import ops
 from tapeml.builtins.autodiff import value_and_grad_impl
-from tapeml.tape import raw
+from tapeml.array.tape import raw
 
 INF = math.inf
 SPECIALS = [0.0, INF, -INF]
@@ -118,7 +118,7 @@ CASES = {
                                  ops.reshape(v, shape=(3, 1)), mask=ALLOWED[:, :3][:2], scale=1.0),
         [a(1.5, -2.0), a(0.3, 1.0, -1.0), a(0.2, 0.4, 0.8)],
         [[a(1e200, 1), a(1e200, 1e200, 1e200), a(1, 2, 3)]]),
-    # the elementwise primitives of issue 20 (lang/elementwise_ops.py); domain edges are kinks
+    # the elementwise primitives of issue 20 (lang/array/elementwise_ops.py); domain edges are kinks
     "log10": (ops.log10, [a(1.5, 2.0, 0.5)], [[a(0, -1, 1)]]),
     "log2": (ops.log2, [a(1.5, 2.0, 0.5)], [[a(0, -1, 1)]]),
     "tan": (ops.tan, [a(1.5, -2.0, 0.5)], [[a(math.pi / 2, -math.pi / 2, 0)]]),
@@ -134,7 +134,7 @@ CASES = {
     "softplus": (lambda x: ops.softplus(x, beta=1.0, threshold=20.0), [a(1.5, -2.0, 0.5)],
                  [[a(20, 20.0000001, 1000)], [a(-1000, 0, 1e-300)]]),
     "softplus/beta": (lambda x: ops.softplus(x, beta=0.5, threshold=5.0), [a(1.5, -2.0, 0.5)], [[a(10, 10.5, -1e308)]]),
-    # the linear-algebra primitives (lang/linalg_ops.py), on 2x2 matrices made from 4 entries; a
+    # the linear-algebra primitives (lang/array/linalg_ops.py), on 2x2 matrices made from 4 entries; a
     # singular matrix is a kink (the builtins refuse it for inv and solve, the table answers NaN)
     "inv": (lambda x: la.inv(m22(x)), [a(3.0, 1.0, -1.0, 2.0)], [[a(1, 2, 2, 4)]]),
     "solve": (lambda x, y: la.solve(m22(x), y, vec=True), [a(3.0, 1.0, -1.0, 2.0), a(0.5, -1.0)], [[a(1, 2, 2, 4), a(1, 1)]]),
@@ -146,7 +146,7 @@ CASES = {
     "svd": (lambda x: la.svd(m22(x)), [a(3.0, 1.0, -1.0, 2.0)], [[a(1, 0, 0, 1)], [a(0, 0, 0, 0)]]),
     "qr": (lambda x: la.qr(m22(x)), [a(3.0, 1.0, -1.0, 2.0)], [[a(1, 2, 2, 4)]]),
     "eigh": (lambda x: la.eigh(m22(x)), [a(2.0, 1.0, 1.0, 3.0)], [[a(1, 0, 0, 1)]]),
-    # reductions, sorting and search (lang/reduce_ops.py): zeros (one and two), ties, infinite rows
+    # reductions, sorting and search (lang/array/reduce_ops.py): zeros (one and two), ties, infinite rows
     "prod": (ops.prod, [a(1.5, -2.0, 0.5)], [[a(0, 2, 3)], [a(0, 0, 3)], [a(INF, 2, 3)], [a(1e200, 1e200, 1e-300)]]),
     "prod/dim": (lambda x: ops.prod(m22(x), dim=1), [a(1.5, -2.0, 0.5, 3.0)], [[a(0, 2, 0, 0)], [a(INF, 0, 2, 3)]]),
     "cumsum": (lambda x: ops.cumsum(x, dim=0), [a(1.5, -2.0, 0.5)], [[a(INF, -INF, 1)]]),

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 
-from tapeml import ops
+from tapeml.array import ops
 from tapeml.builtins.registry import P, builtin, positive
 from tapeml.builtins.util import axis
 

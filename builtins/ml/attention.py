@@ -11,13 +11,13 @@ import weakref
 
 import numpy as np
 
-from tapeml import context, ops
+from tapeml.array import context, ops
 from tapeml.builtins.ml.layers import apply_dropout
 from tapeml.builtins.ml.schema import _shape, check_heads, check_mask, check_memory, dropout_range, need_shape
 from tapeml.builtins.registry import P, builtin
-from tapeml.errors import ShapeError, TypeErr, ValueErr
-from tapeml.tape import Box, raw
-from tapeml.values import describe, shape_text
+from tapeml.syntax.errors import ShapeError, TypeErr, ValueErr
+from tapeml.array.tape import Box, raw
+from tapeml.array.values import describe, shape_text
 
 CAT = "Statistics & ML"
 
@@ -126,7 +126,7 @@ def _merge_heads(t):
     return ops.reshape(t, shape=s[:-3] + (s[-2], s[-3] * s[-1]))
 
 
-# The cache of joined head weights is the current session's (lang/context.py): a dict
+# The cache of joined head weights is the current session's (lang/array/context.py): a dict
 # (dim, ids of the parts) -> (weak references to the parts, joined).
 context.slot("joined_heads", dict)
 

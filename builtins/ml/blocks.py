@@ -5,15 +5,15 @@ gradients come from the tape's ordinary reverse walk (DESIGN.md rule 3).
 """
 from __future__ import annotations
 
-from tapeml import ops
+from tapeml.array import ops
 from tapeml.builtins.ml.activations import _ACTIVATION_NAMES, ACTIVATIONS
 from tapeml.builtins.ml.attention import _TRAINING, CROSS_ATTENTION_EXAMPLE, mha
 from tapeml.builtins.ml.layers import NORMS, apply_dropout
 from tapeml.builtins.ml.schema import _shape, check_block, check_decoder_block, check_mask, check_memory, dropout_range
 from tapeml.builtins.registry import P, builtin, one_of, positive
-from tapeml.errors import ShapeError
-from tapeml.tape import raw
-from tapeml.values import describe
+from tapeml.syntax.errors import ShapeError
+from tapeml.array.tape import raw
+from tapeml.array.values import describe
 
 CAT = "Statistics & ML"
 

@@ -10,12 +10,12 @@ import math
 
 import numpy as np
 
-from tapeml import limits, ops
+from tapeml.array import limits, ops
 from tapeml.builtins.ml.losses import _ids
 from tapeml.builtins.registry import P, builtin, non_negative, positive
-from tapeml.errors import ShapeError, TypeErr, ValueErr
-from tapeml.tape import raw
-from tapeml.values import describe, shape_text
+from tapeml.syntax.errors import ShapeError, TypeErr, ValueErr
+from tapeml.array.tape import raw
+from tapeml.array.values import describe, shape_text
 
 CAT = "Statistics & ML"
 

@@ -6,12 +6,12 @@ import math
 
 import numpy as np
 
-from tapeml import ops
+from tapeml.array import ops
 from tapeml.builtins.ml.layers import NORMS
 from tapeml.builtins.ml.schema import at_least_one
 from tapeml.builtins.registry import P, builtin, non_negative, one_of, positive
-from tapeml.errors import ValueErr
-from tapeml.values import Record
+from tapeml.syntax.errors import ValueErr
+from tapeml.array.values import Record
 
 CAT = "Statistics & ML"
 
@@ -23,7 +23,7 @@ _SEED = P("seed", "int", None, doc="seed of a private generator; none draws from
 
 
 def _uniform(gen, bound, shape):
-    from tapeml import limits
+    from tapeml.array import limits
     limits.check_elements(f"transformer_block_init(): a weight of {' x '.join(map(str, shape))}", shape)
     return gen.uniform(-bound, bound, shape)
 
@@ -32,7 +32,7 @@ def _check_total(fname, d, n_heads, mlp_ratio, attentions):
     """The whole record against the size guard before the first weight is drawn (each weight
     alone may pass while all of them together would not fit): per attention 4 D^2 + 4 D, then
     2 D H + H + D for the feed-forward and 2 D per norm (an upper bound, biases counted)."""
-    from tapeml import limits
+    from tapeml.array import limits
     hidden = mlp_ratio * d
     for shape in ((3 * d, d), (d, d), (hidden, d), (d, hidden)):       # each weight, in the order drawn
         limits.check_elements(f"{fname}(): a weight of {' x '.join(map(str, shape))}", shape)

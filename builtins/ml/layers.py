@@ -5,11 +5,11 @@ mask drawn from the language's seeded generator (a constant of the mul primitive
 """
 from __future__ import annotations
 
-from tapeml import ops
+from tapeml.array import ops
 from tapeml.builtins.ml.schema import _last_dim, _shape, dropout_range, need_shape
 from tapeml.builtins.registry import P, builtin, non_negative
-from tapeml.errors import ShapeError
-from tapeml.values import describe, shape_text
+from tapeml.syntax.errors import ShapeError
+from tapeml.array.values import describe, shape_text
 
 CAT = "Statistics & ML"
 

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from tapeml import ops
+from tapeml.array import ops
 from tapeml.builtins.registry import P, builtin
-from tapeml.errors import IndexErr, ShapeError, TypeErr, ValueErr
-from tapeml.tape import raw
-from tapeml.values import describe, format_value, shape_text
+from tapeml.syntax.errors import IndexErr, ShapeError, TypeErr, ValueErr
+from tapeml.array.tape import raw
+from tapeml.array.values import describe, format_value, shape_text
 
 CAT = "Statistics & ML"
 
@@ -59,7 +59,7 @@ def embedding(table, ids):
     if len(s) != 2:
         raise ShapeError(f"embedding(): table must be a V x D matrix, got {describe(table)}")
     idx = _ids(ids, s[0], "embedding", "id", "the table")
-    from tapeml import limits
+    from tapeml.array import limits
     limits.check_elements(f"embedding() of {idx.size} ids into a {s[0]}x{s[1]} table", idx.shape + (s[1],))
     if idx.ndim == 0:
         return ops.index(table, idx=(int(idx),))

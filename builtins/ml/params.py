@@ -5,8 +5,8 @@ import numpy as np
 
 from tapeml.builtins.registry import P, builtin
 from tapeml.builtins.util import tree_leaves
-from tapeml.tape import raw
-from tapeml.values import shape_text
+from tapeml.array.tape import raw
+from tapeml.array.values import shape_text
 
 CAT = "Statistics & ML"
 

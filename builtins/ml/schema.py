@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from tapeml import ops
-from tapeml.errors import ShapeError, TypeErr, ValueErr
-from tapeml.tape import raw
-from tapeml.values import Record, describe, shape_text
+from tapeml.array import ops
+from tapeml.syntax.errors import ShapeError, TypeErr, ValueErr
+from tapeml.array.tape import raw
+from tapeml.array.values import Record, describe, shape_text
 
 
 def _shape(v):

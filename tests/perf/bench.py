@@ -32,9 +32,9 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, HERE)
 import handblock  # noqa: E402
 
-from tapeml import progress  # noqa: E402
-from tapeml.interpreter import Interpreter  # noqa: E402
-from tapeml.values import Record  # noqa: E402
+from tapeml.evaluator import progress  # noqa: E402
+from tapeml.evaluator.interpreter import Interpreter  # noqa: E402
+from tapeml.array.values import Record  # noqa: E402
 
 try:
     import torch
@@ -73,7 +73,7 @@ def interleaved(fns, repeat, warmup=2):
 
 
 def tapeml_setup(W, x, R, dtype="float64"):
-    from tapeml.cli import tune_runtime
+    from tapeml.faces.cli import tune_runtime
     interp = Interpreter()
     tune_runtime()          # what `tapeml script.ml` does; the hand NumPy runs under the same setting
     if dtype != "float64":
@@ -422,7 +422,7 @@ fn bench() -> grad(f, x)
     if not args.quick:
         stage("peak memory")
         setup = (f"import sys; sys.path.insert(0, {HERE!r}); import numpy as np, handblock; "
-                 "from tapeml.cli import tune_runtime; tune_runtime(); "
+                 "from tapeml.faces.cli import tune_runtime; tune_runtime(); "
                  "rng = np.random.default_rng(0); W = handblock.make_weights(512, 8, 2048, rng); "
                  "x = rng.standard_normal((512, 512)); R = rng.standard_normal((512, 512))\n")
         hand_rss = peak_rss(setup + "for _ in range(3): handblock.block_fwd_bwd(x, W, R)")

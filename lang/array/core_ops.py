@@ -1,0 +1,572 @@
+"""The core primitives: arithmetic, comparisons, elementwise functions, shapes, reductions and
+the matrix product (conventions at kinks: lang/array/ops.py)."""
+from __future__ import annotations
+
+import math
+import operator
+
+import numpy as np
+
+from tapeml.array.primitive_table import SESSION_FLOAT, bools_as_floats, primitive, python_scalar, shape_of
+
+
+# ---- elementwise arithmetic -------------------------------------------------------------
+_BOOL = np.dtype(bool)     # NumPy's one bool dtype: `dtype is _BOOL` is the cheapest test
+_NDARRAY, _INF = np.ndarray, math.inf     # module names: one lookup on the hot paths instead of two
+
+
+def _arith(op, keep_bool=False):
+    """NumPy's operator, with booleans taking part as 0 and 1 (bool + bool is 2, not 'or').
+    With keep_bool, two bool matrices give a bool matrix (mask * mask is still a mask)."""
+    def impl(a, b):
+        try:
+            r = op(a, b)
+        except TypeError:          # NumPy refuses bool - bool
+            return op(bools_as_floats(a), bools_as_floats(b))
+        t = type(r)
+        if t is _NDARRAY:
+            if r.dtype is not _BOOL or (keep_bool and type(a) is _NDARRAY and type(b) is _NDARRAY):
+                return r
+            return op(bools_as_floats(a), bools_as_floats(b))
+        if t is float:
+            return r
+        if t is np.float64 or t is np.float32:     # a 0-d operand: the scalar as a Python float
+            return float(r)
+        return op(bools_as_floats(a), bools_as_floats(b))    # Python ints from bools
+    return impl
+
+
+_add = _arith(operator.add)
+_sub = _arith(operator.sub)
+_mul = _arith(operator.mul, keep_bool=True)
+
+
+def _div(a, b):
+    a, b = bools_as_floats(a), bools_as_floats(b)
+    try:
+        return python_scalar(a / b)      # a 0-d float32 operand gives np.float32: a Python float
+    except ZeroDivisionError:
+        return float(np.float64(a) / np.float64(b))
+
+
+def _mod(a, b):
+    a, b = bools_as_floats(a), bools_as_floats(b)
+    try:
+        return python_scalar(a % b)
+    except ZeroDivisionError:
+        return math.nan
+
+
+def _pow(a, b):
+    a, b = bools_as_floats(a), bools_as_floats(b)
+    if type(a) is not np.ndarray and type(b) is not np.ndarray:
+        return float(np.float64(a) ** np.float64(b))
+    return python_scalar(np.power(a, b))
+
+
+def _neg(a):
+    return python_scalar(-bools_as_floats(a))
+
+
+def unbroadcast(g, shape):
+    """Sum the cotangent `g` down to `shape`, undoing NumPy broadcasting. The one helper."""
+    if type(g) is np.ndarray:
+        if g.shape == shape:
+            return g
+    elif type(g) is float and shape == ():
+        return g
+    gshape = shape_of(g)
+    if gshape == shape:
+        return g
+    extra = len(gshape) - len(shape)
+    axes = tuple(range(extra)) + tuple(i + extra for i, n in enumerate(shape) if n == 1 and gshape[i + extra] != 1)
+    g = sum_(g, dim=axes) if axes else g
+    return reshape(g, shape=shape) if shape_of(g) != shape else g
+
+
+def _vjp_add(g, ans, saved, tracked, a, b):
+    return (unbroadcast(g, shape_of(a)) if tracked[0] else None,
+            unbroadcast(g, shape_of(b)) if tracked[1] else None)
+
+
+def _vjp_sub(g, ans, saved, tracked, a, b):
+    return (unbroadcast(g, shape_of(a)) if tracked[0] else None,
+            unbroadcast(neg(g), shape_of(b)) if tracked[1] else None)
+
+
+def _vjp_mul(g, ans, saved, tracked, a, b):
+    ga = gb = None
+    if tracked[0]:
+        ga = zmul(g, b)
+        if type(ga) is not np.ndarray or type(a) is not np.ndarray or ga.shape != a.shape:
+            ga = unbroadcast(ga, shape_of(a))
+    if tracked[1]:
+        gb = zmul(g, a)
+        if type(gb) is not np.ndarray or type(b) is not np.ndarray or gb.shape != b.shape:
+            gb = unbroadcast(gb, shape_of(b))
+    return ga, gb
+
+
+def _vjp_mul_plain(g, ans, saved, tracked, a, b):
+    """First order: a matrix times a finite nonzero number (`y * 1.0001`, a learning rate) is g * b
+    (no 0 x inf, and g already has a's shape); any other product takes the general form at once."""
+    if type(b) is float and not tracked[1] and b != 0.0 and -_INF < b < _INF and type(g) is _NDARRAY:
+        return g * b, None
+    return _vjp_mul(g, ans, saved, tracked, a, b)      # nothing is recorded on plain arrays
+
+
+def _vjp_div(g, ans, saved, tracked, a, b):
+    return (unbroadcast(zmul(g, div(1.0, b)), shape_of(a)) if tracked[0] else None,
+            unbroadcast(neg(zmul(g, div(ans, b))), shape_of(b)) if tracked[1] else None)
+
+
+def _vjp_mod(g, ans, saved, tracked, a, b):
+    return (unbroadcast(g, shape_of(a)) if tracked[0] else None,
+            unbroadcast(neg(zmul(g, floor(div(a, b)))), shape_of(b)) if tracked[1] else None)
+
+
+def _vjp_pow(g, ans, saved, tracked, a, b):
+    ga = gb = None
+    if tracked[0]:
+        # b * a^(b-1) with 0 x inf = 0: d/dx x^0 is 0 at x = 0 too, not 0 * 0^-1 = nan
+        ga = unbroadcast(zmul(g, zmul(b, pow_(a, sub(b, 1.0)))), shape_of(a))
+    if tracked[1]:
+        pos = gt(a, 0.0)
+        gb = unbroadcast(zmul(g, where(pos, zmul(ans, log(where(pos, a, 1.0))), 0.0)), shape_of(b))
+    return ga, gb
+
+
+def _zmul(a, b):
+    tb = type(b)
+    if (tb is float or tb is np.float64) and b != 0 and math.isfinite(b):
+        return python_scalar(a * b)   # a finite, nonzero number: no 0 x inf (a is a cotangent)
+    r = bools_as_floats(a) * bools_as_floats(b)
+    if type(r) is np.ndarray:
+        if not math.isfinite(r.sum()):     # one reduction; a false alarm (the sum overflows) only costs time
+            r = np.where((a == 0) | (b == 0), 0.0, r)
+    elif not math.isfinite(r) and (a == 0 or b == 0):
+        r = 0.0
+    return python_scalar(r)
+
+
+def _vjp_zmul(g, ans, saved, tracked, a, b):
+    return (unbroadcast(zmul(g, b), shape_of(a)) if tracked[0] else None,
+            unbroadcast(zmul(g, a), shape_of(b)) if tracked[1] else None)
+
+
+add = primitive("add", _add, _vjp_add, arity=2, scalar=operator.add)
+sub = primitive("sub", _sub, _vjp_sub, arity=2, scalar=operator.sub)
+mul = primitive("mul", _mul, _vjp_mul, arity=2, scalar=operator.mul, vjp_plain=_vjp_mul_plain)
+div = primitive("div", _div, _vjp_div, arity=2)
+mod = primitive("mod", _mod, _vjp_mod, arity=2)
+pow_ = primitive("pow", _pow, _vjp_pow, arity=2)
+zmul = primitive("zmul", _zmul, _vjp_zmul, arity=2)
+neg = primitive("neg", _neg, lambda g, ans, saved, tracked, a: (neg(g),), arity=1)
+
+
+# ---- comparisons and other non-differentiable operations ---------------------------------
+def _cmp(name, op):
+    def impl(a, b):
+        r = op(a, b)
+        return bool(r) if type(r) is np.bool_ else r
+    return primitive(name, impl, nondiff=True, arity=2, scalar=op)
+
+
+eq = _cmp("eq", operator.eq)
+ne = _cmp("ne", operator.ne)
+lt = _cmp("lt", operator.lt)
+le = _cmp("le", operator.le)
+gt = _cmp("gt", operator.gt)
+ge = _cmp("ge", operator.ge)
+sign = primitive("sign", lambda x: python_scalar(np.sign(bools_as_floats(x))), nondiff=True)
+floor = primitive("floor", lambda x: python_scalar(np.floor(bools_as_floats(x))), nondiff=True)
+
+
+def _round_py(v: float, d: int) -> float:
+    """Python's round: the float nearest to v correctly rounded to d decimals (half to even on the
+    exact binary value). |d| is clamped where it cannot matter: every double is a whole multiple of
+    10^-1074 and below 10^309."""
+    return float(round(v, max(-400, min(1100, d)))) if math.isfinite(v) else v
+
+
+_round_vec = np.frompyfunc(_round_py, 2, 1)
+
+
+def _round(x, digits=0):
+    """round(x, digits) with any whole digits, as Python's round: NumPy's rint(x * 10^d) / 10^d is
+    kept where it is exact (|d| <= 22, so 10^d is an exact double, and x * 10^d is not within one
+    rounding of a tie and below 2^52); every other element goes through Python's round, so
+    round(1.5, 400) is 1.5 and round(2.5, -400) is 0, never nan. float32 rounds in float64 and
+    casts back."""
+    d = int(digits)
+    x = bools_as_floats(x)
+    if type(x) is not np.ndarray:
+        return _round_py(float(x), d)
+    dt = x.dtype if x.dtype.kind == "f" else SESSION_FLOAT["dtype"]
+    x64 = x.astype(np.float64)
+    if d == 0:
+        return python_scalar(np.rint(x64).astype(dt))
+    if -22 <= d <= 22:
+        p = 10.0 ** abs(d)
+        y = x64 * p if d > 0 else x64 / p
+        r = np.rint(y)
+        out = r / p if d > 0 else r * p
+        ay = np.abs(y)
+        redo = ~(ay < 2.0 ** 52) | (np.abs(np.abs(y - np.floor(y)) - 0.5) <= 2 * np.spacing(ay))
+        if redo.any():
+            out[redo] = np.asarray(_round_vec(x64[redo], d), dtype=np.float64)
+    else:
+        # np.asarray: a frompyfunc of a 0-d array returns a bare float
+        out = np.asarray(_round_vec(x64, d), dtype=np.float64) if x64.size else x64.copy()
+    return python_scalar(out.astype(dt))
+
+
+round_ = primitive("round", _round, nondiff=True)
+logical = primitive("logical", lambda a, b, op: python_scalar(np.logical_and(a, b) if op == "and" else np.logical_or(a, b)),
+                    nondiff=True)
+logical_not = primitive("not", lambda x: python_scalar(np.logical_not(x)) if type(x) is np.ndarray else not x,
+                        nondiff=True)
+
+
+# ---- elementwise functions ----------------------------------------------------------------
+def _unary(name, impl, deriv):
+    """An elementwise primitive whose VJP is g * deriv(x, ans). Booleans take part as 0 and 1
+    in the session's float type (NumPy would compute tanh of a bool matrix in float16)."""
+    def on_floats(x):
+        t = type(x)
+        if t is _NDARRAY:
+            if x.dtype is _BOOL:
+                x = x.astype(SESSION_FLOAT["dtype"])
+        elif t is bool or t is np.bool_:
+            x = float(x)
+        return impl(x)
+    return primitive(name, on_floats, lambda g, ans, saved, tracked, x: (deriv(g, x, ans),), arity=1)
+
+
+exp = _unary("exp", lambda x: python_scalar(np.exp(x)), lambda g, x, ans: zmul(g, ans))
+log = _unary("log", lambda x: python_scalar(np.log(x)), lambda g, x, ans: zmul(g, div(1.0, x)))
+sqrt = _unary("sqrt", lambda x: python_scalar(np.sqrt(x)), lambda g, x, ans: zmul(g, div(0.5, ans)))
+sin = _unary("sin", lambda x: python_scalar(np.sin(x)), lambda g, x, ans: zmul(g, cos(x)))
+cos = _unary("cos", lambda x: python_scalar(np.cos(x)), lambda g, x, ans: neg(zmul(g, sin(x))))
+tanh = _unary("tanh", lambda x: python_scalar(np.tanh(x)), lambda g, x, ans: zmul(g, sub(1.0, mul(ans, ans))))
+abs_ = _unary("abs", lambda x: python_scalar(np.abs(bools_as_floats(x))), lambda g, x, ans: zmul(g, sign(x)))
+relu = _unary("relu", lambda x: python_scalar(np.maximum(x, 0.0)), lambda g, x, ans: zmul(g, gt(x, 0.0)))
+
+
+def _sigmoid(x):
+    # exp of a negative argument only: no overflow for large |x|
+    e = np.exp(-np.abs(x))
+    return python_scalar(np.where(np.greater_equal(x, 0), 1.0 / (1.0 + e), e / (1.0 + e)))
+
+
+sigmoid = _unary("sigmoid", _sigmoid, lambda g, x, ans: zmul(g, mul(ans, sub(1.0, ans))))
+
+_erf_vec = np.frompyfunc(math.erf, 1, 1)
+
+
+def _erf(x):
+    if type(x) is np.ndarray:
+        return np.asarray(_erf_vec(x), dtype=x.dtype if x.dtype.kind == "f" else np.float64)
+    return math.erf(x)
+
+
+erf = _unary("erf", _erf, lambda g, x, ans: zmul(g, mul(2.0 / math.sqrt(math.pi), exp(neg(mul(x, x))))))
+
+
+def _gelu(x):
+    y = 0.5 * x * (1.0 + _erf(x / math.sqrt(2.0)))
+    if type(y) is np.ndarray:
+        if np.isneginf(x).any():
+            y = np.where(np.isneginf(x), 0.0, y)       # the limit at -inf: -inf * 0 would be nan
+    elif x == -math.inf:
+        y = 0.0
+    return python_scalar(y)
+
+
+def _vjp_gelu(g, ans, saved, tracked, x):
+    cdf = mul(0.5, add(1.0, erf(mul(x, 1.0 / math.sqrt(2.0)))))
+    pdf = mul(1.0 / math.sqrt(2.0 * math.pi), exp(mul(-0.5, mul(x, x))))
+    return (zmul(g, add(cdf, zmul(x, pdf))),)        # x pdf(x) -> 0 at +-inf (not inf * 0)
+
+
+gelu = primitive("gelu", _gelu, _vjp_gelu)
+
+
+def _clip(x, lo=-math.inf, hi=math.inf):
+    return python_scalar(np.clip(x, lo, hi))
+
+
+clip = primitive("clip", _clip,
+                 lambda g, ans, saved, tracked, x, lo=-math.inf, hi=math.inf:
+                 (zmul(g, mul(ge(x, lo), le(x, hi))),))
+
+
+def _where(c, a, b):
+    return python_scalar(np.where(c, a, b))
+
+
+def _vjp_where(g, ans, saved, tracked, c, a, b):
+    return (None,
+            unbroadcast(where(c, g, 0.0), shape_of(a)) if tracked[1] else None,
+            unbroadcast(where(c, 0.0, g), shape_of(b)) if tracked[2] else None)
+
+
+where = primitive("where", _where, _vjp_where)
+
+
+# ---- power-of-two scaling (issue 25) --------------------------------------------------------
+def _ldexp(x, e):
+    """x * 2^e, e whole numbers (a constant, not differentiated): exact wherever the result is a
+    normal number, so a reduction that squares can run on x * 2^-E and scale its result back."""
+    x = bools_as_floats(x)
+    if type(x) is not np.ndarray:
+        x = np.asarray(x, dtype=np.float64)
+    return python_scalar(np.ldexp(x, e))
+
+
+ldexp = primitive("ldexp", _ldexp,
+                  lambda g, ans, saved, tracked, x, e: (unbroadcast(ldexp(g, e=e), shape_of(x)),), arity=1)
+
+
+def binary_exponents(a):
+    """The binary exponent E of each element of a plain array of magnitudes (a = m 2^E with m in
+    [0.5, 1)): 0 where a is 0, inf or nan (nothing to scale there). int32, a's shape."""
+    a = np.asarray(a)
+    _, e = np.frexp(np.where(np.isfinite(a), a, 0.0))
+    return e.astype(np.int32)
+
+
+def safe_floor(dtype) -> float:
+    """The smallest sum of squares taken without rescaling: below it, terms that underflowed could
+    matter (tiny / machine epsilon: about 1e-292 in float64, 1e-31 in float32)."""
+    floor = _FLOORS.get(dtype)
+    if floor is None:
+        fi = np.finfo(dtype if np.dtype(dtype).kind == "f" else np.float64)
+        floor = _FLOORS[dtype] = float(fi.tiny) / float(fi.eps)
+    return floor
+
+
+_FLOORS: dict = {}
+
+
+def unsafe_slices(s, x, dim):
+    """Where a rescaling is needed: the slices of x (reduced along dim, kept as axes of 1) whose sum
+    of squares s (same kept shape, plain) is not a safe finite number although every element of
+    the slice is finite and one is nonzero; None where there is none (the common path: two
+    reductions of s)."""
+    s = np.asarray(s)
+    floor = safe_floor(x.dtype if type(x) is _NDARRAY and x.dtype.kind == "f" else s.dtype)  # s may be a float
+    if s.size == 0 or (s.min() >= floor and s.max() < _INF):     # nan fails both
+        return None
+    xr = np.asarray(x)
+    finite = np.isfinite(xr).all(axis=dim, keepdims=True)
+    nonzero = (xr != 0).any(axis=dim, keepdims=True)
+    bad = ~((s >= floor) & (s < _INF)) & finite & nonzero
+    return bad if bad.any() else None
+
+
+def slice_exponents(x, dim, bad, at_least=None):
+    """E per slice of the plain array x (reduced along dim, kept as axes of 1): the binary exponent
+    of the slice's largest |x| (raised to at_least where given) where `bad`, 0 elsewhere, so that
+    x * 2^-E has its largest magnitude in [0.5, 1) on the slices to rescale and is x elsewhere."""
+    xr = np.asarray(x)
+    a = np.where(np.isfinite(xr), np.abs(xr), 0.0).max(axis=dim, keepdims=True, initial=0.0)
+    e = binary_exponents(a)
+    if at_least is not None:
+        e = np.maximum(e, at_least)
+    return np.where(bad, e, 0).astype(np.int32)
+
+
+# ---- shapes ---------------------------------------------------------------------------------
+def _transpose(x):
+    x = bools_as_floats(x)
+    if type(x) is not np.ndarray or x.ndim == 0:
+        return x
+    if x.ndim == 1:
+        return x.reshape(-1, 1)
+    return x.swapaxes(-1, -2)
+
+
+def _vjp_transpose(g, ans, saved, tracked, x):
+    return (reshape(g, shape=shape_of(x)) if len(shape_of(x)) < 2 else transpose(g),)
+
+
+transpose = primitive("transpose", _transpose, _vjp_transpose, arity=1)
+
+
+def _reshape(x, shape):
+    return x.reshape(shape) if type(x) is np.ndarray else np.reshape(x, shape)
+
+
+reshape = primitive("reshape", _reshape,
+                    lambda g, ans, saved, tracked, x, shape: (reshape(g, shape=shape_of(x)),), arity=1)
+
+
+def _permute(x, axes):
+    return np.ascontiguousarray(x.transpose(axes))    # contiguous: the matmuls after it are faster
+
+
+permute = primitive("permute", _permute,
+                    lambda g, ans, saved, tracked, x, axes: (permute(g, axes=tuple(sorted(range(len(axes)),
+                                                                                  key=axes.__getitem__))),),
+                    arity=1)
+
+
+def _broadcast_to(x, shape):
+    if not shape:
+        return x
+    if type(x) is not np.ndarray:
+        x = np.asarray(x, dtype=SESSION_FLOAT["dtype"])
+    # a read-only view, not a copy: cotangents are only read (every in-place step in this file
+    # writes to an array it has just made), and grad copies a read-only leaf before returning it
+    return np.broadcast_to(x, shape)
+
+
+broadcast_to = primitive("broadcast_to", _broadcast_to,
+                         lambda g, ans, saved, tracked, x, shape: (unbroadcast(g, shape_of(x)),), arity=1)
+
+
+# ---- reductions -----------------------------------------------------------------------------
+def _sum(x, dim=None, keepdims=False):
+    if type(x) is np.ndarray and x.dtype.kind == "f":
+        return python_scalar(x.sum(axis=dim, keepdims=keepdims))
+    return python_scalar(np.sum(bools_as_floats(x), axis=dim, keepdims=keepdims))
+
+
+def _expand(g, shape, dim, keepdims):
+    """Broadcast a reduced cotangent back to `shape`."""
+    if dim is not None and not keepdims:
+        dims = (dim,) if isinstance(dim, int) else dim
+        kshape = tuple(1 if i in [d % len(shape) for d in dims] else n for i, n in enumerate(shape))
+        g = reshape(g, shape=kshape)
+    return broadcast_to(g, shape=shape)
+
+
+sum_ = primitive("sum", _sum,
+                 lambda g, ans, saved, tracked, x, dim=None, keepdims=False:
+                 (_expand(g, shape_of(x), dim, keepdims),), arity=1)
+
+
+def _amax(x, dim=None, keepdims=False):
+    return python_scalar(np.max(x, axis=dim, keepdims=keepdims))
+
+
+def _amin(x, dim=None, keepdims=False):
+    return python_scalar(np.min(x, axis=dim, keepdims=keepdims))
+
+
+def _vjp_extreme(g, ans, saved, tracked, x, dim=None, keepdims=False):
+    shape = shape_of(x)
+    hit = eq(x, _expand(ans, shape, dim, keepdims))          # ties: split evenly
+    count = _expand(sum_(hit, dim=dim, keepdims=keepdims), shape, dim, keepdims)
+    return (div(zmul(_expand(g, shape, dim, keepdims), hit), count),)
+
+
+def _vjp_pairwise(g, ans, saved, tracked, a, b):
+    """max(a, b) / min(a, b) elementwise: the cotangent goes to the chosen side, split evenly at ties."""
+    share_a = where(eq(a, b), 0.5, where(eq(ans, a), 1.0, 0.0))
+    return (unbroadcast(zmul(g, share_a), shape_of(a)) if tracked[0] else None,
+            unbroadcast(zmul(g, sub(1.0, share_a)), shape_of(b)) if tracked[1] else None)
+
+
+maximum = primitive("maximum", lambda a, b: python_scalar(np.maximum(bools_as_floats(a), bools_as_floats(b))), _vjp_pairwise, arity=2)
+minimum = primitive("minimum", lambda a, b: python_scalar(np.minimum(bools_as_floats(a), bools_as_floats(b))), _vjp_pairwise, arity=2)
+amax = primitive("max", _amax, _vjp_extreme, arity=1)
+amin = primitive("min", _amin, _vjp_extreme, arity=1)
+
+
+# ---- linear algebra -------------------------------------------------------------------------
+def _rows(a):
+    """a [..., n] as a matrix [rows, n] (sizes spelled out: -1 is ambiguous for an empty array)."""
+    return a.reshape(int(np.prod(a.shape[:-1])), a.shape[-1])
+
+
+def _matmul(a, b):
+    if type(a) is not np.ndarray or a.dtype.kind == "b":
+        a = bools_as_floats(a)
+    if type(b) is not np.ndarray or b.dtype.kind == "b":
+        b = bools_as_floats(b)
+    if type(a) is np.ndarray and type(b) is np.ndarray and a.ndim > 2 and b.ndim == 2:
+        # a batch against one matrix: one 2-D product (BLAS runs it far better than a batch loop)
+        return np.matmul(_rows(a), b).reshape(a.shape[:-1] + (b.shape[1],))
+    return python_scalar(np.matmul(a, b))
+
+
+def _vjp_matmul_plain(g, ans, saved, tracked, a, b):
+    """First order, float matrices against one matrix: the products directly, a batch folded."""
+    if type(g) is np.ndarray and type(a) is np.ndarray and type(b) is np.ndarray and b.ndim == 2 \
+            and a.ndim >= 2 and a.dtype.kind == "f" and b.dtype.kind == "f":
+        ga = _zmatmul(g, b.T) if tracked[0] else None
+        gb = None
+        if tracked[1]:
+            gb = _zmatmul(a.T, g) if a.ndim == 2 else \
+                _zmatmul(_rows(a).T, _rows(g))
+        return ga, gb
+    return None
+
+
+def _vjp_matmul(g, ans, saved, tracked, a, b):
+    sa, sb = shape_of(a), shape_of(b)
+    a2 = reshape(a, shape=(1,) + sa) if len(sa) == 1 else a
+    b2 = reshape(b, shape=sb + (1,)) if len(sb) == 1 else b
+    gshape = shape_of(g)
+    if len(sa) == 1 and len(sb) == 1:
+        g2 = reshape(g, shape=(1, 1))
+    elif len(sa) == 1:
+        g2 = reshape(g, shape=gshape[:-1] + (1, gshape[-1]))
+    elif len(sb) == 1:
+        g2 = reshape(g, shape=gshape + (1,))
+    else:
+        g2 = g
+    ga = gb = None
+    if tracked[0]:
+        ga = unbroadcast(zmatmul(g2, transpose(b2)), shape_of(a2))
+        if len(sa) == 1:
+            ga = reshape(ga, shape=sa)
+    if tracked[1]:
+        a2s, g2s = shape_of(a2), shape_of(g2)
+        if len(a2s) > 2 and len(shape_of(b2)) == 2:   # a batch against one matrix: fold the batch
+            rows = int(np.prod(a2s[:-1]))           # spelled out: -1 is ambiguous for an empty batch
+            gb = zmatmul(transpose(reshape(a2, shape=(rows, a2s[-1]))), reshape(g2, shape=(rows, g2s[-1])))
+        else:
+            gb = unbroadcast(zmatmul(transpose(a2), g2), shape_of(b2))
+        if len(sb) == 1:
+            gb = reshape(gb, shape=sb)
+    return ga, gb
+
+
+matmul = primitive("matmul", _matmul, _vjp_matmul, arity=2, vjp_plain=_vjp_matmul_plain)
+
+
+def _zmatmul(a, b):
+    """a @ b where a product with a zero factor is 0 even against inf or nan (zmul's rule, summed):
+    the backward pass's matrix products, so that a zero cotangent never meets an infinite weight
+    as NaN. The plain product where nothing is infinite or NaN (one finiteness check of the result)."""
+    if type(a) is _NDARRAY and type(b) is _NDARRAY and a.ndim == 2 and b.ndim == 2 \
+            and a.dtype.kind == "f" and b.dtype.kind == "f":
+        r = np.matmul(a, b)
+    else:
+        r = _matmul(a, b)
+    if type(r) is np.ndarray:
+        if math.isfinite(r.sum()):      # one reduction: an inf or nan anywhere makes the sum non-finite
+            return r
+    elif math.isfinite(r):
+        return r
+    a, b = np.asarray(bools_as_floats(a), dtype=np.result_type(r)), np.asarray(bools_as_floats(b), dtype=np.result_type(r))
+    fa, fb = np.isfinite(a), np.isfinite(b)
+    if fa.all() and fb.all():
+        return r                   # a true overflow, not a 0 x inf
+    mm = lambda x, y: _matmul(x.astype(r.dtype if type(r) is np.ndarray else np.float64),
+                              y.astype(r.dtype if type(r) is np.ndarray else np.float64))
+    finite = mm(np.where(fa, a, 0.0), np.where(fb, b, 0.0))
+    api, ani, bpi, bni = a == np.inf, a == -np.inf, b == np.inf, b == -np.inf
+    ap, an, bp, bn = a > 0, a < 0, b > 0, b < 0
+    plus = mm(api, bp) + mm(ani, bn) + mm(ap, bpi) + mm(an, bni)
+    minus = mm(api, bn) + mm(ani, bp) + mm(ap, bni) + mm(an, bpi)
+    nans = mm(np.isnan(a), b != 0) + mm(a != 0, np.isnan(b))
+    out = np.where((nans > 0) | ((plus > 0) & (minus > 0)), np.nan,
+                   np.where(plus > 0, np.inf, np.where(minus > 0, -np.inf, finite)))
+    return python_scalar(out)
+
+
+zmatmul = primitive("zmatmul", _zmatmul, _vjp_matmul, arity=2, vjp_plain=_vjp_matmul_plain)

@@ -1,0 +1,628 @@
+"""The transformer primitives: softmax, log_softmax, layer_norm, rms_norm, dense, attention_weights
+and scaled_dot_product_attention, with their numerics helpers (conventions: lang/array/ops.py)."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from tapeml.array.tape import raw
+from tapeml.array.primitive_table import SESSION_FLOAT, bools_as_floats, primitive, python_scalar, shape_of
+from tapeml.array.core_ops import (
+    _matmul, _rows, _vjp_matmul, _vjp_matmul_plain, _zmatmul, _zmul, add, binary_exponents, div, exp,
+    matmul, mul, reshape, safe_floor, sqrt, sub, sum_, transpose, unbroadcast, where, zmatmul, zmul,
+)
+
+
+# ---- the transformer primitives -------------------------------------------------------------
+def _posinf_rows(x, dim=-1):
+    """The rows (along dim, kept as an axis of 1) holding a +inf, or None when there are none."""
+    if type(x) is not np.ndarray or x.size == 0 or x.dtype.kind != "f":
+        return None
+    m = x.max(axis=dim, keepdims=True)
+    if np.isfinite(m).all():
+        return None
+    rows = m == np.inf
+    return rows if rows.any() else None
+
+
+def _shifted(x, dim, want_rows=False, m=None):
+    """x - max(x) along dim (m: that max, when the caller has it), and the row sums of its
+    exponentials. A row whose max is -inf (all -inf: every key masked) is shifted by 0, so its
+    exponentials are zeros, not NaN. A row holding +inf takes the limit: its +inf entries become 0
+    and the rest -inf, so the +inf entries share the row's mass equally and the others get exactly 0."""
+    if m is None:
+        m = x.max(axis=dim, keepdims=True)
+    inf_rows = None
+    if not np.isfinite(m).all():
+        inf_rows = m == np.inf
+        m = np.where(np.isfinite(m), m, 0.0)
+    z = np.asarray(np.subtract(x, m))
+    if z.dtype.kind != "f":
+        z = z.astype(SESSION_FLOAT["dtype"])
+    if inf_rows is not None and inf_rows.any():
+        z = np.where(inf_rows, np.where(x == np.inf, 0.0, -np.inf), z).astype(z.dtype)
+    else:
+        inf_rows = None
+    return (z, inf_rows) if want_rows else z
+
+
+def _softmax_impl(x, dim=-1):
+    return _softmax_rows(x, dim)[0]
+
+
+def _softmax_rows(x, dim=-1, m=None):
+    """(softmax(x), the rows holding a +inf or None); m: the row maxima, when the caller has them."""
+    x = bools_as_floats(x)
+    if type(x) is not np.ndarray:
+        x = np.asarray(x, dtype=np.float64)
+    if x.size == 0:
+        return x.copy(), None
+    e, rows = _shifted(x, dim, True, m)
+    np.exp(e, out=e)            # in place on the fresh array: one temporary instead of three
+    s = e.sum(axis=dim, keepdims=True)
+    if not s.all():
+        s = np.where(s == 0, 1.0, s)
+    e /= s
+    return python_scalar(e), rows
+
+
+def _limit_rows(grad, x, dim=-1):
+    """The cotangent of a softmax-like primitive with the rows that hold a +inf set to 0: such a row's
+    value does not change under any finite change of its entries (the +inf entries stay +inf), so
+    its gradient is 0 (docs/language.md, "Masks and softmax")."""
+    rows = _posinf_rows(raw(x), dim)
+    return grad if rows is None else where(rows, 0.0, grad)
+
+
+def _vjp_softmax(g, ans, saved, tracked, x, dim=-1):
+    return (_limit_rows(zmul(ans, sub(g, sum_(zmul(g, ans), dim=dim, keepdims=True))), x, dim),)
+
+
+softmax = primitive("softmax", _softmax_impl, _vjp_softmax, arity=1)
+
+
+def _log_softmax_impl(x, dim=-1):
+    x = bools_as_floats(x)
+    if type(x) is not np.ndarray:
+        x = np.asarray(x, dtype=np.float64)
+    if x.size == 0:
+        return x.copy()
+    z = _shifted(x, dim)
+    s = np.sum(np.exp(z), axis=dim, keepdims=True)
+    # a row of all -inf (every class masked) is -inf throughout, never NaN
+    return python_scalar(np.where(s == 0, -np.inf, z - np.log(np.where(s == 0, 1.0, s))))
+
+
+def _vjp_log_softmax(g, ans, saved, tracked, x, dim=-1):
+    return (_limit_rows(sub(g, zmul(exp(ans), sum_(g, dim=dim, keepdims=True))), x, dim),)
+
+
+log_softmax = primitive("log_softmax", _log_softmax_impl, _vjp_log_softmax, arity=1)
+
+
+# ---- reductions that square: scaled so that they stay finite (issue 15) ----------------------
+# layer_norm's variance and rms_norm's mean square overflow for rows of large values (1e20 in
+# float32, 1e155 in float64) and underflow for tiny ones, though the normalized row is an
+# ordinary number. A row whose plain statistic is not a safe normal number is computed again
+# with its entries scaled by 2^-E, E the binary exponent of the row's max |x| (raised to that of
+# sqrt(eps), so that eps * 2^-2E stays below 1): a power of two scales exactly, so such a row gives
+# what exact arithmetic would, and the rows that did not need it are untouched (float64 results
+# are the same to the last bit). A row holding +-inf takes the limit: its infinite entries count as
+# +-1 and the finite ones as 0. A row whose variance + eps is 0 (a constant row with eps = 0)
+# normalizes to 0: layer_norm gives beta there and rms_norm 0, with gradient 0 to x.
+_SAFE = {np.dtype(np.float64): safe_floor(np.float64), np.dtype(np.float32): safe_floor(np.float32)}
+
+
+def _unsafe_rows(den):
+    """Rows [..., 1] whose variance + eps is not a safe finite number (or None when all are)."""
+    floor = _SAFE.get(den.dtype, _SAFE[np.dtype(np.float64)])
+    if den.size == 0:                                   # no rows (x is [0, D]): nothing to rescale
+        return None
+    if den.min() >= floor and den.max() < np.inf:      # two reductions on the common path (nan fails both)
+        return None
+    return ~((den >= floor) & (den < np.inf))
+
+
+def _row_exponents(x, eps):
+    """(E, inf_rows) for rows [..., D] of a plain array: E [..., 1] the binary exponent of each row's
+    max |x| (at least that of sqrt(eps)); inf_rows [..., 1] the rows holding +-inf."""
+    a = np.abs(x).max(axis=-1, keepdims=True)
+    inf_rows = np.isinf(a)
+    _, e = np.frexp(np.where(np.isfinite(a), a, 0.0))
+    if eps > 0:
+        e = np.maximum(e, np.frexp(math.sqrt(eps))[1])
+    lo = np.finfo(x.dtype).minexp + 1 if x.dtype.kind == "f" else -1021
+    return np.maximum(e, lo).astype(np.int32), inf_rows
+
+
+def _scaled_rows(x, eps, center):
+    """(xhat, r) of rows [..., D] on plain arrays, computed on x * 2^-E: xhat the normalized rows
+    ((x - mean) / sqrt(var + eps) with center, x / sqrt(mean(x^2) + eps) without) and r the
+    factor 1 / sqrt(var + eps) of the unscaled rows (0 where variance + eps is 0)."""
+    e, inf_rows = _row_exponents(x, eps)
+    xs = np.ldexp(x, -e)
+    if inf_rows.any():
+        xs = np.where(inf_rows, np.where(np.isinf(x), np.sign(x), 0.0), xs).astype(xs.dtype)
+    inv_d = 1.0 / x.shape[-1]
+    xc = xs - xs.sum(axis=-1, keepdims=True) * inv_d if center else xs
+    if center and eps == 0:
+        xc = _exact_center(x, xc)
+    eps_s = np.where(inf_rows, 0.0, np.ldexp(float(eps), -2 * e)).astype(xs.dtype)
+    den = (xc * xc).sum(axis=-1, keepdims=True) * inv_d + eps_s
+    zero = den == 0          # a nan (a nan in the row) stays nan: the whole row is nan, as PyTorch's
+    rs = np.where(zero, 0.0, 1.0 / np.sqrt(np.where(zero, 1.0, den))).astype(xs.dtype)
+    r = np.where(inf_rows, 0.0, np.ldexp(rs, -e)).astype(xs.dtype)
+    return xc * rs, r
+
+
+def _constant_rows(x):
+    """Rows [..., 1] whose entries are all equal (their variance is exactly 0, whatever the
+    rounding of their mean: 0.1 * 3 / 3 is not 0.1)."""
+    return x.max(axis=-1, keepdims=True) == x.min(axis=-1, keepdims=True)
+
+
+def _exact_center(x, xc):
+    """xc with the rows of equal entries set to exactly 0 (used with eps = 0, where a rounding
+    residue of the mean would otherwise be normalized to +-1)."""
+    const = _constant_rows(x)
+    return np.where(const, 0.0, xc).astype(xc.dtype) if const.any() else xc
+
+
+def _layer_norm_stats(x, eps):
+    """(xhat, 1/std) over the last axis on plain arrays; the variance in two passes (exact for
+    1e8 + small values); rows whose variance would overflow or underflow are scaled (above)."""
+    inv_d = 1.0 / x.shape[-1]
+    xc = x - x.sum(axis=-1, keepdims=True) * inv_d
+    if eps == 0:
+        xc = _exact_center(x, xc)
+    den = (xc * xc).sum(axis=-1, keepdims=True) * inv_d + eps
+    bad = _unsafe_rows(den)
+    if bad is None:
+        rstd = 1.0 / np.sqrt(den)
+        return xc * rstd, rstd
+    with np.errstate(all="ignore"):
+        rstd = 1.0 / np.sqrt(den)
+        xhat = xc * rstd
+    flat = bad.reshape(-1)
+    x2, xhat2, rstd2 = x.reshape(-1, x.shape[-1]), xhat.reshape(-1, x.shape[-1]), rstd.reshape(-1, 1)
+    xhat2[flat], rstd2[flat] = _scaled_rows(x2[flat], eps, True)
+    return xhat, rstd
+
+
+def _layer_norm_impl(x, gamma, beta, eps=1e-5):
+    return _fwd_layer_norm(x, gamma, beta, eps)[0]
+
+
+def _scaled_stats(x, eps, center):
+    """_scaled_rows with primitives (the recorded forward and the VJPs): every row scaled by its
+    2^-E, a constant (for any fixed scale the formula is the same function of x, so the
+    gradient is exact)."""
+    xr = raw(x)
+    dt = xr.dtype if type(xr) is np.ndarray and xr.dtype.kind == "f" else np.dtype(np.float64)
+    xr = np.asarray(xr, dtype=dt)
+    e, inf_rows = _row_exponents(xr, eps)
+    d = float(shape_of(x)[-1])
+    xs = mul(x, np.ldexp(np.ones(e.shape, dtype=dt), -e))
+    if inf_rows.any():
+        lim = np.where(np.isinf(xr), np.sign(xr), 0.0).astype(dt)
+        xs = where(np.broadcast_to(inf_rows, xr.shape), lim, xs)
+    xc = sub(xs, div(sum_(xs, dim=-1, keepdims=True), d)) if center else xs
+    if center and eps == 0:
+        const = _constant_rows(xr)
+        if const.any():
+            xc = where(const, 0.0, xc)
+    eps_s = np.where(inf_rows, 0.0, np.ldexp(float(eps), -2 * e)).astype(dt)
+    den = add(div(sum_(mul(xc, xc), dim=-1, keepdims=True), d), eps_s)
+    zero = raw(den) == 0     # nan stays nan (see _scaled_rows)
+    rs = where(zero, 0.0, div(1.0, sqrt(where(zero, 1.0, den))))
+    scale = np.where(inf_rows, 0.0, np.ldexp(np.ones(e.shape, dtype=dt), -e)).astype(dt)
+    return mul(xc, rs), mul(rs, scale)
+
+
+def _ln_stats(x, eps):
+    """xhat and 1/std over the last axis, with primitives (the recorded forward and the VJP)."""
+    return _scaled_stats(x, eps, True)
+
+
+def _fwd_layer_norm(x, gamma, beta, eps=1e-5):
+    """The forward on plain arrays, keeping (xhat, 1/std) for the VJP."""
+    stats = _layer_norm_stats(bools_as_floats(x), eps)
+    out = stats[0] * gamma
+    return (out + beta if beta is not None else out), stats
+
+
+def _row_jacobian_product(v, jac):
+    """sum_j v[..., j] jac[..., j, i] with 0 x inf = 0 (zmatmul): a cotangent row that holds +-inf
+    (an infinite gain or value) times the row's Jacobian, where the fused formulas below would
+    meet inf - inf. Only taken when such a row occurs."""
+    s = shape_of(v)
+    return reshape(zmatmul(reshape(v, shape=s[:-1] + (1, s[-1])), jac), shape=s)
+
+
+def _outer_rows(u, w):
+    """u[..., :, None] * w[..., None, :]"""
+    s = shape_of(u)
+    return mul(reshape(u, shape=s + (1,)), reshape(w, shape=s[:-1] + (1, s[-1])))
+
+
+def _norm_jacobian(xhat, center):
+    """d xhat_i / d (x_j / std) of layer_norm (center) or rms_norm: I - 1/n - xhat xhat' / n, or
+    I - xhat xhat' / n (symmetric), one [n, n] matrix per row."""
+    n = shape_of(xhat)[-1]
+    eye = np.eye(n) - (1.0 / n if center else 0.0)
+    return sub(eye, div(_outer_rows(xhat, xhat), float(n)))
+
+
+def _vjp_layer_norm(g, ans, saved, tracked, x, gamma, beta, eps=1e-5):
+    xhat, rstd = saved if saved is not None else _ln_stats(x, eps)
+    gx = ggamma = gbeta = None
+    if tracked[0]:
+        d = float(shape_of(x)[-1])
+        dxhat = zmul(g, gamma)
+        m1 = div(sum_(dxhat, dim=-1, keepdims=True), d)
+        if np.isfinite(raw(m1)).all():
+            m2 = div(sum_(mul(dxhat, xhat), dim=-1, keepdims=True), d)
+            gx = zmul(rstd, sub(sub(dxhat, m1), mul(xhat, m2)))
+        else:       # an infinite cotangent or gain: each entry of the gradient is its own +-inf
+            gx = zmul(rstd, _row_jacobian_product(dxhat, _norm_jacobian(xhat, True)))
+    if tracked[1]:
+        ggamma = unbroadcast(mul(g, xhat), shape_of(gamma))
+    if tracked[2]:
+        gbeta = unbroadcast(g, shape_of(beta))
+    return gx, ggamma, gbeta
+
+
+def _vjp_layer_norm_plain(g, ans, saved, tracked, x, gamma, beta, eps=1e-5):
+    """The same VJP on plain arrays (first order, nothing to record), gamma and beta of shape [D]."""
+    if saved is None or type(g) is not np.ndarray or type(gamma) is not np.ndarray or g.ndim < 1 \
+            or gamma.shape != g.shape[-1:] or (beta is not None and shape_of(beta) != gamma.shape):
+        return None
+    xhat, rstd = saved
+    gx = ggamma = gbeta = None
+    if tracked[0]:
+        inv_d = 1.0 / g.shape[-1]
+        dxhat = g * gamma
+        m1 = dxhat.sum(axis=-1, keepdims=True) * inv_d
+        if not np.isfinite(m1).all():
+            return None        # an infinite cotangent or gain: the general form takes it
+        m2 = (dxhat * xhat).sum(axis=-1, keepdims=True) * inv_d
+        dxhat -= m1
+        dxhat -= xhat * m2
+        if np.isfinite(rstd).all():
+            dxhat *= rstd
+            gx = dxhat
+        else:
+            gx = _zmul(dxhat, rstd)     # 1/std overflows for subnormal rows: 0 x inf = 0
+    rows = g.reshape(-1, g.shape[-1])
+    if tracked[1]:
+        ggamma = (rows * xhat.reshape(rows.shape)).sum(axis=0)
+    if len(tracked) > 2 and tracked[2]:
+        gbeta = rows.sum(axis=0)
+    return gx, ggamma, gbeta
+
+
+layer_norm = primitive("layer_norm", _layer_norm_impl, _vjp_layer_norm, _fwd_layer_norm,
+                       vjp_plain=_vjp_layer_norm_plain)
+
+
+def _dense_impl(x, w, b=None):
+    out = _matmul(x, w)
+    return python_scalar(out + b) if b is not None else python_scalar(out)
+
+
+def _vjp_dense(g, ans, saved, tracked, x, w, b=None):
+    gx, gw = _vjp_matmul(g, None, None, tracked[:2], x, w)
+    gb = unbroadcast(g, shape_of(b)) if len(tracked) > 2 and tracked[2] else None
+    return gx, gw, gb
+
+
+def _vjp_dense_plain(g, ans, saved, tracked, x, w, b=None):
+    """First order: matmul's plain VJP (or its general one, on plain arrays), and a bias of shape
+    [N] gets the rows of the cotangent summed."""
+    gx, gw = _vjp_matmul_plain(g, None, None, tracked[:2], x, w) or _vjp_matmul(g, None, None, tracked[:2], x, w)
+    gb = None
+    if len(tracked) > 2 and tracked[2]:
+        if type(b) is np.ndarray and type(g) is np.ndarray and g.ndim >= 2 and b.shape == g.shape[-1:]:
+            gb = _rows(g).sum(axis=0)
+        else:
+            gb = unbroadcast(g, shape_of(b))
+    return gx, gw, gb
+
+
+dense = primitive("dense", _dense_impl, _vjp_dense, vjp_plain=_vjp_dense_plain)
+
+
+def _allowed(mask, causal, lq, lk):
+    """The boolean 'may attend' matrix from a mask and/or causality (None when all allowed)."""
+    allowed = None
+    if causal:
+        allowed = np.tril(np.ones((lq, lk), dtype=bool), k=lk - lq)   # bottom-right aligned
+    if mask is not None:
+        m = raw(mask).astype(bool)
+        allowed = m if allowed is None else (allowed & m)
+    return allowed
+
+
+# ---- attention scores beyond the float range (issue 25) ---------------------------------------
+# q k^T * scale + bias overflows to +-inf (or gives inf - inf = nan inside the dot product) for
+# finite q and k of about 1e155 (1e20 in float32), though the softmax of the true scores is an
+# ordinary vector: the largest true score takes the weight. Where a row's maximum is not finite
+# (the one test: the softmax takes that maximum anyway), the entries that overflowed from finite
+# operands are computed again on q and k scaled by powers of 2 (exact), as u 2^E with u an
+# ordinary number: an entry whose true score is representable gets it, and a row whose maximum
+# is itself beyond the range is shifted by it in the scaled domain, z = (u - max u) 2^E, so its
+# largest true score gets the weight (tied ones share it) and the others 0: the limit. A +inf or
+# nan that the operands themselves hold keeps the rules of softmax (a +inf bias wins over any
+# finite score; nan stays nan).
+def _overflowed(q, k, bias, s, allowed, scale):
+    """(s repaired, lim) on plain arrays: s the scores [..., Lq, Lk] (masked entries -inf) whose
+    row maxima are not all finite; lim the rows [..., Lq, 1] shifted in the scaled domain (their
+    weights are the limit: one-hot, or shared by exact ties), or None."""
+    over = ~np.isfinite(s) & np.isfinite(q).all(axis=-1)[..., :, None] & np.isfinite(k).all(axis=-1)[..., None, :]
+    if bias is not None:
+        b = np.asarray(bias)
+        over &= ~(np.isnan(b) | (b == np.inf))
+    if allowed is not None:
+        over &= allowed
+    if not over.any():
+        return s, None
+    ea = binary_exponents(np.abs(q).max(axis=-1, keepdims=True))                      # [..., Lq, 1]
+    kr = np.where(np.isfinite(k), np.abs(k), 0.0)
+    eb = binary_exponents(kr.max(axis=(-2, -1), keepdims=True))                        # [..., 1, 1]
+    ec = int(binary_exponents(scale))
+    e = ea + eb + ec
+    t = np.matmul(np.ldexp(q, -ea), np.swapaxes(np.ldexp(k, -eb), -1, -2)) * float(np.ldexp(scale, -ec))
+    u = t if bias is None else t + np.ldexp(bias, -e)
+    true = np.where(over, np.ldexp(u, e), s).astype(s.dtype)
+    mx = true if allowed is None else np.where(allowed, true, -np.inf)
+    top = mx.max(axis=-1, keepdims=True)
+    pinf = ((mx == np.inf) & ~over).any(axis=-1, keepdims=True)      # a +inf the operands hold
+    lim = np.isinf(top) & ~pinf & (over & np.isinf(true) & (mx == top)).any(axis=-1, keepdims=True)
+    if pinf.any():        # there an overflowed score is finite against a true +inf
+        true = np.where(pinf & over & (true == np.inf), np.finfo(s.dtype).max, true)
+    if not lim.any():
+        return true, None
+    w = np.where(over, u, np.ldexp(s, -e))
+    if allowed is not None:
+        w = np.where(allowed, w, -np.inf)
+    wm = np.where(lim, w, -np.inf).max(axis=-1, keepdims=True)
+    z = np.ldexp(w - np.where(lim, wm, 0.0), np.where(lim, e, 0))
+    return np.where(lim, z, true).astype(s.dtype), lim
+
+
+def _sdpa_weights(q, k, bias, mask, causal, scale):
+    """(p, rows, lim) on plain arrays: the weights softmax(q k^T * scale + bias) over the allowed
+    keys (the scores formed in place: they are a fresh product), the rows holding a +inf (their
+    weights are softmax's limit and their gradient to q, k and bias is 0) and the rows whose scores
+    went beyond the float range (_overflowed), each None when there is none."""
+    q, k = bools_as_floats(q), bools_as_floats(k)
+    s = np.matmul(q, np.swapaxes(k, -1, -2))
+    if type(s) is np.ndarray and s.ndim:
+        s *= scale
+    else:
+        s = s * scale
+    if bias is not None:
+        s = s + bias
+    allowed = _allowed(mask, causal, q.shape[-2], k.shape[-2])
+    if allowed is not None:
+        s = np.where(allowed, s, -np.inf)
+    lim = None
+    m = s.max(axis=-1, keepdims=True) if type(s) is np.ndarray and s.size else None
+    if m is not None and not np.isfinite(m).all():
+        s, lim = _overflowed(q, k, bias, s, allowed, scale)
+        m = None
+    p, rows = _softmax_rows(s, -1, m)
+    return p, rows, lim
+
+
+def _fwd_weights(q, k, bias=None, mask=None, causal=False, scale=1.0):
+    p, rows, _ = _sdpa_weights(q, k, bias, mask, causal, scale)
+    return p, (rows,)
+
+
+def _weights_impl(q, k, bias=None, mask=None, causal=False, scale=1.0):
+    return _sdpa_weights(q, k, bias, mask, causal, scale)[0]
+
+
+def _vjp_weights(g, ans, saved, tracked, q, k, bias=None, mask=None, causal=False, scale=1.0):
+    """softmax's VJP on the scores, ds = p (g - rowsum(g p)) (0 on the +inf rows), taken through
+    q k^T * scale + bias. rowsum(g p) is exact on a one-hot row, so a row whose weights are the
+    limit of overflowing scores gets exactly 0, whatever the size of q and k."""
+    rows = saved[0] if saved is not None else _sdpa_weights(raw(q), raw(k), raw(bias), mask, causal, scale)[1]
+    ds = zmul(ans, sub(g, sum_(zmul(g, ans), dim=-1, keepdims=True)))
+    if rows is not None:
+        ds = where(rows, 0.0, ds)
+    gq = gk = gbias = None
+    if tracked[0]:
+        gq = unbroadcast(mul(zmatmul(ds, k), scale), shape_of(q))
+    if tracked[1]:
+        gk = unbroadcast(mul(zmatmul(transpose(ds), q), scale), shape_of(k))
+    if len(tracked) > 2 and tracked[2]:
+        gbias = unbroadcast(ds, shape_of(bias))
+    return gq, gk, gbias
+
+
+# the weights of attention, softmax(q k^T * scale + bias) over the allowed keys, [..., Lq, Lk]: the
+# form of attention that keeps them (attention dropout, need_weights), and sdpa's recorded VJP
+attention_weights = primitive("attention_weights", _weights_impl, _vjp_weights, _fwd_weights)
+
+
+def _sdpa_impl(q, k, v, bias=None, mask=None, causal=False, scale=None):
+    return _fwd_sdpa(q, k, v, bias, mask, causal, scale)[0]
+
+
+def _fwd_sdpa(q, k, v, bias=None, mask=None, causal=False, scale=None):
+    """The forward on plain arrays, keeping (p, rows, lim) for the VJP (_sdpa_weights)."""
+    p, rows, lim = _sdpa_weights(q, k, bias, mask, causal, scale)
+    return np.matmul(p, bools_as_floats(v)), (p, rows, lim)
+
+
+def _recorded_weights(q, k, bias, mask, causal, scale):
+    """(p, rows, lim) of _fwd_sdpa with p recorded (attention_weights), for a VJP that an outer
+    `grad` records."""
+    _, rows, lim = _sdpa_weights(raw(q), raw(k), raw(bias), mask, causal, scale)
+    return attention_weights(q, k, bias, mask=mask, causal=causal, scale=scale), rows, lim
+
+
+def _vjp_sdpa(g, ans, saved, tracked, q, k, v, bias=None, mask=None, causal=False, scale=None):
+    p, rows, lim = saved if saved is not None else _recorded_weights(q, k, bias, mask, causal, scale)
+    gq = gk = gv = gbias = None
+    if tracked[2]:
+        gv = unbroadcast(zmatmul(transpose(p), g), shape_of(v))
+    if tracked[0] or tracked[1] or (len(tracked) > 3 and tracked[3]):
+        if not (math.isfinite(raw(v).sum()) and math.isfinite(raw(g).sum())) and \
+                not (np.isfinite(raw(v)).all() and np.isfinite(raw(g)).all()):
+            gq, gk, gbias = _score_grads_split(g, v, p, rows, lim, q, k, bias, tracked, scale)
+            return gq, gk, gv, gbias
+        gq, gk, gbias = _score_grads(g, v, matmul(p, v), p, rows, lim, q, k, bias, tracked, scale)
+    return gq, gk, gv, gbias
+
+
+def _vjp_sdpa_plain(g, ans, saved, tracked, q, k, v, bias=None, mask=None, causal=False, scale=None):
+    """First order, finite v and cotangent, no bias to differentiate: softmax's VJP
+    p * (dp - rowsum(dp * p)) with rowsum(dp * p) = rowsum(g * ans) because dp = g v^T and
+    ans = p v: a [.., T, d_v] product instead of a [.., T, T] one (the identity of FlashAttention's
+    backward pass: Dao et al. 2022, appendix B.2); the [.., T, T] steps in place, the scale folded in.
+    The rows whose scores went beyond the float range (lim) take rowsum(dp * p) itself: exact on
+    their one-hot weights, where the identity's rounding, times q and k of 1e200, would not be 0;
+    so does every row when there are no more keys than value features (the direct form costs no
+    more there, and one key's weight of exactly 1 then gives exactly 0, as softmax's VJP does)."""
+    if saved is None or (len(tracked) > 3 and tracked[3]):
+        return None
+    p, rows, lim = saved
+    if not all(type(t) is np.ndarray for t in (g, ans, p, q, k, v)):
+        return None
+    gq = gk = gv = None
+    if tracked[2]:
+        gv = unbroadcast(zmatmul(transpose(p), g), shape_of(v))
+    if tracked[0] or tracked[1]:
+        if not (math.isfinite(v.sum()) and math.isfinite(g.sum())) and \
+                not (np.isfinite(v).all() and np.isfinite(g).all()):
+            return None
+        ds = _zmatmul(g, np.swapaxes(v, -1, -2))
+        if p.shape[-1] <= v.shape[-1]:      # as few keys as value features: the direct form is as cheap
+            corr = _zmul(ds, p).sum(axis=-1, keepdims=True)
+        else:
+            corr = (g * ans).sum(axis=-1, keepdims=True)
+            if lim is not None:
+                corr = np.where(lim, _zmul(ds, p).sum(axis=-1, keepdims=True), corr)
+        ds -= corr
+        ds *= p
+        ds *= scale
+        if rows is not None:
+            ds = np.where(rows, 0.0, ds)
+        if tracked[0]:
+            gq = unbroadcast(_zmatmul(ds, k), q.shape)
+        if tracked[1]:
+            gk = unbroadcast(_zmatmul(np.swapaxes(ds, -1, -2), q), k.shape)
+    return gq, gk, gv, None
+
+
+def _score_grads(g, v, ans, p, rows, lim, q, k, bias, tracked, scale):
+    """The cotangents of q, k and bias through the scores, written with primitives (the
+    correction rowsum(dp * p) as in _vjp_sdpa_plain)."""
+    gq = gk = gbias = None
+    dp = zmatmul(g, transpose(v))
+    if shape_of(p)[-1] <= shape_of(v)[-1]:      # as in _vjp_sdpa_plain: the direct form, exact
+        corr = sum_(zmul(dp, p), dim=-1, keepdims=True)
+    else:
+        corr = sum_(zmul(g, ans), dim=-1, keepdims=True)
+        if lim is not None:
+            corr = where(lim, sum_(zmul(dp, p), dim=-1, keepdims=True), corr)
+    ds = zmul(p, sub(dp, corr))
+    if rows is not None:
+        ds = where(rows, 0.0, ds)
+    if tracked[0]:
+        gq = unbroadcast(mul(zmatmul(ds, k), scale), shape_of(q))
+    if tracked[1]:
+        gk = unbroadcast(mul(zmatmul(transpose(ds), q), scale), shape_of(k))
+    if len(tracked) > 3 and tracked[3]:
+        gbias = unbroadcast(ds, shape_of(bias))
+    return gq, gk, gbias
+
+
+def _score_grads_split(g, v, p, rows, lim, q, k, bias, tracked, scale):
+    """_score_grads when v or the cotangent holds +-inf. They are linear in each, so with
+    v = v_finite + V u (u the signs of the infinite entries, V -> inf) each cotangent is
+    G(v_finite) + V G(u): +-inf where G(u) is nonzero, G(v_finite) elsewhere. Computing with the
+    infinities inside would meet inf - inf where the limit is a plain +-inf."""
+    split_v = not np.isfinite(raw(v)).all()
+    arr = raw(v) if split_v else raw(g)
+    inf = np.isinf(arr)
+    unit = np.where(inf, np.sign(arr), 0.0)
+    fin = where(inf, 0.0, v if split_v else g)
+    if split_v:
+        a = _score_grads(g, fin, matmul(p, fin), p, rows, lim, q, k, bias, tracked, scale)
+        b = _score_grads(g, unit, matmul(p, unit), p, rows, lim, q, k, bias, tracked, scale)
+    else:
+        a = _score_grads(fin, v, matmul(p, v), p, rows, lim, q, k, bias, tracked, scale)
+        b = _score_grads(unit, v, matmul(p, v), p, rows, lim, q, k, bias, tracked, scale)
+
+    def combine(x, y):
+        if x is None:
+            return None
+        yr = raw(y)
+        return where(yr > 0, np.inf, where(yr < 0, -np.inf, x))
+    return tuple(combine(x, y) for x, y in zip(a, b))
+
+
+sdpa = primitive("scaled_dot_product_attention", _sdpa_impl, _vjp_sdpa, _fwd_sdpa, vjp_plain=_vjp_sdpa_plain)
+
+
+# ==== rms_norm (transformer_block options, issue 6) ============================================
+# y = x / sqrt(mean(x^2) + eps) * gamma over the last axis (Zhang & Sennrich 2019; PyTorch's
+# nn.RMSNorm). The mean square is accumulated in float64 and the scale cast back to x's float
+# type (float32 sessions stay float32). The VJP is written with primitives:
+# with r = 1/sqrt(mean(x^2) + eps) and gh = g * gamma,
+#     dx = r * gh - x * r^3 * mean(gh * x),     dgamma = sum over positions of g * x * r.
+def _rms_stats_plain(x, eps):
+    """(xhat, r) on plain arrays: the mean square accumulated in float64, r cast back to x's
+    float type; rows whose mean square + eps is not a safe number are scaled (see layer_norm)."""
+    ms = np.mean(np.square(x, dtype=np.float64), axis=-1, keepdims=True)
+    den = ms + eps
+    bad = _unsafe_rows(den)
+    with np.errstate(all="ignore"):
+        r = 1.0 / np.sqrt(den)
+    if type(x) is np.ndarray and x.dtype != np.float64:
+        r = r.astype(x.dtype)
+    xhat = x * r
+    if bad is not None:
+        flat = bad.reshape(-1)
+        xhat2, r2 = xhat.reshape(-1, x.shape[-1]), r.reshape(-1, 1)
+        xh, rr = _scaled_rows(x.reshape(-1, x.shape[-1])[flat].astype(np.float64), eps, False)
+        xhat2[flat], r2[flat] = xh.astype(xhat.dtype), rr.astype(r.dtype)
+    return xhat, r
+
+
+def _rms_norm_impl(x, gamma, eps=1e-5):
+    x = bools_as_floats(x)
+    if type(x) is not np.ndarray:
+        x = np.asarray(x, dtype=np.float64)
+    return python_scalar(_rms_stats_plain(x, eps)[0] * gamma)
+
+
+def _rms_stats(x, eps):
+    """(xhat, r) with primitives: xhat = x r, r = 1/sqrt(mean(x^2) + eps), each row scaled."""
+    return _scaled_stats(x, eps, False)
+
+
+def _vjp_rms_norm(g, ans, saved, tracked, x, gamma, eps=1e-5):
+    # with xhat = x r: dx = r (gh - xhat mean(gh xhat)), gh = g gamma (the r^3 of the textbook
+    # form underflows for large rows); dgamma = sum of g xhat
+    xhat, r = _rms_stats(x, eps)
+    gx = ggamma = None
+    if tracked[0]:
+        d = float(shape_of(x)[-1])
+        gh = zmul(g, gamma)
+        m = div(sum_(mul(gh, xhat), dim=-1, keepdims=True), d)
+        if np.isfinite(raw(m)).all():
+            gx = zmul(r, sub(gh, mul(xhat, m)))
+        else:       # an infinite cotangent or gain (see layer_norm)
+            gx = zmul(r, _row_jacobian_product(gh, _norm_jacobian(xhat, False)))
+    if tracked[1]:
+        ggamma = unbroadcast(mul(g, xhat), shape_of(gamma))
+    return gx, ggamma
+
+
+rms_norm = primitive("rms_norm", _rms_norm_impl, _vjp_rms_norm)

@@ -1,0 +1,69 @@
+"""The one primitive table: every differentiable operation, its NumPy forward and its VJP.
+
+`ops.TABLE` lists every primitive and `ops.<name>` calls one; this module gathers every entry, so
+the table is whole once `tapeml.array.ops` is imported. They are declared in the modules beside
+it: primitive_table.py (the table, `primitive()`, the size guard, the float type), core_ops.py
+(arithmetic, elementwise functions, shapes, reductions, the matrix product), elementwise_ops.py
+(the rest of the elementwise functions), index_ops.py (concat, stack, indexing), nn_ops.py (the
+transformer primitives), reduce_ops.py (prod, cumulative sums and products, logsumexp, mean, the
+gather along an axis behind sort and topk) and linalg_ops.py (inverses, solves, determinants and
+the factorizations). Each operation has one
+forward (`impl`) and one VJP written with primitives; where a first-order VJP in NumPy saves
+real time (measured) the entry declares it as `vjp_plain`, and the tape takes it only when
+nothing records the backward pass (tape.Primitive.pullback).
+
+Operators (`+`, `@`, indexing, `'`) and builtins both call these primitives; there is no
+other arithmetic path. VJPs are written with primitives, so they are themselves recorded
+when an outer `grad` is running (grad of grad).
+
+Conventions at kinks, shared with docs/language.md:
+- relu'(0) = 0, abs'(0) = 0 (sign(0) = 0), sqrt'(0) = inf;
+- max/min (reductions) split the cotangent evenly among tied maxima, as PyTorch's `amax`;
+- sort, topk, median and quantile (gathers, take_along) send the cotangent through the stable
+  permutation: at ties, to the element the stable order put there; prod's gradient is the product
+  of the others (exact at zeros, no division); logsumexp's rows of +-inf follow softmax's rule;
+- in the backward pass a zero factor wins: `zmul(0, inf) = zmul(0, nan) = 0`, and `zmatmul` is the
+  matrix product with the same rule. Every VJP multiplies through them (tests/test_vjp_sweep.py runs
+  each primitive's VJP at 0, +-inf and its kinks), so a branch that `where` did not take (cotangent 0)
+  never brings a NaN or inf into the gradient, d/dx x^0 at 0 is 0, and grad(sqrt(sum(x^2))) at x = 0
+  is 0 (the subgradient, like `norm`);
+- softmax of a row that is all -inf (every key masked) is all zeros, forward and backward;
+- a row holding +inf (softmax, log_softmax, a +inf attention bias) takes the limit: the +inf
+  entries share the row equally, the rest get 0, and the row's gradient is 0;
+- attention scores that overflow from finite q and k are computed again on q and k scaled by powers
+  of 2 (nn_ops._overflowed): the weights of a float type without an exponent limit, the largest
+  true score taking the row, and such a row's gradient is exactly 0;
+- layer_norm and rms_norm rescale a row by a power of 2 where its variance would overflow or
+  underflow; with eps = 0 a zero-variance row normalizes to 0 (gradient 0); a NaN makes its row NaN;
+- the reductions that square (std, norm, cosine_similarity, corrcoef, batch_norm, atan2's and svd's
+  VJPs) do the same per slice with the ldexp primitive (reduce_ops.rescaled), and mean divides by N
+  first where a finite slice's sum overflows (reduce_ops.mean): exact values and gradients wherever
+  they are representable, the plain formulas bit for bit elsewhere.
+"""
+from __future__ import annotations
+
+from tapeml.array.primitive_table import (  # noqa: F401
+    DTYPES, FLOAT, GROWS, SESSION_FLOAT, TABLE, as_float, bools_as_floats, primitive, python_scalar,
+    set_dtype, shape_of,
+)
+from tapeml.array.core_ops import (  # noqa: F401
+    abs_, add, amax, amin, broadcast_to, clip, cos, div, eq, erf, exp, floor, ge, gelu, gt, ldexp, le,
+    log, logical, logical_not, lt, matmul, maximum, minimum, mod, mul, ne, neg, permute, pow_, relu,
+    reshape, round_, sigmoid, sign, sin, sqrt, sub, sum_, tanh, transpose, unbroadcast, where,
+    zmatmul, zmul, binary_exponents, safe_floor, slice_exponents, unsafe_slices,
+)
+from tapeml.array.index_ops import (  # noqa: F401
+    concat, index, last_writes, orthogonal, scatter_add, setitem, stack,
+)
+from tapeml.array.nn_ops import (  # noqa: F401
+    attention_weights, dense, layer_norm, log_softmax, rms_norm, sdpa, softmax,
+)
+from tapeml.array.elementwise_ops import (  # noqa: F401
+    acos, asin, atan, atan2, ceil, cosh, expm1, log1p, log10, log2, sinh, softplus, tan,
+)
+from tapeml.array.reduce_ops import (  # noqa: F401
+    cumprod, cumsum, kept, logsumexp, mean, prod, put_along, rescaled, take_along, unkept,
+)
+from tapeml.array.linalg_ops import (  # noqa: F401
+    adjugate, cholesky, det, eigh, inv, logabsdet, pinv, qr, solve, svd,
+)

@@ -1,0 +1,143 @@
+"""The primitive table itself (lang/array/ops.py gathers it): `TABLE`, `primitive()` that declares
+an entry, the size guard of the primitives whose result can outgrow their operands, the float
+type of new matrices, and the conversions every forward shares."""
+from __future__ import annotations
+
+import numpy as np
+
+from tapeml.array import context
+from tapeml.array.tape import Box, Primitive
+
+np.seterr(all="ignore")
+
+TABLE: dict[str, Primitive] = {}
+
+# The float type of new matrices: float64 by default; `set_dtype("float32")` (the builtin, or
+# `tapeml --dtype float32`) switches literals, ranges and constructors. Python numbers stay
+# "weak" scalars, so float32 arrays stay float32 through arithmetic with them (NumPy 2 rules).
+# The float type is the current session's (lang/array/context.py: per thread, a Session has its own):
+# SESSION_FLOAT["dtype"] reads it, as FLOAT["dtype"] does (both are context.LIVE).
+SESSION_FLOAT = context.LIVE
+FLOAT = SESSION_FLOAT      # the name other modules read
+DTYPES = {"float64": np.float64, "float32": np.float32}
+context.slot("dtype", lambda: np.float64)
+
+
+def set_dtype(name: str) -> None:
+    if name not in DTYPES:
+        raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, got {name!r}")
+    SESSION_FLOAT["dtype"] = DTYPES[name]
+
+
+def as_float(a):
+    """A new matrix in the session's float type."""
+    dt = SESSION_FLOAT["dtype"]
+    return a if a.dtype == dt else a.astype(dt)
+
+
+def primitive(name, impl, vjp=None, fwd=None, nondiff=False, arity=None, scalar=None, vjp_plain=None):
+    """Declare a primitive in the table; returns the plain function that calls it.
+    `scalar` is the same operation on two Python floats, which the interpreter calls directly
+    for plain numbers (they are never tracked, so nothing is lost for the tape).
+    `vjp_plain` is the VJP on plain arrays that the tape takes at first order (tape.Primitive).
+    A primitive named in GROWS runs behind the size guard (lang/array/limits.py)."""
+    if name in GROWS:
+        impl = _size_guarded(name, impl, GROWS[name], arity)
+        if fwd is not None:
+            fwd = _size_guarded(name, fwd, GROWS[name], None)
+    prim = Primitive(name, impl, vjp, fwd, nondiff, arity, scalar, vjp_plain)
+    TABLE[name] = prim
+    return prim.call
+
+
+# ---- the size guard: primitives whose result can be larger than each of their operands -------
+def _broadcast_shape(*shapes):
+    return np.broadcast_shapes(*shapes)
+
+
+def _matmul_shape(sa, sb, *rest):
+    if len(sa) >= 2 and len(sb) >= 2:
+        return np.broadcast_shapes(sa[:-2], sb[:-2]) + (sa[-2], sb[-1])
+    return sa[:-1] + sb[:-2] + sb[-1:] if len(sa) >= 1 and len(sb) >= 1 else sa + sb
+
+
+def _scores_shape(sq, sk, *rest):       # attention: the [.., Tq, Tk] weights come first
+    return sq[:-1] + sk[-2:-1]
+
+
+GROWS = {name: _broadcast_shape for name in
+         ("add", "sub", "mul", "div", "mod", "pow", "zmul", "eq", "ne", "lt", "le", "gt", "ge",
+          "logical", "maximum", "minimum", "where", "clip", "layer_norm", "rms_norm")}
+GROWS.update({"matmul": _matmul_shape, "zmatmul": _matmul_shape, "dense": _matmul_shape, "scaled_dot_product_attention": _scores_shape,
+              "attention_weights": _scores_shape})
+
+
+def _size_guarded(name, impl, out_shape, arity):
+    """`impl` behind the size guard: when the operands' sizes multiply past the element limit
+    (a bound on any broadcast or product result), the result's shape is worked out and refused
+    before anything is allocated."""
+    from tapeml.array import limits
+    big = limits.MAX_ELEMENTS
+    nd = np.ndarray
+
+    def refuse(args):
+        shapes = [a.shape for a in args if type(a) is nd]
+        try:
+            out = out_shape(*shapes)
+        except (ValueError, TypeError, IndexError):
+            return                      # operands that do not fit: impl says so
+        limits.check_operands(name, out, *shapes)
+
+    if arity == 2:
+        def guarded2(a, b):
+            if type(a) is nd and type(b) is nd and a.size * b.size > big:
+                refuse((a, b))
+            return impl(a, b)
+        return guarded2
+
+    def guarded(*args, **kw):
+        n = 1
+        for a in args:
+            if type(a) is nd:
+                n *= a.size
+        if n > big:
+            refuse(args)
+        return impl(*args, **kw)
+    return guarded
+
+
+def shape_of(v) -> tuple:
+    while type(v) is Box:
+        v = v.value
+    return v.shape if type(v) is np.ndarray else ()
+
+
+def bools_as_floats(a):
+    """Booleans take part in arithmetic as 0 and 1."""
+    t = type(a)
+    if t is bool:
+        return float(a)
+    if t is np.ndarray and a.dtype == np.bool_:
+        return a.astype(SESSION_FLOAT["dtype"])
+    return a
+
+
+def python_scalar(r):
+    """Scalars come out as Python floats (0-d arrays and NumPy scalars alike): a Python float is
+    a "weak" scalar in NumPy 2, so arithmetic with it keeps a float32 matrix float32, where an
+    np.float64 would promote it to float64."""
+    t = type(r)
+    if t is np.ndarray:
+        if r.ndim:
+            return r
+        r = r[()]
+        t = type(r)
+    if t is float:
+        return r
+    if t is np.float64:
+        return float(r)
+    if t is np.bool_:
+        return bool(r)
+    if isinstance(r, np.generic):
+        return float(r)
+    return r

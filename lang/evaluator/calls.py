@@ -1,0 +1,129 @@
+"""The evaluator's calls and imports: a call expression, the one call path for every Callable
+(user functions through the binder and a new scope, builtins through their own call), and
+`import("file.ml")`. A part of the Interpreter class (lang/evaluator/interpreter.py), kept in its own
+module by job."""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from tapeml.syntax.errors import IOErr, LangError, RecursionErr, TypeErr, ValueErr
+from tapeml.syntax.lexer import decode_source
+from tapeml.evaluator.scope import MAX_DEPTH, Env, ReturnSignal
+from tapeml.evaluator.stack import HOP_DEPTH, on_deep_stack, run_deep
+from tapeml.array.tape import raw
+from tapeml.array.values import Callable, Function, Record, bind_arguments, describe
+
+
+class Calls:
+    """Interpreter methods for calls and imports (mixed into Interpreter)."""
+
+    def eval_call(self, node, env):
+        fn = self.eval(node.func, env)
+        args = [self.eval(a, env) for a in node.args]
+        kwargs = {k: self.eval(v, env) for k, v in node.kwargs} if node.kwargs else {}
+        self.current_call = node
+        return self.call(fn, args, kwargs, node.span)
+
+    def call(self, fn, args, kwargs, span):
+        """Call a tapeml function or builtin; errors get `span` (the call site)."""
+        t = type(fn)       # (kept in a local: measurably faster than comparing type(fn) inline)
+        if t is Function:
+            return self.call_function(fn, args, kwargs, span)
+        if isinstance(fn, Callable):
+            return fn.call(self, args, kwargs, span)
+        hint = "; to index a matrix write x[i]" if isinstance(raw(fn), (np.ndarray, float)) else ""
+        raise TypeErr(f"cannot call {describe(fn)}; only functions can be called{hint}", span)
+
+    def call_function(self, fn: Function, args, kwargs, span):
+        """Run a user function's body in a new scope below the one it was defined in."""
+        params = fn.params
+        if len(args) > len(params):
+            bind_arguments(fn, args, kwargs, {}, span)      # raises the binder's "takes n arguments"
+        local = Env(fn.env)
+        vars_ = local.vars
+        for p, a in zip(params, args):      # the binder's first step, inlined: the hot path
+            vars_[p.name] = a
+        if kwargs or len(vars_) < len(params):
+            bind_arguments(fn, args, kwargs, vars_, span, self.eval, local)     # keywords, defaults
+        self.depth += 1
+        if self.depth > MAX_DEPTH:
+            self.depth = 0
+            raise RecursionErr(f"more than {MAX_DEPTH} nested calls (in {fn.name}); "
+                               f"is a recursion missing its base case?", span)
+        try:
+            if self.depth == HOP_DEPTH and not on_deep_stack():
+                # nested this deep, the rest goes on a thread with room for the limit (lang/evaluator/stack.py)
+                return run_deep(self.run_body, fn, local)
+            body = fn.body
+            if type(body) is tuple:
+                try:
+                    self.exec_block(body, local)
+                except ReturnSignal as r:
+                    return r.value
+                return None
+            return self.eval(body, local)
+        except LangError as e:
+            if span is None:          # called by a builtin (grad, tree_map): the builtin's site is used
+                e.pending_fn = fn.name
+            else:
+                e.add_call(fn.name, span)
+            raise
+        except RecursionError:
+            raise RecursionErr(f"the computation nests too deeply (in {fn.name})", span) from None
+        finally:
+            self.depth -= 1 if self.depth > 0 else 0
+
+    def run_body(self, fn: Function, local: Env):
+        """A user function's body in its bound scope (call_function's own lines, for the deep thread)."""
+        body = fn.body
+        if type(body) is tuple:
+            try:
+                self.exec_block(body, local)
+            except ReturnSignal as r:
+                return r.value
+            return None
+        return self.eval(body, local)
+
+    def eval_import(self, node, env):
+        path = raw(self.eval(node.path, env))
+        if not isinstance(path, str):
+            raise TypeErr(f"import needs a file name string, got {describe(path)}", node.span)
+        base = self.dir_stack[-1] if self.dir_stack else os.getcwd()
+        full = os.path.abspath(os.path.join(base, path))
+        if full in self.modules:
+            return self.modules[full]
+        if full in self.importing:
+            raise ValueErr(f"circular import of {full}", node.span)
+        if os.path.isdir(full):
+            raise IOErr(f"import: {full} is a directory, not a file (from \"{path}\")", node.span)
+        if not os.path.isfile(full):
+            why = "no file" if not os.path.exists(full) else "not a regular file"
+            raise IOErr(f"import: {why} at {full} (from \"{path}\")", node.span)
+        try:
+            with open(full, "rb") as f:
+                data = f.read()
+        except OSError as e:
+            raise IOErr(f"import: cannot read {full}: {e.strerror or e}", node.span) from None
+        module_env = Env(self.prelude)
+        self.importing.append(full)
+        # errors name the file as the main script is named: relative to the current directory
+        # when it lies below it (the module table keys stay absolute)
+        cwd = os.getcwd()
+        shown = os.path.relpath(full, cwd) if cwd != os.sep and full.startswith(os.path.join(cwd, "")) else full
+        try:
+            try:
+                text = decode_source(data, shown)
+            except LangError as e:
+                self.sources[shown] = e.source
+                raise
+            self.run(text, shown, env=module_env)
+        except LangError as e:
+            e.add_call(f'import("{path}")', node.span)     # where the user's code imported it
+            raise
+        finally:
+            self.importing.pop()
+        record = Record(dict(module_env.vars))
+        self.modules[full] = record
+        return record

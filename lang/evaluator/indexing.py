@@ -1,0 +1,167 @@
+"""The evaluator's indexing: `x[i]`, `x[i, j]`, ranges, `:` and `end` inside brackets, on
+matrices, numbers, tuples and strings (docs/language.md, "Indexing"). A part of the
+Interpreter class (lang/evaluator/interpreter.py), kept in its own module by job."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from tapeml.syntax import ast as A
+from tapeml.array import limits, ops
+from tapeml.syntax.errors import IndexErr, TypeErr, ValueErr
+from tapeml.array.tape import raw
+from tapeml.array.values import Record, describe, format_value, shape_text
+
+
+class Indexing:
+    """Interpreter methods for index expressions (mixed into Interpreter)."""
+
+    def eval_index(self, node, env):
+        obj = self.eval(node.obj, env)
+        r = raw(obj)
+        if isinstance(r, np.ndarray) and r.ndim == 0:     # zeros(): indexed as the number it holds
+            obj, r = ops.reshape(obj, shape=(1,)), r.reshape(1)
+        if isinstance(r, np.ndarray):
+            idx = self.index_tuple(r, node, env)
+            return ops.index(obj, idx=idx)
+        if isinstance(r, tuple):
+            if len(node.indices) == 1 and not isinstance(node.indices[0], (A.Range, A.Colon)):
+                return r[self.tuple_position(r, node, env)]
+            idx = self.index_tuple(np.empty(len(r)), node, env)
+            picked = np.arange(len(r))[idx]
+            return tuple(r[i] for i in np.atleast_1d(picked))
+        if isinstance(r, str):
+            idx = self.index_tuple(np.empty(len(r)), node, env)
+            picked = np.arange(len(r))[idx]
+            return "".join(r[i] for i in np.atleast_1d(picked))
+        if isinstance(r, (float, int)) and not isinstance(r, bool):
+            idx = self.index_tuple(np.zeros(1), node, env)
+            return ops.index(ops.reshape(obj, shape=(1,)), idx=idx)
+        if isinstance(r, Record):
+            raise TypeErr("records are read by field name (r.name), not by index", node.span)
+        raise TypeErr(f"cannot index {describe(obj)}", node.span)
+
+    def tuple_position(self, t, node, env) -> int:
+        if len(node.indices) != 1:
+            raise IndexErr(f"a tuple takes one index, got {len(node.indices)}", node.span)
+        stand_in = np.empty(len(t))
+        try:
+            idx = self.index_tuple(stand_in, node, env)
+        except IndexErr as e:     # the checks ran on a stand-in vector: name the tuple instead
+            e.message = e.message.replace(describe(stand_in), f"a tuple of {len(t)} item{'s' if len(t) != 1 else ''}")
+            raise
+        i = idx[0]
+        if not isinstance(i, (int, np.integer)):
+            raise IndexErr("use a single whole-number index to pick a tuple item", node.span)
+        return int(i)
+
+    def index_tuple(self, arr: np.ndarray, node, env) -> tuple:
+        """The NumPy index for `arr[...]`, after checking every part (0-based, inclusive ranges,
+        `end`). Each index makes its own axis in order (several index vectors pick the sub-matrix
+        of all their combinations); ops.orthogonal builds the NumPy index that means that."""
+        items = node.indices
+        shape = arr.shape
+        if len(items) > max(len(shape), 1) and not (len(shape) == 0):
+            raise IndexErr(f"{len(items)} indices for {describe(arr)}", node.span)
+        out = []
+        for axis, item in enumerate(items):
+            n = shape[axis] if axis < len(shape) else 1
+            t = type(item)
+            if t is A.Colon:
+                out.append(slice(None))
+                continue
+            if t is A.Range:
+                self.end_stack.append(n - 1)
+                try:
+                    out.append(self.range_index(item, n, env, arr))
+                finally:
+                    self.end_stack.pop()
+                continue
+            self.end_stack.append(n - 1)
+            try:
+                v = raw(self.eval(item, env))
+            finally:
+                self.end_stack.pop()
+            if isinstance(v, (bool, np.bool_)):
+                raise IndexErr("an index must be a number, a vector of numbers or a bool mask, got a bool",
+                               item.span)
+            if isinstance(v, (float, int)):
+                out.append(self.whole_index(v, n, item.span, arr, axis))
+                continue
+            if isinstance(v, np.ndarray):
+                if v.dtype == np.bool_:
+                    if len(items) == 1 and v.shape == shape and len(shape) > 1:
+                        return (v,)
+                    if v.ndim > 1 and v.shape == shape:
+                        raise IndexErr(f"a bool mask of the full shape {shape_text(shape)} picks elements and "
+                                       f"must be the only index; got {len(items)} indices", item.span)
+                    if v.ndim > 1:
+                        raise IndexErr(f"a {shape_text(v.shape)} bool mask covers some axes of {describe(arr)} "
+                                       f"but not all; a mask is either a bool vector for one axis or the "
+                                       f"array's full shape, alone in the brackets", item.span)
+                    if v.ndim != 1 or v.shape[0] != n:
+                        raise IndexErr(f"a bool mask must match the indexed axis: mask {shape_text(v.shape)}, "
+                                       f"axis of length {n}", item.span)
+                    out.append(np.flatnonzero(v))
+                    continue
+                if v.ndim > 1:
+                    raise IndexErr(f"an index vector must be a vector, got {describe(v)}", item.span)
+                ints = np.asarray(v, dtype=np.float64)
+                if ints.size and (not np.all(np.isfinite(ints)) or np.any(ints != np.floor(ints))):
+                    raise IndexErr("indices must be whole numbers", item.span)
+                if ints.size and (ints.min() < 0 or ints.max() > n - 1):
+                    bad = ints[(ints < 0) | (ints > n - 1)][0]
+                    raise IndexErr(f"index {format_value(bad)} is out of range for {self.axis_text(arr, axis)}",
+                                   item.span)
+                out.append(ints.astype(np.intp))
+                continue
+            raise IndexErr(f"an index must be a number, a vector or a bool mask, got {describe(v)}", item.span)
+        if any(type(o) is np.ndarray for o in out):   # index vectors can pick more elements than arr has
+            n = math.prod(shape[len(out):])
+            for i, o in enumerate(out):
+                n *= len(range(*o.indices(shape[i]))) if isinstance(o, slice) else getattr(o, "size", 1)
+            if n > limits.MAX_ELEMENTS:
+                raise limits.elements_error(f"indexing {describe(arr)}", n).with_span(node.span)
+        return ops.orthogonal(out, shape)
+
+    def axis_text(self, arr, axis):
+        if arr.ndim <= 1:
+            return f"{describe(arr)}" if arr.ndim == 1 else "a number"
+        return f"axis {axis} of length {arr.shape[axis]} ({describe(arr)})"
+
+    def whole_index(self, v, n, span, arr, axis) -> int:
+        if not math.isfinite(v) or not float(v).is_integer():
+            raise IndexErr(f"indices must be whole numbers, got {format_value(v)}", span)
+        if v < 0 or v > n - 1:
+            hint = " (indices start at 0; the last is 'end')" if v == n or v < 0 else ""
+            raise IndexErr(f"index {format_value(v)} is out of range for {self.axis_text(arr, axis)}{hint}", span)
+        return int(v)
+
+    def range_index(self, item, n, env, arr):
+        start = self.range_bound(item.start, env, "start")
+        stop = self.range_bound(item.stop, env, "end")
+        step = 1.0 if item.step is None else self.range_bound(item.step, env, "step")
+        for v in (start, stop, step):
+            if not math.isfinite(v) or not float(v).is_integer():
+                raise IndexErr(f"index ranges need whole numbers, got {format_value(v)}", item.span)
+        if step == 0:
+            raise ValueErr("a range step cannot be 0", item.span)
+        start, stop, step = int(start), int(stop), int(step)
+        empty = (stop < start) if step > 0 else (stop > start)
+        if empty:
+            return slice(0, 0)
+        for v in (start, stop):
+            if v < 0 or v > n - 1:
+                raise IndexErr(f"index {format_value(float(v))} is out of range for {describe(arr)}"
+                               + (" (indices start at 0; the last is 'end')" if v == n else ""), item.span)
+        end = stop + 1 if step > 0 else (stop - 1 if stop > 0 else None)
+        return slice(start, end, step)
+
+    def eval_end(self, node, env):
+        if not self.end_stack:
+            raise IndexErr("'end' only means the last index inside brackets", node.span)
+        return float(self.end_stack[-1])
+
+    def eval_colon(self, node, env):
+        raise IndexErr("a bare ':' only means a whole axis inside brackets", node.span)

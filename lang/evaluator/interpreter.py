@@ -1,0 +1,476 @@
+"""The tree-walking evaluator: one method per node kind, dispatched through a table.
+
+Scopes: a script's top level is one environment; each function call opens a new one whose
+parent is the environment the function was defined in (closures). Blocks do not open scopes.
+Builtins and the stdlib prelude live below the globals.
+
+By job: expressions here; statements (assignment, if, while, for, return) in lang/evaluator/statements.py,
+indexing in lang/evaluator/indexing.py, calls and imports in lang/evaluator/calls.py (mixins of Interpreter); scopes
+and control-flow signals in lang/evaluator/scope.py.
+"""
+from __future__ import annotations
+
+import difflib
+import math
+import os
+import sys
+
+import numpy as np
+
+from tapeml.syntax import ast as A
+from tapeml.array import limits, ops
+from tapeml.evaluator.calls import Calls
+from tapeml.array.context import Context
+from tapeml.array.formatting import apply_spec
+from tapeml.syntax.formatspec import spec_of
+from tapeml.syntax.errors import (STDLIB_PREFIX, InternalError, LangError, NameErr, RecursionErr,
+                     ShapeError, TypeErr, ValueErr)
+from tapeml.evaluator.indexing import Indexing
+from tapeml.syntax.lexer import FOREIGN_WORDS
+from tapeml.syntax.parser import parse
+from tapeml.evaluator import progress
+from tapeml.array.ranges import make_range, plan_range
+from tapeml.evaluator.scope import Env
+from tapeml.evaluator.statements import Statements, is_numeric
+from tapeml.array.tape import Box, raw
+from tapeml.array.values import Function, Record, describe, format_gb, format_value, shape_text, values_equal
+
+_STDLIB_TREES: dict = {}    # (file name, text) -> parsed Program, shared by all interpreters
+
+BINARY = {"+": ops.add, "-": ops.sub, "*": ops.mul, "/": ops.div, "%": ops.mod, "^": ops.pow_,
+          "@": ops.matmul, "==": ops.eq, "!=": ops.ne, "<": ops.lt, "<=": ops.le, ">": ops.gt,
+          ">=": ops.ge}
+# Two plain floats are never on a tape: the interpreter calls the primitive's declared
+# scalar form (ops.primitive(..., scalar=)) directly.
+FLOAT_OPS = {sym: ops.TABLE[name].scalar for sym, name in
+             (("+", "add"), ("-", "sub"), ("*", "mul"), ("<", "lt"), ("<=", "le"), (">", "gt"),
+              (">=", "ge"), ("==", "eq"), ("!=", "ne"))}
+OP_WORDS = {"+": "add", "-": "subtract", "*": "multiply elementwise", "/": "divide", "%": "take the remainder of",
+            "^": "raise", "==": "compare", "!=": "compare", "<": "compare", "<=": "compare", ">": "compare",
+            ">=": "compare"}
+
+
+def node_classes() -> list:
+    """Every syntax node class: the subclasses of ast.Node, at any depth."""
+    out, todo = [], list(A.Node.__subclasses__())
+    while todo:
+        cls = todo.pop()
+        out.append(cls)
+        todo.extend(cls.__subclasses__())
+    return out
+
+
+def missing_handler(cls):
+    """The dispatch entry of a node class the evaluator has no eval_ method for: a bug in tapeml."""
+    def fail(node, env):
+        raise InternalError(f"the evaluator has no handler for the node class {cls.__name__} "
+                            f"(an Interpreter method eval_{cls.__name__.lower()})")
+    return fail
+
+
+class Interpreter(Statements, Calls, Indexing):
+    def __init__(self, out=None, load_prelude: bool = True):
+        from tapeml.builtins import REGISTRY  # registers every builtin module
+        self.out = out if out is not None else sys.stdout
+        self.context = Context(self)    # what a builtin declared with context=True receives
+        self.sources: dict[str, str] = {}
+        self.depth = 0
+        self.modules: dict[str, Record] = {}
+        self.importing: list[str] = []
+        self.base = Env(None, dict(REGISTRY))
+        self.prelude = Env(self.base, {"ARGS": ()})   # script arguments (the CLI fills them in)
+        self.globals = Env(self.prelude)
+        self.end_stack: list = []
+        self.current_call = None
+        self.dir_stack: list[str] = []
+        self.progress_out = None        # where progress bars draw (lang/evaluator/progress.py: stream_for)
+        self.progress_bars: list = []   # the bars of the progress(...) loops running, innermost last
+        self.dispatch = {cls: getattr(self, "eval_" + cls.__name__.lower(), None) or missing_handler(cls)
+                         for cls in node_classes()}
+        # The stdlib is run into the prelude on the first name no scope has (eval_name): most
+        # programs and every start-up pay nothing for it until then.
+        self.stdlib_pending = load_prelude
+
+    # ---- entry points ----------------------------------------------------------------------
+    def load_stdlib(self) -> None:
+        """Run stdlib/*.ml into the prelude scope (below user globals)."""
+        self.stdlib_pending = False
+        from importlib import resources
+        try:
+            files = sorted(p for p in resources.files("tapeml.stdlib").iterdir() if p.name.endswith(".ml"))
+        except (ModuleNotFoundError, FileNotFoundError):
+            return
+        for path in files:
+            text = path.read_text(encoding="utf-8")
+            name = f"{STDLIB_PREFIX}/{path.name}"
+            self.sources[name] = text
+            key = (name, text)
+            if key not in _STDLIB_TREES:     # trees are immutable: parse each file once per process
+                _STDLIB_TREES[key] = parse(text, name)
+            self.exec_block(_STDLIB_TREES[key].body, self.prelude)
+
+    def run(self, source: str, filename: str = "<input>", echo=None, env: Env | None = None):
+        """Parse and run a program. `echo(value)` is called for each top-level expression
+        statement with a non-none value that did not end in ';' (the REPL)."""
+        self.sources[filename] = source
+        program = parse(source, filename)
+        env = env or self.globals
+        if filename not in ("<input>", "<string>") and os.path.exists(filename):
+            self.dir_stack.append(os.path.dirname(os.path.abspath(filename)))
+        else:
+            self.dir_stack.append(os.getcwd())
+        stmt = None
+        try:
+            for stmt in program.body:
+                if echo is not None and type(stmt) is A.ExprStmt:
+                    value = self.eval(stmt.expr, env)
+                    if value is not None and not stmt.silent:
+                        try:
+                            echo(value)
+                        except LangError as e:      # a value the display refuses (too deeply nested)
+                            raise e.with_span(stmt.span) from None
+                else:
+                    self.exec_stmt(stmt, env)
+        except RecursionError:
+            # deep nesting outside any function call (those convert it themselves)
+            self.depth = 0
+            raise RecursionErr("the computation nests too deeply (an expression or a value "
+                               "nested beyond Python's stack)", stmt.span if stmt else None) from None
+        finally:
+            self.dir_stack.pop()
+
+    # ---- evaluation core -------------------------------------------------------------------
+    def eval(self, node, env):
+        return self.dispatch[type(node)](node, env)
+
+    def exec_stmt(self, node, env):
+        return self.dispatch[type(node)](node, env)
+
+    def exec_block(self, body, env):
+        dispatch = self.dispatch
+        for stmt in body:
+            dispatch[type(stmt)](stmt, env)
+
+    # ---- statements ------------------------------------------------------------------------
+    def eval_exprstmt(self, node, env):
+        return self.eval(node.expr, env)
+
+    def eval_number(self, node, env):
+        return node.value
+
+    def eval_bool(self, node, env):
+        return node.value
+
+    def eval_nonelit(self, node, env):
+        return None
+
+    def eval_string(self, node, env):
+        parts = node.parts
+        if len(parts) == 1 and type(parts[0]) is str:
+            return parts[0]
+        # a list, not a generator: a generator consumed by C code re-enters the evaluator on
+        # the C stack, and deep recursion through it crashed the process (segfault)
+        try:
+            texts = [p if type(p) is str else self.eval_formatted(p, env) if type(p) is A.Formatted
+                     else format_value(self.eval(p, env)) for p in parts]
+            limits.check_join("the interpolated string", texts)
+        except LangError as e:
+            raise e.with_span(node.span) from None
+        return "".join(texts)
+
+    def eval_formatted(self, node, env):
+        """"{x:.3f}": the value under its format spec (formatspec.py); errors at the spec."""
+        value = self.eval(node.value, env)
+        try:
+            return apply_spec(value, spec_of(node.spec))
+        except LangError as e:
+            raise e.with_span(node.span) from None
+
+    def eval_name(self, node, env):
+        name = node.name
+        e = env
+        while e is not None:
+            v = e.vars
+            if name in v:
+                return v[name]
+            e = e.parent
+        if self.stdlib_pending:
+            self.load_stdlib()
+            return self.eval_name(node, env)
+        raise self.unknown_name(name, node.span, env)
+
+    def work_bar(self, total: int, desc: str):
+        """A progress bar for a builtin's own long loop (jacobian's backward passes), drawn as
+        a progress(...) loop's is, once it has run a while (lang/evaluator/progress.py, work_bar)."""
+        return progress.work_bar(self, total, desc)
+
+    def unknown_name(self, name, span, env) -> NameErr:
+        if name in FOREIGN_WORDS:
+            return NameErr(f"undefined name '{name}'; tapeml writes {FOREIGN_WORDS[name]}", span)
+        if name.lower() in ("nan", "inf", "infinity"):    # printed as words, but not literals
+            return NameErr(f"undefined name '{name}'; tapeml has no {name} literal: write "
+                           f"{'0 / 0' if name.lower() == 'nan' else '1 / 0'}", span)
+        names = env.names()
+        close = difflib.get_close_matches(name, names, 1, 0.7)
+        hint = f"; did you mean '{close[0]}'?" if close else ""
+        return NameErr(f"undefined name '{name}'{hint}", span)
+
+    def eval_tuplelit(self, node, env):
+        return tuple([self.eval(x, env) for x in node.items])     # a list: see eval_string
+
+    def eval_recordlit(self, node, env):
+        return Record({name: self.eval(x, env) for name, x in node.fields})
+
+    def eval_lambda(self, node, env):
+        return Function("<anonymous>", node.params, node.body, env, node.span)
+
+    def eval_logical(self, node, env):
+        """Short-circuit on single bools; elementwise (both sides evaluated) when the left side
+        is a bool matrix, so masks combine: x[x > 2 and x < 5]."""
+        left = self.eval(node.left, env)
+        rl = raw(left)
+        if isinstance(rl, np.ndarray) and rl.dtype == np.bool_:
+            right = raw(self.eval(node.right, env))
+            if not (isinstance(right, (bool, np.bool_)) or (isinstance(right, np.ndarray) and right.dtype == np.bool_)):
+                raise TypeErr(f"'{node.op}' combines a bool matrix with bools or bool matrices, got "
+                              f"{describe(right)}", node.right.span)
+            try:
+                return ops.logical(rl, right, op=node.op)
+            except ValueError:
+                raise self.shape_error(node.op, rl, right, node.span) from None
+        left = self.condition_value(left, node.left, f"'{node.op}' operand")
+        if node.op == "and":
+            return left and self.condition(node.right, env, "'and' operand")
+        return left or self.condition(node.right, env, "'or' operand")
+
+    def eval_unary(self, node, env):
+        v = self.eval(node.operand, env)
+        if node.op == "not":
+            r = raw(v)
+            if isinstance(r, (bool, np.bool_)) or (isinstance(r, np.ndarray) and r.dtype == np.bool_):
+                return ops.logical_not(r)
+            raise TypeErr(f"'not' needs true/false or a bool matrix, got {describe(v)}", node.span)
+        if not is_numeric(v):
+            raise TypeErr(f"unary '{node.op}' needs a number or a matrix, got {describe(v)}", node.span)
+        return ops.neg(v) if node.op == "-" else v
+
+    def eval_binary(self, node, env):
+        dispatch = self.dispatch
+        left, right = node.left, node.right
+        # the commonest operands inline: a name in the innermost scope, a number literal
+        tl = type(left)
+        if tl is A.Name and left.name in env.vars:
+            a = env.vars[left.name]
+        else:
+            a = dispatch[tl](left, env)
+        tr = type(right)
+        if tr is A.Number:
+            b = right.value
+        elif tr is A.Name and right.name in env.vars:
+            b = env.vars[right.name]
+        else:
+            b = dispatch[tr](right, env)
+        ta, tb = type(a), type(b)
+        if ta is float and tb is float:
+            fast = FLOAT_OPS.get(node.op)
+            if fast is not None:
+                return fast(a, b)
+        elif (ta is np.ndarray or ta is Box) and (tb is float or tb is np.ndarray or tb is Box):
+            try:
+                return BINARY[node.op](a, b)
+            except Exception:
+                pass               # binary() repeats it and says what went wrong
+        return self.binary(node.op, a, b, node.op_span or node.span)
+
+    def binary(self, op, a, b, span):
+        ta, tb = type(a), type(b)
+        if (ta is float or ta is np.ndarray or ta is Box) and (tb is float or tb is np.ndarray or tb is Box):
+            try:
+                return BINARY[op](a, b)
+            except (ValueError, TypeError) as e:
+                raise self.shape_error(op, a, b, span) from e
+            except MemoryError:
+                raise self.memory_error(op, a, b, span) from None
+            except LangError as e:          # the size guard (lang/array/limits.py)
+                raise e.with_span(span)
+        if is_numeric(a) and is_numeric(b):
+            try:
+                return BINARY[op](a, b)
+            except (ValueError, TypeError) as e:
+                raise self.shape_error(op, a, b, span) from e
+            except MemoryError:
+                raise self.memory_error(op, a, b, span) from None
+            except LangError as e:          # the size guard (lang/array/limits.py)
+                raise e.with_span(span)
+        ra, rb = raw(a), raw(b)
+        if op in ("==", "!="):
+            try:
+                same = values_equal(ra, rb)
+            except LangError as e:          # a value nested past limits.MAX_NESTING
+                raise e.with_span(span) from None
+            return same if op == "==" else not same
+        if op == "+" and isinstance(ra, str) and isinstance(rb, str):
+            try:
+                limits.check_join("the joined string", (ra, rb))
+            except LangError as e:
+                raise e.with_span(span) from None
+            return ra + rb
+        if op == "+" and isinstance(ra, tuple) and isinstance(rb, tuple):
+            n = len(ra) + len(rb)
+            if n > limits.MAX_ELEMENTS:
+                raise limits.elements_error("'+' of two tuples", n).with_span(span)
+            return ra + rb          # the items keep the tape: tracked values pass through unchanged
+        if op == "*" and isinstance(ra, str) and isinstance(rb, float):
+            return self.repeat_string(ra, rb, span)
+        if op in ("<", "<=", ">", ">=") and isinstance(ra, str) and isinstance(rb, str):
+            return {"<": ra < rb, "<=": ra <= rb, ">": ra > rb, ">=": ra >= rb}[op]
+        hint = ""
+        if op == "+" and (isinstance(ra, str) or isinstance(rb, str)):
+            hint = '; to build a string use interpolation: "{x}"'
+        elif op == "+" and (isinstance(ra, tuple) or isinstance(rb, tuple)):
+            hint = "; '+' joins two tuples: write t + (x,) to append one item"
+        elif callable(getattr(ra, "fn", None)) or isinstance(ra, Function) or \
+                callable(getattr(rb, "fn", None)) or isinstance(rb, Function):
+            hint = "; call the function first, e.g. pi() rather than pi"
+        raise TypeErr(f"cannot apply '{op}' to {describe(a)} and {describe(b)}{hint}", span)
+
+    def repeat_string(self, s, n, span):
+        if not float(n).is_integer() or n < 0:
+            shown = s if len(s) <= 20 else s[:17] + "..."
+            hint = ""
+            try:
+                float(s)
+                hint = f"; if \"{shown}\" is meant as a number, write it without quotes"
+            except ValueError:
+                pass
+            raise ValueErr(f"a string can only be repeated a whole, non-negative number of times, got "
+                           f"\"{shown}\" * {format_value(n)}{hint}", span)
+        size = limits.utf8_len(s) * n
+        if size == 0:
+            return ""          # "" * 1e300 is "" (and int(1e300) copies would not fit an index)
+        try:
+            limits.check_string_bytes("the repeated string", size)
+        except LangError as e:
+            raise e.with_span(span) from None
+        return s * int(n)
+
+    def memory_error(self, op, a, b, span) -> LangError:
+        sa, sb = np.shape(raw(a)), np.shape(raw(b))
+        try:
+            out = np.broadcast_shapes(sa, sb)
+            need = f"a result of shape {shape_text(out)} ({format_gb(math.prod(out) * 8)})"
+        except ValueError:
+            need = "the result"
+        return ValueErr(f"not enough memory for '{op}' of {shape_text(sa)} and {shape_text(sb)}: "
+                        f"{need} does not fit", span)
+
+    def shape_error(self, op, a, b, span) -> LangError:
+        sa, sb = np.shape(raw(a)), np.shape(raw(b))
+        if op == "@":
+            if len(sa) == 0 or len(sb) == 0:
+                return TypeErr("'@' is the matrix product and needs a vector or matrix on both sides; "
+                               "use '*' to scale by a number", span)
+            inner_a = sa[-1]
+            inner_b = sb[0] if len(sb) == 1 else sb[-2]
+            return ShapeError(f"matrix product {shape_text(sa)} @ {shape_text(sb)}: the inner sizes "
+                              f"{inner_a} and {inner_b} differ", span)
+        msg = f"cannot {OP_WORDS.get(op, op)} {shape_text(sa)} and {shape_text(sb)}: the shapes do not broadcast"
+        if op == "*" and len(sa) == 2 and len(sb) == 2 and sa[1] == sb[0]:
+            msg += "; for the matrix product use '@'"
+        return ShapeError(msg, span)
+
+    def eval_transpose(self, node, env):
+        v = self.eval(node.operand, env)
+        if not is_numeric(v):
+            raise TypeErr(f"cannot transpose {describe(v)}", node.span)
+        return ops.transpose(v)
+
+    def eval_range(self, node, env):
+        return self.range_plan(node, env).values()
+
+    def range_plan(self, node, env):
+        """The range a:s:b checked and planned (ranges.Range): a value asks it for the vector,
+        a for loop walks it (a tracked start or step reaches every element; the end only sets
+        the length)."""
+        start, start_given = self.range_bound(node.start, env, "start", keep=True)
+        stop = self.range_bound(node.stop, env, "end")
+        step, step_given = ((1.0, 1.0) if node.step is None
+                            else self.range_bound(node.step, env, "step", keep=True))
+        plan = plan_range(start, step, stop, node.span)
+        if type(start_given) is Box:
+            plan.given_start = start_given
+        if type(step_given) is Box:
+            plan.given_step = step_given
+        return plan
+
+    def range_bound(self, node, env, what, keep=False):
+        tracked = self.eval(node, env)
+        v = raw(tracked)
+        if isinstance(v, np.ndarray) and v.size == 1:
+            v = float(v.reshape(()))
+        if not isinstance(v, (float, int)) or isinstance(v, bool):
+            raise TypeErr(f"the {what} of a range must be a number, got {describe(v)}", node.span)
+        return (float(v), tracked) if keep else float(v)
+
+    def eval_field(self, node, env):
+        obj = self.eval(node.obj, env)
+        r = raw(obj)
+        if isinstance(r, Record):
+            try:
+                return r.fields[node.name]
+            except KeyError:
+                close = difflib.get_close_matches(node.name, list(r.fields), 1)
+                hint = f"; did you mean '{close[0]}'?" if close else ""
+                raise NameErr(f"the record has no field '{node.name}'{hint} "
+                              f"(fields: {', '.join(r.fields) or 'none'})", node.span) from None
+        raise TypeErr(f"cannot read field '{node.name}' of {describe(obj)}; only records have fields",
+                      node.span)
+
+    def eval_matrix(self, node, env):
+        rows = [[self.eval(x, env) for x in row] for row in node.rows]
+        if not rows:
+            return np.zeros(0, dtype=ops.FLOAT["dtype"])
+        for row, row_nodes in zip(rows, node.rows):
+            for v, n in zip(row, row_nodes):
+                if not is_numeric(v):
+                    raise TypeErr(f"a matrix holds numbers, got {describe(v)}", n.span)
+        plain = all(type(v) is float for row in rows for v in row)
+        if plain:
+            if node.stacked:
+                n0 = len(rows[0])
+                for i, row in enumerate(rows):
+                    if len(row) != n0:
+                        raise ShapeError(f"the rows of a matrix literal differ in length: row 0 has {n0} "
+                                         f"elements, row {i} has {len(row)}", node.span)
+                return np.array(rows, dtype=ops.FLOAT["dtype"])
+            return np.array(rows[0], dtype=ops.FLOAT["dtype"])
+        try:
+            built = [self.matrix_row(row) for row in rows]
+            if not node.stacked:
+                return built[0]
+            built = [ops.reshape(r, shape=(1, -1)) if len(ops.shape_of(r)) < 2 else r for r in built]
+            return ops.concat(*built, dim=0)
+        except ValueErr as e:
+            if getattr(e, "operation", None) is None:
+                raise
+            raise limits.elements_error(f"the matrix literal (a result of {shape_text(e.operation[1])})",
+                                        e.operation[2]).with_span(node.span) from None
+        except ValueError as e:
+            raise ShapeError(f"cannot build the matrix: the pieces do not fit "
+                             f"({'; '.join(', '.join(shape_text(ops.shape_of(v)) for v in row) for row in rows)})",
+                             node.span) from e
+
+    def matrix_row(self, row):
+        shapes = [ops.shape_of(v) for v in row]
+        if all(len(s) == 0 for s in shapes):
+            if all(isinstance(raw(v), (bool, np.bool_)) for v in row):
+                return np.array([bool(raw(v)) for v in row])
+            return ops.stack(*row, dim=0)
+        if len(row) == 1:
+            return row[0]
+        if any(len(s) >= 2 for s in shapes):
+            parts = [ops.reshape(v, shape=(1, 1)) if len(s) == 0 else
+                     ops.reshape(v, shape=(1, -1)) if len(s) == 1 else v for v, s in zip(row, shapes)]
+            return ops.concat(*parts, dim=-1)
+        parts = [ops.reshape(v, shape=(1,)) if len(s) == 0 else v for v, s in zip(row, shapes)]
+        return ops.concat(*parts, dim=0)

@@ -1,0 +1,250 @@
+"""Room for deep recursion: the rest of a deep computation runs on a thread with a large stack.
+
+A tapeml call nests several Python frames, and a call that goes through a builtin (map, grad,
+sort_by, ...) also nests C frames of the Python interpreter, which the thread's C stack must
+hold: 8 MB on the main thread, and a recursion through map that deep used to overflow it and
+kill the process (a segfault) long before the language's limit of 20,000 nested calls. So when
+the calls of an ordinary thread nest HOP_DEPTH deep, the evaluator (lang/evaluator/calls.py) runs the rest
+of that call on a *deep* thread, whose stack (STACK_BYTES of address space, touched only as
+deep as the program goes) holds the language's limit through any builtin, and waits for it.
+Programs that never nest that deep never leave their thread (so a window opened by show() in the
+REPL stays on the main thread), and one that does pays one hand-over (15 to 50 microseconds)
+each time its calls cross that depth.
+
+The deep thread runs in the session state of the thread it works for (lang/array/context.py), in a
+copy of its context variables and with its NumPy error state (tapeml ignores floating-point
+warnings: 1 / 0 is inf without a word), with Python's recursion limit raised to DEEP_LIMIT while it runs (a budget of about 1 KB of C stack
+per Python frame, many times what any path of the evaluator takes, so Python's RecursionError
+comes before the stack runs out). Ctrl-C (and the command line's SIGTERM) arrives in the waiting
+thread, which hands it to the deep thread (PyThreadState_SetAsyncExc): the computation unwinds
+there as it would have here, and the waiting thread raises it.
+
+`SHALLOW_LIMIT` is Python's recursion limit for the part of a program that runs on the ordinary
+thread: the command line and the kernel set it for the process, a Session while it runs
+(`running`, which also ignores NumPy's floating-point warnings in the calling thread, as the
+command line does: NumPy keeps that setting per thread). This module needs nothing of tapeml
+but the session state.
+"""
+from __future__ import annotations
+
+import contextvars
+import sys
+import threading
+import time
+
+import numpy as np
+
+from tapeml.array import context
+
+HOP_DEPTH = 1000                # tapeml calls nested on an ordinary thread before the hand-over:
+                                # at most about 0.5 MB of C stack (through map, the deepest path)
+STACK_BYTES = 1 << 30           # the deep thread's stack (address space; pages are used on touch)
+FALLBACK_BYTES = (256 << 20, 64 << 20)      # when the system refuses a stack that large
+BYTES_PER_FRAME = 1024          # the C stack allowed for each Python frame on the deep thread
+DEEP_LIMIT = STACK_BYTES // BYTES_PER_FRAME     # about a million Python frames
+SHALLOW_LIMIT = 200_000         # Python's recursion limit while tapeml runs on an ordinary thread
+KEEP_IDLE = 2                   # deep threads kept waiting for the next hand-over
+RETIRE_AFTER_S = 0.05           # a deep thread that worked this long may have touched much stack:
+                                # it ends, which gives its stack back
+
+
+_TLS = threading.local()
+
+
+def on_deep_stack() -> bool:
+    """True on a deep thread (its calls never hand over again)."""
+    return getattr(_TLS, "deep", False)
+
+
+# ---- Python's recursion limit, raised while something needs it --------------------------------
+_LIMIT_LOCK = threading.Lock()
+_WANTED: list[int] = []         # the limits asked for by the runs in progress
+_SAVED = [0]                    # the limit before the first of them
+
+
+def _raise_limit(n: int) -> None:
+    with _LIMIT_LOCK:
+        if not _WANTED:
+            _SAVED[0] = sys.getrecursionlimit()
+        _WANTED.append(n)
+        if sys.getrecursionlimit() < n:
+            sys.setrecursionlimit(n)
+
+
+def _lower_limit(n: int) -> None:
+    with _LIMIT_LOCK:
+        _WANTED.remove(n)
+        want = max(_WANTED, default=_SAVED[0])
+        if sys.getrecursionlimit() > want:
+            try:
+                sys.setrecursionlimit(want)
+            except RecursionError:       # this thread is deeper than that: keep the higher limit
+                pass
+
+
+class running:
+    """`with running(state):` a Session's method: its state is the thread's current one, NumPy's
+    floating-point warnings are off in this thread and Python's recursion limit is at least
+    SHALLOW_LIMIT (as on the command line), all put back after (the limit when no other run
+    needs it)."""
+    __slots__ = ("state", "errstate")
+
+    def __init__(self, state: context.State):
+        self.state = state
+        self.errstate = np.errstate(all="ignore")
+
+    def __enter__(self):
+        _raise_limit(SHALLOW_LIMIT)
+        self.errstate.__enter__()
+        self.state.enter()
+        return self
+
+    def __exit__(self, *exc):
+        self.state.leave()
+        self.errstate.__exit__(*exc)
+        _lower_limit(SHALLOW_LIMIT)
+        return False
+
+
+# ---- the deep threads ------------------------------------------------------------------------
+class _Job:
+    __slots__ = ("fn", "args", "state", "variables", "errors", "lock", "done", "running", "cancel",
+                 "result", "error")
+
+    def __init__(self, fn, args, state):
+        self.fn, self.args, self.state = fn, args, state
+        self.variables = contextvars.copy_context()     # the caller's context variables
+        self.errors = np.geterr()                       # and NumPy error state
+        self.lock = threading.Lock()        # guards running and cancel
+        self.done = threading.Lock()
+        self.done.acquire()                 # released by the deep thread when the job is over
+        self.running = False
+        self.cancel = None                  # an interrupt that came before the job started
+        self.result = self.error = None
+
+
+class _Worker(threading.Thread):
+    def __init__(self, stack_bytes: int):
+        super().__init__(name="tapeml-deep-stack", daemon=True)
+        import queue
+        self.jobs = queue.SimpleQueue()
+        self.limit = stack_bytes // BYTES_PER_FRAME
+
+    def run(self):
+        _TLS.deep = True
+        while True:
+            try:
+                job = self.jobs.get()
+                if job is None:
+                    return
+                self.work(job)
+            except BaseException:   # noqa: BLE001 - an interrupt that landed after its job ended
+                continue
+
+    def work(self, job: _Job):
+        job.state.enter()
+        try:
+            with job.lock:
+                cancel = job.cancel
+                job.running = cancel is None
+            if cancel is not None:
+                raise cancel()
+            job.result = job.variables.run(_call_with_errstate, job.errors, job.fn, job.args)
+        except BaseException as e:  # noqa: BLE001 - handed to the waiting thread, which raises it
+            job.error = e
+        # From here on nothing is handed over; one handed over just before is cleared (it may
+        # also land in these lines: they repeat until they are through).
+        while True:
+            try:
+                with job.lock:
+                    job.running = False
+                _set_async_exc(self.ident, None)
+                break
+            except BaseException:   # noqa: BLE001
+                continue
+        job.state.leave()
+        job.done.release()
+
+
+def _call_with_errstate(errors, fn, args):
+    with np.errstate(**errors):
+        return fn(*args)
+
+
+_POOL_LOCK = threading.Lock()
+_IDLE: list[_Worker] = []
+
+
+def _start_worker():
+    """A new deep thread, or None when the system gives none (then the caller runs the work)."""
+    with _POOL_LOCK:                    # threading.stack_size is process-wide
+        for size in (STACK_BYTES,) + FALLBACK_BYTES:
+            try:
+                old = threading.stack_size(size)
+            except (ValueError, RuntimeError):
+                continue
+            try:
+                worker = _Worker(size)
+                worker.start()
+                return worker
+            except RuntimeError:        # "can't start new thread": no memory for this stack
+                continue
+            finally:
+                threading.stack_size(old)
+    return None
+
+
+def _set_async_exc(ident: int, exc) -> None:
+    """Raise `exc` (a class) in the thread `ident` at its next instruction; None clears one."""
+    import ctypes
+    arg = ctypes.py_object(exc) if exc is not None else ctypes.c_void_p(0)
+    ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(ident), arg)
+
+
+def run_deep(fn, *args):
+    """fn(*args) on a deep thread, in the calling thread's session state; returns its result or
+    raises its exception. On a deep thread already (or when none can be made), runs it here."""
+    if getattr(_TLS, "deep", False):
+        return fn(*args)
+    with _POOL_LOCK:
+        worker = _IDLE.pop() if _IDLE else None
+    if worker is None:
+        worker = _start_worker()
+        if worker is None:
+            return fn(*args)
+    job = _Job(fn, args, context.current())
+    interrupted = None
+    start = time.monotonic()
+    _raise_limit(worker.limit)
+    try:
+        worker.jobs.put(job)
+        while True:
+            try:
+                # a timeout, so that a signal noted without waking this thread (one delivered to
+                # another thread, _thread.interrupt_main) is still handled here within 50 ms
+                if job.done.acquire(timeout=0.05):
+                    break
+            except BaseException as e:  # noqa: BLE001 - Ctrl-C, SIGTERM: the deep thread gets it
+                interrupted = interrupted or e
+                with job.lock:
+                    if job.running:
+                        _set_async_exc(worker.ident, type(e))
+                    else:
+                        job.cancel = type(e)
+    finally:
+        _lower_limit(worker.limit)
+    with _POOL_LOCK:
+        if time.monotonic() - start < RETIRE_AFTER_S and len(_IDLE) < KEEP_IDLE:
+            _IDLE.append(worker)
+        else:
+            worker.jobs.put(None)
+    error, result = job.error, job.result
+    job.error = job.result = None
+    if error is not None:
+        try:
+            raise error
+        finally:
+            error = None
+    if interrupted is not None:
+        raise interrupted
+    return result

@@ -1,0 +1,290 @@
+"""The `tapeml` command: scripts, -c, the REPL, and the docs builder.
+
+    tapeml FILE.ml [ARGS...]   run a script (ARGS are available as the tuple `ARGS`)
+    tapeml -c CODE             run a string
+    tapeml -i FILE.ml          run a file, then open the REPL with its variables
+    tapeml                     the REPL (reads a script from stdin when it is not a terminal)
+    tapeml docs build|check    build or check the generated docs
+    tapeml kernel install      install the Jupyter kernel (lang/faces/kernel.py)
+
+Exit status: 0 success, 1 language error, 2 bad usage, 130 interrupted (Ctrl-C), 143 terminated
+(SIGTERM) and 129 hung up (SIGHUP), both handled as Ctrl-C is: a file being written keeps its old
+content and its temporary file is removed (builtins/files.py).
+"""
+from __future__ import annotations
+
+import os
+import sys
+
+USAGE = """usage: tapeml [--debug] [--dtype float32|float64] FILE.ml [ARGS...]
+       tapeml [--debug] [--dtype float32|float64] -c CODE
+       tapeml [--debug] [--dtype float32|float64] -i FILE.ml
+       tapeml [--dtype float32|float64]   (interactive session)
+       tapeml docs build|check [--root DIR] [--kernel NAME|none]
+       tapeml kernel install [--user | --sys-prefix | --prefix DIR]
+       tapeml -h | --help | -V | --version"""
+
+HELP = USAGE + """
+
+tapeml: a small interpreted matrix language for building, differentiating and training
+transformer pieces by hand. `python -m tapeml` is the same command.
+
+Arguments:
+  FILE.ml [ARGS...]   run a script; ARGS (strings) are the tuple `ARGS` in the program
+  -c CODE [ARGS...]   run CODE, a program given as one string
+  -i FILE.ml          run the file, then open the interactive session with its variables
+  (none)              the interactive session; with piped input, run the program read from stdin
+  docs build|check    regenerate docs/ from the builtin registry / check that it is up to date
+                      and prints the same on another machine (--kernel: its OpenBLAS kernel)
+  kernel install      install the Jupyter kernel "tapeml" (needs the extra tapeml[jupyter])
+
+Options (before FILE, -c or -i; later ones are passed to the program in ARGS):
+  --dtype float32|float64   the floating-point type of matrices (default float64)
+  --debug                   show the Python traceback of an internal error
+  -h, --help                this help, then exit
+  -V, --version             the version, then exit
+
+Exit status:
+  0    success
+  1    a language error (its message, place and caret are written to stderr)
+  2    bad usage: an unknown option, a missing or unreadable file
+  129  hung up (SIGHUP: the terminal closed), handled as SIGTERM is
+  130  interrupted (Ctrl-C)
+  141  the reader of the output went away (tapeml x.ml | head)
+  143  terminated (SIGTERM): a file being written keeps its old content, its temporary file removed
+
+Environment:
+  TAPEML_HISTORY    the interactive session's history file (default ~/.tapeml_history)
+  TAPEML_PROGRESS   0, off, false or no turns progress bars off
+  TAPEML_MALLOC     'default' keeps glibc's malloc settings (tapeml tunes them for NumPy)
+  NO_COLOR          set: no colour in the session's error messages
+  MPLBACKEND        a matplotlib backend to use instead of Agg for figures
+  COLUMNS, LINES    the width and height the session lays matrices out for when the terminal
+                    does not say (default 80x24)
+"""
+
+
+def _usage_error(message: str) -> int:
+    print(f"tapeml: {message}\n{USAGE}", file=sys.stderr)
+    return 2
+
+
+def run_source(interp, source: str, filename: str, debug: bool = False) -> int:
+    """Run one program; print a language error the way users see it. Returns the exit code."""
+    from tapeml.syntax.errors import InternalError, LangError, render
+    tune_runtime()
+    try:
+        interp.run(source, filename)
+    except LangError as e:
+        sys.stdout.flush()
+        print(render(e, interp.sources), file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        sys.stdout.flush()
+        print("Interrupted (Ctrl-C)", file=sys.stderr)
+        return 130
+    except Terminated as e:
+        sys.stdout.flush()
+        print(f"Terminated ({e.name})", file=sys.stderr)
+        return 128 + e.signum
+    except BrokenPipeError:     # the reader went away (`tapeml x.ml | head`): stop quietly
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+        except (OSError, ValueError):
+            pass
+        return 141
+    except RecursionError:
+        print("RecursionError: the program nests too deeply", file=sys.stderr)
+        return 1
+    except MemoryError:
+        print("MemoryError: the computation ran out of memory", file=sys.stderr)
+        return 1
+    except Exception as e:  # a bug in tapeml: say so, without a traceback unless --debug
+        if debug:
+            raise
+        kind = "InternalError" if isinstance(e, InternalError) else type(e).__name__
+        print(f"InternalError: {kind}: {e}\n  this is a bug in tapeml; run with --debug for the "
+              f"Python traceback", file=sys.stderr)
+        return 1
+    return 0
+
+
+def tune_runtime() -> None:
+    """Process settings for running tapeml programs (the command line only, never on import):
+
+    - glibc returns large freed blocks to the kernel, and NumPy temporaries of a few MB are then
+      faulted in again on every step (up to 2x at mid sizes); keeping them in the heap avoids
+      it (mallopt M_MMAP_THRESHOLD / M_TRIM_THRESHOLD). TAPEML_MALLOC=default turns this off.
+    - the objects made at start-up (AST, builtins, stdlib) move to the cyclic collector's
+      permanent generation, so collections during a program do not rescan them."""
+    import gc
+    if os.environ.get("TAPEML_MALLOC") != "default" and sys.platform.startswith("linux"):
+        try:
+            import ctypes
+            libc = ctypes.CDLL("libc.so.6")
+            libc.mallopt(-3, 32 * 1024 * 1024)      # M_MMAP_THRESHOLD (its maximum on 64-bit)
+            libc.mallopt(-1, 512 * 1024 * 1024)     # M_TRIM_THRESHOLD
+        except (OSError, AttributeError):
+            pass
+    gc.freeze()
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    from tapeml.evaluator.stack import SHALLOW_LIMIT       # (deeper calls continue on a big-stack thread: lang/evaluator/stack.py)
+    sys.setrecursionlimit(max(sys.getrecursionlimit(), SHALLOW_LIMIT))
+    debug = False
+    dtype = None
+    while argv and (argv[0].startswith("--") or argv[0] in ("-h", "-V")):
+        flag = argv.pop(0)
+        if flag == "--debug":
+            debug = True
+        elif flag in ("--version", "-V"):
+            from tapeml import __version__
+            print(f"tapeml {__version__}")
+            return 0
+        elif flag in ("--help", "-h"):
+            print(HELP, end="")
+            return 0
+        elif flag == "--dtype" or flag.startswith("--dtype="):
+            if flag == "--dtype":
+                if not argv:
+                    return _usage_error("--dtype needs float32 or float64")
+                dtype = argv.pop(0)
+            else:
+                dtype = flag.split("=", 1)[1]
+        else:
+            return _usage_error(f"unknown option '{flag}'")
+    if argv and argv[0] == "docs":
+        from .docs.check import main
+        return main(argv[1:])
+    if argv and argv[0] == "kernel":
+        from tapeml.faces.kernel import main as kernel_main
+        return kernel_main(argv[1:])
+    from tapeml.evaluator.interpreter import Interpreter
+    if dtype is not None:
+        from tapeml.array import ops
+        try:
+            ops.set_dtype(dtype)
+        except ValueError as e:
+            return _usage_error(str(e))
+    if argv and argv[0] == "-c":
+        if len(argv) < 2:
+            return _usage_error("-c needs the code to run")
+        interp = Interpreter()
+        _warn_late_options(argv[2:])
+        interp.prelude.vars["ARGS"] = tuple(argv[2:])
+        return exit_code(run_source(interp, argv[1], "<string>", debug))
+    if argv and argv[0] == "-i":
+        if len(argv) < 2:
+            return _usage_error("-i needs a file")
+        interp = Interpreter()
+        code = run_file(interp, argv[1], argv[2:], debug)
+        if code == 2:
+            return code
+        if not sys.stdin.isatty():     # piped input: run it after the script, with its names
+            source = _stdin_source()
+            return exit_code(1 if source is None else run_source(interp, source, "<stdin>", debug) or code)
+        from tapeml.faces.repl import run_repl
+        return run_repl(interp)
+    if argv and argv[0].startswith("-"):
+        return _usage_error(f"unknown option '{argv[0]}'")
+    if argv:
+        interp = Interpreter()
+        return exit_code(run_file(interp, argv[0], argv[1:], debug))
+    interp = Interpreter()
+    if not sys.stdin.isatty():
+        source = _stdin_source()
+        return exit_code(1 if source is None else run_source(interp, source, "<stdin>", debug))
+    from tapeml.faces.repl import run_repl
+    return run_repl(interp)
+
+
+def _warn_late_options(args: list[str]) -> None:
+    """tapeml's own options after the script name are the script's ARGS; say so, since
+    `tapeml run.ml --dtype float32` otherwise runs in float64 without a word."""
+    for a in args:
+        name = a.split("=", 1)[0]
+        if name in ("--dtype", "--debug"):
+            print(f"tapeml: warning: '{a}' comes after the script, so it is passed to the script in ARGS; "
+                  f"put tapeml's options first: tapeml {name} ... FILE.ml", file=sys.stderr)
+
+
+def run_file(interp, path: str, args: list[str], debug: bool) -> int:
+    if not os.path.isfile(path):
+        why = "it is a directory" if os.path.isdir(path) else "no such file"
+        print(f"tapeml: cannot open '{path}': {why}", file=sys.stderr)
+        return 2
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError as e:
+        print(f"tapeml: cannot read '{path}': {e.strerror or e}", file=sys.stderr)
+        return 2
+    source = _decode(data, path)
+    if source is None:
+        return 1
+    _warn_late_options(args)
+    interp.prelude.vars["ARGS"] = tuple(args)
+    return run_source(interp, source, path, debug)
+
+
+def _decode(data: bytes, filename: str) -> str | None:
+    """A script's text; None after printing the error when it is not UTF-8 (line:col of the byte)."""
+    from tapeml.syntax.errors import LangError, render
+    from tapeml.syntax.lexer import decode_source
+    try:
+        return decode_source(data, filename)
+    except LangError as e:
+        print(render(e, getattr(e, "source", None)), file=sys.stderr)
+        return None
+
+
+def _stdin_source() -> str | None:
+    return _decode(sys.stdin.buffer.read(), "<stdin>")
+
+
+def exit_code(code: int) -> int:
+    sys.stdout.flush()
+    return code
+
+
+class Terminated(BaseException):
+    """Raised by the SIGTERM and SIGHUP handlers: unwinds like KeyboardInterrupt (a write in
+    progress removes its temporary file), and generic handlers (`except Exception`) never
+    swallow it. The exit status is 128 + the signal's number, as the shell reports a kill."""
+
+    def __init__(self, signum: int = 15):
+        super().__init__(signum)
+        self.signum = signum
+
+    @property
+    def name(self) -> str:
+        return "SIGHUP" if self.signum == 1 else "SIGTERM"
+
+
+def _on_sigterm(signum, frame):
+    raise Terminated(signum)
+
+
+def entry() -> None:
+    import signal
+    signal.signal(signal.SIGTERM, _on_sigterm)
+    # the terminal closed: unwind as for SIGTERM, unless SIGHUP is ignored (nohup keeps it so)
+    if hasattr(signal, "SIGHUP") and signal.getsignal(signal.SIGHUP) is signal.SIG_DFL:
+        signal.signal(signal.SIGHUP, _on_sigterm)
+    try:
+        code = main()
+    except Terminated as e:     # outside a program run (the REPL, the docs builder)
+        print(f"Terminated ({e.name})", file=sys.stderr)
+        code = 128 + e.signum
+    except KeyboardInterrupt:   # outside a program run too (an error being printed, a docs build)
+        sys.stdout.flush()
+        print("Interrupted (Ctrl-C)", file=sys.stderr)
+        code = 130
+    sys.exit(code)
+
+
+if __name__ == "__main__":
+    entry()

@@ -1,0 +1,539 @@
+"""The Jupyter kernel: tapeml in notebooks (JupyterLab, Notebook, VS Code).
+
+    tapeml kernel install [--user | --sys-prefix | --prefix DIR]   install the kernelspec "tapeml"
+    python -m tapeml.faces.kernel -f CONNECTION_FILE                      what Jupyter starts
+
+A wrapper kernel on ipykernel's `Kernel` base class: ipykernel owns the protocol (ZeroMQ
+sockets, message signing, heartbeat, interrupts, stdout/stderr as stream messages) and this
+module answers the requests with the existing pieces of the language:
+
+    execute       Interpreter.run; each echoed value (the REPL's rule: a top-level expression
+                  not ending in ';', as IPython's ast_node_interactivity='all') becomes an
+                  execute_result with text/plain (values.display_value at 80 columns) and, for
+                  matrices and records, text/html (html_value); errors the protocol's error
+                  reply (ename the kind, evalue the message, traceback the CLI's rendering);
+                  figures as image/png display data after show() and at the end of each cell,
+                  none left open between cells; `ans` holds the last echoed value
+    complete      repl.completions (names, record fields, builtin signatures)
+    inspect       builtins.help.help_text (the page `?name` shows: a cell `?name` returns it as
+                  a pager payload, as IPython does)
+    is_complete   parser.is_complete
+    interrupt     stops the running cell, and each cell sent before the interrupt that had not
+                  started; the variables set so far are kept (see "Interrupts" below)
+
+metakernel was considered and not used: its value is magics, a shell and a parallel mode built
+around a REPL process it drives through pexpect or a `do_execute_direct` hook; tapeml runs in the
+kernel's own process, needs none of the magics (and would have to disable %-syntax clashing with
+its `%` operator), and ipykernel's base class is the one the Jupyter project maintains and
+documents for wrapper kernels, with fewer dependencies.
+
+The interpreter is made in one place, `_new_session()`.
+
+Interrupts. ipykernel ignores SIGINT between requests (SIG_IGN) and installs Python's
+default_int_handler only while it handles one, so an interrupt sent just after an execute_request
+was lost when it reached the kernel before the request (the cell then ran on forever), and one that
+arrived in the request's handler outside the cell's own `try` (before do_execute, or while the
+reply was built) escaped into ipykernel's loop ("KeyboardInterrupt caught in kernel", no reply).
+This kernel installs its own SIGINT handler for its whole life instead (pre_handler_hook and
+post_handler_hook no longer swap handlers). The handler notes when the interrupt arrived and
+raises KeyboardInterrupt only inside an armed region, the evaluation of a cell and the drawing of
+its figures, and only once per region (a second Ctrl-C does not break the first one's unwinding).
+So an interrupt
+
+    - stops the running cell: raised in its evaluation or figures, or, arriving between those
+      parts, it ends the cell as interrupted once they are done;
+    - stops each cell that had not started when it arrived and whose request was sent before it
+      (its header date, stamped by the client, is not later than the interrupt): such a cell does
+      not start. That is the cell an interrupt overtook on its way to the kernel, and cells queued
+      behind the interrupted one that stop-on-error did not abort (they reached the kernel late);
+    - sent while the kernel was idle, stops nothing sent after it.
+
+The comparison uses one clock when client and kernel share a machine; a remote client whose clock
+runs behind the kernel's would see an idle interrupt stop a cell sent within that lag.
+
+ipykernel (7.x, with its shell-channel thread) also raced after an error reply: it sends the reply,
+then sets its "aborting" flag and posts the message that ends the aborting; a request the client
+sent on seeing the reply could overtake that message and come back `aborted`, so the cell after an
+interrupted one was sometimes not run. Here the end-of-aborting message is posted before the reply
+goes out (`_post_stop_aborting`), so the requests that reached the kernel before the error was
+replied are aborted (Jupyter's stop-on-error) and none sent on seeing the reply is, and
+`_abort_queues` only sets the flag.
+"""
+from __future__ import annotations
+
+import base64
+import html
+import re
+import signal
+import sys
+import threading
+from datetime import datetime, timezone
+
+import numpy as np
+
+from tapeml import __version__
+from tapeml.syntax.errors import LangError, render
+from tapeml.syntax.parser import is_complete
+from tapeml.faces.repl import ANS, completions
+from tapeml.array.tape import raw
+from tapeml.array.values import (Record, _edge_indices, _leaf_text, _scalar, display_value, format_value,
+                     shape_text)
+
+KERNEL_NAME = "tapeml"
+DISPLAY_NAME = "tapeml"
+HTML_MAX_ROWS = 20          # a larger matrix shows its first and last rows with a ⋮ row between
+HTML_MAX_COLS = 20          # likewise for columns, with a ... column
+HTML_MAX_FIELDS = 50        # a record's fields in the table
+
+LANGUAGE_INFO = {
+    "name": "tapeml",
+    "version": __version__,
+    "mimetype": "text/x-tapeml",
+    "file_extension": ".ml",
+    "pygments_lexer": "tapeml",
+    "codemirror_mode": "text/x-tapeml",
+}
+
+
+def _new_session():
+    """The interpreter a kernel runs its cells in (the one place it is made)."""
+    from tapeml.evaluator.interpreter import Interpreter
+    interp = Interpreter(out=sys.stdout)
+    interp.progress_out = _PlainStream(sys.stderr)     # progress bars as plain lines
+    return interp
+
+
+class _PlainStream:
+    """A stream that says it is no terminal, so progress bars write plain log lines."""
+
+    def __init__(self, stream):
+        self.stream = stream
+
+    def write(self, text):
+        return self.stream.write(text)
+
+    def flush(self):
+        self.stream.flush()
+
+    def isatty(self):
+        return False
+
+
+# ---- text/html for matrices and records --------------------------------------------------------
+
+TABLE_STYLE = "font-family: monospace; text-align: right"
+
+
+def html_value(v) -> str | None:
+    """An HTML table for a matrix (a vector as one row) or a record, or None for other values.
+    The cells are the printer's numbers (values.format_number); a large matrix shows its first
+    and last rows and columns, with ⋮ and ... between; the caption gives the shape."""
+    v = raw(v)
+    if isinstance(v, np.ndarray) and v.ndim in (1, 2) and v.size > 0:
+        return _html_matrix(v)
+    if isinstance(v, Record):
+        return _html_record(v)
+    return None
+
+
+def _html_matrix(a: np.ndarray) -> str:
+    is_bool = a.dtype == np.bool_
+    kind = "bool " if is_bool else ""
+    caption = f"{a.shape[0]}-element {kind}vector" if a.ndim == 1 else f"{shape_text(a.shape)} {kind}matrix"
+    m = a.reshape(1, -1) if a.ndim == 1 else a
+    rows = _edge_indices(m.shape[0], HTML_MAX_ROWS)
+    cols = _edge_indices(m.shape[1], HTML_MAX_COLS)
+    out = [f'<table style="{TABLE_STYLE}">', f"<caption>{html.escape(caption)}</caption>"]
+    for i in rows:
+        cells = []
+        for j in cols:
+            if i is None:
+                text = "⋱" if j is None else "⋮"
+            else:
+                text = "…" if j is None else _scalar(m[i, j], is_bool)
+            cells.append(f"<td>{html.escape(text)}</td>")
+        out.append("<tr>" + "".join(cells) + "</tr>")
+    out.append("</table>")
+    return "\n".join(out)
+
+
+def _html_record(r: Record) -> str:
+    names = list(r.fields)
+    caption = f"record, {len(names)} field{'s' * (len(names) != 1)}"
+    out = [f'<table style="font-family: monospace; text-align: left">',
+           f"<caption>{html.escape(caption)}</caption>"]
+    for name in names[:HTML_MAX_FIELDS]:
+        value = raw(r.fields[name])
+        text = _leaf_text(value) if isinstance(value, np.ndarray) else format_value(value, True)
+        if len(text) > 80:
+            text = text[:77] + "..."
+        out.append(f"<tr><td>{html.escape(name)}</td><td>{html.escape(text)}</td></tr>")
+    if len(names) > HTML_MAX_FIELDS:
+        out.append(f"<tr><td>⋮</td><td>{len(names) - HTML_MAX_FIELDS} more fields</td></tr>")
+    out.append("</table>")
+    return "\n".join(out)
+
+
+def mime_bundle(value) -> dict:
+    """The data of an execute_result for `value`: text/plain always, text/html for matrices
+    and records."""
+    data = {"text/plain": display_value(value)}
+    page = html_value(value)
+    if page is not None:
+        data["text/html"] = page
+    return data
+
+
+# ---- the kernel ---------------------------------------------------------------------------------
+
+INTERRUPTED = ("KeyboardInterrupt", "interrupted; the variables set so far are kept",
+               "Interrupted: the variables set so far are kept")
+INTERRUPTED_BEFORE_START = ("KeyboardInterrupt", "interrupted before the cell started; nothing ran",
+                            "Interrupted before the cell started: nothing ran")
+
+
+def _sent_at(parent) -> datetime | None:
+    """When the client sent a request (its header's date, timezone-aware), or None."""
+    date = parent.get("header", {}).get("date")
+    if isinstance(date, str):
+        try:
+            date = datetime.fromisoformat(date.replace("Z", "+00:00"))
+        except ValueError:
+            return None
+    if not isinstance(date, datetime):
+        return None
+    return date if date.tzinfo is not None else date.replace(tzinfo=timezone.utc)
+
+
+def _kernel_class():
+    """The Kernel subclass (ipykernel imported only when a kernel starts: DESIGN.md rule 10)."""
+    from ipykernel.kernelbase import Kernel
+
+    class TapemlKernel(Kernel):
+        implementation = "tapeml"
+        implementation_version = __version__
+        language = "tapeml"
+        language_version = __version__
+        language_info = LANGUAGE_INFO
+        banner = (f"tapeml {__version__}: a matrix language with a reverse-mode tape; "
+                  f"?name for a builtin's help")
+        help_links = []
+
+        def __init__(self, **kwargs):
+            super().__init__(**kwargs)
+            from tapeml.builtins import plot
+            self.interp = _new_session()
+            self.cells = 0
+            self._armed = False              # a SIGINT now raises KeyboardInterrupt (in a cell)
+            self._interrupts = 0             # SIGINTs received
+            self._interrupted_at = None      # when the latest one arrived (UTC)
+            self._stop_aborting_for = None   # the request whose end-of-aborting message is posted
+            plot.set_publisher(self._publish_png)
+
+        # -- interrupts (see the module's docstring) ----------------------------------------
+        def start(self):
+            super().start()
+            if threading.current_thread() is threading.main_thread():    # where signals can be set
+                signal.signal(signal.SIGINT, self._on_sigint)
+
+        def pre_handler_hook(self):
+            """ipykernel swaps in default_int_handler around each request; the kernel's own
+            handler stays (an interrupt outside a cell never raises into ipykernel's loop)."""
+
+        def post_handler_hook(self):
+            pass
+
+        def _on_sigint(self, signum, frame):
+            now = datetime.now(timezone.utc)
+            if self._interrupted_at is None or now > self._interrupted_at:
+                self._interrupted_at = now
+            self._interrupts += 1
+            if self._armed:
+                self._armed = False          # once: the unwinding is not interrupted again
+                raise KeyboardInterrupt
+
+        def _armed_call(self, since, fn, *args):
+            """fn(*args) with a SIGINT raising KeyboardInterrupt inside it: (result, False), or
+            (None, True) when an interrupt stopped it, or came after the count `since` (the
+            moment before arming). Python runs signal handlers in the main thread only: a cell
+            in a subshell's thread is not armed."""
+            if threading.current_thread() is not threading.main_thread():
+                return fn(*args), False
+            try:
+                try:
+                    self._armed = True
+                    if self._interrupts != since:
+                        self._armed = False
+                        raise KeyboardInterrupt
+                    return fn(*args), False
+                finally:
+                    self._armed = False
+            except KeyboardInterrupt:
+                self._armed = False
+                return None, True
+
+        def set_parent(self, ident, parent, channel="shell"):
+            """Also tag the output of print (sys.stdout, sys.stderr) with the request, as
+            IPython's kernel does, so clients file the stream under its cell."""
+            super().set_parent(ident, parent, channel)
+            if channel == "shell":
+                for stream in (sys.stdout, sys.stderr):
+                    if hasattr(stream, "set_parent"):
+                        stream.set_parent(parent)
+
+        # -- execute --------------------------------------------------------------------
+        def do_execute(self, code, silent, store_history=True, user_expressions=None,
+                       allow_stdin=False, *, cell_meta=None, cell_id=None):
+            parent = self.get_parent("shell")
+            self._stop_aborting_for = None
+            self.silent = silent
+            self.interp.out = sys.stdout
+            interrupts = self._interrupts       # first: a later one is seen by the count
+            sent, last = _sent_at(parent), self._interrupted_at
+            if sent is not None and last is not None and sent <= last:
+                # sent before an interrupt that came while it waited: the cell does not start
+                error = INTERRUPTED_BEFORE_START
+                payload = []
+            else:
+                result, interrupted = self._armed_call(interrupts, self._run_cell, code)
+                error, payload = (INTERRUPTED, []) if interrupted else result
+            error = self._show_figures(error)
+            if error is None and self._interrupts != interrupts:   # came between the parts
+                error = INTERRUPTED
+            if error is None:
+                return {"status": "ok", "execution_count": self.execution_count,
+                        "payload": payload, "user_expressions": {}}
+            ename, evalue, text = error
+            content = {"ename": ename, "evalue": evalue, "traceback": text.split("\n"),
+                       "execution_count": self.execution_count}
+            if not silent:
+                self.send_response(self.iopub_socket, "error", content)
+                if parent.get("content", {}).get("stop_on_error", True):
+                    self._post_stop_aborting(parent)
+            return {"status": "error", **content}
+
+        def _run_cell(self, code):
+            """Run a cell: (error or None, payload); an error is (ename, evalue, traceback text)."""
+            stripped = code.strip()
+            if re.fullmatch(r"\?\s*[A-Za-z_]\w*|[A-Za-z_]\w*\?", stripped):     # ?name, name?
+                return self._help_cell(stripped.strip("?").strip())
+            self.cells += 1
+            interp = self.interp
+            try:
+                interp.run(code, f"In[{self.execution_count}]", echo=self._echo)
+            except LangError as e:
+                return (e.kind, e.message, render(e, interp.sources)), []
+            except RecursionError:
+                return ("RecursionError", "the program nests too deeply",
+                        "RecursionError: the program nests too deeply"), []
+            except MemoryError:
+                return ("MemoryError", "the computation ran out of memory",
+                        "MemoryError: the computation ran out of memory"), []
+            except Exception as e:  # noqa: BLE001 - a bug in tapeml must not end the kernel
+                message = f"{type(e).__name__}: {e}; this is a bug in tapeml"
+                return ("InternalError", message, f"InternalError: {message}"), []
+            finally:
+                self._flush()
+            return None, []
+
+        def _show_figures(self, error):
+            """The cell's figures as images (after an error or an interrupt too), then none stays
+            open; an interrupt while they are drawn closes the rest and ends the cell as
+            interrupted. Returns the cell's error."""
+            from tapeml.builtins import plot
+
+            def publish():
+                try:
+                    plot.publish_open()
+                except Exception as e:  # noqa: BLE001 - a figure that cannot be drawn
+                    plot.close_all()
+                    sys.stderr.write(f"warning: a figure could not be drawn ({type(e).__name__}: {e})\n")
+
+            _, interrupted = self._armed_call(self._interrupts, publish)
+            if interrupted:
+                plot.close_all()
+                self._flush()
+                return error or INTERRUPTED
+            return error
+
+        def _post_stop_aborting(self, parent):
+            """Post ipykernel's end-of-aborting message now, before the error reply goes out (the
+            module's docstring says why); `_abort_queues` then only sets the flag. Without the
+            shell-channel thread (ipykernel 6) the base class does it all."""
+            thread = getattr(self, "shell_channel_thread", None)
+            post = getattr(self, "_post_dummy_stop_aborting_message", None)
+            if thread is None or post is None:
+                return
+            thread.io_loop.add_callback(post, parent["header"].get("subshell_id"))
+            self._stop_aborting_for = parent["header"].get("msg_id")
+
+        def _abort_queues(self, subshell_id=None):
+            parent = self.get_parent("shell")
+            if self._stop_aborting_for is None or \
+                    self._stop_aborting_for != parent.get("header", {}).get("msg_id"):
+                return super()._abort_queues(subshell_id)
+            self._stop_aborting_for = None
+            if subshell_id is None:
+                self._aborting = True
+            else:
+                self.shell_channel_thread.manager.set_subshell_aborting(subshell_id, True)
+
+        def _echo(self, value):
+            self.interp.globals.vars[ANS] = value      # `ans`: the last echoed value
+            if self.silent:
+                return
+            self._flush()
+            self.send_response(self.iopub_socket, "execute_result",
+                               {"execution_count": self.execution_count,
+                                "data": mime_bundle(value), "metadata": {}})
+
+        def _publish_png(self, png: bytes):
+            if getattr(self, "silent", False):
+                return
+            self._flush()
+            self.send_response(self.iopub_socket, "display_data",
+                               {"data": {"image/png": base64.b64encode(png).decode("ascii"),
+                                         "text/plain": "<figure>"},
+                                "metadata": {}})
+
+        def _help_cell(self, name):
+            from tapeml.builtins.help import help_text
+            try:
+                text = help_text(name or None, self.interp)
+            except LangError as e:
+                return (e.kind, e.message, f"{e.kind}: {e.message}"), []
+            # a pager payload, as IPython answers `?name`: JupyterLab shows it below the cell
+            return None, [{"source": "page", "data": {"text/plain": text}, "start": 0}]
+
+        def _flush(self):
+            for stream in (sys.stdout, sys.stderr):
+                try:
+                    stream.flush()
+                except (AttributeError, ValueError, OSError):
+                    pass
+
+        # -- complete, inspect, is_complete ----------------------------------------------
+        def do_complete(self, code, cursor_pos):
+            cursor_pos = len(code) if cursor_pos is None else cursor_pos
+            found = completions(code[:cursor_pos], self.interp)
+            replace = max((c.replace for c in found), default=0)
+            return {"status": "ok", "matches": [c.text for c in found],
+                    "cursor_start": cursor_pos - replace, "cursor_end": cursor_pos,
+                    "metadata": {"_jupyter_types_experimental": [
+                        {"text": c.text, "start": cursor_pos - c.replace, "end": cursor_pos,
+                         "signature": c.meta} for c in found]}}
+
+        def do_inspect(self, code, cursor_pos, detail_level=0, omit_sections=()):
+            from tapeml.builtins.help import help_text
+            name = _word_at(code, len(code) if cursor_pos is None else cursor_pos)
+            if not name:
+                return {"status": "ok", "found": False, "data": {}, "metadata": {}}
+            try:
+                text = help_text(name, self.interp)
+            except LangError:
+                return {"status": "ok", "found": False, "data": {}, "metadata": {}}
+            return {"status": "ok", "found": True, "data": {"text/plain": text}, "metadata": {}}
+
+        def do_is_complete(self, code):
+            status = is_complete(code)
+            if status == "incomplete":
+                from tapeml.faces.repl import next_indent
+                return {"status": "incomplete", "indent": next_indent(code.rstrip("\n"))}
+            return {"status": status}
+
+    return TapemlKernel
+
+
+def _word_at(code: str, cursor: int) -> str:
+    """The name under or just before the cursor (a `fn(` call's name when the cursor is inside
+    its parentheses right after the opening one)."""
+    start = cursor
+    while start > 0 and (code[start - 1].isalnum() or code[start - 1] == "_"):
+        start -= 1
+    end = cursor
+    while end < len(code) and (code[end].isalnum() or code[end] == "_"):
+        end += 1
+    word = code[start:end]
+    if not word and start > 0 and code[start - 1] == "(":
+        return _word_at(code, start - 1)
+    return word if re.fullmatch(r"[A-Za-z_]\w*", word or "") else ""
+
+
+# ---- install ------------------------------------------------------------------------------------
+
+INSTALL_USAGE = "usage: tapeml kernel install [--user | --sys-prefix | --prefix DIR] [--name NAME]"
+
+
+def kernel_spec() -> dict:
+    return {"argv": [sys.executable, "-m", "tapeml.faces.kernel", "-f", "{connection_file}"],
+            "display_name": DISPLAY_NAME, "language": "tapeml",
+            "interrupt_mode": "signal", "metadata": {"debugger": False}}
+
+
+def install(user: bool = False, prefix: str | None = None, name: str = KERNEL_NAME) -> str:
+    """Install the kernelspec through jupyter_client's KernelSpecManager; returns its folder."""
+    import json
+    import tempfile
+    import os
+    from jupyter_client.kernelspec import KernelSpecManager
+    with tempfile.TemporaryDirectory() as tmp:
+        with open(os.path.join(tmp, "kernel.json"), "w", encoding="utf-8") as f:
+            json.dump(kernel_spec(), f, indent=1)
+        return KernelSpecManager().install_kernel_spec(tmp, name, user=user, prefix=prefix)
+
+
+def main(argv: list[str]) -> int:
+    """`tapeml kernel install ...` (the command line's `kernel` word)."""
+    if not argv or argv[0] != "install":
+        print(INSTALL_USAGE, file=sys.stderr)
+        return 2
+    user, prefix, name = False, None, KERNEL_NAME
+    args = argv[1:]
+    while args:
+        flag = args.pop(0)
+        if flag == "--user":
+            user = True
+        elif flag == "--sys-prefix":
+            prefix = sys.prefix
+        elif flag == "--prefix" and args:
+            prefix = args.pop(0)
+        elif flag == "--name" and args:
+            name = args.pop(0)
+        elif flag in ("-h", "--help"):
+            print(INSTALL_USAGE)
+            return 0
+        else:
+            print(f"tapeml: kernel install: unknown option '{flag}'\n{INSTALL_USAGE}", file=sys.stderr)
+            return 2
+    if user and prefix is not None:
+        print(f"tapeml: kernel install: --user and --prefix/--sys-prefix exclude each other\n{INSTALL_USAGE}",
+              file=sys.stderr)
+        return 2
+    try:
+        import jupyter_client  # noqa: F401
+    except ImportError:
+        print("tapeml: the kernel needs the jupyter extra: pip install 'tapeml[jupyter]'", file=sys.stderr)
+        return 1
+    try:
+        path = install(user=user, prefix=prefix, name=name)
+    except OSError as e:
+        print(f"tapeml: cannot install the kernel: {e.strerror or e} (try --user)", file=sys.stderr)
+        return 1
+    print(f"installed the kernel '{name}' in {path}")
+    return 0
+
+
+def launch() -> None:
+    """Start a kernel (python -m tapeml.faces.kernel -f CONNECTION_FILE)."""
+    try:
+        from ipykernel.kernelapp import IPKernelApp
+    except ImportError:
+        print("tapeml: the kernel needs the jupyter extra: pip install 'tapeml[jupyter]'", file=sys.stderr)
+        sys.exit(1)
+    from tapeml.evaluator.stack import SHALLOW_LIMIT       # (deeper calls continue on a big-stack thread: lang/evaluator/stack.py)
+    sys.setrecursionlimit(max(sys.getrecursionlimit(), SHALLOW_LIMIT))
+    IPKernelApp.launch_instance(kernel_class=_kernel_class())
+
+
+if __name__ == "__main__":
+    launch()

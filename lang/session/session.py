@@ -1,0 +1,507 @@
+"""The Python API: a `Session` runs tapeml code and trades values with Python.
+
+    import tapeml
+    s = tapeml.Session(dtype="float64", seed=0)
+    s["x"] = numpy_array           # Python -> tapeml
+    s.run("y = softmax(x)")
+    y = s["y"]                     # tapeml -> Python (a NumPy array)
+
+A Session owns an interpreter (its variables), and a `context.State`: its float type, random
+generator, figures and caches. Every entry point (run, run_file, eval, call, reading and writing
+variables) makes the Session's state the current one of the calling thread while it runs
+(lang/array/context.py), so two Sessions never see each other's dtype, seed or figures, however their
+calls interleave and from whichever threads (one Session used by two threads AT ONCE shares its
+variables, as any Python object would). While it runs, Python's recursion limit is the command
+line's, and a computation nested deeper than lang/evaluator/stack.py's HOP_DEPTH continues on a thread with
+a large stack, so a Session reaches the language's limit of 20,000 nested calls as the command
+line does. Ctrl-C raises KeyboardInterrupt out of the method; the variables set so far stay.
+
+Values, Python -> tapeml: NumPy arrays (and lists of numbers) become matrices in the Session's
+float type (integer and bool arrays included); a 0-d array, int or float a number; bool, str and
+None themselves; tuple a tuple; a dict (name keys) a record. Anything else is a TypeError of the
+language that says where in the value it is (r['w'][2]); an int past the float range is a
+ValueError. tapeml -> Python: matrices are NumPy arrays (copies), numbers float, bools bool,
+strings str, tuples tuple, records dict, functions a Python callable that calls them in the
+Session. Both conversions walk nested values without recursion, so a tuple nested 100,000 deep
+crosses; a value that contains itself is refused.
+"""
+from __future__ import annotations
+
+import math
+import os
+import sys
+from collections.abc import Mapping
+
+import numpy as np
+
+from tapeml.array import context
+from tapeml.syntax.errors import LangError, NameErr, TypeErr, ValueErr
+from tapeml.evaluator.interpreter import Interpreter
+from tapeml.syntax.lexer import KEYWORDS
+from tapeml.array.primitive_table import DTYPES
+from tapeml.evaluator.stack import running
+from tapeml.array.tape import raw
+from tapeml.array.values import MAX_NESTING, Callable, Progress, Record, describe, nesting_error
+
+
+class _Stdout:
+    """sys.stdout at the moment of writing (so pytest's and Jupyter's capture see print)."""
+
+    def write(self, text):
+        return sys.stdout.write(text)
+
+    def __getattr__(self, name):
+        return getattr(sys.stdout, name)
+
+
+class Session:
+    """An independent tapeml session: its own variables, float type, random generator and figures.
+
+    Session(dtype="float64", seed=None, out=None, prelude=True)
+      dtype   "float64" (default) or "float32": the float type of every new matrix
+      seed    a whole number >= 0 for repeatable random draws (as `seed(n)`), or None (OS entropy)
+      out     a text stream for print (default: sys.stdout at the time of writing)
+      prelude load the standard library (softmax, mse, ...) on first use (default True)
+
+    Raises ValueError for an unknown dtype or a seed that is not a whole number >= 0. Language
+    errors in code that a Session runs raise `tapeml.LangError` (with .kind, .message, .line,
+    .column, .file).
+    """
+
+    def __init__(self, dtype: str = "float64", seed: int | None = None, out=None, prelude: bool = True):
+        if not isinstance(dtype, str) or dtype not in DTYPES:
+            raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
+        if seed is not None and not _whole_seed(seed):
+            raise ValueError(f"seed must be a whole number >= 0 or None, got {seed!r}")
+        self.interp = Interpreter(out=out if out is not None else _Stdout(), load_prelude=prelude)
+        values = {"dtype": DTYPES[dtype]}
+        if seed is not None:
+            values["rng"] = np.random.default_rng(int(seed))
+        self.state = context.State(**values)
+
+    # ---- running code ------------------------------------------------------------------------
+    def run(self, source: str, filename: str = "<string>") -> None:
+        """Run a program (statements, as in a .ml file). Its variables stay in the Session.
+        Raises LangError (SyntaxError, ShapeError, ...) with the line and column in `filename`."""
+        _check_source(source, "run")
+        with running(self.state):
+            self.interp.run(source, filename)
+
+    def run_file(self, path) -> None:
+        """Run the .ml file at `path` (its imports resolve next to it). Raises OSError when it
+        cannot be read, LangError when it fails (with .file the path)."""
+        path = os.fspath(path)
+        with open(path, encoding="utf-8") as fh:
+            source = fh.read()
+        with running(self.state):
+            self.interp.run(source, path)
+
+    def eval(self, source: str):
+        """Run `source` and return the value of its last expression statement (one not ended
+        by `;` and not none) as a Python value; None when it has none (only assignments).
+        `s.eval("x @ w")` -> a NumPy array of the product's shape. Raises LangError."""
+        _check_source(source, "eval")
+        last = []
+        with running(self.state):
+            self.interp.run(source, "<string>", echo=last.append)
+            return to_python(self, last[-1]) if last else None
+
+    def call(self, name: str, *args, **kwargs):
+        """Call the function `name` (a user fn, a stdlib or builtin function) with Python
+        arguments, converted as for `s[name] = value`; returns its result as a Python value.
+        `s.call("softmax", np.array([[1., 2.]]))` -> array of shape (1, 2).
+        Raises LangError (NameError when there is no such function, TypeError when it is not one)."""
+        with running(self.state):
+            fn = self._lookup(name)
+            if not isinstance(fn, Callable):
+                raise TypeErr(f"{name} is {describe(fn)}, not a function")
+            return self._call(fn, args, kwargs, name)
+
+    # ---- variables ---------------------------------------------------------------------------
+    def __getitem__(self, name: str):
+        """The variable `name` as a Python value (see the module docstring for the kinds).
+        Raises LangError (NameError) when no scope has it."""
+        with running(self.state):
+            return to_python(self, self._lookup(name))
+
+    def __setitem__(self, name: str, value) -> None:
+        """Set the global variable `name` (a valid tapeml name) to a Python value. Raises
+        LangError (TypeError) for a value tapeml has no kind for (complex, object arrays, ...)."""
+        if not is_name(name):
+            raise NameErr(f"{name!r} is not a variable name" + _keyword_hint(name))
+        with running(self.state):
+            self.interp.globals.vars[name] = to_lang(self, value, name)
+
+    def __contains__(self, name) -> bool:
+        return name in self.interp.globals.vars
+
+    def __delitem__(self, name: str) -> None:
+        del self.interp.globals.vars[name]
+
+    def variables(self) -> list[str]:
+        """The names of the Session's global variables, in the order they were first set."""
+        return list(self.interp.globals.vars)
+
+    def figures(self) -> list:
+        """The Session's open matplotlib figures (drawn by plot, hist, ... and not yet shown)."""
+        from tapeml.builtins import plot
+        with running(self.state):
+            return plot.open_figures()
+
+    # ---- conversions -------------------------------------------------------------------------
+    def _lookup(self, name: str):
+        if self.interp.stdlib_pending and name not in self.interp.globals.vars:
+            self.interp.load_stdlib()
+        try:
+            return self.interp.globals.lookup(name)
+        except (KeyError, TypeError):       # TypeError: an unhashable name
+            raise NameErr(f"{name!r} is not defined") from None
+
+    def _call(self, fn, args, kwargs, name):
+        lang_args = [to_lang(self, a, f"argument {i + 1}{{}} of {name}") for i, a in enumerate(args)]
+        lang_kwargs = {k: to_lang(self, v, f"argument {k}{{}} of {name}") for k, v in kwargs.items()}
+        return to_python(self, self.interp.call(fn, lang_args, lang_kwargs, None))
+
+    def state_dtype(self):
+        """The NumPy float type of the Session's new matrices (set_dtype in the Session changes it)."""
+        return self.state.values["dtype"]
+
+    def __repr__(self):
+        return f"<tapeml.Session dtype={np.dtype(self.state_dtype()).name}, {len(self.interp.globals.vars)} variables>"
+
+
+def _check_source(source, method: str) -> None:
+    if not isinstance(source, str):
+        raise TypeError(f"Session.{method}() takes the program as a str, got {type(source).__name__}")
+
+
+def _whole_seed(seed) -> bool:
+    """A seed is an int (or a whole float, NumPy integer) >= 0; bools, NaN and strings are not."""
+    if isinstance(seed, (bool, np.bool_)):
+        return False
+    if isinstance(seed, (int, np.integer)):
+        return seed >= 0
+    if isinstance(seed, (float, np.floating)):
+        return math.isfinite(seed) and seed >= 0 and float(seed).is_integer()
+    return False
+
+
+def is_name(name) -> bool:
+    """A name the language can write: ASCII letters, digits and _, not a keyword."""
+    return isinstance(name, str) and name.isascii() and name.isidentifier() and name not in KEYWORDS
+
+
+def _keyword_hint(name) -> str:
+    if isinstance(name, str) and name in KEYWORDS:
+        return f" ('{name}' is a keyword of tapeml)"
+    if isinstance(name, str) and name.isidentifier():
+        return " (names are ASCII letters, digits and _)"
+    return ""
+
+
+# ---- Python -> tapeml ----------------------------------------------------------------------------
+_CONTAINER = object()
+
+
+def _max_axes() -> int:
+    """The most axes a NumPy array may have: 64 in NumPy 2, 32 before."""
+    for n in (64, 32):
+        try:
+            np.empty((1,) * n)
+            return n
+        except ValueError:
+            continue
+    return 32
+
+
+MAX_AXES = _max_axes()      # a list nested deeper than this is no matrix
+
+
+def _where(base: str, path: list) -> str:
+    """The place in a value: base followed by the keys (r['w'][2]); a base with '{}' takes the keys
+    there ('argument 1{} of f')."""
+    keys = "".join(f"[{k!r}]" for k in path)
+    return base.replace("{}", keys) if "{}" in base else base + keys
+
+
+def to_lang(session: Session, root, base: str):
+    """The tapeml value of the Python value `root` (see the module docstring). `base` names it in
+    messages ("r", "argument 1 of f"), followed by the place inside it: r['w'][2]. Walks tuples
+    and dicts with an explicit stack, at most values.MAX_NESTING deep (the limit of every walk over
+    a value); a dict or tuple inside itself is refused."""
+    dtype = session.state.values["dtype"]
+    value = _leaf(session, root, base, [], dtype)
+    if value is not _CONTAINER:
+        return value
+    # frames: [the container, its items left (key, value), the converted items, its key]
+    stack = [[root, _items(root, base, []), [], None]]
+    on_path = {id(root)}
+    path: list = []
+    while True:
+        frame = stack[-1]
+        for key, item in frame[1]:
+            path.append(key)
+            value = _leaf(session, item, base, path, dtype)
+            if value is _CONTAINER:
+                if id(item) in on_path:
+                    raise TypeErr(f"{_where(base, path)} is the {_kind(item)} that contains it: "
+                                  f"a value that contains itself has no tapeml form (tapeml values are trees)")
+                if len(stack) >= MAX_NESTING:
+                    raise nesting_error("the Python value")
+                on_path.add(id(item))
+                stack.append([item, _items(item, base, path), [], key])
+                break
+            frame[2].append((key, value))
+            path.pop()
+        else:
+            stack.pop()
+            on_path.discard(id(frame[0]))
+            built = (Record(dict(frame[2])) if isinstance(frame[0], Mapping)
+                     else tuple(v for _, v in frame[2]))
+            if not stack:
+                return built
+            stack[-1][2].append((frame[3], built))
+            path.pop()
+
+
+def _kind(v) -> str:
+    return "dict" if isinstance(v, Mapping) else "tuple"
+
+
+def _items(container, base, path):
+    """(key, item) pairs of a tuple or a dict, the dict's keys checked as field names."""
+    if not isinstance(container, Mapping):
+        return iter(enumerate(container))
+    for k in container:
+        if not is_name(k):
+            hint = _keyword_hint(k) if isinstance(k, str) else ""
+            raise TypeErr(f"{_where(base, path)} has the key {k!r}: a dict becomes a record, whose field "
+                          f"names are names (letters, digits and _){hint}")
+    return iter(container.items())
+
+
+def _leaf(session, v, base, path, dtype):
+    """A value that is not a tuple or a dict, converted; _CONTAINER for a tuple or a dict."""
+    if isinstance(v, (bool, np.bool_)):
+        return bool(v)
+    if isinstance(v, (float, np.floating)) and not isinstance(v, np.complexfloating):
+        return float(v)
+    if isinstance(v, (int, np.integer)):
+        try:
+            return float(v)
+        except OverflowError:
+            digits = _digits(v)
+            raise ValueErr(f"{_where(base, path)} is an int with {digits} digits, too large for a number "
+                           f"(tapeml's numbers are float64: at most about 1.8e308)") from None
+    if v is None or isinstance(v, str):
+        return v
+    if isinstance(v, (tuple, Mapping)):
+        return _CONTAINER
+    if isinstance(v, SessionFunction):
+        if v.session is not session:
+            raise TypeErr(f"{_where(base, path)}: the function {v.fn.name} belongs to another Session")
+        return v.fn
+    if isinstance(v, (np.ndarray, list)):
+        return _matrix(v, base, path, dtype)
+    kind = _python_kind(v)
+    raise TypeErr(f"{_where(base, path)} is {kind}" + (f"; {_HAS}" if kind.startswith("an object") else ""))
+
+
+_HAS = ("tapeml takes numbers, bools, strings, None, NumPy arrays and lists of numbers, tuples, "
+        "and dicts with name keys")
+
+
+def _python_kind(v) -> str:
+    """A Python value's kind in a message, with what to do about it where there is something."""
+    if v is None:
+        return "None"
+    if isinstance(v, str):
+        return f"a string ({v[:20]!r}{'...' if len(v) > 20 else ''})"
+    if isinstance(v, (complex, np.complexfloating)):
+        return f"a complex number ({v!r}): tapeml's numbers are real"
+    if isinstance(v, (set, frozenset)):
+        return "a set (tapeml has no sets: a tuple of its items, tuple(sorted(s)), is the nearest)"
+    if isinstance(v, (bytes, bytearray)):
+        return "bytes (decode them to a str first)"
+    if isinstance(v, Mapping):
+        return "a dict"
+    if hasattr(v, "__array__"):
+        return f"a {type(v).__name__} (convert it with numpy.asarray(...) first)"
+    if callable(v):
+        return f"a Python {type(v).__name__} (tapeml cannot call Python code)"
+    return f"an object of the Python class {type(v).__name__}"
+
+
+def _matrix(v, base, path, dtype):
+    """A NumPy array or a (nested) list of numbers as a matrix of `dtype` (a 0-d array: a number)."""
+    a = None
+    if isinstance(v, np.ma.MaskedArray) and np.ma.getmaskarray(v).any():
+        raise TypeErr(f"{_where(base, path)} is a masked array with masked elements; tapeml has no "
+                      f"mask: fill them first (a.filled(numpy.nan))")
+    try:
+        a = np.asarray(v)
+    except (ValueError, TypeError, RecursionError, OverflowError):
+        pass
+    except MemoryError:
+        raise ValueErr(f"{_where(base, path)}: not enough memory to convert it") from None
+    if a is None or a.dtype.kind not in "biuf":
+        a = _explain_matrix(v, a, base, path)       # raises, or gives the numbers it found
+    if a.ndim == 0:
+        return bool(a) if a.dtype.kind == "b" else float(a)
+    try:
+        return a.astype(dtype)          # a copy: the caller's array stays theirs
+    except MemoryError:
+        raise ValueErr(f"{_where(base, path)}: not enough memory to copy a "
+                       f"{'x'.join(map(str, a.shape))} array") from None
+
+
+_ARRAY_KINDS = {"c": "complex numbers", "U": "strings", "S": "bytes",
+                "M": "dates (datetime64)", "m": "time spans (timedelta64)", "V": "records (a structured dtype)"}
+
+
+def _explain_matrix(v, a, base, path):
+    """Why a list or array is no matrix of numbers (a TypeErr/ValueErr naming the place), or, for
+    an object array or a list of ints too large for int64 but not for a float, its numbers."""
+    if isinstance(v, np.ndarray) and v.dtype.kind != "O":
+        raise TypeErr(f"{_where(base, path)} is a NumPy array of {_ARRAY_KINDS.get(v.dtype.kind, v.dtype.name)}"
+                      f" (dtype {v.dtype}); a matrix holds real numbers")
+    shape = _shape_of(v, base, list(path), 0, set())       # raises for what is no number
+    flat: list = []
+    _flatten(v, flat)
+    return np.array([float(x) for x in flat], dtype=np.float64).reshape(shape)
+
+
+def _flatten(v, out):
+    if isinstance(v, np.ndarray):
+        out.extend(v.reshape(-1).tolist())
+    elif isinstance(v, (list, tuple)):
+        for x in v:
+            _flatten(x, out)
+    else:
+        out.append(v)
+
+
+def _shape_of(v, base, path, depth, seen):
+    """The shape of a nested list of numbers; a TypeErr naming the first item that is no number
+    or that makes the list ragged. Recursion is bounded by MAX_AXES."""
+    if isinstance(v, np.ndarray):
+        if v.dtype.kind == "O":
+            return _shape_of(v.tolist() if v.ndim else v.item(), base, path, depth, seen)
+        if v.dtype.kind not in "biuf":
+            raise TypeErr(f"{_where(base, path)} is a NumPy array of {_ARRAY_KINDS.get(v.dtype.kind, v.dtype.name)}"
+                          f"; a matrix holds real numbers")
+        return v.shape
+    if isinstance(v, (list, tuple)):
+        if id(v) in seen:
+            raise TypeErr(f"{_where(base, path)} is the list that contains it: a value that contains "
+                          f"itself has no tapeml form")
+        if depth >= MAX_AXES:
+            raise TypeErr(f"{_where(base, [])}: the list is nested more than {MAX_AXES} deep; "
+                          f"a matrix has at most {MAX_AXES} axes")
+        seen.add(id(v))
+        shapes = []
+        for i, x in enumerate(v):
+            path.append(i)
+            shapes.append(_shape_of(x, base, path, depth + 1, seen))
+            if shapes[-1] != shapes[0]:
+                raise TypeErr(f"{_where(base, path[:-1])} is a ragged list: item [0] {_shape_words(shapes[0])} "
+                              f"and item [{i}] {_shape_words(shapes[-1])}; the rows of a matrix have "
+                              f"equal lengths")
+            path.pop()
+        seen.discard(id(v))
+        return (len(v),) + (shapes[0] if shapes else ())
+    if isinstance(v, (bool, np.bool_, int, float, np.integer, np.floating)) and not isinstance(v, np.complexfloating):
+        try:
+            float(v)
+        except OverflowError:
+            raise ValueErr(f"{_where(base, path)} is an int with {_digits(v)} digits, too large "
+                           f"for a number (tapeml's numbers are float64: at most about 1.8e308)") from None
+        return ()
+    raise TypeErr(f"{_where(base, path)} is {_python_kind(v)}; a list or array given to tapeml holds numbers")
+
+
+def _digits(n) -> int:
+    """The number of decimal digits of a (large) int, without str() (Python refuses str of an
+    int with more than 4300 digits)."""
+    n = abs(int(n))
+    d = int(n.bit_length() * 0.30102999566398120) + 1
+    return d if n >= 10 ** (d - 1) else d - 1
+
+
+def _shape_words(shape) -> str:
+    """'is a number', 'has 2 items', 'has the shape 2x3'."""
+    if not shape:
+        return "is a number"
+    if len(shape) == 1:
+        return f"has {shape[0]} item{'' if shape[0] == 1 else 's'}"
+    return f"has the shape {'x'.join(map(str, shape))}"
+
+
+# ---- tapeml -> Python ----------------------------------------------------------------------------
+def to_python(session: Session, root):
+    """The Python value of a tapeml value (see the module docstring), walking tuples and records
+    with an explicit stack, at most values.MAX_NESTING deep."""
+    value = _py_leaf(session, root)
+    if value is not _CONTAINER:
+        return value
+    stack = [[_py_items(root), [], None, root]]
+    while True:
+        frame = stack[-1]
+        for key, item in frame[0]:
+            value = _py_leaf(session, item)
+            if value is _CONTAINER:
+                if len(stack) >= MAX_NESTING:
+                    raise nesting_error("the value")
+                stack.append([_py_items(item), [], key, item])
+                break
+            frame[1].append((key, value))
+        else:
+            stack.pop()
+            r = raw(frame[3])
+            built = dict(frame[1]) if type(r) is Record else tuple(v for _, v in frame[1])
+            if not stack:
+                return built
+            stack[-1][1].append((frame[2], built))
+
+
+def _py_items(v):
+    v = raw(v)
+    return iter(v.fields.items()) if type(v) is Record else iter(enumerate(v))
+
+
+def _py_leaf(session, v):
+    v = raw(v)
+    t = type(v)
+    if t is np.ndarray:
+        return v.copy()
+    if t is bool or t is str or v is None:
+        return v
+    if isinstance(v, np.bool_):
+        return bool(v)
+    if isinstance(v, (float, int, np.floating, np.integer)):
+        return float(v)
+    if t is tuple or t is Record:
+        return _CONTAINER
+    if isinstance(v, Callable):
+        return SessionFunction(session, v)
+    if isinstance(v, Progress):          # progress(items): what its loop walks
+        return to_python(session, v.items)
+    return v
+
+
+class SessionFunction:
+    """A tapeml function handed to Python: calling it converts the arguments and runs it in
+    its Session (`f(x)` is `session.call` of that function)."""
+
+    def __init__(self, session: Session, fn):
+        self.session, self.fn = session, fn
+
+    def __call__(self, *args, **kwargs):
+        with running(self.session.state):
+            return self.session._call(self.fn, args, kwargs, self.fn.name)
+
+    def __repr__(self):
+        return f"<tapeml function {self.fn.signature() if hasattr(self.fn, 'signature') else self.fn.name}>"
+
+
+__all__ = ["Session", "SessionFunction", "LangError"]
