@@ -2,7 +2,7 @@
 follows from its category: Core -> core.py (help -> help.py, the help system), Math -> math.py,
 Arrays -> arrays.py, Statistics & ML -> the ml/ package (split by job), Autodiff -> autodiff.py,
 Random -> random.py, Plotting -> plot.py, IO -> io.py, Linear algebra -> linalg.py, Strings &
-collections -> strings.py. Importing this package registers them all."""
+collections -> strings.py, Reductions & sorting -> reductions.py. Importing this package registers them all."""
 from tapeml.builtins.registry import REGISTRY, Builtin, builtin  # noqa: F401
 from tapeml.builtins import core, math, arrays, ml, autodiff  # noqa: F401  (registration)
 from tapeml.builtins import plot  # noqa: F401  (registration: the Plotting category)

@@ -98,9 +98,9 @@ class Builtin(Callable):
     MISSING = "{name}() is missing the argument '{param}': {signature}"
     UNKNOWN = "{name}() has no parameter '{key}'{hint} (parameters: {names})"
 
-    @property
-    def variadic_at(self):
-        return next((i for i, p in enumerate(self.params) if p.variadic), None)
+    def __post_init__(self):
+        # the binder's per-builtin facts, found once at registration (values.bind_arguments reads them)
+        self.variadic_at = next((i for i, p in enumerate(self.params) if p.variadic), None)
 
     def signature(self) -> str:
         return call_text(self.name, self.params)

@@ -250,3 +250,15 @@ def test_the_whole_primitive_table_exists_once_ops_is_imported():
             "print(n, len(ops.TABLE), 'svd' in ops.TABLE)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120).stdout.split()
     assert out[0] == out[1] and out[2] == "True", out
+
+
+def test_the_dispatch_table_has_one_entry_per_node_kind():
+    """The `ast.node` decorator replaces each annotated draft by a record type; the drafts (still
+    subclasses of Node) are not node kinds, so the table holds each kind once."""
+    from tapeml.evaluator.interpreter import Interpreter
+    from tapeml.syntax import ast as A
+    table = Interpreter(load_prelude=False).dispatch
+    names = [cls.__name__ for cls in table if cls.__module__ == A.__name__]   # (a test may add its own)
+    assert len(names) == len(set(names))
+    kinds = {name for name, v in vars(A).items() if isinstance(v, type) and issubclass(v, A.Node) and v is not A.Node}
+    assert set(names) == kinds

@@ -20,15 +20,15 @@ Two families of programs:
   log_softmax, layer_norm, scaled_dot_product_attention (mask, causal, bias), concat, stack,
   reshape, where, and grad inside the expression;
 - statements: for over vectors, rows, rank-3 slices, tuples, tuples of functions, ranges,
-  strings (and numbers, a known bug); while with break/continue; if/else; named functions
+  strings and numbers; while with break/continue; if/else; named functions
   with defaults and keywords, recursion, closures (late binding, as Python), index and
   augmented index assignment (dynamic indices in loops), field and tuple-item assignment,
   value semantics, destructuring (and `for` destructuring over zip/enumerate), value_and_grad
   and nested grad.
 
-KNOWN_BUGS lists the patterns tapeml currently gets wrong (issues 15 and 16). The generator
-still draws them, but while a name is listed, a case that contains it is redrawn. Remove a
-name once its fix is merged, or run with TAPEML_DIFF_KNOWN="" to include every pattern.
+KNOWN_BUGS lists the patterns tapeml gets wrong while a fix is pending: a case that contains a
+listed pattern is redrawn. It is empty today (the bugs of issues 15 and 16 are fixed, and every
+pattern is drawn); a pattern found wrong again is listed there until its fix is merged.
 
 Options (environment):
     TAPEML_DIFF_N       number of programs of each family (default 300 + 300 in CI)

@@ -65,7 +65,7 @@ def _inv(a):
         return _nan(a.shape, a.dtype)
 
 
-def _vjp_inv(g, ans, res, needs, a):
+def _vjp_inv(g, ans, saved, tracked, a):
     t = transpose(ans)
     return (neg(zmatmul(zmatmul(t, g), t)),)
 
@@ -95,12 +95,12 @@ def _solve(a, b, vec=False):
     return x
 
 
-def _vjp_solve(g, ans, res, needs, a, b, vec=False):
+def _vjp_solve(g, ans, saved, tracked, a, b, vec=False):
     gb_full = solve(transpose(a), g, vec=vec)
     ga = gb = None
-    if needs[1]:
+    if tracked[1]:
         gb = unbroadcast(gb_full, shape_of(b))
-    if needs[0]:
+    if tracked[0]:
         if vec:
             sg, sx = shape_of(gb_full), shape_of(ans)
             outer = zmul(reshape(gb_full, shape=sg + (1,)), reshape(ans, shape=sx[:-1] + (1, sx[-1])))
@@ -135,7 +135,7 @@ def _det(a):
     return python_scalar(np.linalg.det(a))
 
 
-def _vjp_det(g, ans, res, needs, a):
+def _vjp_det(g, ans, saved, tracked, a):
     return (zmul(_bcast_scalar(g, 0), transpose(adjugate(a))),)
 
 
@@ -165,7 +165,7 @@ def _adjugate(a):
     return adj * sign[..., None, None]
 
 
-def _vjp_adjugate(g, ans, res, needs, a):
+def _vjp_adjugate(g, ans, saved, tracked, a):
     n = shape_of(a)[-1]
     if n == 1:
         return (mul(g, 0.0),)
@@ -186,7 +186,7 @@ def _logabsdet(a):
     return python_scalar(np.linalg.slogdet(a)[1])
 
 
-def _vjp_logabsdet(g, ans, res, needs, a):
+def _vjp_logabsdet(g, ans, saved, tracked, a):
     if np.all(np.asarray(raw(ans)) > -np.inf):
         return (zmul(_bcast_scalar(g, 0), transpose(inv(a))),)
     # a singular matrix (log|det| = -inf): A^-T = adj(A)^T / det(A), +-inf where adj is not 0
@@ -207,7 +207,7 @@ def _pinv(a):
         return _nan(a.shape[:-2] + (a.shape[-1], a.shape[-2]), a.dtype)
 
 
-def _vjp_pinv(g, ans, res, needs, a):
+def _vjp_pinv(g, ans, saved, tracked, a):
     x, xt, gt = ans, transpose(ans), transpose(g)
     t1 = neg(zmatmul(zmatmul(xt, g), xt))
     w = zmatmul(gt, zmatmul(x, xt))                       # g^T X X^T            [m, n]
@@ -236,7 +236,7 @@ def _right_solve_t(r, x):
     return transpose(solve(r, transpose(x)))
 
 
-def _vjp_cholesky(g, ans, res, needs, a):
+def _vjp_cholesky(g, ans, saved, tracked, a):
     n = shape_of(a)[-1]
     phi = (np.tril(np.ones((n, n))) / (1.0 + np.eye(n))).astype(FLOAT["dtype"])
     lt = transpose(ans)
@@ -300,7 +300,7 @@ def unpack(packed, sizes):
     return [part(packed, start, shape) for start, shape in sizes]
 
 
-def _vjp_svd(g, ans, res, needs, a):
+def _vjp_svd(g, ans, saved, tracked, a):
     sa = shape_of(a)
     m, n = sa[-2:]
     k = min(m, n)
@@ -371,7 +371,7 @@ def _qr(a):
     return _pack(q * d[..., None, :], r * d[..., :, None], batch=a.shape[:-2])
 
 
-def _vjp_qr(g, ans, res, needs, a):
+def _vjp_qr(g, ans, saved, tracked, a):
     m, n = shape_of(a)[-2:]
     q, r = unpack(ans, qr_sizes(m, n))
     gq, gr = unpack(g, qr_sizes(m, n))
@@ -401,7 +401,7 @@ def _eigh(a):
     return _pack(w, v * _column_signs(v), batch=a.shape[:-2])
 
 
-def _vjp_eigh(g, ans, res, needs, a):
+def _vjp_eigh(g, ans, saved, tracked, a):
     sa = shape_of(a)
     n = sa[-1]
     bs = sa[:-2]

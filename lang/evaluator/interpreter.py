@@ -51,11 +51,13 @@ OP_WORDS = {"+": "add", "-": "subtract", "*": "multiply elementwise", "/": "divi
 
 
 def node_classes() -> list:
-    """Every syntax node class: the subclasses of ast.Node, at any depth."""
+    """Every syntax node class: the subclasses of ast.Node, at any depth, without the drafts that
+    the `ast.node` decorator replaced by their record types."""
     out, todo = [], list(A.Node.__subclasses__())
     while todo:
         cls = todo.pop()
-        out.append(cls)
+        if "_replaced" not in cls.__dict__:
+            out.append(cls)
         todo.extend(cls.__subclasses__())
     return out
 

@@ -63,6 +63,7 @@ def node(cls):
 
     namespace = {k: v for k, v in cls.__dict__.items() if k not in own and k not in ("__dict__", "__weakref__")}
     namespace.update(__slots__=tuple(own), _fields=fields, _defaults=defaults, __init__=__init__)
+    cls._replaced = True        # the annotated draft stays a subclass of Node: walks over them skip it
     return type(cls.__name__, cls.__bases__, namespace)
 
 
