@@ -66,7 +66,8 @@ def _run_and_backward(interp, f, x, boxed, boxes, level, name):
     if not isinstance(r, float) or isinstance(r, bool):
         what = f"a {shape_text(r.shape)} matrix" if isinstance(r, np.ndarray) and r.ndim > 1 else describe(r)
         hint = ("is a 'return' missing?" if r is None else
-                "reduce it first (for example sum(...) or mean(...))")
+                "reduce it first (for example sum(...) or mean(...))" if isinstance(r, np.ndarray) else
+                "the function to differentiate must compute a number from its argument")
         raise ValueErr(f"{name} needs f to return a number, but it returned {what}; {hint}")
     if type(out) is Box and out.level == level:
         grads = backward(out, 1.0, ops.add, ops.shape_of)

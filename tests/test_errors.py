@@ -297,3 +297,11 @@ def test_a_refused_size_past_1e16_is_written_short():
         code, out = run_ml(source)
         first = out.splitlines()[0]
         assert code == 1 and shown in first and not re.search(r"\d{17}", first), out
+
+
+def test_grad_of_a_non_number_hints_by_what_came_back():
+    """'reduce it first' only for a matrix (a newcomer's string result got the sum hint)."""
+    code, out = run_ml('grad(fn(x) -> "a", 1)')
+    assert code == 1 and "returned a string; the function to differentiate must compute a number" in out
+    code, out = run_ml("grad(fn(x) -> [x, x], 1)")
+    assert code == 1 and "returned a vector of length 2; reduce it first (for example sum(...)" in out
