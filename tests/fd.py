@@ -1,10 +1,11 @@
-"""Finite-difference helpers shared by the gradient tests of the vocabulary (linear algebra,
-shapes and elementwise functions): central differences of a scalar function, and a scalar
-loss made of a function's results with fixed random weights."""
+"""Helpers shared by the gradient tests: central differences of a scalar function, a scalar loss
+made of a function's results with fixed random weights, and `grad` of a Python function through
+the builtins' own autodiff (PyInterp stands in for the interpreter: it calls Python functions)."""
 import numpy as np
 
 from tapeml.array import ops
 from tapeml.array.tape import raw
+from tapeml.builtins.autodiff import value_and_grad_impl
 
 
 def leaves(v):
@@ -36,3 +37,16 @@ def weighted(f, inputs, seed=1):
             total = ops.add(total, ops.sum_(ops.mul(y, R)))
         return total
     return loss
+
+
+class PyInterp:
+    """Calls Python functions where the builtins expect the interpreter."""
+    current_call = None
+
+    def call(self, f, args, kwargs, span):
+        return f(*args, **kwargs)
+
+
+def grad(f, x):
+    """grad of the Python function f at x (a matrix, a number or a tree), on the tape."""
+    return value_and_grad_impl(PyInterp(), f, x)[1]

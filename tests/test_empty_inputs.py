@@ -18,6 +18,7 @@ from tapeml.builtins import REGISTRY
 from tapeml.builtins.autodiff import value_and_grad_impl
 from tapeml.evaluator.interpreter import Interpreter
 from tapeml.array.tape import raw
+from fd import PyInterp
 
 HAS_TORCH = importlib.util.find_spec("torch") is not None
 L = np.linalg
@@ -28,13 +29,6 @@ def B(name):
     Interpreter()
     b = REGISTRY[name]
     return lambda *args, **kw: b.fn(*b.bind(list(args), kw))
-
-
-class PyInterp:
-    current_call = None
-
-    def call(self, f, args, kwargs, span):
-        return f(*args, **kwargs)
 
 
 def grad(f, x):

@@ -12,6 +12,7 @@ from tapeml.array.tape import Box, raw
 from tapeml.array.values import Record
 
 from conftest import run_ml
+from fd import PyInterp, fd_grad, grad
 
 
 def block(x, w):
@@ -19,30 +20,6 @@ def block(x, w):
     from tapeml.builtins import REGISTRY
     b = REGISTRY["transformer_block"]
     return b.fn(*b.bind([x, w], {}))
-
-
-class PyInterp:
-    """Calls Python functions where the builtins expect the interpreter."""
-    current_call = None
-
-    def call(self, f, args, kwargs, span):
-        return f(*args, **kwargs)
-
-
-def grad(f, x):
-    return value_and_grad_impl(PyInterp(), f, x)[1]
-
-
-def fd_grad(f, x, h=1e-6):
-    """Central differences of scalar f at array x."""
-    x = np.asarray(x, dtype=np.float64)
-    g = np.zeros_like(x)
-    for i in range(x.size):
-        xp, xm = x.copy(), x.copy()
-        xp.flat[i] += h
-        xm.flat[i] -= h
-        g.flat[i] = (float(raw(f(xp))) - float(raw(f(xm)))) / (2 * h)
-    return g
 
 
 def check(f, *inputs, tol=1e-6):

@@ -16,25 +16,13 @@ import pytest
 
 from tapeml.array import ops
 from tapeml.builtins import REGISTRY
-from tapeml.builtins.autodiff import value_and_grad_impl
 from tapeml.array.tape import raw
 
 from conftest import run_ml
-from fd import fd_grad, weighted
+from fd import fd_grad, grad, weighted
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REF = os.path.join(HERE, "reference")
-
-
-class PyInterp:
-    current_call = None
-
-    def call(self, f, args, kwargs, span):
-        return f(*args, **kwargs)
-
-
-def grad(f, x):
-    return value_and_grad_impl(PyInterp(), f, x)[1]
 
 
 def B(name):

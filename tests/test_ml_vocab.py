@@ -16,7 +16,6 @@ import pytest
 
 from tapeml.array import ops
 from tapeml.builtins import REGISTRY
-from tapeml.builtins.autodiff import value_and_grad_impl
 from tapeml.array.tape import raw
 
 from conftest import run_ml
@@ -28,13 +27,7 @@ HAVE_TORCH = importlib.util.find_spec("torch") is not None
 import sys  # noqa: E402
 sys.path.insert(0, REF)
 import make_ml_reference as mk  # noqa: E402
-
-
-class PyInterp:
-    current_call = None
-
-    def call(self, f, args, kwargs, span):
-        return f(*args, **kwargs)
+from fd import PyInterp, grad
 
 
 def B(name):
@@ -43,10 +36,6 @@ def B(name):
     if b.interp:
         return lambda *args, **kw: b.fn(PyInterp(), *args, **kw)     # Python functions: no binder
     return lambda *args, **kw: b.fn(*b.bind(list(args), kw))
-
-
-def grad(f, x):
-    return value_and_grad_impl(PyInterp(), f, x)[1]
 
 
 def tapeml_outputs(name, a):

@@ -23,11 +23,11 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from tapeml.array import ops
-from tapeml.builtins.autodiff import value_and_grad_impl
 from tapeml.builtins.ml import attention as ml_attention
 from tapeml.evaluator.interpreter import Interpreter
 from tapeml.array.tape import leaf, new_level, raw
 from tapeml.array.values import Record
+from fd import grad
 
 try:
     import torch               # a reference only, never a dependency
@@ -43,17 +43,6 @@ def ev(expr: str, setup: str = ""):
     interp = Interpreter(out=io.StringIO())
     interp.run(setup + "\n__result = " + expr + "\n", "<edges>")
     return raw(interp.globals.vars["__result"])
-
-
-class PyInterp:
-    current_call = None
-
-    def call(self, f, args, kwargs, span):
-        return f(*args, **kwargs)
-
-
-def grad(f, x):
-    return value_and_grad_impl(PyInterp(), f, x)[1]
 
 
 @pytest.fixture(autouse=True)

@@ -17,9 +17,9 @@ from hypothesis import assume, given, settings, strategies as st
 
 from tapeml.array import nn_ops, ops
 from tapeml.builtins.ml import attention as ml_attention
-from tapeml.builtins.autodiff import value_and_grad_impl
 from tapeml.evaluator.interpreter import Interpreter
 from tapeml.array.tape import raw
+from fd import grad
 
 try:
     import torch               # a reference only, never a dependency
@@ -40,17 +40,6 @@ def printed(expr: str, setup: str = "") -> str:
     out = io.StringIO()
     Interpreter(out=out).run(setup + "\nprint(" + expr + ")\n", "<limits>")
     return out.getvalue().rstrip("\n")
-
-
-class PyInterp:
-    current_call = None
-
-    def call(self, f, args, kwargs, span):
-        return f(*args, **kwargs)
-
-
-def grad(f, x):
-    return value_and_grad_impl(PyInterp(), f, x)[1]
 
 
 @pytest.fixture(autouse=True)

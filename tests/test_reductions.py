@@ -20,15 +20,9 @@ from tapeml.builtins.autodiff import value_and_grad_impl
 from tapeml.array.tape import raw
 
 from conftest import run_ml
+from fd import PyInterp, fd_grad
 
 HAS_TORCH = importlib.util.find_spec("torch") is not None
-
-
-class PyInterp:
-    current_call = None
-
-    def call(self, f, args, kwargs, span):
-        return f(*args, **kwargs)
 
 
 def grad(f, x):
@@ -38,17 +32,6 @@ def grad(f, x):
 def B(name):
     b = REGISTRY[name]
     return lambda *args, **kw: b.fn(*b.bind(list(args), kw))
-
-
-def fd_grad(f, x, h=1e-6):
-    x = np.asarray(x, dtype=np.float64)
-    g = np.zeros_like(x)
-    for i in range(x.size):
-        xp, xm = x.copy(), x.copy()
-        xp.flat[i] += h
-        xm.flat[i] -= h
-        g.flat[i] = (float(raw(f(xp))) - float(raw(f(xm)))) / (2 * h)
-    return g
 
 
 def first(v):

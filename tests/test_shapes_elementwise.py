@@ -9,24 +9,12 @@ import pytest
 
 from tapeml.array import ops
 from tapeml.builtins import REGISTRY
-from tapeml.builtins.autodiff import value_and_grad_impl
 from tapeml.array.tape import raw
 
 from conftest import run_ml
-from fd import fd_grad, weighted
+from fd import fd_grad, grad, weighted
 
 HAS_TORCH = importlib.util.find_spec("torch") is not None
-
-
-class PyInterp:
-    current_call = None
-
-    def call(self, f, args, kwargs, span):
-        return f(*args, **kwargs)
-
-
-def grad(f, x):
-    return value_and_grad_impl(PyInterp(), f, x)[1]
 
 
 def B(name):
