@@ -11,7 +11,7 @@ import numpy as np
 from tapeml.syntax.errors import IOErr, LangError, RecursionErr, TypeErr, ValueErr
 from tapeml.syntax.lexer import decode_source
 from tapeml.evaluator.scope import MAX_DEPTH, Env, ReturnSignal
-from tapeml.evaluator.stack import HOP_DEPTH, on_deep_stack, run_deep
+from tapeml.evaluator.stack import HOP_DEPTH, run_deep
 from tapeml.array.tape import raw
 from tapeml.array.values import Callable, Function, Record, bind_arguments, describe
 
@@ -53,8 +53,8 @@ class Calls:
             raise RecursionErr(f"more than {MAX_DEPTH} nested calls (in {fn.name}); "
                                f"is a recursion missing its base case?", span)
         try:
-            if self.depth == HOP_DEPTH and not on_deep_stack():
-                # nested this deep, the rest goes on a thread with room for the limit (lang/evaluator/stack.py)
+            if self.depth % HOP_DEPTH == 0:
+                # every HOP_DEPTH nested calls, the rest goes on a fresh thread (lang/evaluator/stack.py)
                 return run_deep(self.run_body, fn, local)
             body = fn.body
             if type(body) is tuple:

@@ -3,10 +3,12 @@
 A tapeml call nests several Python frames, and a call that goes through a builtin (map, grad,
 sort_by, ...) also nests C frames of the Python interpreter, which the thread's C stack must
 hold: 8 MB on the main thread, and a recursion through map that deep used to overflow it and
-kill the process (a segfault) long before the language's limit of 20,000 nested calls. So when
-the calls of an ordinary thread nest HOP_DEPTH deep, the evaluator (lang/evaluator/calls.py) runs the rest
-of that call on a *deep* thread, whose stack (STACK_BYTES of address space, touched only as
-deep as the program goes) holds the language's limit through any builtin, and waits for it.
+kill the process (a segfault) long before the language's limit of 20,000 nested calls. So every time
+the calls nest another HOP_DEPTH deep, the evaluator (lang/evaluator/calls.py) runs the rest of
+that call on a fresh *deep* thread, whose stack (STACK_BYTES of address space, touched only as
+deep as the program goes) holds the next HOP_DEPTH calls through any builtin, and waits for it
+(Python 3.12 and 3.13 also count C recursion per thread, with a limit that about a thousand calls
+through map reach: a chain of threads keeps each one's count low).
 Programs that never nest that deep never leave their thread (so a window opened by show() in the
 REPL stays on the main thread), and one that does pays one hand-over (15 to 50 microseconds)
 each time its calls cross that depth.
@@ -36,12 +38,14 @@ import numpy as np
 
 from tapeml.array import context
 
-HOP_DEPTH = 1000                # tapeml calls nested on an ordinary thread before the hand-over:
-                                # at most about 0.5 MB of C stack (through map, the deepest path)
-STACK_BYTES = 1 << 30           # the deep thread's stack (address space; pages are used on touch)
-FALLBACK_BYTES = (256 << 20, 64 << 20)      # when the system refuses a stack that large
+HOP_DEPTH = 250                 # tapeml calls nested on one thread before the next hand-over: about
+                                # 0.13 MB of C stack through map (the deepest path); Python 3.12's
+                                # C recursion count stops a thread near 1,000 such calls (measured)
+STACK_BYTES = 64 << 20          # a deep thread's stack (address space; pages are used on touch),
+                                # for HOP_DEPTH calls: hundreds of times what they take
+FALLBACK_BYTES = (16 << 20, 4 << 20)      # when the system refuses a stack that large
 BYTES_PER_FRAME = 1024          # the C stack allowed for each Python frame on the deep thread
-DEEP_LIMIT = STACK_BYTES // BYTES_PER_FRAME     # about a million Python frames
+DEEP_LIMIT = STACK_BYTES // BYTES_PER_FRAME     # about 65,000 Python frames per thread
 SHALLOW_LIMIT = 200_000         # Python's recursion limit while tapeml runs on an ordinary thread
 KEEP_IDLE = 2                   # deep threads kept waiting for the next hand-over
 RETIRE_AFTER_S = 0.05           # a deep thread that worked this long may have touched much stack:
@@ -202,10 +206,10 @@ def _set_async_exc(ident: int, exc) -> None:
 
 
 def run_deep(fn, *args):
-    """fn(*args) on a deep thread, in the calling thread's session state; returns its result or
-    raises its exception. On a deep thread already (or when none can be made), runs it here."""
-    if getattr(_TLS, "deep", False):
-        return fn(*args)
+    """fn(*args) on a fresh deep thread, in the calling thread's session state; returns its result
+    or raises its exception. A deep thread hands over again (each thread then holds at most
+    HOP_DEPTH nested calls: Python 3.12 and later count C recursion per thread and stop it long
+    before 20,000 calls through a builtin); when no thread can be made, runs it here."""
     with _POOL_LOCK:
         worker = _IDLE.pop() if _IDLE else None
     if worker is None:
