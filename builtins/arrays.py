@@ -7,13 +7,13 @@ import numpy as np
 
 from tapeml.array import limits, ops
 from tapeml.builtins.registry import INT_BOUND, P, builtin
+from tapeml.builtins.vocabulary import DIMS
 from tapeml.builtins.util import axis, check_size
 from tapeml.syntax.errors import ShapeError, TypeErr, ValueErr
 from tapeml.array.ranges import RANGE_MAX, RANGE_ULPS, plan_range
 from tapeml.array.tape import raw
 from tapeml.array.values import describe, format_number, format_value, shape_text
 
-DIMS = P("dims", variadic=True, doc="sizes of each axis (whole numbers)")
 
 
 @builtin("zeros", "Arrays", "A matrix of zeros of the given sizes: zeros(3) is a vector, zeros(2, 3) a matrix.",

@@ -5,12 +5,12 @@ import numpy as np
 
 from tapeml.array import ops
 from tapeml.builtins.registry import P, builtin
+from tapeml.builtins.vocabulary import KEEPDIMS, X
 from tapeml.builtins.util import axis
 from tapeml.syntax.errors import ShapeError, TypeErr, ValueErr
 from tapeml.array.tape import raw
 from tapeml.array.values import describe, format_value, shape_text
 
-X = P("x", "array", doc="a number or a matrix of any shape", shape="any")
 
 
 def _elementwise(name, prim, summary, formula, examples, kink="", what="",
@@ -82,8 +82,6 @@ def round_(x, digits):
     return out
 
 
-KEEPDIMS = P("keepdims", "bool", False, doc="keep the reduced axis with size 1, so the result broadcasts against x "
-                                          "(NumPy's keepdims, PyTorch's keepdim)")
 
 
 def _nothing_to_compare(name, x, dim):

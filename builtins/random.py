@@ -13,6 +13,7 @@ import numpy as np
 
 from tapeml.array import context
 from tapeml.builtins.registry import P, builtin, non_negative
+from tapeml.builtins.vocabulary import DIMS
 from tapeml.builtins.util import check_size
 from tapeml.syntax.errors import ShapeError, ValueErr
 from tapeml.array.ops import as_float
@@ -36,7 +37,6 @@ def _out(a: np.ndarray, dims):
     return float(a) if not dims else a
 
 
-DIMS = P("dims", variadic=True, doc="sizes of each axis (whole numbers); none for a single number")
 
 
 @builtin("seed", CAT, "Restart the random number generator from the whole number n.",

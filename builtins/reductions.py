@@ -10,15 +10,13 @@ import numpy as np
 
 from tapeml.array import ops
 from tapeml.builtins.registry import P, builtin, one_of
+from tapeml.builtins.vocabulary import DIM, KEEPDIMS, X
 from tapeml.builtins.util import axis
 from tapeml.syntax.errors import TypeErr, ValueErr
 from tapeml.array.tape import raw
 from tapeml.array.values import describe, format_value
 
 CAT = "Reductions & sorting"
-X = P("x", "array", doc="a number or a matrix of any shape", shape="any")
-DIM = P("dim", "int", None, doc="the axis to reduce (negative counts from the end); none: all elements")
-KEEP = P("keepdims", "bool", False, doc="keep the reduced axis with size 1 (so the result broadcasts against x)")
 DIM_ERR = "ValueError when dim is out of range for x"
 
 
@@ -50,7 +48,7 @@ def _finish(r, shape, dim, keepdims):
 
 
 # ---- products and cumulative operations -----------------------------------------------------------
-@builtin("prod", CAT, "Product of all elements, or along one axis.", [X, DIM, KEEP],
+@builtin("prod", CAT, "Product of all elements, or along one axis.", [X, DIM, KEEPDIMS],
          returns="a number, or x with axis dim removed (size 1 with keepdims)", differentiable=True,
          what="Multiplies the elements of x, or along axis dim: prod([1, 2; 3, 4], dim=0) is the column "
               "products [3, 8]. The product of an empty matrix is 1.",
@@ -100,7 +98,7 @@ _cumulative("cumprod", ops.cumprod, "product",
             "in O(n).")
 
 
-@builtin("logsumexp", CAT, "log(sum(exp(x))), computed without overflow.", [X, DIM, KEEP],
+@builtin("logsumexp", CAT, "log(sum(exp(x))), computed without overflow.", [X, DIM, KEEPDIMS],
          returns="a number, or x with axis dim removed", differentiable=True,
          what="The log of the sum of exponentials, the log-partition of softmax: log_softmax(x) = x - "
               "logsumexp(x, dim=-1, keepdims=true). logsumexp([1000, 1000]) is 1000 + log(2), where the naive "
@@ -145,7 +143,7 @@ VAR_CONV = ("Conventions differ: NumPy's `var`/`std` divide by N (ddof=0), MATLA
             "NumPy's result.")
 
 
-@builtin("var", CAT, "Variance (divides by N - 1 by default).", [X, DIM, CORR, KEEP],
+@builtin("var", CAT, "Variance (divides by N - 1 by default).", [X, DIM, CORR, KEEPDIMS],
          returns="a number, or x with axis dim removed", differentiable=True,
          what="The spread of the elements around their mean: sum((x - mean(x))^2) / (N - correction), over all "
               "elements or along dim. " + VAR_CONV,
@@ -160,7 +158,7 @@ def var(x, dim, correction, keepdims):
     return _var("var", x, dim, correction, keepdims)
 
 
-@builtin("std", CAT, "Standard deviation (divides by N - 1 by default).", [X, DIM, CORR, KEEP],
+@builtin("std", CAT, "Standard deviation (divides by N - 1 by default).", [X, DIM, CORR, KEEPDIMS],
          returns="a number, or x with axis dim removed", differentiable=True,
          what="The square root of var: sqrt(sum((x - mean(x))^2) / (N - correction)). Standardizing the columns "
               "of a data matrix: (x - mean(x, dim=0, keepdims=true)) / std(x, dim=0, keepdims=true). " + VAR_CONV,
@@ -218,7 +216,7 @@ def _check_nonempty(name, x, d):
         raise ValueErr(f"{name}() of an empty matrix (no elements along dim {d}): it has no {name}")
 
 
-@builtin("median", CAT, "The middle value (the mean of the two middle values for an even count).", [X, DIM, KEEP],
+@builtin("median", CAT, "The middle value (the mean of the two middle values for an even count).", [X, DIM, KEEPDIMS],
          returns="a number, or x with axis dim removed", differentiable=True,
          what="The value with as many elements below as above it. For an even count it is the mean of the two "
               "middle values, as NumPy and MATLAB; PyTorch's `median` returns the lower of the two instead "
@@ -245,7 +243,7 @@ METHODS = ("linear", "lower", "higher", "nearest", "midpoint")
 
 
 @builtin("quantile", CAT, "The q-th quantile (NumPy's linear interpolation by default).",
-         [X, P("q", "any", doc="a probability in [0, 1], or a vector of them (not differentiated)"), DIM, KEEP,
+         [X, P("q", "any", doc="a probability in [0, 1], or a vector of them (not differentiated)"), DIM, KEEPDIMS,
           P("method", "string", "linear", doc="how to pick between the two neighbouring order statistics",
             check=one_of(*METHODS), constraint="one of " + ", ".join(METHODS))],
          returns="a number or x with axis dim removed; a vector q adds a first axis (one result per q; none for an "

@@ -1,0 +1,9 @@
+"""The parameters several builtins share, declared once (DESIGN.md rule 8): the same name, kind,
+default and documentation wherever they appear, so the pages, help and the binder agree."""
+from tapeml.builtins.registry import P
+
+X = P("x", "array", doc="a number or a matrix of any shape", shape="any")
+DIM = P("dim", "int", None, doc="the axis to reduce (negative counts from the end); none: all elements")
+KEEPDIMS = P("keepdims", "bool", False, doc="keep the reduced axis with size 1, so the result broadcasts against x "
+                                          "(NumPy's keepdims, PyTorch's keepdim)")
+DIMS = P("dims", variadic=True, doc="sizes of each axis (whole numbers); none gives a single number")
