@@ -33,7 +33,7 @@ def test_a_session_leaves_the_default_state_as_it_was():
     trandom.seed(7)
     s = tapeml.Session(dtype="float32", seed=0)
     s.run("x = rand(3)")
-    assert ops.SESSION_FLOAT["dtype"] is np.float64 and ops.FLOAT["dtype"] is np.float64
+    assert ops.FLOAT["dtype"] is np.float64 and ops.FLOAT["dtype"] is np.float64
     assert context.current() is context.DEFAULT
     assert Interpreter(load_prelude=False).run("z = 1") is None
     assert trandom.rng().random() == np.random.default_rng(7).random()

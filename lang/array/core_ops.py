@@ -7,7 +7,7 @@ import operator
 
 import numpy as np
 
-from tapeml.array.primitive_table import SESSION_FLOAT, bools_as_floats, primitive, python_scalar, shape_of
+from tapeml.array.primitive_table import FLOAT, bools_as_floats, primitive, python_scalar, shape_of
 
 
 # ---- elementwise arithmetic -------------------------------------------------------------
@@ -202,7 +202,7 @@ def _round(x, digits=0):
     x = bools_as_floats(x)
     if type(x) is not np.ndarray:
         return _round_py(float(x), d)
-    dt = x.dtype if x.dtype.kind == "f" else SESSION_FLOAT["dtype"]
+    dt = x.dtype if x.dtype.kind == "f" else FLOAT["dtype"]
     x64 = x.astype(np.float64)
     if d == 0:
         return python_scalar(np.rint(x64).astype(dt))
@@ -236,7 +236,7 @@ def _unary(name, impl, deriv):
         t = type(x)
         if t is _NDARRAY:
             if x.dtype is _BOOL:
-                x = x.astype(SESSION_FLOAT["dtype"])
+                x = x.astype(FLOAT["dtype"])
         elif t is bool or t is np.bool_:
             x = float(x)
         return impl(x)
@@ -416,7 +416,7 @@ def _broadcast_to(x, shape):
     if not shape:
         return x
     if type(x) is not np.ndarray:
-        x = np.asarray(x, dtype=SESSION_FLOAT["dtype"])
+        x = np.asarray(x, dtype=FLOAT["dtype"])
     # a read-only view, not a copy: cotangents are only read (every in-place step in this file
     # writes to an array it has just made), and grad copies a read-only leaf before returning it
     return np.broadcast_to(x, shape)

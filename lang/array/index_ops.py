@@ -5,7 +5,7 @@ import math
 
 import numpy as np
 
-from tapeml.array.primitive_table import SESSION_FLOAT, bools_as_floats, primitive, python_scalar, shape_of
+from tapeml.array.primitive_table import FLOAT, bools_as_floats, primitive, python_scalar, shape_of
 from tapeml.array.core_ops import reshape, unbroadcast, zmul
 
 
@@ -162,7 +162,7 @@ def last_writes(idx, shape):
 
 
 def _scatter_add(g, idx, shape):
-    out = np.zeros(shape, dtype=g.dtype if type(g) is np.ndarray else SESSION_FLOAT["dtype"])
+    out = np.zeros(shape, dtype=g.dtype if type(g) is np.ndarray else FLOAT["dtype"])
     if _basic(idx):
         out[idx] = g              # no element twice: a plain store (np.add.at is far slower)
     else:

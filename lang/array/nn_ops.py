@@ -7,7 +7,7 @@ import math
 import numpy as np
 
 from tapeml.array.tape import raw
-from tapeml.array.primitive_table import SESSION_FLOAT, bools_as_floats, primitive, python_scalar, shape_of
+from tapeml.array.primitive_table import FLOAT, bools_as_floats, primitive, python_scalar, shape_of
 from tapeml.array.core_ops import (
     _matmul, _rows, _vjp_matmul, _vjp_matmul_plain, _zmatmul, _zmul, add, binary_exponents, div, exp,
     matmul, mul, reshape, safe_floor, sqrt, sub, sum_, transpose, unbroadcast, where, zmatmul, zmul,
@@ -39,7 +39,7 @@ def _shifted(x, dim, want_rows=False, m=None):
         m = np.where(np.isfinite(m), m, 0.0)
     z = np.asarray(np.subtract(x, m))
     if z.dtype.kind != "f":
-        z = z.astype(SESSION_FLOAT["dtype"])
+        z = z.astype(FLOAT["dtype"])
     if inf_rows is not None and inf_rows.any():
         z = np.where(inf_rows, np.where(x == np.inf, 0.0, -np.inf), z).astype(z.dtype)
     else:

@@ -43,7 +43,7 @@ Conventions at kinks, shared with docs/language.md:
 from __future__ import annotations
 
 from tapeml.array.primitive_table import (  # noqa: F401
-    DTYPES, FLOAT, GROWS, SESSION_FLOAT, TABLE, as_float, bools_as_floats, primitive, python_scalar,
+    DTYPES, FLOAT, GROWS, TABLE, as_float, bools_as_floats, primitive, python_scalar,
     set_dtype, shape_of,
 )
 from tapeml.array.core_ops import (  # noqa: F401

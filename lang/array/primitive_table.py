@@ -16,9 +16,9 @@ TABLE: dict[str, Primitive] = {}
 # `tapeml --dtype float32`) switches literals, ranges and constructors. Python numbers stay
 # "weak" scalars, so float32 arrays stay float32 through arithmetic with them (NumPy 2 rules).
 # The float type is the current session's (lang/array/context.py: per thread, a Session has its own):
-# SESSION_FLOAT["dtype"] reads it, as FLOAT["dtype"] does (both are context.LIVE).
-SESSION_FLOAT = context.LIVE
-FLOAT = SESSION_FLOAT      # the name other modules read
+# FLOAT["dtype"] reads it (FLOAT is context.LIVE; a builtin's Context reads the same value as
+# ctx.dtype).
+FLOAT = context.LIVE
 DTYPES = {"float64": np.float64, "float32": np.float32}
 context.slot("dtype", lambda: np.float64)
 
@@ -26,12 +26,12 @@ context.slot("dtype", lambda: np.float64)
 def set_dtype(name: str) -> None:
     if name not in DTYPES:
         raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, got {name!r}")
-    SESSION_FLOAT["dtype"] = DTYPES[name]
+    FLOAT["dtype"] = DTYPES[name]
 
 
 def as_float(a):
     """A new matrix in the session's float type."""
-    dt = SESSION_FLOAT["dtype"]
+    dt = FLOAT["dtype"]
     return a if a.dtype == dt else a.astype(dt)
 
 
@@ -118,7 +118,7 @@ def bools_as_floats(a):
     if t is bool:
         return float(a)
     if t is np.ndarray and a.dtype == np.bool_:
-        return a.astype(SESSION_FLOAT["dtype"])
+        return a.astype(FLOAT["dtype"])
     return a
 
 

@@ -17,7 +17,7 @@ import math
 
 import numpy as np
 
-from tapeml.array.primitive_table import SESSION_FLOAT, bools_as_floats, primitive, python_scalar, shape_of
+from tapeml.array.primitive_table import FLOAT, bools_as_floats, primitive, python_scalar, shape_of
 from tapeml.array.core_ops import (add, broadcast_to, div, ldexp, mul, reshape, slice_exponents, sub, sum_, unsafe_slices,
                        where, zmul, _expand, permute)
 from tapeml.array.index_ops import concat, index
@@ -28,7 +28,7 @@ def _floats(x):
     x = bools_as_floats(x)
     if type(x) is not np.ndarray:
         return np.asarray(x, dtype=np.float64)
-    return x if x.dtype.kind == "f" else x.astype(SESSION_FLOAT["dtype"])
+    return x if x.dtype.kind == "f" else x.astype(FLOAT["dtype"])
 
 
 # ---- gather and scatter along one axis --------------------------------------------------------
