@@ -16,6 +16,8 @@ from __future__ import annotations
 import os
 import sys
 
+from tapeml.faces.runner import Terminated   # (re-exported: the signal handlers raise it)
+
 USAGE = """usage: tapeml [--debug] [--dtype float32|float64] FILE.ml [ARGS...]
        tapeml [--debug] [--dtype float32|float64] -c CODE
        tapeml [--debug] [--dtype float32|float64] -i FILE.ml
@@ -71,43 +73,33 @@ def _usage_error(message: str) -> int:
 
 def run_source(interp, source: str, filename: str, debug: bool = False) -> int:
     """Run one program; print a language error the way users see it. Returns the exit code."""
-    from tapeml.syntax.errors import InternalError, LangError, render
+    from tapeml.faces import runner
     tune_runtime()
-    try:
-        interp.run(source, filename)
-    except LangError as e:
-        sys.stdout.flush()
-        print(render(e, interp.sources), file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        sys.stdout.flush()
-        print("Interrupted (Ctrl-C)", file=sys.stderr)
-        return 130
-    except Terminated as e:
-        sys.stdout.flush()
-        print(f"Terminated ({e.name})", file=sys.stderr)
-        return 128 + e.signum
-    except BrokenPipeError:     # the reader went away (`tapeml x.ml | head`): stop quietly
+    outcome = runner.run_cell(interp, source, filename, raise_internal=debug)
+    status = outcome.status
+    if status == runner.OK:
+        return 0
+    if status == runner.BROKEN_PIPE:    # the reader went away (`tapeml x.ml | head`): stop quietly
         try:
             devnull = os.open(os.devnull, os.O_WRONLY)
             os.dup2(devnull, sys.stdout.fileno())
         except (OSError, ValueError):
             pass
         return 141
-    except RecursionError:
-        print("RecursionError: the program nests too deeply", file=sys.stderr)
-        return 1
-    except MemoryError:
-        print("MemoryError: the computation ran out of memory", file=sys.stderr)
-        return 1
-    except Exception as e:  # a bug in tapeml: say so, without a traceback unless --debug
-        if debug:
-            raise
-        kind = "InternalError" if isinstance(e, InternalError) else type(e).__name__
-        print(f"InternalError: {kind}: {e}\n  this is a bug in tapeml; run with --debug for the "
+    if status in (runner.ERROR, runner.INTERRUPTED, runner.TERMINATED):
+        sys.stdout.flush()
+    if status == runner.INTERRUPTED:
+        print("Interrupted (Ctrl-C)", file=sys.stderr)
+        return 130
+    if status == runner.TERMINATED:
+        print(f"Terminated ({outcome.message})", file=sys.stderr)
+        return 128 + outcome.exception.signum
+    if status == runner.INTERNAL:       # a bug in tapeml: say so, without a traceback unless --debug
+        print(f"{outcome.text}\n  this is a bug in tapeml; run with --debug for the "
               f"Python traceback", file=sys.stderr)
         return 1
-    return 0
+    print(outcome.text, file=sys.stderr)     # a language error, RecursionError, MemoryError
+    return 1
 
 
 def tune_runtime() -> None:
@@ -248,20 +240,6 @@ def _stdin_source() -> str | None:
 def exit_code(code: int) -> int:
     sys.stdout.flush()
     return code
-
-
-class Terminated(BaseException):
-    """Raised by the SIGTERM and SIGHUP handlers: unwinds like KeyboardInterrupt (a write in
-    progress removes its temporary file), and generic handlers (`except Exception`) never
-    swallow it. The exit status is 128 + the signal's number, as the shell reports a kill."""
-
-    def __init__(self, signum: int = 15):
-        super().__init__(signum)
-        self.signum = signum
-
-    @property
-    def name(self) -> str:
-        return "SIGHUP" if self.signum == 1 else "SIGTERM"
 
 
 def _on_sigterm(signum, frame):

@@ -7,10 +7,11 @@ A wrapper kernel on ipykernel's `Kernel` base class: ipykernel owns the protocol
 sockets, message signing, heartbeat, interrupts, stdout/stderr as stream messages) and this
 module answers the requests with the existing pieces of the language:
 
-    execute       Interpreter.run; each echoed value (the REPL's rule: a top-level expression
-                  not ending in ';', as IPython's ast_node_interactivity='all') becomes an
-                  execute_result with text/plain (values.display_value at 80 columns) and, for
-                  matrices and records, text/html (html_value); errors the protocol's error
+    execute       runner.run_cell (as every face runs code); each echoed value (the REPL's
+                  rule: a top-level expression not ending in ';', as IPython's
+                  ast_node_interactivity='all') becomes an execute_result with text/plain
+                  (values.display_value at 80 columns) and, for matrices and records,
+                  text/html (html_value); errors the protocol's error
                   reply (ename the kind, evalue the message, traceback the CLI's rendering);
                   figures as image/png display data after show() and at the end of each cell,
                   none left open between cells; `ans` holds the last echoed value
@@ -72,9 +73,10 @@ from datetime import datetime, timezone
 import numpy as np
 
 from tapeml import __version__
-from tapeml.syntax.errors import LangError, render
+from tapeml.syntax.errors import LangError
 from tapeml.syntax.parser import is_complete
-from tapeml.faces.repl import ANS, completions
+from tapeml.faces import runner
+from tapeml.faces.repl import completions
 from tapeml.array.tape import raw
 from tapeml.array.values import (Record, _edge_indices, _leaf_text, _scalar, display_value, format_value,
                      shape_text)
@@ -223,7 +225,6 @@ def _kernel_class():
             super().__init__(**kwargs)
             from tapeml.builtins import plot
             self.interp = _new_session()
-            self.cells = 0
             self._armed = False              # a SIGINT now raises KeyboardInterrupt (in a cell)
             self._interrupts = 0             # SIGINTs received
             self._interrupted_at = None      # when the latest one arrived (UTC)
@@ -314,27 +315,24 @@ def _kernel_class():
 
         def _run_cell(self, code):
             """Run a cell: (error or None, payload); an error is (ename, evalue, traceback text)."""
-            stripped = code.strip()
-            if re.fullmatch(r"\?\s*[A-Za-z_]\w*|[A-Za-z_]\w*\?", stripped):     # ?name, name?
-                return self._help_cell(stripped.strip("?").strip())
-            self.cells += 1
-            interp = self.interp
             try:
-                interp.run(code, f"In[{self.execution_count}]", echo=self._echo)
-            except LangError as e:
-                return (e.kind, e.message, render(e, interp.sources)), []
-            except RecursionError:
-                return ("RecursionError", "the program nests too deeply",
-                        "RecursionError: the program nests too deeply"), []
-            except MemoryError:
-                return ("MemoryError", "the computation ran out of memory",
-                        "MemoryError: the computation ran out of memory"), []
-            except Exception as e:  # noqa: BLE001 - a bug in tapeml must not end the kernel
-                message = f"{type(e).__name__}: {e}; this is a bug in tapeml"
-                return ("InternalError", message, f"InternalError: {message}"), []
+                outcome = runner.run_cell(self.interp, code, f"In[{self.execution_count}]",
+                                          show=self._echo, help=True)
             finally:
                 self._flush()
-            return None, []
+            if outcome.status == runner.OK:
+                return None, []
+            if outcome.status == runner.HELP:
+                # a pager payload, as IPython answers `?name`: JupyterLab shows it below the cell
+                return None, [{"source": "page", "data": {"text/plain": outcome.text}, "start": 0}]
+            if outcome.status == runner.INTERRUPTED:
+                return INTERRUPTED, []
+            if outcome.status == runner.TERMINATED:
+                raise outcome.exception
+            if outcome.status in (runner.INTERNAL, runner.BROKEN_PIPE):   # must not end the kernel
+                message = f"{outcome.message}; this is a bug in tapeml"
+                return ("InternalError", message, f"InternalError: {message}"), []
+            return (outcome.ename, outcome.message, outcome.text), []
 
         def _show_figures(self, error):
             """The cell's figures as images (after an error or an interrupt too), then none stays
@@ -378,8 +376,7 @@ def _kernel_class():
             else:
                 self.shell_channel_thread.manager.set_subshell_aborting(subshell_id, True)
 
-        def _echo(self, value):
-            self.interp.globals.vars[ANS] = value      # `ans`: the last echoed value
+        def _echo(self, value):      # (the runner has set `ans`, the last echoed value)
             if self.silent:
                 return
             self._flush()
@@ -395,15 +392,6 @@ def _kernel_class():
                                {"data": {"image/png": base64.b64encode(png).decode("ascii"),
                                          "text/plain": "<figure>"},
                                 "metadata": {}})
-
-        def _help_cell(self, name):
-            from tapeml.builtins.help import help_text
-            try:
-                text = help_text(name or None, self.interp)
-            except LangError as e:
-                return (e.kind, e.message, f"{e.kind}: {e.message}"), []
-            # a pager payload, as IPython answers `?name`: JupyterLab shows it below the cell
-            return None, [{"source": "page", "data": {"text/plain": text}, "start": 0}]
 
         def _flush(self):
             for stream in (sys.stdout, sys.stderr):

@@ -29,12 +29,13 @@ from tapeml.syntax.lexer import BLOCK_CLOSER, BLOCK_CONTINUERS, BLOCK_END, BLOCK
 from tapeml.syntax.parser import is_complete, parse
 from tapeml.array.tape import raw
 from tapeml.array.values import Function, Record, describe, display_value, format_value, type_name
+from tapeml.faces import runner
+from tapeml.faces.runner import ANS  # noqa: F401 - the variable holding the last echoed value
 
 PROMPT = "ml> "
 CONTINUATION = "... "
 INDENT = "    "
 HISTORY_ENV = "TAPEML_HISTORY"
-ANS = "ans"                 # the variable holding the last echoed value
 INDENTERS = BLOCK_OPENERS + BLOCK_CONTINUERS   # a line starting with one indents the next
 DEDENTERS = BLOCK_END                          # a line starting with one moves one level left
 COMMANDS = {
@@ -65,7 +66,7 @@ An input ending in ';' runs without echoing its value."""
 
 def _is_command(text: str) -> bool:
     s = text.strip()
-    return s.startswith(":") or s.startswith("?") or bool(re.fullmatch(r"[A-Za-z_]\w*\?", s))
+    return s.startswith(":") or runner.help_request(s, loose=True) is not None
 
 
 def enter_action(text: str, cursor: int | None = None) -> str:
@@ -487,38 +488,33 @@ class Repl:
             return self.command(stripped)
         if stripped in ("exit", "quit", "exit()", "quit()") and _live(stripped.rstrip("()"), self.interp) is None:
             return False
-        if stripped.startswith("?") or re.fullmatch(r"[A-Za-z_]\w*\?", stripped):
-            self.show_help(stripped.strip("?").strip())
+        name = runner.help_request(stripped, loose=True)
+        if name is not None:
+            self.show_help(name)
             return True
         self.count += 1
         self.execute(text, f"REPL[{self.count}]")
         return True
 
     def execute(self, text: str, name: str) -> None:
-        interp = self.interp
-
-        def echo(value):
-            interp.globals.vars[ANS] = value        # `ans`: the last echoed value
+        def show(value):
             columns, rows = terminal_size()
             self.write(self.out, display_value(value, columns, rows))
 
-        try:
-            interp.run(text, name, echo=echo)
-        except LangError as e:
-            self.flush()
-            self.error(render(e, interp.sources))
-        except KeyboardInterrupt:
-            self.flush()
+        # render is looked up when an error is rendered (a test interrupts it there)
+        outcome = runner.run_cell(self.interp, text, name, show=show,
+                                  render=lambda e, sources: render(e, sources))
+        if outcome.status == runner.OK:
+            return
+        if outcome.status == runner.TERMINATED:     # ends the session (cli.entry says so)
+            raise outcome.exception
+        self.flush()
+        if outcome.status == runner.INTERRUPTED:
             self.error("Interrupted (Ctrl-C); the variables set so far are kept")
-        except RecursionError:
-            self.flush()
-            self.error("RecursionError: the program nests too deeply")
-        except MemoryError:
-            self.flush()
-            self.error("MemoryError: the computation ran out of memory")
-        except Exception as e:  # noqa: BLE001 - a bug in tapeml must not end the session
-            self.flush()
-            self.error(f"InternalError: {type(e).__name__}: {e}\n  this is a bug in tapeml")
+        elif outcome.status in (runner.INTERNAL, runner.BROKEN_PIPE):   # must not end the session
+            self.error(f"{outcome.text}\n  this is a bug in tapeml")
+        else:                                       # a language error, RecursionError, MemoryError
+            self.error(outcome.text)
 
     def command(self, text: str) -> bool:
         word, _, rest = text.partition(" ")
@@ -539,11 +535,11 @@ class Repl:
         return True
 
     def show_help(self, name: str) -> None:
-        from tapeml.builtins.help import help_text
-        try:
-            self.write(self.out, help_text(name or None, self.interp))
-        except LangError as e:
-            self.error(f"{e.kind}: {e.message}")
+        outcome = runner.show_help(self.interp, name)
+        if outcome.status == runner.HELP:
+            self.write(self.out, outcome.text)
+        else:
+            self.error(outcome.text)
 
     def flush(self) -> None:
         for stream in (self.interp.out, self.out):

@@ -65,7 +65,7 @@ def run_code(source: str, filename: str, interp=None, shown: str | None = None) 
     """Run source with its output captured (in interp, or a fresh interpreter). `shown` is the
     text errors quote their source line from (default: source)."""
     from tapeml.builtins import plot
-    from tapeml.syntax.errors import LangError, render
+    from tapeml.faces import runner
     buf = io.StringIO()
     if interp is None:
         interp = fresh_interpreter(buf)
@@ -77,18 +77,14 @@ def run_code(source: str, filename: str, interp=None, shown: str | None = None) 
     def echo(v):
         buf.write(echo_text(v) + "\n")
 
-    error = None
     with contextlib.redirect_stdout(buf):
-        try:
-            interp.run(source, filename, echo=echo)
-        except LangError as e:
-            if shown is not None:
-                interp.sources[filename] = shown
-            error = render(e, interp.sources)
-        except RecursionError:
-            error = "RecursionError: the program nests too deeply"
-        except Exception as e:  # a bug in tapeml or in the example's builtin: report it, never drop it
-            error = f"InternalError: {type(e).__name__}: {e}"
+        outcome = runner.run_cell(interp, source, filename, show=echo, ans=False, shown=shown)
+    if outcome.status in (runner.INTERRUPTED, runner.TERMINATED):     # stops the build
+        raise outcome.exception
+    if outcome.status in (runner.MEMORY, runner.BROKEN_PIPE):   # a bug in tapeml or in the example's builtin
+        error = runner.internal(outcome.exception).text
+    else:
+        error = outcome.text or None          # report it, never drop it
     return RunResult(buf.getvalue().rstrip("\n"), plot.open_figures(), error)
 
 
@@ -146,6 +142,7 @@ def gradient_check(entry: Entry, example: str, where: str) -> list[tuple[str, fl
     from tapeml.array import ops
     from tapeml.builtins.registry import REGISTRY, Builtin, P
     from tapeml.builtins.util import tree_leaves, tree_map
+    from tapeml.faces import runner
     from tapeml.syntax.errors import LangError, render
     from tapeml.array.tape import raw
     b = entry.builtin
@@ -160,10 +157,11 @@ def gradient_check(entry: Entry, example: str, where: str) -> list[tuple[str, fl
     interp.base.vars[b.name] = replace(b, fn=recorder)
     reset_random()
     with contextlib.redirect_stdout(io.StringIO()):
-        try:
-            interp.run(example, f"<{entry.name} gradient check>")
-        except LangError as e:
-            raise DocsError(where, "the example raised during the gradient check:\n" + render(e, interp.sources))
+        outcome = runner.run_cell(interp, example, f"<{entry.name} gradient check>")
+    if outcome.status == runner.ERROR:
+        raise DocsError(where, "the example raised during the gradient check:\n" + outcome.text)
+    if not outcome.ok:
+        raise outcome.exception
     if not captured:
         raise DocsError(where, f"the first example never calls {entry.name}(), so its gradient cannot be checked")
     args = captured[0]
