@@ -187,7 +187,7 @@ def _lookup(name: str, interp):
         return "stdlib", entry
     if interp is not None:
         try:
-            value = interp.globals.lookup(name)
+            value = interp.get_variable(name)
         except KeyError:
             return None, None
         value = raw(value)
@@ -202,7 +202,7 @@ def _lookup(name: str, interp):
 def known_names(interp=None) -> list[str]:
     names = set(REGISTRY) | set(stdlib_table())
     if interp is not None:
-        names.update(interp.globals.names())
+        names.update(interp.visible_names())
     return sorted(names)
 
 
@@ -235,9 +235,7 @@ def stdlib_functions(interp) -> list[str]:
     """Names of the tapeml functions in the prelude (stdlib/*.ml)."""
     if interp is None:
         return []
-    if getattr(interp, "stdlib_pending", False):
-        interp.load_stdlib()
-    return sorted(n for n, v in interp.prelude.vars.items() if isinstance(raw(v), Function))
+    return sorted(n for n, v in interp.stdlib_values().items() if isinstance(raw(v), Function))
 
 
 def overview(interp=None) -> str:
@@ -283,7 +281,7 @@ def help_(interp, name):
     elif isinstance(r, Builtin):
         text = _doc_text(r.name, r, interp)
     elif isinstance(r, Function) and r.name in stdlib_table() and \
-            raw(interp.prelude.vars.get(r.name)) is r:
+            raw(interp.stdlib_values().get(r.name)) is r:
         text = help_text(r.name, interp)
     elif isinstance(r, Function):
         text = _function_text(r, interp.sources)

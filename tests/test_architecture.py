@@ -262,3 +262,30 @@ def test_the_dispatch_table_has_one_entry_per_node_kind():
     assert len(names) == len(set(names))
     kinds = {name for name, v in vars(A).items() if isinstance(v, type) and issubclass(v, A.Node) and v is not A.Node}
     assert set(names) == kinds
+
+
+def test_the_faces_and_the_session_use_the_evaluators_variables_api():
+    """The faces, the Session and the builtins read and set variables through the Interpreter's
+    small API (variables, get_variable, set_variable, has_variable, delete_variable,
+    visible_names, reset), never its scopes (`.globals`, `.prelude`, `.modules`)."""
+    files = module_files()
+    reached = []
+    for mod, path in files.items():
+        if layer_of(mod) not in ("faces", "session", "builtins"):
+            continue
+        with open(path, encoding="utf-8") as fh:
+            tree = ast.parse(fh.read(), path)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute) and node.attr in ("globals", "prelude", "modules") \
+                    and not (isinstance(node.value, ast.Name) and node.value.id in ("sys", "self")):
+                reached.append(f"{mod}:{node.lineno} .{node.attr}")
+    assert reached == []
+    from tapeml.evaluator.interpreter import Interpreter
+    interp = Interpreter()
+    interp.run("x = 1\ny = x + 1")
+    assert interp.variables() == {"x": 1.0, "y": 2.0} and interp.has_variable("x")
+    assert callable(interp.get_variable("adamw_step").call)            # the standard library's, loaded on need
+    interp.set_variable("z", 3.0)
+    interp.delete_variable("x")
+    assert list(interp.variables()) == ["y", "z"] and "layer_norm" in set(interp.visible_names())
+    assert interp.reset() == 2 and interp.variables() == {}

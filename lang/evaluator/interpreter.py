@@ -93,6 +93,55 @@ class Interpreter(Statements, Calls, Indexing):
         # programs and every start-up pay nothing for it until then.
         self.stdlib_pending = load_prelude
 
+    # ---- the variables, for the faces and the Session (they never reach into the scopes) ----
+    def variables(self) -> dict:
+        """The program's own variables (name -> value), in the order they were defined (a copy)."""
+        return dict(self.globals.vars)
+
+    def has_variable(self, name: str) -> bool:
+        return name in self.globals.vars
+
+    def get_variable(self, name: str):
+        """The value `name` has for the program: its own variable, else the standard library's or
+        the builtin's (loading the standard library on first need). KeyError when none."""
+        if self.stdlib_pending and name not in self.globals.vars:
+            self.load_stdlib()
+        return self.globals.lookup(name)
+
+    def set_variable(self, name: str, value) -> None:
+        self.globals.vars[name] = value
+
+    def delete_variable(self, name: str) -> None:
+        del self.globals.vars[name]
+
+    def visible_names(self):
+        """Every name the program can use: its variables, the standard library's, the builtins."""
+        return self.globals.names()
+
+    def set_arguments(self, args: tuple) -> None:
+        """ARGS, the script's arguments (the command line fills them in)."""
+        self.prelude.vars["ARGS"] = tuple(args)
+
+    def stdlib_values(self) -> dict:
+        """The standard library's names and values (loading it on first need), and ARGS."""
+        if self.stdlib_pending:
+            self.load_stdlib()
+        return dict(self.prelude.vars)
+
+    def share_stdlib(self, other: "Interpreter") -> None:
+        """Take `other`'s loaded standard library instead of running it again (the docs builder
+        runs hundreds of examples: values are immutable, so sharing them is safe)."""
+        self.prelude.vars.update(other.prelude.vars)
+        self.sources.update(other.sources)
+        self.stdlib_pending = False
+
+    def reset(self) -> int:
+        """Forget the program's variables and imported modules; returns how many variables there were."""
+        n = len(self.globals.vars)
+        self.globals.vars.clear()
+        self.modules.clear()
+        return n
+
     # ---- entry points ----------------------------------------------------------------------
     def load_stdlib(self) -> None:
         """Run stdlib/*.ml into the prelude scope (below user globals)."""

@@ -166,7 +166,7 @@ def main(argv: list[str] | None = None) -> int:
             return _usage_error("-c needs the code to run")
         interp = Interpreter()
         _warn_late_options(argv[2:])
-        interp.prelude.vars["ARGS"] = tuple(argv[2:])
+        interp.set_arguments(tuple(argv[2:]))
         return exit_code(run_source(interp, argv[1], "<string>", debug))
     if argv and argv[0] == "-i":
         if len(argv) < 2:
@@ -218,7 +218,7 @@ def run_file(interp, path: str, args: list[str], debug: bool) -> int:
     if source is None:
         return 1
     _warn_late_options(args)
-    interp.prelude.vars["ARGS"] = tuple(args)
+    interp.set_arguments(tuple(args))
     return run_source(interp, source, path, debug)
 
 

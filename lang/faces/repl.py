@@ -254,7 +254,7 @@ def _live(name: str, interp):
         return None
     _ensure_stdlib(interp)
     try:
-        return interp.globals.lookup(name)
+        return interp.get_variable(name)
     except KeyError:
         return None
 
@@ -265,12 +265,12 @@ def _name_candidates(prefix: str, interp, registry) -> list[Candidate]:
     found: dict[str, str] = {}
     if interp is not None:
         _ensure_stdlib(interp)
-        for name in interp.globals.names():
+        for name in interp.visible_names():
             hidden = name.startswith("<") or (name.startswith("_") and not prefix.startswith("_"))
             if name.startswith(prefix) and not hidden:
-                value = interp.globals.lookup(name)
+                value = interp.get_variable(name)
                 doc = table.get(name)
-                if doc and name not in interp.globals.vars:       # a stdlib function
+                if doc and not interp.has_variable(name):       # a stdlib function
                     found[name] = f"{doc['signature']}  {doc['summary']}"
                 else:
                     found[name] = _value_meta(value)
@@ -287,7 +287,7 @@ def _name_candidates(prefix: str, interp, registry) -> list[Candidate]:
 def var_rows(interp) -> list[tuple[str, str, str, str]]:
     """(name, kind, shape, value preview) for each session variable, in definition order."""
     rows = []
-    for name, v in interp.globals.vars.items():
+    for name, v in interp.variables().items():
         r = raw(v)
         kind = type_name(r)
         if kind == "matrix":
@@ -524,9 +524,7 @@ class Repl:
         if word == ":vars":
             self.write(self.out, format_vars(self.interp))
         elif word == ":reset":
-            n = len(self.interp.globals.vars)
-            self.interp.globals.vars.clear()
-            self.interp.modules.clear()
+            n = self.interp.reset()
             self.write(self.out, f"cleared {n} variable{'s' * (n != 1)}")
         elif word == ":help":
             self.write(self.out, KEYS_HELP)

@@ -110,7 +110,7 @@ def run_cell(interp, source: str, filename: str, *, show=None, ans: bool = True,
     if show is not None:
         def echo(value):
             if ans:
-                interp.globals.vars[ANS] = value        # `ans`: the last echoed value
+                interp.set_variable(ANS, value)        # `ans`: the last echoed value
             show(value)
     try:
         interp.run(source, filename, echo=echo)

@@ -130,17 +130,17 @@ class Session:
         if not is_name(name):
             raise NameErr(f"{name!r} is not a variable name" + _keyword_hint(name))
         with running(self.state):
-            self.interp.globals.vars[name] = to_lang(self, value, name)
+            self.interp.set_variable(name, to_lang(self, value, name))
 
     def __contains__(self, name) -> bool:
-        return name in self.interp.globals.vars
+        return self.interp.has_variable(name)
 
     def __delitem__(self, name: str) -> None:
-        del self.interp.globals.vars[name]
+        self.interp.delete_variable(name)
 
     def variables(self) -> list[str]:
         """The names of the Session's global variables, in the order they were first set."""
-        return list(self.interp.globals.vars)
+        return list(self.interp.variables())
 
     def figures(self) -> list:
         """The Session's open matplotlib figures (drawn by plot, hist, ... and not yet shown)."""
@@ -150,10 +150,8 @@ class Session:
 
     # ---- conversions -------------------------------------------------------------------------
     def _lookup(self, name: str):
-        if self.interp.stdlib_pending and name not in self.interp.globals.vars:
-            self.interp.load_stdlib()
         try:
-            return self.interp.globals.lookup(name)
+            return self.interp.get_variable(name)
         except (KeyError, TypeError):       # TypeError: an unhashable name
             raise NameErr(f"{name!r} is not defined") from None
 
@@ -167,7 +165,7 @@ class Session:
         return self.state.values["dtype"]
 
     def __repr__(self):
-        return f"<tapeml.Session dtype={np.dtype(self.state_dtype()).name}, {len(self.interp.globals.vars)} variables>"
+        return f"<tapeml.Session dtype={np.dtype(self.state_dtype()).name}, {len(self.interp.variables())} variables>"
 
 
 def _check_source(source, method: str) -> None:

@@ -46,8 +46,7 @@ def fresh_interpreter(out):
     t = _TEMPLATE[0]
     interp = Interpreter(out=out, load_prelude=False)
     interp.progress_out = False      # examples draw no progress bar: the pages stay reproducible
-    interp.prelude.vars.update(t.prelude.vars)
-    interp.sources.update(t.sources)
+    interp.share_stdlib(t)
     return interp
 
 
