@@ -13,6 +13,7 @@ import pytest
 pytest.importorskip("jupyter_client", reason="the kernel tests need the jupyter extra: pip install -e '.[jupyter]'")
 pytest.importorskip("ipykernel", reason="the kernel tests need the jupyter extra: pip install -e '.[jupyter]'")
 
+from kernel_support import execute  # noqa: E402,F401
 from tapeml.faces import kernel as K  # noqa: E402
 from tapeml.syntax.errors import LangError, render                         # noqa: E402
 
@@ -43,26 +44,6 @@ def kernel(kernelspec_path):
     yield km, kc
     kc.stop_channels()
     km.shutdown_kernel(now=True)
-
-
-def execute(kc, code, timeout=30):
-    """(reply content, [(msg_type, content)] of the iopub messages the request caused)."""
-    msg_id = kc.execute(code)
-    reply = kc.get_shell_msg(timeout=timeout)
-    while reply["parent_header"].get("msg_id") != msg_id:
-        reply = kc.get_shell_msg(timeout=timeout)
-    out = []
-    while True:
-        m = kc.get_iopub_msg(timeout=timeout)
-        if m["parent_header"].get("msg_id") != msg_id:
-            continue
-        if m["msg_type"] == "status":
-            if m["content"]["execution_state"] == "idle":
-                break
-            continue
-        if m["msg_type"] != "execute_input":
-            out.append((m["msg_type"], m["content"]))
-    return reply["content"], out
 
 
 def request(kc, method, *args):

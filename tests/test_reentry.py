@@ -18,6 +18,8 @@ import time
 import numpy as np
 import pytest
 
+from kernel_support import execute
+
 import tapeml
 from tapeml.array import context, ops
 from tapeml.session import session
@@ -208,32 +210,6 @@ def kernel(tmp_path_factory):
         os.environ.pop("JUPYTER_PATH", None)
     else:
         os.environ["JUPYTER_PATH"] = old
-
-
-def execute(kc, code, timeout=120):
-    """(reply content, [(msg_type, content)] of the iopub messages of the request). A request
-    that the kernel aborts because the cell before it failed (ipykernel's stop_on_error, a
-    matter of timing right after an error) is sent again."""
-    for _ in range(20):
-        msg_id = kc.execute(code)
-        reply = kc.get_shell_msg(timeout=timeout)
-        while reply["parent_header"].get("msg_id") != msg_id:
-            reply = kc.get_shell_msg(timeout=timeout)
-        out = []
-        while True:
-            m = kc.get_iopub_msg(timeout=timeout)
-            if m["parent_header"].get("msg_id") != msg_id:
-                continue
-            if m["msg_type"] == "status":
-                if m["content"]["execution_state"] == "idle":
-                    break
-                continue
-            if m["msg_type"] != "execute_input":
-                out.append((m["msg_type"], m["content"]))
-        if reply["content"]["status"] != "aborted":
-            return reply["content"], out
-        time.sleep(0.2)
-    raise AssertionError("the kernel aborted every request")
 
 
 def test_the_kernel_survives_runaway_recursion_through_map_and_keeps_variables(kernel):
