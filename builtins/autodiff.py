@@ -13,7 +13,6 @@ import gc
 import numpy as np
 
 from tapeml.array import ops
-from tapeml.syntax import ast as A
 from tapeml.builtins.registry import P, builtin, positive
 from tapeml.builtins.util import tree_leaves, tree_map
 from tapeml.syntax.errors import ShapeError, TypeErr, ValueErr
@@ -23,14 +22,12 @@ from tapeml.array.values import Record, describe, shape_text
 CAT = "Autodiff"
 
 
-def _root_name(interp, default="x"):
-    node = getattr(interp, "current_call", None)
-    if node is not None and len(node.args) > 1 and isinstance(node.args[1], A.Name):
-        return node.args[1].name
-    return default
+def _root_name(ctx, default="x"):
+    """The name the caller wrote for x (`grad(loss, w)`: "w"), for messages about its leaves."""
+    return ctx.argument_name(1) or default
 
 
-def value_and_grad_impl(interp, f, x, root="x", name="grad"):
+def value_and_grad_impl(ctx, f, x, root="x", name="grad"):
     """(f(x), gradient of f at x shaped like x)."""
     level = new_level()
     boxes = []
@@ -52,14 +49,14 @@ def value_and_grad_impl(interp, f, x, root="x", name="grad"):
     gc_was_on = gc.isenabled()
     gc.disable()
     try:
-        return _run_and_backward(interp, f, x, boxed, boxes, level, name)
+        return _run_and_backward(ctx, f, x, boxed, boxes, level, name)
     finally:
         if gc_was_on:
             gc.enable()
 
 
-def _run_and_backward(interp, f, x, boxed, boxes, level, name):
-    out = interp.call(f, [boxed], {}, None)
+def _run_and_backward(ctx, f, x, boxed, boxes, level, name):
+    out = ctx.call(f, boxed)
     r = raw(out)
     if isinstance(r, np.ndarray) and r.ndim == 0:
         r = float(r)
@@ -93,7 +90,7 @@ def _run_and_backward(interp, f, x, boxed, boxes, level, name):
 @builtin("grad", CAT, "The gradient of a scalar function f at x, shaped like x (a number, matrix, tuple or record).",
          [P("f", "function", doc="a function of one argument returning a number"),
           P("x", "tree", doc="where to differentiate: a number, matrix, or a tuple/record of them, nested")],
-         returns="the same structure and shapes as x", interp=True,
+         returns="the same structure and shapes as x", context=True,
          what="Reverse-mode automatic differentiation: runs f once while recording every primitive on a "
               "tape, then walks the tape backward. Works for whole transformer blocks, and nests: grad of "
               "grad gives second derivatives.",
@@ -106,12 +103,12 @@ def _run_and_backward(interp, f, x, boxed, boxes, level, name):
          examples=["grad(fn(x) -> x^2, 3)", "grad(fn(x) -> sum(x * x * x), [1, 2, 3])",
                    "w = {a = 2, b = [1, 2]}\ngrad(fn(w) -> w.a * sum(w.b), w)",
                    "grad(fn(x) -> grad(fn(y) -> y^3, x), 2)"])
-def grad(interp, f, x):
-    return value_and_grad_impl(interp, f, x, _root_name(interp))[1]
+def grad(ctx, f, x):
+    return value_and_grad_impl(ctx, f, x, _root_name(ctx))[1]
 
 
 @builtin("value_and_grad", CAT, "(f(x), grad(f, x)) from one forward and one backward pass.",
-         [P("f", "function"), P("x", "tree")], returns="tuple (value, gradient)", interp=True,
+         [P("f", "function"), P("x", "tree")], returns="tuple (value, gradient)", context=True,
          what="The loss and its gradient together, as a training step needs them: loss, g = "
               "value_and_grad(f, params) runs f once, where f(params) followed by grad(f, params) would run it twice.",
          how="As grad: reverse-mode differentiation, one forward pass recording primitives on a tape and one "
@@ -122,8 +119,8 @@ def grad(interp, f, x):
                  "ValueError when x nests tuples and records more than 20000 deep"],
          examples=["value_and_grad(fn(x) -> sum(x^2), [1, 2])",
                    "loss, g = value_and_grad(fn(w) -> sum(w * [1, 2]), [3, 4])\nprint(loss, g)"])
-def value_and_grad(interp, f, x):
-    return value_and_grad_impl(interp, f, x, _root_name(interp), "value_and_grad")
+def value_and_grad(ctx, f, x):
+    return value_and_grad_impl(ctx, f, x, _root_name(ctx), "value_and_grad")
 
 
 @builtin("stop_gradient", CAT, "The value of x with its gradient cut: the tape treats it as a constant.",
@@ -166,7 +163,7 @@ def _worse(a: float, b: float) -> float:
                                                   check=positive, constraint="> 0"),
           P("samples", "int", 64, doc="elements checked per leaf (all of them when the leaf is smaller)",
             check=positive, constraint="> 0")],
-         returns="the structure of x with one number per leaf", interp=True,
+         returns="the structure of x with one number per leaf", context=True,
          what="A test of a gradient: compares what grad computes with a numerical estimate from evaluating f "
               "just left and right of x, and gives the largest relative error of each leaf. The docs build "
               "runs it on every differentiable builtin and fails above 1e-6.",
@@ -185,9 +182,9 @@ def _worse(a: float, b: float) -> float:
                    "check_grad(fn(x) -> sqrt(x), 0)  # tape inf, finite differences nan: a failure",
                    "errs = check_grad(fn(w) -> sum(w.a @ w.b), {a = [1, 2; 3, 4], b = [1; 2]})\n"
                    "tree_map(fn(e) -> e < 1e-6, errs)  # one error per leaf, compared: its digits are noise"])
-def check_grad(interp, f, x, h, samples):
-    root = _root_name(interp)
-    _, g = value_and_grad_impl(interp, f, x, root, "check_grad")
+def check_grad(ctx, f, x, h, samples):
+    root = _root_name(ctx)
+    _, g = value_and_grad_impl(ctx, f, x, root, "check_grad")
     leaves = [v for _, v in tree_leaves(x, root)]
     gleaves = [v for _, v in tree_leaves(g, root)]
     rng = np.random.default_rng(0)
@@ -199,10 +196,10 @@ def check_grad(interp, f, x, h, samples):
         def swap(v):
             j = next(it)
             return new_leaf if j == k else raw(v)
-        return float(raw(interp.call(f, [tree_map(swap, x)], {}, None)))
+        return float(raw(ctx.call(f, tree_map(swap, x))))
 
     total = sum(min(np.size(raw(v)), samples) for v in leaves)
-    with _bar(interp, total, f"check_grad, {total} elements") as bar:
+    with _bar(ctx, total, f"check_grad, {total} elements") as bar:
         for k, (v, gv) in enumerate(zip(leaves, gleaves)):
             errors.append(_check_leaf(f_at, k, v, gv, h, samples, rng, bar))
     it = iter(errors)
@@ -278,13 +275,13 @@ def _basis(shape, i):
     return ops.as_float(e)
 
 
-def _caller(interp, f):
-    return lambda v: interp.call(f, [v], {}, None)
+def _caller(ctx, f):
+    return lambda v: ctx.call(f, v)
 
 
-def _bar(interp, total, desc):
-    """The interpreter's bar for a long loop of passes (lang/evaluator/progress.py, work_bar), or none."""
-    make = getattr(interp, "work_bar", None)
+def _bar(ctx, total, desc):
+    """The context's bar for a long loop of passes (lang/evaluator/progress.py, work_bar), or none."""
+    make = getattr(ctx, "work_bar", None)
     return make(total, desc) if make is not None else contextlib.nullcontext(_NO_BAR)
 
 
@@ -297,7 +294,7 @@ class _NoBar:
 _NO_BAR = _NoBar()
 
 
-def jacobian_impl(call, x, fname="jacobian", interp=None):
+def jacobian_impl(call, x, fname="jacobian", ctx=None):
     """The Jacobian by the cheaper of two loops of backward passes, both on the one tape:
     reverse, one pass per OUTPUT element (its unit cotangent gives a row), or forward, one pass
     per INPUT element: the backward pass of f is recorded once with a tracked cotangent u (u' J,
@@ -322,7 +319,7 @@ def jacobian_impl(call, x, fname="jacobian", interp=None):
             bu = Box(u0, lu, None, (), NO_KW, None, (), ())
             ut_j = _pull(out, bx, level, bu, xshape)       # u' J, recorded on level lu
             cols = []
-            with _bar(interp, n, f"{fname}, {n} backward passes") as bar:
+            with _bar(ctx, n, f"{fname}, {n} backward passes") as bar:
                 for j in range(n):
                     e = ops.index(ut_j, idx=np.unravel_index(j, xshape)) if xshape else ut_j
                     cols.append(_pull(e, bu, lu, 1.0, oshape))
@@ -331,7 +328,7 @@ def jacobian_impl(call, x, fname="jacobian", interp=None):
                 return cols[0]
             return ops.reshape(ops.stack(*cols, dim=-1), shape=oshape + xshape)   # oshape is not () here
         rows = []
-        with _bar(interp, m, f"{fname}, {m} backward passes") as bar:
+        with _bar(ctx, m, f"{fname}, {m} backward passes") as bar:
             for i in range(m):
                 rows.append(_pull(out, bx, level, _basis(oshape, i), xshape))
                 bar.update()
@@ -346,7 +343,7 @@ def jacobian_impl(call, x, fname="jacobian", interp=None):
 @builtin("jacobian", CAT, "The Jacobian of f at x: every partial derivative d f(x)[i] / d x[j], shaped out + in.",
          [P("f", "function", doc="a function of one number or matrix, returning a number or matrix"),
           P("x", "array", doc="where to differentiate")],
-         returns="shape(f(x)) followed by shape(x); a number when both are numbers", interp=True,
+         returns="shape(f(x)) followed by shape(x); a number when both are numbers", context=True,
          what="All first derivatives of a vector (or matrix) function at once: for f from R^n to R^m the "
               "m x n matrix J with J[i, j] = d f_i / d x_j. For a scalar f it is the gradient; for a "
               "matrix input or output the axes are kept, not flattened.",
@@ -367,14 +364,14 @@ def jacobian_impl(call, x, fname="jacobian", interp=None):
                    "jacobian(fn(x) -> [1, 2; 3, 4] @ x, [1, 1])",
                    "size(jacobian(fn(x) -> x', zeros(2, 3)))",
                    "jacobian(fn(x) -> [sum(x), x[0] * x[1]], [2, 3])"])
-def jacobian(interp, f, x):
-    return jacobian_impl(_caller(interp, f), x, interp=interp)
+def jacobian(ctx, f, x):
+    return jacobian_impl(_caller(ctx, f), x, ctx=ctx)
 
 
 @builtin("hessian", CAT, "The Hessian of a scalar f at x: the second derivatives d^2 f / d x[i] d x[j], shaped in + in.",
          [P("f", "function", doc="a function of one number or matrix, returning a number"),
           P("x", "array", doc="where to differentiate")],
-         returns="shape(x) followed by shape(x); a number when x is a number", interp=True,
+         returns="shape(x) followed by shape(x); a number when x is a number", context=True,
          what="The matrix of second derivatives of a scalar function: its curvature. For x of n elements, "
               "an n x n symmetric matrix (for smooth f).",
          how="The jacobian of the gradient: jacobian(fn(y) -> grad(f, y), x), reverse over reverse on the "
@@ -386,10 +383,10 @@ def jacobian(interp, f, x):
          examples=["hessian(fn(x) -> x^3, 2)",
                    "hessian(fn(x) -> x[0]^2 * x[1] + x[1]^3, [1, 2])",
                    "A = [2, 1; 1, 3]\nhessian(fn(x) -> sum(x * (A @ x)) / 2, [1, 1])  # A"])
-def hessian(interp, f, x):
+def hessian(ctx, f, x):
     def g(v):
-        return value_and_grad_impl(interp, f, v, "x", "hessian")[1]
-    return jacobian_impl(g, x, "hessian", interp)
+        return value_and_grad_impl(ctx, f, v, "x", "hessian")[1]
+    return jacobian_impl(g, x, "hessian", ctx)
 
 
 def _check_v(fname, what, v, shape, whose):
@@ -402,7 +399,7 @@ def _check_v(fname, what, v, shape, whose):
          [P("f", "function", doc="a function of one number or matrix"),
           P("x", "array", doc="where to differentiate"),
           P("v", "array", shape="shape(f(x))", doc="the cotangent: a weight for each output element")],
-         returns="tuple (f(x), product shaped like x)", interp=True,
+         returns="tuple (f(x), product shaped like x)", context=True,
          what="The gradient of sum(v * f(x)) with respect to x, in one backward pass, without forming the "
               "Jacobian: what backpropagation computes through a layer.",
          how="One forward pass of f on the tape and one backward pass seeded with v: out[j] = sum_i v[i] "
@@ -413,9 +410,9 @@ def _check_v(fname, what, v, shape, whose):
                  "ValueError when f returns something other than a number or a matrix"],
          examples=["vjp(fn(x) -> x^2, [1, 2, 3], [1, 0, 1])",
                    "y, g = vjp(fn(x) -> [1, 2; 3, 4] @ x, [1; 1], [1; 1])\nprint(y, g)"])
-def vjp(interp, f, x, v):
+def vjp(ctx, f, x, v):
     xshape = _array_arg("vjp", "x", x)
-    bx, out, oshape, level = _trace(_caller(interp, f), x, "vjp")
+    bx, out, oshape, level = _trace(_caller(ctx, f), x, "vjp")
     _check_v("vjp", "v", v, oshape, "f(x)")
     return (_strip(out, level), _pull(out, bx, level, v, xshape))
 
@@ -424,7 +421,7 @@ def vjp(interp, f, x, v):
          [P("f", "function", doc="a function of one number or matrix"),
           P("x", "array", doc="where to differentiate"),
           P("v", "array", shape="shape(x)", doc="the tangent: a direction in x")],
-         returns="tuple (f(x), product shaped like f(x))", interp=True,
+         returns="tuple (f(x), product shaped like f(x))", context=True,
          what="The directional derivative of f at x along v: how f(x + t v) changes at t = 0, for every "
               "output element at once, without forming the Jacobian.",
          how="Exact, by the double-vjp trick on the one tape (no finite differences): u -> vjp(f, x, u) = u' J "
@@ -439,14 +436,14 @@ def vjp(interp, f, x, v):
          examples=["jvp(fn(x) -> x^2, [1, 2, 3], [1, 0, 1])",
                    "y, t = jvp(fn(x) -> [1, 2; 3, 4] @ x, [1; 1], [1; 0])\nprint(y, t)",
                    "jvp(fn(x) -> sin(x), 0, 1)"])
-def jvp(interp, f, x, v):
+def jvp(ctx, f, x, v):
     xshape = _array_arg("jvp", "x", x)
     _check_v("jvp", "v", v, xshape, "x")
     lu = new_level()                        # the outer level: the cotangent u
     gc_was_on = gc.isenabled()
     gc.disable()
     try:
-        bx, out, oshape, level = _trace(_caller(interp, f), x, "jvp")
+        bx, out, oshape, level = _trace(_caller(ctx, f), x, "jvp")
         u0 = ops.as_float(np.zeros(oshape)) if oshape else 0.0
         bu = Box(u0, lu, None, (), NO_KW, None, (), ())
         ut_j = _pull(out, bx, level, bu, xshape)          # u' J, recorded on level lu

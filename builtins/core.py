@@ -139,7 +139,7 @@ def dtype(x):
     return "bool" if isinstance(r, bool) else "float64"
 
 
-def _tree_map(interp, f, trees, path: list):
+def _tree_map(ctx, f, trees, path: list):
     """`path` holds the parts of where this subtree sits in the trees ([] at the top, then
     [".w"], [".w", "[0]"], ...), joined only for a message: a deep tree costs no long strings."""
     first = raw(trees[0])
@@ -154,7 +154,7 @@ def _tree_map(interp, f, trees, path: list):
         out = {}
         for k in first.fields:
             path.append(f".{k}")
-            out[k] = _tree_map(interp, f, [raw(t).fields[k] for t in trees], path)
+            out[k] = _tree_map(ctx, f, [raw(t).fields[k] for t in trees], path)
             path.pop()
         return Record(out)
     if isinstance(first, tuple):
@@ -166,7 +166,7 @@ def _tree_map(interp, f, trees, path: list):
         items = []                   # a list, not a generator: deep trees recurse in Python frames only
         for i in range(len(first)):
             path.append(f"[{i}]")
-            items.append(_tree_map(interp, f, [raw(t)[i] for t in trees], path))
+            items.append(_tree_map(ctx, f, [raw(t)[i] for t in trees], path))
             path.pop()
         return tuple(items)
     for j, t in enumerate(trees[1:], 1):
@@ -174,7 +174,7 @@ def _tree_map(interp, f, trees, path: list):
             raise ValueErr(f"tree_map(): tree {j} differs from tree 0 at {_where(path)}: "
                            f"{_shape_desc(first)} vs {_shape_desc(raw(t))}")
     try:
-        return interp.call(f, list(trees), {}, None)
+        return ctx.call(f, *trees)
     except LangError as e:
         if path and not getattr(e, "tree_path", None):    # the innermost tree_map names the leaf
             e.tree_path = "".join(path)
@@ -195,7 +195,7 @@ def _shape_desc(r):
 @builtin("tree_map", "Core", "Apply f leaf by leaf to records and tuples of the same structure.",
          [P("f", "function", doc="called with one leaf from each tree"),
           P("trees", variadic=True, doc="one or more records/tuples (nested) of the same structure")],
-         returns="a tree of the same structure holding f's results", interp=True,
+         returns="a tree of the same structure holding f's results", context=True,
          what="Maps a function over the leaves (numbers, matrices, anything that is not a record or a "
               "tuple) of parameter trees. With several trees, f gets the matching leaves of all of "
               "them: tree_map(fn(p, g) -> p - 0.1 * g, params, grads) is one SGD step.",
@@ -208,10 +208,10 @@ def _shape_desc(r):
          examples=["tree_map(fn(x) -> 2 * x, {a = 1, b = ([1, 2], 3)})",
                    "p = {w = [1, 2], b = 0.5}\ng = {w = [0.1, 0.1], b = 1}\n"
                    "tree_map(fn(p, g) -> p - 0.5 * g, p, g)"])
-def tree_map(interp, f, trees):
+def tree_map(ctx, f, trees):
     if not trees:
         raise TypeErr("tree_map() needs at least one tree after the function")
-    return _tree_map(interp, f, list(trees), [])
+    return _tree_map(ctx, f, list(trees), [])
 
 
 @builtin("tree_leaves", "Core", "The leaves of a record/tuple tree as a flat tuple, in field order.",
@@ -340,7 +340,7 @@ def loop_length(items) -> int:
                   f"a tuple or a string")
 
 
-def progress_walk(interp, items, desc):
+def progress_walk(items, desc):
     """progress(...) as a for loop's iterable: the walk of items, not made into a value."""
     return Progress(items, desc, loop_length(items))
 
@@ -369,8 +369,8 @@ def progress_walk(interp, items, desc):
          examples=['total = 0\nfor step in progress(1:100, desc="sum")\n    total = total + step\n'
                    '    progress_note("total {total}")\nend\ntotal',
                    'progress(1:10, desc="train")'],
-         interp=True, walk=progress_walk)
-def progress(interp, items, desc):
+         walk=progress_walk)
+def progress(items, desc):
     return Progress(items, desc, loop_length(items))
 
 
@@ -386,9 +386,7 @@ def progress(interp, items, desc):
          errors=["none: any value is accepted"],
          examples=['for step in progress(1:3, desc="train")\n    loss = 1 / step\n'
                    '    progress_note("loss {round(loss, 3)}")\nend\nloss'],
-         interp=True)
-def progress_note(interp, text):
-    bars = interp.progress_bars
-    if bars:
-        bars[-1].note(text if isinstance(text, str) else format_value(text))
+         context=True)
+def progress_note(ctx, text):
+    ctx.note_progress(text if isinstance(text, str) else format_value(text))
     return None

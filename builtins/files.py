@@ -51,13 +51,12 @@ WRITER_ERRORS = ("IOError when the directory does not exist or cannot be written
                  "file (permission denied), a directory, a device, a pipe, a socket or a loop of links")
 
 
-def resolve_path(interp, path: str) -> str:
+def resolve_path(ctx, path: str) -> str:
     """A relative path is taken from the running script's directory (like import); in -c and
     the REPL that is the current directory."""
     if os.path.isabs(path):
         return path
-    base = interp.dir_stack[-1] if getattr(interp, "dir_stack", None) else os.getcwd()
-    return os.path.join(base, path)
+    return os.path.join(ctx.directory, path)
 
 
 def read_limited(f, fname: str, full: str) -> bytes:

@@ -138,9 +138,9 @@ def unflatten(items: list, where: str):
     return build(root)
 
 
-def _read_utf8(fname: str, interp, path: str) -> tuple[str, str]:
+def _read_utf8(fname: str, ctx, path: str) -> tuple[str, str]:
     """(resolved path, text) of a UTF-8 file, through the size guard; a BOM is dropped."""
-    full = existing_file(fname, resolve_path(interp, path), "a file")
+    full = existing_file(fname, resolve_path(ctx, path), "a file")
     try:
         with open(full, "rb") as f:
             data = read_limited(f, fname, full)

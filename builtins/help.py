@@ -262,7 +262,10 @@ def _stdlib_table_names() -> list[str]:
 @builtin("help", "Core", "Show the documentation of a builtin or function; help() lists them all by category.",
          [P("name", "any", None, doc="a name as a string, or the builtin or function itself; "
                                      "none lists the categories")],
-         returns="none", interp=True,
+         returns="none",
+         # the whole interpreter: help lists the session's own names, loads the stdlib, reads
+         # function sources, and runs each example in a fresh interpreter of the session's kind
+         interp=True,
          what="Prints the signature, the parameters with their kinds and shapes, the summary, what "
               "the builtin is for, and its first example, from the same declarations the "
               "documentation pages are built from. `help()` lists every builtin by category and "

@@ -38,7 +38,7 @@ CAT = "IO"
 @builtin("save", CAT, "Write a record or tuple of matrices to a .npz checkpoint, atomically.",
          [P("path", "string", doc="the file to write (relative paths start at the script's directory)"),
           P("value", doc="a record or tuple (nested) of numbers and matrices, e.g. model parameters")],
-         returns="none", interp=True,
+         returns="none", context=True,
          what="Saves model parameters (or an optimizer state) so that load(path) gives back exactly the "
               "same values. Each matrix is stored under its field path, e.g. \"heads[0].wq\", so Python can "
               "read the file with numpy.load. A path ending in .safetensors writes the safetensors format "
@@ -53,12 +53,12 @@ CAT = "IO"
          examples=["params = {w = [1, 2; 3, 4], heads = ({wq = [0.5, 0.25]},), step = 3}\n"
                    "save(\"/tmp/tapeml_doc_ckpt.npz\", params)\n"
                    "load(\"/tmp/tapeml_doc_ckpt.npz\")"])
-def save(interp, path, value):
+def save(ctx, path, value):
     r = raw(value)
     if not isinstance(r, (Record, tuple)):
         raise TypeErr(f"save(): value must be a record or a tuple of matrices, got {describe(value)}")
     items = flatten(r)
-    full = resolve_path(interp, path)
+    full = resolve_path(ctx, path)
     if full.endswith(".safetensors"):
         return save_safetensors(full, items)
 
@@ -102,7 +102,7 @@ def _declared_shape(data, key: str, full: str) -> tuple:
 
 @builtin("load", CAT, "Read a checkpoint written by save: the same record or tuple of matrices.",
          [P("path", "string", doc="a .npz file written by save (relative paths start at the script's directory)")],
-         returns="the record or tuple that was saved", interp=True,
+         returns="the record or tuple that was saved", context=True,
          what="The inverse of save: load(path) equals the value given to save, field for field and bit for bit.",
          how="numpy.load with allow_pickle=False (a checkpoint can never run code), then the tree is "
              "rebuilt from the field paths of the array names (\"heads[0].wq\" is field wq of item 0 of "
@@ -120,8 +120,8 @@ def _declared_shape(data, key: str, full: str) -> tuple:
                  "expand to gigabytes (a zip bomb) is refused at once"],
          examples=["save(\"/tmp/tapeml_doc_ckpt2.npz\", ([1, 2], {b = 0.5}))\n"
                    "load(\"/tmp/tapeml_doc_ckpt2.npz\")"])
-def load(interp, path):
-    full = existing_file("load", resolve_path(interp, path), "a checkpoint")
+def load(ctx, path):
+    full = existing_file("load", resolve_path(ctx, path), "a checkpoint")
     if full.endswith(".safetensors"):
         return load_safetensors(full)
     if not zipfile.is_zipfile(full):
@@ -160,7 +160,7 @@ def load(interp, path):
 
 @builtin("read_text", "IO", "The contents of a UTF-8 text file as a string.",
          [P("path", "string", doc="a file path; relative paths start at the script's directory")],
-         returns="string", interp=True,
+         returns="string", context=True,
          what="Reads a whole text file, e.g. the training text of a character-level language model.",
          how="Python's `open(path, encoding=\"utf-8\").read()`; line endings are kept as they are in the "
              "file. A relative path is resolved against the directory of the running script (as "
@@ -170,8 +170,8 @@ def load(interp, path):
                  "ValueError when the file is larger than the string limit, 0.1 GB"],
          examples=["write_text(\"/tmp/tapeml_doc_text.txt\", \"to be, or not to be\\n\")\n"
                    "text = read_text(\"/tmp/tapeml_doc_text.txt\")\nlen(text)"])
-def read_text(interp, path):
-    full = existing_file("read_text", resolve_path(interp, path), "a file")
+def read_text(ctx, path):
+    full = existing_file("read_text", resolve_path(ctx, path), "a file")
     try:
         with open(full, "rb") as f:
             data = read_limited(f, "read_text", full)
@@ -189,14 +189,14 @@ def read_text(interp, path):
 @builtin("write_text", "IO", "Write a string to a UTF-8 text file (replacing it), atomically.",
          [P("path", "string", doc="a file path; relative paths start at the script's directory"),
           P("text", "string")],
-         returns="none", interp=True,
+         returns="none", context=True,
          what="Saves a string as a text file, replacing what was there, e.g. generated text or a log; "
               "read_text gives the same string back.",
          how="The text is written as UTF-8; no newline is added. " + WRITER_HOW,
          errors=[WRITER_ERRORS, "TypeError when path or text is not a string"],
          examples=["write_text(\"/tmp/tapeml_doc_text2.txt\", \"abc\")\nread_text(\"/tmp/tapeml_doc_text2.txt\")"])
-def write_text(interp, path, text):
-    atomic_write("write_text", resolve_path(interp, path), lambda f: f.write(text), binary=False)
+def write_text(ctx, path, text):
+    atomic_write("write_text", resolve_path(ctx, path), lambda f: f.write(text), binary=False)
     return None
 
 
@@ -204,7 +204,7 @@ def write_text(interp, path, text):
          [P("path", "string", doc="a CSV file; relative paths start at the script's directory"),
           P("header", default="auto", doc="\"auto\": the first row is a header when one of its fields is not a "
             "number; true: the first row is a header; false: there is none")],
-         returns="[rows, columns]", interp=True,
+         returns="[rows, columns]", context=True,
          what="Loads a table of numbers, e.g. a data set: each line a row, fields separated by commas. The "
               "result is always a matrix (a single column gives an N x 1 matrix; take m[:, 0] for a vector). "
               "Read the column names with csv_header(path).",
@@ -222,12 +222,12 @@ def write_text(interp, path, text):
          examples=["write_text(\"/tmp/tapeml_doc_read.csv\", \"x,y\\n1,2\\n3,4.5\\n\")\n"
                    "read_csv(\"/tmp/tapeml_doc_read.csv\")",
                    "csv_header(\"/tmp/tapeml_doc_read.csv\")"])
-def read_csv(interp, path, header):
+def read_csv(ctx, path, header):
     from tapeml.array import limits, ops
     header = bool(header) if isinstance(header, np.bool_) else header
     if not (header is True or header is False or (isinstance(header, str) and header == "auto")):
         raise _ValueErr(f"read_csv(): header must be \"auto\", true or false, got {format_value(header, True)}")
-    full, text = _read_utf8("read_csv", interp, path)
+    full, text = _read_utf8("read_csv", ctx, path)
     rows = _csv_rows("read_csv", full, text)
     first = next(rows, None)
     if first is not None and (header is True or (header == "auto" and _is_header(first[1]))):
@@ -261,7 +261,7 @@ def read_csv(interp, path, header):
 
 @builtin("csv_header", CAT, "The fields of a CSV file's first row, as a tuple of strings.",
          [P("path", "string", doc="a CSV file; relative paths start at the script's directory")],
-         returns="a tuple of strings", interp=True,
+         returns="a tuple of strings", context=True,
          what="The column names of a table read with read_csv: csv_header(path)[j] names column j of "
               "read_csv(path). The first (non-blank) row is returned as it is written, whether or not it "
               "is numbers; an empty file gives ().",
@@ -269,8 +269,8 @@ def read_csv(interp, path, header):
          errors=["IOError when the file does not exist, is not UTF-8, or is malformed CSV"],
          examples=["write_csv(\"/tmp/tapeml_doc_head.csv\", [1, 2; 3, 4], header=(\"width\", \"height, cm\"))\n"
                    "csv_header(\"/tmp/tapeml_doc_head.csv\")"])
-def csv_header(interp, path):
-    full, text = _read_utf8("csv_header", interp, path)
+def csv_header(ctx, path):
+    full, text = _read_utf8("csv_header", ctx, path)
     first = next(_csv_rows("csv_header", full, text), None)        # the first row only
     return tuple(first[1]) if first is not None else ()
 
@@ -279,7 +279,7 @@ def csv_header(interp, path):
          [P("path", "string", doc="the file to write; relative paths start at the script's directory"),
           P("m", "array", shape="a number, [N] or [N, M]", doc="a vector is written as one column"),
           P("header", "tuple", default=None, doc="column names, one string per column")],
-         returns="none", interp=True,
+         returns="none", context=True,
          what="Saves a table of numbers that read_csv (or any spreadsheet, pandas, NumPy) reads back: one "
               "line per row, fields separated by commas, an optional first line of names.",
          how="Each number is written as Python's `repr` of the float64 (the shortest text that reads back "
@@ -293,7 +293,7 @@ def csv_header(interp, path):
          examples=["write_csv(\"/tmp/tapeml_doc_w.csv\", [1, 0.1; -0.0, 1e-300], header=(\"a\", \"b\"))\n"
                    "print(read_text(\"/tmp/tapeml_doc_w.csv\"))\n"
                    "all(read_csv(\"/tmp/tapeml_doc_w.csv\") == [1, 0.1; -0.0, 1e-300])"])
-def write_csv(interp, path, m, header):
+def write_csv(ctx, path, m, header):
     from tapeml.syntax.errors import ShapeError
     a = np.asarray(raw(m))
     if a.ndim > 2:
@@ -308,7 +308,7 @@ def write_csv(interp, path, m, header):
         if len(names) != a.shape[1]:
             raise _ValueErr(f"write_csv(): header has {len(names)} name{'s' * (len(names) != 1)} but m has "
                             f"{a.shape[1]} column{'s' * (a.shape[1] != 1)}")
-    full = resolve_path(interp, path)
+    full = resolve_path(ctx, path)
 
     def write(f):
         if names is not None:
@@ -341,7 +341,7 @@ def _json_problem(msg: str) -> str:
 
 @builtin("read_json", CAT, "A JSON file as a tapeml value: objects are records, arrays of numbers matrices.",
          [P("path", "string", doc="a JSON file; relative paths start at the script's directory")],
-         returns="a record, tuple, matrix, number, string, bool or none", interp=True,
+         returns="a record, tuple, matrix, number, string, bool or none", context=True,
          what="Loads configuration and results, e.g. a model's config.json: cfg = read_json(path), then "
               "cfg.n_heads.",
          how="Python's `json` parser, then: an object becomes a record (its keys the field names, in file "
@@ -356,8 +356,8 @@ def _json_problem(msg: str) -> str:
                  "ValueError when the file passes the string limit (0.1 GB) or an array the element limit"],
          examples=["write_text(\"/tmp/tapeml_doc.json\", \"{{\\\"n_heads\\\": 4, \\\"dims\\\": [64, 128], \\\"name\\\": \\\"tiny\\\", \\\"w\\\": [[1, 2], [3, 4]], \\\"tags\\\": [\\\"a\\\", 1]}}\")\n"
                    "cfg = read_json(\"/tmp/tapeml_doc.json\")\ncfg.n_heads * 2\ncfg.w\ncfg.tags"])
-def read_json(interp, path):
-    full, text = _read_utf8("read_json", interp, path)
+def read_json(ctx, path):
+    full, text = _read_utf8("read_json", ctx, path)
     # The C parser recurses on the C stack, checked only against the recursion limit, which the
     # CLI raises for deep tapeml recursion: parse under a limit of JSON_MAX_DEPTH more levels, so
     # a deeply nested file is a RecursionError here, not a segfault.
@@ -374,7 +374,7 @@ def read_json(interp, path):
 @builtin("write_json", CAT, "Write a value as a JSON file (replacing it): records as objects, matrices as nested lists.",
          [P("path", "string", doc="the file to write; relative paths start at the script's directory"),
           P("value", doc="a record, tuple, matrix, number, string, bool or none (nested)")],
-         returns="none", interp=True,
+         returns="none", context=True,
          what="Saves results or a configuration where other tools can read them; read_json gives back an "
               "equal value for records, numbers, strings, bools, none, non-empty vectors and matrices, and "
               "tuples that do not look like a vector (a tuple of numbers comes back as a vector).",
@@ -387,18 +387,18 @@ def read_json(interp, path):
                  "ValueError when value nests records and tuples more than 1000 deep", WRITER_ERRORS],
          examples=["write_json(\"/tmp/tapeml_doc_w.json\", {name = \"run 1\", loss = 0.25, w = [1, 2; 3, 4], tags = (\"a\", true, none)})\n"
                    "print(read_text(\"/tmp/tapeml_doc_w.json\"))\nread_json(\"/tmp/tapeml_doc_w.json\").w"])
-def write_json(interp, path, value):
+def write_json(ctx, path, value):
     with _json_stack():
         text = _json.dumps(_to_json(value, ""), ensure_ascii=False, allow_nan=False) + "\n"
     from tapeml.array import limits
     limits.check_string_bytes("write_json(): the JSON text", limits.utf8_len(text))
-    atomic_write("write_json", resolve_path(interp, path), lambda f: f.write(text), binary=False)
+    atomic_write("write_json", resolve_path(ctx, path), lambda f: f.write(text), binary=False)
     return None
 
 
 @builtin("file_exists", CAT, "Whether path names an existing file (a directory gives false).",
          [P("path", "string", doc="relative paths start at the script's directory")],
-         returns="bool", interp=True,
+         returns="bool", context=True,
          what="Tests for a file before reading it, e.g. to resume from a checkpoint when there is one: "
               "if file_exists(\"ckpt.npz\") params = load(\"ckpt.npz\") end.",
          how="Python's `os.path.isfile` on the resolved path: true for a regular file (or a link to one); "
@@ -406,7 +406,7 @@ def write_json(interp, path, value):
          errors=["TypeError when path is not a string"],
          examples=["write_text(\"/tmp/tapeml_doc_exists.txt\", \"x\")\nfile_exists(\"/tmp/tapeml_doc_exists.txt\")",
                    "file_exists(\"/tmp/no/such/file\")", "file_exists(\"/tmp\")"])
-def file_exists(interp, path):
-    return os.path.isfile(resolve_path(interp, path))
+def file_exists(ctx, path):
+    return os.path.isfile(resolve_path(ctx, path))
 
 

@@ -459,7 +459,7 @@ def _to_window() -> bool:
 
 
 @builtin("show", CAT, "Show the figures: a window in the REPL when a display exists, images in a notebook, otherwise a PNG file.",
-         [], returns="none", interp=True,
+         [], returns="none", context=True,
          what="In the REPL with a display, opens the drawn figures in a window and returns at once. In a Jupyter "
               "notebook (the tapeml kernel), shows each figure as an image below the cell and closes it; the "
               "figures still open when a cell ends are shown the same way. "
@@ -472,7 +472,7 @@ def _to_window() -> bool:
              "otherwise `savefig` to tapeml-figure-N.png in the current directory (the temporary directory "
              "when that cannot be written). The figures are closed after saving.",
          examples=["plot([1, 2, 3])\nshow()"])
-def show(interp):
+def show(ctx):
     global _shown, _after_show
     if _pyplot is None or not _pyplot.get_fignums():
         return None
@@ -493,7 +493,7 @@ def show(interp):
         path = _next_figure_path()
         atomic_write("show", path, lambda f, fig=fig: save_png(fig, f), binary=True)   # as savefig writes
         paths.append(path)
-        interp.out.write(f"figure saved to {path}\n")
+        ctx.out.write(f"figure saved to {path}\n")
     close_all()
     _after_show = paths
     return None

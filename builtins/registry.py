@@ -7,10 +7,12 @@
 
 The one binder (values.bind_arguments), the REPL's completion and help, and the docs builder all
 read this one table (DESIGN.md rule 8). A builtin that needs the session (where print writes,
-the float type, the random generator, calling a function value) declares `context=True` and
-receives a `tapeml.array.context.Context` first; `interp=True` (the whole interpreter) is for the
-few that need more (help, import, grad). Argument kinds and constraints are checked here, so
-builtin bodies receive validated values.
+the float type, the random generator, calling a function value, the call site, the running
+file's directory, the progress bars) declares `context=True` and receives a
+`tapeml.array.context.Context` first: the one surface between builtins and the evaluator.
+`interp=True` (the whole interpreter) is left to `help` alone, which runs examples in a fresh
+interpreter of the session's kind; its declaration says why. Argument kinds and constraints are
+checked here, so builtin bodies receive validated values.
 """
 from __future__ import annotations
 

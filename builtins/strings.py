@@ -36,10 +36,10 @@ def items_of(fname: str, xs, pname: str = "xs") -> ValueWalk:
     return ValueWalk(xs)
 
 
-def _call(interp, fname: str, f, args: list, where: str):
+def _call(ctx, fname: str, f, args: list, where: str):
     """Call f; an error inside it says which item of the walk it came from."""
     try:
-        return interp.call(f, args, {}, None)
+        return ctx.call(f, *args)
     except LangError as e:
         if not getattr(e, "walk_where", None):          # the innermost walker names the item
             e.walk_where = where
@@ -301,7 +301,7 @@ def reverse(xs):
 
 @builtin("sort_by", CAT, "The items of xs sorted by key(item), ascending and stable, as a tuple.",
          [P("xs", doc=_SEQ), P("key", "function", doc="maps an item to a number or a string")],
-         returns="a tuple of the items of xs", interp=True,
+         returns="a tuple of the items of xs", context=True,
          what="Orders things by a computed key: sort_by(words, len) sorts words by length, "
               "sort_by(records, fn(r) -> r.loss) sorts results by their loss. Items with equal keys keep "
               "their order (a stable sort), so sorting by one key and then another sorts by both.",
@@ -314,12 +314,12 @@ def reverse(xs):
          examples=["sort_by((\"ccc\", \"a\", \"bb\"), len)", "sort_by([3, -1, 2], fn(x) -> -x)",
                    "runs = ({name = \"a\", loss = 0.3}, {name = \"b\", loss = 0.1})\n"
                    "map(fn(r) -> r.name, sort_by(runs, fn(r) -> r.loss))"])
-def sort_by(interp, xs, key):
+def sort_by(ctx, xs, key):
     items = list(items_of("sort_by", xs))
     keys = []
     kind = None
     for i, x in enumerate(items):
-        k = raw(_call(interp, "sort_by", key, [x], f"item {i}"))
+        k = raw(_call(ctx, "sort_by", key, [x], f"item {i}"))
         if isinstance(k, np.ndarray) and k.ndim == 0 and k.dtype != np.bool_:
             k = float(k)
         if isinstance(k, str):
@@ -347,7 +347,7 @@ _WALK = ("The items are those `for` visits: a tuple's items, a vector's elements
 
 @builtin("map", CAT, "A tuple of f(item) for each item of xs.",
          [P("f", "function", doc="called with one item"), P("xs", doc=_SEQ)],
-         returns="a tuple, one result per item", interp=True,
+         returns="a tuple, one result per item", context=True,
          what="Applies a function to every item: map(fn(x) -> x ^ 2, [1, 2, 3]) is (1, 4, 9). The result "
               "is always a tuple (its items may be anything); stack numbers back into a vector with "
               "[r...] or concat when you need a matrix.",
@@ -357,13 +357,13 @@ _WALK = ("The items are those `for` visits: a tuple's items, a vector's elements
          examples=["map(fn(x) -> x ^ 2, [1, 2, 3])", "map(upper, (\"a\", \"b\"))",
                    "map(fn(row) -> sum(row), [1, 2; 3, 4])", "map(len, split(\"to be or not\"))",
                    "grad(fn(w) -> sum(map(fn(x) -> x * w, [1, 2, 3])[2]), 0.5)"])
-def map_(interp, f, xs):
-    return tuple(_call(interp, "map", f, [x], f"item {i}") for i, x in enumerate(items_of("map", xs)))
+def map_(ctx, f, xs):
+    return tuple(_call(ctx, "map", f, [x], f"item {i}") for i, x in enumerate(items_of("map", xs)))
 
 
 @builtin("filter", CAT, "A tuple of the items of xs for which f(item) is true.",
          [P("f", "function", doc="called with one item; returns true or false"), P("xs", doc=_SEQ)],
-         returns="a tuple of the items kept, in order", interp=True,
+         returns="a tuple of the items kept, in order", context=True,
          what="Keeps the items that pass a test: filter(fn(x) -> x > 0, [3, -1, 2]) is (3, 2).",
          how=_WALK + " f must return true or false, as an `if` condition must.",
          errors=["TypeError when f returns something other than true or false (naming the item)",
@@ -372,10 +372,10 @@ def map_(interp, f, xs):
          examples=["filter(fn(x) -> x > 0, [3, -1, 2])",
                    "filter(fn(w) -> not startswith(w, \"#\"), (\"a\", \"# note\", \"b\"))",
                    "grad(fn(v) -> reduce(fn(a, x) -> a + x ^ 2, filter(fn(x) -> x > 0, v), 0), [3, -1, 2])"])
-def filter_(interp, f, xs):
+def filter_(ctx, f, xs):
     out = []
     for i, x in enumerate(items_of("filter", xs)):
-        keep = raw(_call(interp, "filter", f, [x], f"item {i}"))
+        keep = raw(_call(ctx, "filter", f, [x], f"item {i}"))
         if isinstance(keep, np.bool_):
             keep = bool(keep)
         if keep is not True and keep is not False:
@@ -387,7 +387,7 @@ def filter_(interp, f, xs):
 
 @builtin("reduce", CAT, "Fold xs into one value: acc = f(acc, item) for each item, starting from init.",
          [P("f", "function", doc="called as f(acc, item)"), P("xs", doc=_SEQ), P("init", doc="the first acc")],
-         returns="the last acc (init when xs is empty)", interp=True,
+         returns="the last acc (init when xs is empty)", context=True,
          what="Combines all items into one: reduce(fn(a, x) -> a + x, [1, 2, 3], 0) is 6, "
               "reduce(fn(a, x) -> a @ x, (m1, m2, m3), eye(n)) chains products.",
          how=_WALK + " A left fold, first item first (Python's `functools.reduce(f, xs, init)`); init is "
@@ -397,10 +397,10 @@ def filter_(interp, f, xs):
          examples=["reduce(fn(a, x) -> a + x, [1, 2, 3], 0)", "reduce(fn(a, s) -> \"{a}{s}\", (\"x\", \"y\"), \">\")",
                    "reduce(fn(a, x) -> a * x, (), 1)",
                    "grad(fn(v) -> reduce(fn(a, x) -> a * x, v, 1), [2, 3, 4])"])
-def reduce_(interp, f, xs, init):
+def reduce_(ctx, f, xs, init):
     acc = init
     for i, x in enumerate(items_of("reduce", xs)):
-        acc = _call(interp, "reduce", f, [acc, x], f"item {i}")
+        acc = _call(ctx, "reduce", f, [acc, x], f"item {i}")
     return acc
 
 

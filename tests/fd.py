@@ -1,6 +1,6 @@
 """Helpers shared by the gradient tests: central differences of a scalar function, a scalar loss
 made of a function's results with fixed random weights, and `grad` of a Python function through
-the builtins' own autodiff (PyInterp stands in for the interpreter: it calls Python functions)."""
+the builtins' own autodiff (PyInterp stands in for the builtins' Context: it calls Python functions)."""
 import numpy as np
 
 from tapeml.array import ops
@@ -40,11 +40,15 @@ def weighted(f, inputs, seed=1):
 
 
 class PyInterp:
-    """Calls Python functions where the builtins expect the interpreter."""
-    current_call = None
+    """Calls Python functions where the builtins expect their Context (lang/array/context.py)."""
 
-    def call(self, f, args, kwargs, span):
+    @staticmethod
+    def call(f, *args, **kwargs):
         return f(*args, **kwargs)
+
+    @staticmethod
+    def argument_name(i):
+        return None
 
 
 def grad(f, x):

@@ -10,6 +10,7 @@ evaluator method fails as an InternalError naming it.
 from __future__ import annotations
 
 import ast
+import io
 import os
 
 import pytest
@@ -289,3 +290,27 @@ def test_the_faces_and_the_session_use_the_evaluators_variables_api():
     interp.delete_variable("x")
     assert list(interp.variables()) == ["y", "z"] and "layer_norm" in set(interp.visible_names())
     assert interp.reset() == 2 and interp.variables() == {}
+
+
+def test_builtins_reach_the_evaluator_only_through_the_context():
+    """Every builtin that needs the running session takes the narrow Context
+    (lang/array/context.py); the whole interpreter goes to help alone, whose declaration says why.
+    The Context answers what those builtins ask: the call site's argument names, the running file's
+    directory, calling a function value."""
+    from tapeml.builtins import REGISTRY
+    assert sorted(n for n, b in REGISTRY.items() if b.interp) == ["help"]
+    src = open(os.path.join(ROOT, "builtins", "help.py"), encoding="utf-8").read()
+    decl = src[src.index('@builtin("help"'):src.index("interp=True")]
+    assert "# the whole interpreter:" in decl
+    from tapeml.evaluator.interpreter import Interpreter
+    interp = Interpreter(out=io.StringIO())
+    seen = {}
+
+    def spy(ctx, f, x):
+        seen.update(name=ctx.argument_name(1), first=ctx.argument_name(0), far=ctx.argument_name(5),
+                    dir=ctx.directory, line=ctx.span.line, result=ctx.call(f, x))
+        return None
+    from dataclasses import replace
+    interp.set_variable("spy", replace(REGISTRY["grad"], name="spy", fn=spy))
+    interp.run("w = 2\n\nspy(fn(v) -> v * 3, w)")
+    assert seen == {"name": "w", "first": None, "far": None, "dir": os.getcwd(), "line": 3, "result": 6.0}

@@ -19,7 +19,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tapeml.syntax.errors import IOErr, LangError, LangSyntaxError, ValueErr
-from tapeml.evaluator.interpreter import Interpreter, make_range
+from tapeml.evaluator.interpreter import Interpreter
+from tapeml.array.ranges import make_range
 from tapeml.syntax.lexer import NUMBER, tokenize
 from tapeml.array.limits import MAX_ELEMENTS, g3
 

@@ -33,8 +33,8 @@ from fd import PyInterp, grad
 def B(name):
     """The builtin as a Python function (arguments bound and checked by the registry)."""
     b = REGISTRY[name]
-    if b.interp:
-        return lambda *args, **kw: b.fn(PyInterp(), *args, **kw)     # Python functions: no binder
+    if b.context:       # calls a function value (jacobian, vjp, ...): Python functions, no binder
+        return lambda *args, **kw: b.fn(PyInterp(), *args, **kw)
     return lambda *args, **kw: b.fn(*b.bind(list(args), kw))
 
 

@@ -41,7 +41,7 @@ def _fmt_shape(shape):
 
 
 @builtin("summary", CAT, "Print a table of a weights value's parameters: path, shape and count, with the total.",
-         [P("weights", doc="a record, tuple or matrix of parameters")], returns="none", interp=True,
+         [P("weights", doc="a record, tuple or matrix of parameters")], returns="none", context=True,
          what="One row per number or matrix in the tree, named by its path (heads[0].wq, w1, ...), then the "
               "total, which is param_count(weights).",
          how="Walks the tree in field order; counts as param_count. Shapes print as rows x columns.",
@@ -49,7 +49,7 @@ def _fmt_shape(shape):
                  "ValueError when weights nests tuples and records more than 20000 deep"],
          examples=["summary({w = zeros(8, 16), b = zeros(16)})",
                    "summary(transformer_block_init(8, 2, mlp_ratio=2, seed=0))"])
-def summary(interp, weights):
+def summary(ctx, weights):
     leaves = _leaves(weights, "", "summary(): weights")
     rows = [(p or "(value)", _fmt_shape(s), f"{n:,}") for p, s, n in leaves]
     total = f"{sum(n for _, _, n in leaves):,}"
@@ -60,5 +60,5 @@ def summary(interp, weights):
     lines += [f"{p:<{wp}}  {s:<{ws}}  {c:>{wc}}" for p, s, c in rows]
     lines.append("-" * (wp + ws + wc + 4))
     lines.append(f"{'total':<{wp}}  {'':<{ws}}  {total:>{wc}}")
-    interp.out.write("\n".join(lines) + "\n")
+    ctx.out.write("\n".join(lines) + "\n")
     return None

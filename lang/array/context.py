@@ -19,15 +19,19 @@ sessions existed); a `tapeml.Session` owns a `State` and enters it on every run/
 The evaluator's deep-stack worker (lang/evaluator/stack.py) enters the state of the thread it works for.
 
 `Context` is what a builtin declared with `@builtin(..., context=True)` receives instead of the
-whole interpreter: `out` (where print writes), `dtype` (the float type of new matrices), `rng()`
-(the seeded generator) and `call(fn, *args)` (call a function value of the language).
+whole interpreter: where print writes, the float type, the seeded generator, calling a function
+value, the call site, the running file's directory and the progress bars (see the class).
 
-This module imports nothing of tapeml: the core registers its slots here, and so do builtins.
+This module imports only the syntax tree (to read a call site): the core registers its slots
+here, and so do builtins.
 """
 from __future__ import annotations
 
+import os
 import threading
 from dataclasses import dataclass
+
+from tapeml.syntax import ast as A
 
 
 @dataclass(frozen=True)
@@ -160,12 +164,20 @@ def release(state: State) -> None:
 
 
 class Context:
-    """What a builtin needs of the session that runs it, and no more.
+    """What a builtin needs of the session that runs it, and no more: the one surface between the
+    builtins and the evaluator (a compiled evaluator provides the same).
 
-    out      the stream print writes to (follows progress bars, which wrap it)
-    dtype    the NumPy float type of new matrices (float64 or float32)
-    rng()    the session's random generator (never cache it: seed(n) replaces it)
+    out        the stream print writes to (follows progress bars, which wrap it)
+    dtype      the NumPy float type of new matrices (float64 or float32)
+    rng()      the session's random generator (never cache it: seed(n) replaces it)
     call(f, *args, **kwargs)   call a function value of the language (a user fn or a builtin)
+    span       the call site of the builtin running (None when another builtin called it)
+    argument_name(i)   the name written as the i-th positional argument at that call site
+                       (`grad(loss, w)`: "w"), None when it is not a plain name
+    directory  the directory of the running file, which relative paths start from (the current
+               directory in -c and the REPL)
+    work_bar(total, desc)   a bar for a builtin's own long loop (lang/evaluator/progress.py)
+    note_progress(text)     the note beside the innermost progress(...) loop's bar, if any
     """
     __slots__ = ("_interp",)
 
@@ -185,3 +197,28 @@ class Context:
 
     def call(self, fn, *args, **kwargs):
         return self._interp.call(fn, list(args), kwargs, None)
+
+    @property
+    def span(self):
+        node = self._interp.current_call
+        return None if node is None else node.span
+
+    def argument_name(self, i: int):
+        node = self._interp.current_call
+        if node is None or len(node.args) <= i:
+            return None
+        arg = node.args[i]
+        return arg.name if type(arg) is A.Name else None
+
+    @property
+    def directory(self) -> str:
+        stack = self._interp.dir_stack
+        return stack[-1] if stack else os.getcwd()
+
+    def work_bar(self, total: int, desc: str):
+        return self._interp.work_bar(total, desc)
+
+    def note_progress(self, text: str) -> None:
+        bars = self._interp.progress_bars
+        if bars:
+            bars[-1].note(text)

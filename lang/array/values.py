@@ -17,6 +17,13 @@ import numpy as np
 from tapeml.syntax.errors import InternalError, TypeErr, ValueErr
 from tapeml.array.tape import Box, raw
 
+
+def is_numeric(v) -> bool:
+    """A number, a bool, a matrix or a tracked one: what arithmetic and transposes accept."""
+    t = type(v)
+    return t is float or t is np.ndarray or t is Box or t is bool or t is np.float64 or t is int \
+        or isinstance(v, (float, np.bool_))
+
 SUMMARY_THRESHOLD = 1000   # arrays with more elements print summarized
 EDGE = 3                   # items shown at each end of a summarized axis
 WHOLE_LIMIT = 2.0 ** 53    # whole numbers below this magnitude print every digit

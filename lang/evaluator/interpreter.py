@@ -11,7 +11,6 @@ and control-flow signals in lang/evaluator/scope.py.
 from __future__ import annotations
 
 import difflib
-import math
 import os
 import sys
 
@@ -29,25 +28,15 @@ from tapeml.evaluator.indexing import Indexing
 from tapeml.syntax.lexer import FOREIGN_WORDS
 from tapeml.syntax.parser import parse
 from tapeml.evaluator import progress
-from tapeml.array.ranges import make_range, plan_range
+from tapeml.array.ranges import plan_range
 from tapeml.evaluator.scope import Env
-from tapeml.evaluator.statements import Statements, is_numeric
+from tapeml.evaluator.statements import Statements
 from tapeml.array.tape import Box, raw
-from tapeml.array.values import Function, Record, describe, format_gb, format_value, shape_text, values_equal
+from tapeml.array.values import Function, Record, describe, format_value, is_numeric, shape_text
 
 _STDLIB_TREES: dict = {}    # (file name, text) -> parsed Program, shared by all interpreters
 
-BINARY = {"+": ops.add, "-": ops.sub, "*": ops.mul, "/": ops.div, "%": ops.mod, "^": ops.pow_,
-          "@": ops.matmul, "==": ops.eq, "!=": ops.ne, "<": ops.lt, "<=": ops.le, ">": ops.gt,
-          ">=": ops.ge}
-# Two plain floats are never on a tape: the interpreter calls the primitive's declared
-# scalar form (ops.primitive(..., scalar=)) directly.
-FLOAT_OPS = {sym: ops.TABLE[name].scalar for sym, name in
-             (("+", "add"), ("-", "sub"), ("*", "mul"), ("<", "lt"), ("<=", "le"), (">", "gt"),
-              (">=", "ge"), ("==", "eq"), ("!=", "ne"))}
-OP_WORDS = {"+": "add", "-": "subtract", "*": "multiply elementwise", "/": "divide", "%": "take the remainder of",
-            "^": "raise", "==": "compare", "!=": "compare", "<": "compare", "<=": "compare", ">": "compare",
-            ">=": "compare"}
+from tapeml.evaluator.semantics import BINARY, FLOAT_OPS, binary, condition_value, shape_error
 
 
 def node_classes() -> list:
@@ -288,8 +277,8 @@ class Interpreter(Statements, Calls, Indexing):
             try:
                 return ops.logical(rl, right, op=node.op)
             except ValueError:
-                raise self.shape_error(node.op, rl, right, node.span) from None
-        left = self.condition_value(left, node.left, f"'{node.op}' operand")
+                raise shape_error(node.op, rl, right, node.span) from None
+        left = condition_value(left, node.left.span, f"'{node.op}' operand")
         if node.op == "and":
             return left and self.condition(node.right, env, "'and' operand")
         return left or self.condition(node.right, env, "'or' operand")
@@ -331,104 +320,7 @@ class Interpreter(Statements, Calls, Indexing):
                 return BINARY[node.op](a, b)
             except Exception:
                 pass               # binary() repeats it and says what went wrong
-        return self.binary(node.op, a, b, node.op_span or node.span)
-
-    def binary(self, op, a, b, span):
-        ta, tb = type(a), type(b)
-        if (ta is float or ta is np.ndarray or ta is Box) and (tb is float or tb is np.ndarray or tb is Box):
-            try:
-                return BINARY[op](a, b)
-            except (ValueError, TypeError) as e:
-                raise self.shape_error(op, a, b, span) from e
-            except MemoryError:
-                raise self.memory_error(op, a, b, span) from None
-            except LangError as e:          # the size guard (lang/array/limits.py)
-                raise e.with_span(span)
-        if is_numeric(a) and is_numeric(b):
-            try:
-                return BINARY[op](a, b)
-            except (ValueError, TypeError) as e:
-                raise self.shape_error(op, a, b, span) from e
-            except MemoryError:
-                raise self.memory_error(op, a, b, span) from None
-            except LangError as e:          # the size guard (lang/array/limits.py)
-                raise e.with_span(span)
-        ra, rb = raw(a), raw(b)
-        if op in ("==", "!="):
-            try:
-                same = values_equal(ra, rb)
-            except LangError as e:          # a value nested past limits.MAX_NESTING
-                raise e.with_span(span) from None
-            return same if op == "==" else not same
-        if op == "+" and isinstance(ra, str) and isinstance(rb, str):
-            try:
-                limits.check_join("the joined string", (ra, rb))
-            except LangError as e:
-                raise e.with_span(span) from None
-            return ra + rb
-        if op == "+" and isinstance(ra, tuple) and isinstance(rb, tuple):
-            n = len(ra) + len(rb)
-            if n > limits.MAX_ELEMENTS:
-                raise limits.elements_error("'+' of two tuples", n).with_span(span)
-            return ra + rb          # the items keep the tape: tracked values pass through unchanged
-        if op == "*" and isinstance(ra, str) and isinstance(rb, float):
-            return self.repeat_string(ra, rb, span)
-        if op in ("<", "<=", ">", ">=") and isinstance(ra, str) and isinstance(rb, str):
-            return {"<": ra < rb, "<=": ra <= rb, ">": ra > rb, ">=": ra >= rb}[op]
-        hint = ""
-        if op == "+" and (isinstance(ra, str) or isinstance(rb, str)):
-            hint = '; to build a string use interpolation: "{x}"'
-        elif op == "+" and (isinstance(ra, tuple) or isinstance(rb, tuple)):
-            hint = "; '+' joins two tuples: write t + (x,) to append one item"
-        elif callable(getattr(ra, "fn", None)) or isinstance(ra, Function) or \
-                callable(getattr(rb, "fn", None)) or isinstance(rb, Function):
-            hint = "; call the function first, e.g. pi() rather than pi"
-        raise TypeErr(f"cannot apply '{op}' to {describe(a)} and {describe(b)}{hint}", span)
-
-    def repeat_string(self, s, n, span):
-        if not float(n).is_integer() or n < 0:
-            shown = s if len(s) <= 20 else s[:17] + "..."
-            hint = ""
-            try:
-                float(s)
-                hint = f"; if \"{shown}\" is meant as a number, write it without quotes"
-            except ValueError:
-                pass
-            raise ValueErr(f"a string can only be repeated a whole, non-negative number of times, got "
-                           f"\"{shown}\" * {format_value(n)}{hint}", span)
-        size = limits.utf8_len(s) * n
-        if size == 0:
-            return ""          # "" * 1e300 is "" (and int(1e300) copies would not fit an index)
-        try:
-            limits.check_string_bytes("the repeated string", size)
-        except LangError as e:
-            raise e.with_span(span) from None
-        return s * int(n)
-
-    def memory_error(self, op, a, b, span) -> LangError:
-        sa, sb = np.shape(raw(a)), np.shape(raw(b))
-        try:
-            out = np.broadcast_shapes(sa, sb)
-            need = f"a result of shape {shape_text(out)} ({format_gb(math.prod(out) * 8)})"
-        except ValueError:
-            need = "the result"
-        return ValueErr(f"not enough memory for '{op}' of {shape_text(sa)} and {shape_text(sb)}: "
-                        f"{need} does not fit", span)
-
-    def shape_error(self, op, a, b, span) -> LangError:
-        sa, sb = np.shape(raw(a)), np.shape(raw(b))
-        if op == "@":
-            if len(sa) == 0 or len(sb) == 0:
-                return TypeErr("'@' is the matrix product and needs a vector or matrix on both sides; "
-                               "use '*' to scale by a number", span)
-            inner_a = sa[-1]
-            inner_b = sb[0] if len(sb) == 1 else sb[-2]
-            return ShapeError(f"matrix product {shape_text(sa)} @ {shape_text(sb)}: the inner sizes "
-                              f"{inner_a} and {inner_b} differ", span)
-        msg = f"cannot {OP_WORDS.get(op, op)} {shape_text(sa)} and {shape_text(sb)}: the shapes do not broadcast"
-        if op == "*" and len(sa) == 2 and len(sb) == 2 and sa[1] == sb[0]:
-            msg += "; for the matrix product use '@'"
-        return ShapeError(msg, span)
+        return binary(node.op, a, b, node.op_span or node.span)
 
     def eval_transpose(self, node, env):
         v = self.eval(node.operand, env)

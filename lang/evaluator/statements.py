@@ -13,14 +13,9 @@ from tapeml.syntax.lexer import KEYWORDS
 from tapeml.evaluator.progress import loop_bar
 from tapeml.array.ranges import ValueWalk, Walk, walk_items, walkable
 from tapeml.evaluator.scope import BreakSignal, ContinueSignal, ReturnSignal
-from tapeml.array.tape import Box, raw
-from tapeml.array.values import Function, Progress, Record, describe, shape_text
-
-
-def is_numeric(v) -> bool:
-    t = type(v)
-    return t is float or t is np.ndarray or t is Box or t is bool or t is np.float64 or t is int \
-        or isinstance(v, (float, np.bool_))
+from tapeml.array.tape import raw
+from tapeml.array.values import Function, Progress, Record, describe, is_numeric, shape_text
+from tapeml.evaluator.semantics import binary, condition_value
 
 
 class Statements:
@@ -34,7 +29,7 @@ class Statements:
             return
         if node.op is not None:
             current = self.eval(node.target, env)
-            value = self.binary(node.op, current, value, node.span)
+            value = binary(node.op, current, value, node.span)
         self.assign(node.target, value, env)
 
     def eval_destructure(self, node, env):
@@ -106,19 +101,7 @@ class Statements:
             self.exec_block(node.orelse, env)
 
     def condition(self, node, env, what: str) -> bool:
-        return self.condition_value(self.eval(node, env), node, what)
-
-    def condition_value(self, v, node, what: str) -> bool:
-        if v is True or v is False:
-            return v
-        r = raw(v)
-        if isinstance(r, (bool, np.bool_)):
-            return bool(r)
-        if isinstance(r, np.ndarray) and r.dtype == np.bool_:
-            raise TypeErr(f"the {what} condition must be a single true or false, got {describe(r)}; "
-                          f"use any(...) or all(...)", node.span)
-        raise TypeErr(f"the {what} condition must be true or false, got {describe(r)}"
-                      + ("; compare it, e.g. x != 0" if isinstance(r, float) else ""), node.span)
+        return condition_value(self.eval(node, env), node.span, what)
 
     def eval_while(self, node, env):
         body = node.body

@@ -164,7 +164,7 @@ def gradient_check(entry: Entry, example: str, where: str) -> list[tuple[str, fl
     if not captured:
         raise DocsError(where, f"the first example never calls {entry.name}(), so its gradient cannot be checked")
     args = captured[0]
-    offset = 1 if b.interp else 0
+    offset = 1 if b.interp or b.context else 0
     positions = [i + offset for i, p in enumerate(b.params)
                  if (p.kind in DIFF_KINDS or p.variadic) and _float_tree(args[i + offset])]
     if not positions:
@@ -190,7 +190,7 @@ def gradient_check(entry: Entry, example: str, where: str) -> list[tuple[str, fl
         fobj = Builtin(f"{entry.name}_objective", "Autodiff", "", objective, [P("t")])
         name = b.params[pos - offset].name
         try:
-            errs = REGISTRY["check_grad"].fn(interp, fobj, args[pos], 1e-6, 64)
+            errs = REGISTRY["check_grad"].fn(interp.context, fobj, args[pos], 1e-6, 64)
         except LangError as e:
             if _whole_numbers(args[pos]) and e.kind in ("IndexError", "ValueError", "TypeError"):
                 results.append((name, None))   # ids, labels, targets: not a differentiable input

@@ -1,0 +1,134 @@
+"""The meaning of operators and conditions on values, as plain functions: what `a op b` gives
+(and the error when it has none), and what counts as a condition's true or false. The evaluator
+calls them from its nodes; a compiled evaluator calls the same ones, so the language's answers
+and messages live here once."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from tapeml.array import limits, ops
+from tapeml.syntax.errors import LangError, ShapeError, TypeErr, ValueErr
+from tapeml.array.tape import Box, raw
+from tapeml.array.values import Function, describe, format_gb, format_value, is_numeric, shape_text, values_equal
+
+BINARY = {"+": ops.add, "-": ops.sub, "*": ops.mul, "/": ops.div, "%": ops.mod, "^": ops.pow_,
+          "@": ops.matmul, "==": ops.eq, "!=": ops.ne, "<": ops.lt, "<=": ops.le, ">": ops.gt,
+          ">=": ops.ge}
+# Two plain floats are never on a tape: the interpreter calls the primitive's declared
+# scalar form (ops.primitive(..., scalar=)) directly.
+FLOAT_OPS = {sym: ops.TABLE[name].scalar for sym, name in
+             (("+", "add"), ("-", "sub"), ("*", "mul"), ("<", "lt"), ("<=", "le"), (">", "gt"),
+              (">=", "ge"), ("==", "eq"), ("!=", "ne"))}
+OP_WORDS = {"+": "add", "-": "subtract", "*": "multiply elementwise", "/": "divide", "%": "take the remainder of",
+            "^": "raise", "==": "compare", "!=": "compare", "<": "compare", "<=": "compare", ">": "compare",
+            ">=": "compare"}
+
+
+def binary(op, a, b, span):
+    """`a op b` for any two values; errors carry `span` (the operator's place)."""
+    ta, tb = type(a), type(b)
+    if ((ta is float or ta is np.ndarray or ta is Box) and (tb is float or tb is np.ndarray or tb is Box)) \
+            or (is_numeric(a) and is_numeric(b)):
+        try:
+            return BINARY[op](a, b)
+        except (ValueError, TypeError) as e:
+            raise shape_error(op, a, b, span) from e
+        except MemoryError:
+            raise memory_error(op, a, b, span) from None
+        except LangError as e:          # the size guard (lang/array/limits.py)
+            raise e.with_span(span)
+    ra, rb = raw(a), raw(b)
+    if op in ("==", "!="):
+        try:
+            same = values_equal(ra, rb)
+        except LangError as e:          # a value nested past limits.MAX_NESTING
+            raise e.with_span(span) from None
+        return same if op == "==" else not same
+    if op == "+" and isinstance(ra, str) and isinstance(rb, str):
+        try:
+            limits.check_join("the joined string", (ra, rb))
+        except LangError as e:
+            raise e.with_span(span) from None
+        return ra + rb
+    if op == "+" and isinstance(ra, tuple) and isinstance(rb, tuple):
+        n = len(ra) + len(rb)
+        if n > limits.MAX_ELEMENTS:
+            raise limits.elements_error("'+' of two tuples", n).with_span(span)
+        return ra + rb          # the items keep the tape: tracked values pass through unchanged
+    if op == "*" and isinstance(ra, str) and isinstance(rb, float):
+        return repeat_string(ra, rb, span)
+    if op in ("<", "<=", ">", ">=") and isinstance(ra, str) and isinstance(rb, str):
+        return {"<": ra < rb, "<=": ra <= rb, ">": ra > rb, ">=": ra >= rb}[op]
+    hint = ""
+    if op == "+" and (isinstance(ra, str) or isinstance(rb, str)):
+        hint = '; to build a string use interpolation: "{x}"'
+    elif op == "+" and (isinstance(ra, tuple) or isinstance(rb, tuple)):
+        hint = "; '+' joins two tuples: write t + (x,) to append one item"
+    elif callable(getattr(ra, "fn", None)) or isinstance(ra, Function) or \
+            callable(getattr(rb, "fn", None)) or isinstance(rb, Function):
+        hint = "; call the function first, e.g. pi() rather than pi"
+    raise TypeErr(f"cannot apply '{op}' to {describe(a)} and {describe(b)}{hint}", span)
+
+def repeat_string(s, n, span):
+    """`s * n`: a string repeated a whole, non-negative number of times."""
+    if not float(n).is_integer() or n < 0:
+        shown = s if len(s) <= 20 else s[:17] + "..."
+        hint = ""
+        try:
+            float(s)
+            hint = f"; if \"{shown}\" is meant as a number, write it without quotes"
+        except ValueError:
+            pass
+        raise ValueErr(f"a string can only be repeated a whole, non-negative number of times, got "
+                       f"\"{shown}\" * {format_value(n)}{hint}", span)
+    size = limits.utf8_len(s) * n
+    if size == 0:
+        return ""          # "" * 1e300 is "" (and int(1e300) copies would not fit an index)
+    try:
+        limits.check_string_bytes("the repeated string", size)
+    except LangError as e:
+        raise e.with_span(span) from None
+    return s * int(n)
+
+def memory_error(op, a, b, span) -> LangError:
+    """The error for an operator whose result does not fit in memory."""
+    sa, sb = np.shape(raw(a)), np.shape(raw(b))
+    try:
+        out = np.broadcast_shapes(sa, sb)
+        need = f"a result of shape {shape_text(out)} ({format_gb(math.prod(out) * 8)})"
+    except ValueError:
+        need = "the result"
+    return ValueErr(f"not enough memory for '{op}' of {shape_text(sa)} and {shape_text(sb)}: "
+                    f"{need} does not fit", span)
+
+def shape_error(op, a, b, span) -> LangError:
+    """The error for an operator whose operands' shapes do not fit together."""
+    sa, sb = np.shape(raw(a)), np.shape(raw(b))
+    if op == "@":
+        if len(sa) == 0 or len(sb) == 0:
+            return TypeErr("'@' is the matrix product and needs a vector or matrix on both sides; "
+                           "use '*' to scale by a number", span)
+        inner_a = sa[-1]
+        inner_b = sb[0] if len(sb) == 1 else sb[-2]
+        return ShapeError(f"matrix product {shape_text(sa)} @ {shape_text(sb)}: the inner sizes "
+                          f"{inner_a} and {inner_b} differ", span)
+    msg = f"cannot {OP_WORDS.get(op, op)} {shape_text(sa)} and {shape_text(sb)}: the shapes do not broadcast"
+    if op == "*" and len(sa) == 2 and len(sb) == 2 and sa[1] == sb[0]:
+        msg += "; for the matrix product use '@'"
+    return ShapeError(msg, span)
+
+
+def condition_value(v, span, what: str) -> bool:
+    """An if/while/and/or condition as a Python bool: a single true or false, else a TypeError at span."""
+    if v is True or v is False:
+        return v
+    r = raw(v)
+    if isinstance(r, (bool, np.bool_)):
+        return bool(r)
+    if isinstance(r, np.ndarray) and r.dtype == np.bool_:
+        raise TypeErr(f"the {what} condition must be a single true or false, got {describe(r)}; "
+                      f"use any(...) or all(...)", span)
+    raise TypeErr(f"the {what} condition must be true or false, got {describe(r)}"
+                  + ("; compare it, e.g. x != 0" if isinstance(r, float) else ""), span)
