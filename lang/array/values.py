@@ -131,10 +131,11 @@ def bind_arguments(fn: Callable, args: list, kwargs: dict, bound: dict, span=Non
 
 class Function(Callable):
     """A user function: parameters (ast.Param), a body, and the environment it closes over."""
-    __slots__ = ("name", "params", "body", "env", "span", "module")
+    __slots__ = ("name", "params", "body", "env", "span", "module", "code")
 
     def __init__(self, name, params, body, env, span):
         self.name, self.params, self.body, self.env, self.span = name, params, body, env, span
+        self.code = None        # the body compiled on the first call (lang/evaluator/compiler.py); False: walked
 
     def signature(self) -> str:
         from tapeml.syntax.unparse import unparse

@@ -10,6 +10,7 @@ import numpy as np
 
 from tapeml.syntax.errors import IOErr, LangError, RecursionErr, TypeErr, ValueErr
 from tapeml.syntax.lexer import decode_source
+from tapeml.evaluator import compiler
 from tapeml.evaluator.scope import MAX_DEPTH, Env, ReturnSignal
 from tapeml.evaluator.stack import HOP_DEPTH, run_deep
 from tapeml.array.tape import raw
@@ -37,24 +38,37 @@ class Calls:
         raise TypeErr(f"cannot call {describe(fn)}; only functions can be called{hint}", span)
 
     def call_function(self, fn: Function, args, kwargs, span):
-        """Run a user function's body in a new scope below the one it was defined in."""
+        """Run a user function's body: compiled once (lang/evaluator/compiler.py) and called with
+        its arguments, or walked in a new scope below the one it was defined in."""
         params = fn.params
+        code = fn.code
+        if code is None:
+            code = fn.code = compiler.code_for(fn) or False
         if len(args) > len(params):
             bind_arguments(fn, args, kwargs, {}, span)      # raises the binder's "takes n arguments"
-        local = Env(fn.env)
-        vars_ = local.vars
-        for p, a in zip(params, args):      # the binder's first step, inlined: the hot path
-            vars_[p.name] = a
-        if kwargs or len(vars_) < len(params):
-            bind_arguments(fn, args, kwargs, vars_, span, self.eval, local)     # keywords, defaults
+        if code and not kwargs and len(args) == len(params):
+            values = local = args           # the hot path: positional arguments, nothing to bind
+        else:
+            local = Env(fn.env)
+            vars_ = local.vars
+            for p, a in zip(params, args):      # the binder's first step, inlined: the hot path
+                vars_[p.name] = a
+            if kwargs or len(vars_) < len(params):
+                bind_arguments(fn, args, kwargs, vars_, span, self.eval, local)     # keywords, defaults
+            if code:
+                values = [vars_[p.name] for p in params]
         self.depth += 1
         if self.depth > MAX_DEPTH:
             self.depth = 0
             raise RecursionErr(f"more than {MAX_DEPTH} nested calls (in {fn.name}); "
                                f"is a recursion missing its base case?", span)
         try:
+            if code:
+                if self.depth % HOP_DEPTH == 0:
+                    # every HOP_DEPTH nested calls, the rest goes on a fresh thread (lang/evaluator/stack.py)
+                    return run_deep(code, self, fn.env, *values)
+                return code(self, fn.env, *values)
             if self.depth % HOP_DEPTH == 0:
-                # every HOP_DEPTH nested calls, the rest goes on a fresh thread (lang/evaluator/stack.py)
                 return run_deep(self.run_body, fn, local)
             body = fn.body
             if type(body) is tuple:

@@ -36,7 +36,8 @@ from tapeml.array.values import Function, Record, describe, format_value, is_num
 
 _STDLIB_TREES: dict = {}    # (file name, text) -> parsed Program, shared by all interpreters
 
-from tapeml.evaluator.semantics import BINARY, FLOAT_OPS, binary, condition_value, shape_error
+from tapeml.evaluator.semantics import (BINARY, FLOAT_OPS, binary, condition_value, field, is_mask,
+                                        logical_mask, transpose, unary)
 
 
 def node_classes() -> list:
@@ -268,31 +269,15 @@ class Interpreter(Statements, Calls, Indexing):
         """Short-circuit on single bools; elementwise (both sides evaluated) when the left side
         is a bool matrix, so masks combine: x[x > 2 and x < 5]."""
         left = self.eval(node.left, env)
-        rl = raw(left)
-        if isinstance(rl, np.ndarray) and rl.dtype == np.bool_:
-            right = raw(self.eval(node.right, env))
-            if not (isinstance(right, (bool, np.bool_)) or (isinstance(right, np.ndarray) and right.dtype == np.bool_)):
-                raise TypeErr(f"'{node.op}' combines a bool matrix with bools or bool matrices, got "
-                              f"{describe(right)}", node.right.span)
-            try:
-                return ops.logical(rl, right, op=node.op)
-            except ValueError:
-                raise shape_error(node.op, rl, right, node.span) from None
+        if is_mask(left):
+            return logical_mask(node, left, self.eval(node.right, env))
         left = condition_value(left, node.left.span, f"'{node.op}' operand")
         if node.op == "and":
             return left and self.condition(node.right, env, "'and' operand")
         return left or self.condition(node.right, env, "'or' operand")
 
     def eval_unary(self, node, env):
-        v = self.eval(node.operand, env)
-        if node.op == "not":
-            r = raw(v)
-            if isinstance(r, (bool, np.bool_)) or (isinstance(r, np.ndarray) and r.dtype == np.bool_):
-                return ops.logical_not(r)
-            raise TypeErr(f"'not' needs true/false or a bool matrix, got {describe(v)}", node.span)
-        if not is_numeric(v):
-            raise TypeErr(f"unary '{node.op}' needs a number or a matrix, got {describe(v)}", node.span)
-        return ops.neg(v) if node.op == "-" else v
+        return unary(node.op, self.eval(node.operand, env), node.span)
 
     def eval_binary(self, node, env):
         dispatch = self.dispatch
@@ -323,10 +308,7 @@ class Interpreter(Statements, Calls, Indexing):
         return binary(node.op, a, b, node.op_span or node.span)
 
     def eval_transpose(self, node, env):
-        v = self.eval(node.operand, env)
-        if not is_numeric(v):
-            raise TypeErr(f"cannot transpose {describe(v)}", node.span)
-        return ops.transpose(v)
+        return transpose(self.eval(node.operand, env), node.span)
 
     def eval_range(self, node, env):
         return self.range_plan(node, env).values()
@@ -356,18 +338,7 @@ class Interpreter(Statements, Calls, Indexing):
         return (float(v), tracked) if keep else float(v)
 
     def eval_field(self, node, env):
-        obj = self.eval(node.obj, env)
-        r = raw(obj)
-        if isinstance(r, Record):
-            try:
-                return r.fields[node.name]
-            except KeyError:
-                close = difflib.get_close_matches(node.name, list(r.fields), 1)
-                hint = f"; did you mean '{close[0]}'?" if close else ""
-                raise NameErr(f"the record has no field '{node.name}'{hint} "
-                              f"(fields: {', '.join(r.fields) or 'none'})", node.span) from None
-        raise TypeErr(f"cannot read field '{node.name}' of {describe(obj)}; only records have fields",
-                      node.span)
+        return field(self.eval(node.obj, env), node.name, node.span)
 
     def eval_matrix(self, node, env):
         rows = [[self.eval(x, env) for x in row] for row in node.rows]

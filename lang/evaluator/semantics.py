@@ -4,14 +4,15 @@ calls them from its nodes; a compiled evaluator calls the same ones, so the lang
 and messages live here once."""
 from __future__ import annotations
 
+import difflib
 import math
 
 import numpy as np
 
 from tapeml.array import limits, ops
-from tapeml.syntax.errors import LangError, ShapeError, TypeErr, ValueErr
+from tapeml.syntax.errors import LangError, NameErr, ShapeError, TypeErr, ValueErr
 from tapeml.array.tape import Box, raw
-from tapeml.array.values import Function, describe, format_gb, format_value, is_numeric, shape_text, values_equal
+from tapeml.array.values import Function, Record, describe, format_gb, format_value, is_numeric, shape_text, values_equal
 
 BINARY = {"+": ops.add, "-": ops.sub, "*": ops.mul, "/": ops.div, "%": ops.mod, "^": ops.pow_,
           "@": ops.matmul, "==": ops.eq, "!=": ops.ne, "<": ops.lt, "<=": ops.le, ">": ops.gt,
@@ -132,3 +133,54 @@ def condition_value(v, span, what: str) -> bool:
                       f"use any(...) or all(...)", span)
     raise TypeErr(f"the {what} condition must be true or false, got {describe(r)}"
                   + ("; compare it, e.g. x != 0" if isinstance(r, float) else ""), span)
+
+
+def unary(op, v, span):
+    """`-v`, `+v`, `not v`."""
+    if op == "not":
+        r = raw(v)
+        if isinstance(r, (bool, np.bool_)) or (isinstance(r, np.ndarray) and r.dtype == np.bool_):
+            return ops.logical_not(r)
+        raise TypeErr(f"'not' needs true/false or a bool matrix, got {describe(v)}", span)
+    if not is_numeric(v):
+        raise TypeErr(f"unary '{op}' needs a number or a matrix, got {describe(v)}", span)
+    return ops.neg(v) if op == "-" else v
+
+
+def is_mask(v) -> bool:
+    """A bool matrix: `and`/`or` with one on the left combine elementwise."""
+    r = raw(v)
+    return isinstance(r, np.ndarray) and r.dtype == np.bool_
+
+
+def logical_mask(node, left, right):
+    """`left and/or right` elementwise, left a bool matrix (node: the ast.Logical)."""
+    rl, right = raw(left), raw(right)
+    if not (isinstance(right, (bool, np.bool_)) or (isinstance(right, np.ndarray) and right.dtype == np.bool_)):
+        raise TypeErr(f"'{node.op}' combines a bool matrix with bools or bool matrices, got "
+                      f"{describe(right)}", node.right.span)
+    try:
+        return ops.logical(rl, right, op=node.op)
+    except ValueError:
+        raise shape_error(node.op, rl, right, node.span) from None
+
+
+def transpose(v, span):
+    """`v'`."""
+    if not is_numeric(v):
+        raise TypeErr(f"cannot transpose {describe(v)}", span)
+    return ops.transpose(v)
+
+
+def field(obj, name, span):
+    """`obj.name`: a record's field."""
+    r = raw(obj)
+    if isinstance(r, Record):
+        try:
+            return r.fields[name]
+        except KeyError:
+            close = difflib.get_close_matches(name, list(r.fields), 1)
+            hint = f"; did you mean '{close[0]}'?" if close else ""
+            raise NameErr(f"the record has no field '{name}'{hint} "
+                          f"(fields: {', '.join(r.fields) or 'none'})", span) from None
+    raise TypeErr(f"cannot read field '{name}' of {describe(obj)}; only records have fields", span)

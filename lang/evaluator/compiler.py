@@ -1,0 +1,481 @@
+"""Compile once: a user function's body becomes Python source, compiled by `compile()` the first
+time the function is called, and run as a Python function from then on (the way Hy runs Lisp at
+CPython's speed). The tree walker (interpreter.py) stays the reference: it runs the top level,
+and every function this compiler declines.
+
+What the compiled form keeps of the walker, by construction:
+- The same answers and messages: operators, conditions, fields, calls and the rest go through
+  the same functions the walker calls (semantics.py, Interpreter.call, the walker itself for
+  the node kinds listed below), with the same spans; only the float fast paths are inlined
+  (`a + b` of two Python floats is what the primitive's scalar form computes, operator.add).
+- Scopes: the function's own names (its parameters and every name it assigns) are Python
+  locals, resolved once (jlox's Resolver, flow-insensitive); a local read before its first
+  assignment falls back to the enclosing scopes, as the walker's scope chain does. Every other
+  name is looked up in the enclosing scopes at each read (the REPL may redefine it).
+- `return`, `break` and `continue` are Python's own (no exceptions).
+- Calls, argument binding, the call chain in errors, the recursion limit and the deep-stack
+  hand-over stay in Interpreter.call_function, for compiled and walked bodies alike.
+
+Declined (the whole function is walked): a body that defines a function or lambda (a closure
+captures the scope as an Env, which compiled locals are not), `break`/`continue` outside a
+loop, an assignment to a keyword. Node kinds evaluated by the walker on a snapshot of the locals
+(an Env made for that one evaluation; they cannot assign, and nothing in them can capture it):
+indexing, matrix literals, interpolated strings, ranges, imports. Assignments into fields and
+indices run the walker's assignment on a snapshot and take the new value of the root name back.
+"""
+from __future__ import annotations
+
+import os
+
+from tapeml.syntax import ast as A
+from tapeml.syntax.lexer import KEYWORDS
+from tapeml.array.tape import raw
+from tapeml.array.values import Function, Progress, Record
+from tapeml.evaluator import semantics
+from tapeml.evaluator.progress import loop_bar
+from tapeml.evaluator.scope import Env
+from tapeml.array.ranges import Walk, walk_items, walkable
+from tapeml.syntax.errors import TypeErr, ValueErr
+from tapeml.array.values import describe
+
+_UNSET = object()          # a local not assigned yet
+
+
+class Declined(Exception):
+    """The body holds something the compiler leaves to the walker."""
+
+
+# ---- what compiled code calls ----------------------------------------------------------------
+def _look(interp, env, name, span, local_names, local_values):
+    """A name that is not (yet) one of the function's locals: the enclosing scopes, the standard
+    library on first need, else the walker's NameError (with the locals set so far as candidates)."""
+    e = env
+    while e is not None:
+        v = e.vars
+        if name in v:
+            return v[name]
+        e = e.parent
+    if interp.stdlib_pending:
+        interp.load_stdlib()
+        return _look(interp, env, name, span, local_names, local_values)
+    scope = Env(env, {n: v for n, v in zip(local_names, local_values) if v is not _UNSET})
+    raise interp.unknown_name(name, span, scope)
+
+
+def _snapshot(env, names, values):
+    """An Env holding the locals set so far, below the function's enclosing scope."""
+    return Env(env, {n: v for n, v in zip(names, values) if v is not _UNSET})
+
+
+def _unpack(value, n, node):
+    """`a, b = value` (Name targets): the walker's checks and messages."""
+    r = raw(value)
+    if not isinstance(r, tuple):
+        raise TypeErr(f"cannot unpack {describe(value)} into {n} names; "
+                      f"the right side must be a tuple", node.value.span)
+    if len(r) != n:
+        raise ValueErr(f"cannot unpack a tuple of {len(r)} into {n} names", node.span)
+    return r
+
+
+def _unpack_item(item, names):
+    """`for a, b in pairs`: each item as 'a, b = item' (the walker's unpack_item)."""
+    r = raw(item)
+    if not isinstance(r, tuple) or len(r) != len(names):
+        span = names[0].span.to(names[-1].span)
+        if not isinstance(r, tuple):
+            raise TypeErr(f"cannot unpack {describe(item)} into {len(names)} names; "
+                          f"each item of the loop must be a tuple", span)
+        raise ValueErr(f"cannot unpack a tuple of {len(r)} into {len(names)} names", span)
+    return r
+
+
+def _items(interp, seq, node):
+    """The items a `for` loop walks (the walker's eval_for), a progress(...) loop with its bar."""
+    if type(seq) is Progress:
+        with loop_bar(interp, seq) as bar:
+            yield from bar.track(_plain_items(bar.items, node))
+        return
+    yield from _plain_items(seq, node)
+
+
+def _plain_items(seq, node):
+    if isinstance(seq, Walk):
+        return iter(seq)
+    if walkable(seq):
+        return walk_items(seq)
+    raise TypeErr(f"cannot loop over {describe(seq)}; loop over a range, a matrix, "
+                  f"a tuple or a string", node.iterable.span)
+
+
+HELPERS = {"_U": _UNSET, "_look": _look, "_snap": _snapshot, "_unpack": _unpack,
+           "_unpack_item": _unpack_item, "_items": _items, "_bin": semantics.binary,
+           "_cond": semantics.condition_value, "_unary": semantics.unary, "_field": semantics.field,
+           "_transpose": semantics.transpose, "_is_mask": semantics.is_mask,
+           "_mask": semantics.logical_mask, "Record": Record}
+
+# operators whose two-float result is Python's own operator (the primitives' scalar forms)
+INLINE = {"+", "-", "*", "<", "<=", ">", ">=", "==", "!="}
+for _sym in INLINE:
+    assert semantics.FLOAT_OPS[_sym].__module__ in ("_operator", "operator"), _sym
+
+_CACHE: dict = {}      # id(body) -> (body, compiled function or None)
+# TAPEML_COMPILE=0 walks every body (the reference the tests compare the compiled form with)
+ENABLED = os.environ.get("TAPEML_COMPILE", "1") != "0"
+
+
+def code_for(fn: Function):
+    """The compiled form of fn's body (shared by every Function made from that body), or None
+    when the compiler declines it (or compiling is switched off)."""
+    if not ENABLED:
+        return None
+    body = fn.body
+    hit = _CACHE.get(id(body))
+    if hit is not None and hit[0] is body:
+        return hit[1]
+    try:
+        code = _Compiler(fn).build()
+    except Declined:
+        code = None
+    _CACHE[id(body)] = (body, code)
+    return code
+
+
+def _assigned(stmts, out: set):
+    """Every name the statements assign (a function's locals), declining what is not compiled."""
+    for s in stmts:
+        t = type(s)
+        if t is A.Assign:
+            out.add(_root(s.target))
+        elif t is A.Destructure:
+            for target in s.targets:
+                out.add(_root(target))
+        elif t is A.For:
+            if type(s.var) is str:
+                out.add(s.var)
+            else:
+                out.update(n.name for n in s.var)
+            _assigned(s.body, out)
+        elif t is A.While:
+            _assigned(s.body, out)
+        elif t is A.If:
+            for _, body in s.branches:
+                _assigned(body, out)
+            if s.orelse is not None:
+                _assigned(s.orelse, out)
+        elif t is A.FnDef:
+            raise Declined("a function defined inside")
+    return out
+
+
+def _root(target):
+    while type(target) is not A.Name:
+        if type(target) not in (A.Field, A.Index):
+            raise Declined("an assignment target")
+        target = target.obj
+    if target.name in KEYWORDS:
+        raise Declined("an assignment to a keyword")
+    return target.name
+
+
+def _declines_anywhere(node):
+    """Lambdas anywhere (closures over the scope) are left to the walker."""
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if type(n) is A.Lambda or type(n) is A.FnDef:
+            raise Declined("a function made inside")
+        if isinstance(n, A.Node):
+            for f in n._fields:
+                if f != "span":
+                    stack.append(getattr(n, f))
+        elif isinstance(n, tuple):
+            stack.extend(n)
+
+
+SNAPSHOT_KINDS = (A.Index, A.Matrix, A.String, A.Range, A.Import, A.Formatted, A.End, A.Colon)
+
+
+class _Compiler:
+    def __init__(self, fn: Function):
+        self.fn = fn
+        self.params = [p.name for p in fn.params]
+        body = fn.body
+        self.block = body if type(body) is tuple else None
+        for item in (body if self.block is not None else (body,)):
+            _declines_anywhere(item)
+        local = set(self.params)
+        if self.block is not None:
+            _assigned(self.block, local)
+        self.locals = sorted(local - set(self.params))
+        self.all_locals = self.params + self.locals
+        self.py = {n: f"v{i}" for i, n in enumerate(self.all_locals)}
+        self.consts: dict = {}
+        self.lines: list[str] = []
+        self.depth = 1
+        self.loops = 0
+        self.tmp = 0
+
+    # ---- emitting --------------------------------------------------------------------------
+    def emit(self, line: str):
+        self.lines.append("    " * self.depth + line)
+
+    def const(self, value) -> str:
+        name = f"k{len(self.consts)}"
+        self.consts[name] = value
+        return name
+
+    def temp(self) -> str:
+        self.tmp += 1
+        return f"t{self.tmp}"
+
+    def locals_tuple(self) -> str:
+        return "(" + "".join(f"{self.py[n]}, " for n in self.all_locals) + ")"
+
+    def names_const(self) -> str:
+        if "_names" not in self.__dict__:
+            self._names = self.const(tuple(self.all_locals))
+        return self._names
+
+    def build(self):
+        args = ", ".join(["I", "E"] + [self.py[n] for n in self.params])
+        self.emit("EV = E.vars")
+        for n in self.locals:
+            self.emit(f"{self.py[n]} = _U")
+        if self.block is None:
+            self.emit(f"return {self.expr(self.fn.body)}")
+        else:
+            self.stmts(self.block)
+            self.emit("return None")
+        name = "".join(c if c.isalnum() else "_" for c in self.fn.name)
+        source = f"def tapeml_{name}({args}):\n" + "\n".join(self.lines) + "\n"
+        namespace = dict(HELPERS)
+        namespace.update(self.consts)
+        exec(compile(source, f"<tapeml: compiled {self.fn.name}>", "exec"), namespace)
+        code = namespace[f"tapeml_{name}"]
+        code.source = source
+        return code
+
+    # ---- statements ------------------------------------------------------------------------
+    def stmts(self, body):
+        if not body:
+            self.emit("pass")
+        for s in body:
+            self.stmt(s)
+
+    def stmt(self, s):
+        t = type(s)
+        if t is A.ExprStmt:
+            self.expr(s.expr)
+        elif t is A.Assign:
+            self.assign(s)
+        elif t is A.Destructure:
+            self.destructure(s)
+        elif t is A.If:
+            self.if_(s.branches, s.orelse)
+        elif t is A.While:
+            self.while_(s)
+        elif t is A.For:
+            self.for_(s)
+        elif t is A.Return:
+            self.emit(f"return {'None' if s.value is None else self.expr(s.value)}")
+        elif t is A.Break or t is A.Continue:
+            if not self.loops:
+                raise Declined("break or continue outside a loop")
+            self.emit("break" if t is A.Break else "continue")
+        else:
+            raise Declined(t.__name__)
+
+    def assign(self, s):
+        target = s.target
+        if type(target) is A.Name:
+            value = self.expr(s.value)
+            if s.op is None:
+                self.emit(f"{self.py[target.name]} = {value}")
+                return
+            current = self.expr(target)
+            self.emit(f"{self.py[target.name]} = {self.binary_code(s.op, current, value, self.const(s.span))}")
+            return
+        self.through_snapshot(s, "eval_assign", [_root(target)])
+
+    def through_snapshot(self, s, method, roots):
+        """The walker's own statement on a snapshot Env; the roots' new values come back."""
+        env = self.temp()
+        self.emit(f"{env} = _snap(E, {self.names_const()}, {self.locals_tuple()})")
+        self.emit(f"I.{method}({self.const(s)}, {env})")
+        for r in dict.fromkeys(roots):
+            self.emit(f"{self.py[r]} = {env}.vars[{r!r}]")
+
+    def destructure(self, s):
+        if not all(type(t) is A.Name for t in s.targets):
+            self.through_snapshot(s, "eval_destructure", [_root(t) for t in s.targets])
+            return
+        value = self.expr(s.value)
+        r = self.temp()
+        self.emit(f"{r} = _unpack({value}, {len(s.targets)}, {self.const(s)})")
+        for i, target in enumerate(s.targets):
+            self.emit(f"{self.py[target.name]} = {r}[{i}]")
+
+    def condition(self, node, what) -> str:
+        c = self.temp()
+        self.emit(f"{c} = {self.expr(node)}")
+        self.emit(f"if {c} is not True and {c} is not False:")
+        self.emit(f"    {c} = _cond({c}, {self.const(node.span)}, {what!r})")
+        return c
+
+    def if_(self, branches, orelse):
+        (cond, body), rest = branches[0], branches[1:]
+        c = self.condition(cond, "if")
+        self.emit(f"if {c}:")
+        self.depth += 1
+        self.stmts(body)
+        self.depth -= 1
+        if rest or orelse is not None:
+            self.emit("else:")
+            self.depth += 1
+            if rest:
+                self.if_(rest, orelse)
+            else:
+                self.stmts(orelse)
+            self.depth -= 1
+
+    def while_(self, s):
+        self.emit("while True:")
+        self.depth += 1
+        c = self.condition(s.cond, "while")
+        self.emit(f"if not {c}:")
+        self.emit("    break")
+        self.loops += 1
+        self.stmts(s.body)
+        self.loops -= 1
+        self.depth -= 1
+
+    def for_(self, s):
+        env = self.temp()
+        self.emit(f"{env} = _snap(E, {self.names_const()}, {self.locals_tuple()})")
+        seq = self.temp()
+        self.emit(f"{seq} = I.loop_value({self.const(s.iterable)}, {env})")
+        item = self.temp()
+        self.emit(f"for {item} in _items(I, {seq}, {self.const(s)}):")
+        self.depth += 1
+        if type(s.var) is str:
+            self.emit(f"{self.py[s.var]} = {item}")
+        else:
+            r = self.temp()
+            self.emit(f"{r} = _unpack_item({item}, {self.const(s.var)})")
+            for i, n in enumerate(s.var):
+                self.emit(f"{self.py[n.name]} = {r}[{i}]")
+        self.loops += 1
+        self.stmts(s.body)
+        self.loops -= 1
+        self.depth -= 1
+
+    # ---- expressions: each returns a Python name or constant holding the value --------------
+    def expr(self, node) -> str:
+        t = type(node)
+        if t is A.Number:
+            return self.const(node.value)
+        if t is A.Bool:
+            return "True" if node.value else "False"
+        if t is A.NoneLit:
+            return "None"
+        if t is A.String and len(node.parts) == 1 and type(node.parts[0]) is str:
+            return self.const(node.parts[0])
+        if t is A.Name:
+            return self.name(node)
+        if t is A.Binary:
+            a = self.expr(node.left)
+            b = self.expr(node.right)
+            out = self.temp()
+            self.emit(f"{out} = {self.binary_code(node.op, a, b, self.const(node.op_span or node.span), node)}")
+            return out
+        if t is A.Call:
+            return self.call(node)
+        if t is A.Logical:
+            return self.logical(node)
+        if t is A.Unary:
+            v = self.expr(node.operand)
+            out = self.temp()
+            self.emit(f"{out} = _unary({node.op!r}, {v}, {self.const(node.span)})")
+            return out
+        if t is A.Field:
+            v = self.expr(node.obj)
+            out = self.temp()
+            self.emit(f"{out} = _field({v}, {node.name!r}, {self.const(node.span)})")
+            return out
+        if t is A.Transpose:
+            v = self.expr(node.operand)
+            out = self.temp()
+            self.emit(f"{out} = _transpose({v}, {self.const(node.span)})")
+            return out
+        if t is A.TupleLit:
+            items = [self.expr(x) for x in node.items]
+            out = self.temp()
+            self.emit(f"{out} = ({''.join(i + ', ' for i in items)})")
+            return out
+        if t is A.RecordLit:
+            values = [(name, self.expr(x)) for name, x in node.fields]
+            out = self.temp()
+            self.emit(f"{out} = Record({{{', '.join(f'{n!r}: {v}' for n, v in values)}}})")
+            return out
+        if t in SNAPSHOT_KINDS:
+            out = self.temp()
+            self.emit(f"{out} = I.eval({self.const(node)}, _snap(E, {self.names_const()}, {self.locals_tuple()}))")
+            return out
+        raise Declined(t.__name__)
+
+    def binary_code(self, op, a, b, span, node=None) -> str:
+        if op in INLINE:
+            checks = [f"type({x}) is float" for x in (a, b)
+                      if not (x in self.consts and type(self.consts[x]) is float)]
+            fast = f"{a} {op} {b}"
+            if not checks:
+                return fast
+            return f"{fast} if {' and '.join(checks)} else _bin({op!r}, {a}, {b}, {span})"
+        return f"_bin({op!r}, {a}, {b}, {span})"
+
+    def name(self, node) -> str:
+        n = node.name
+        out = self.temp()
+        if n in self.py:
+            if n in self.params:
+                return self.py[n]
+            self.emit(f"{out} = {self.py[n]}")
+            self.emit(f"if {out} is _U:")
+            self.emit(f"    {out} = _look(I, E, {n!r}, {self.const(node.span)}, {self.names_const()}, "
+                      f"{self.locals_tuple()})")
+            return out
+        self.emit(f"{out} = EV.get({n!r}, _U)")
+        self.emit(f"if {out} is _U:")
+        self.emit(f"    {out} = _look(I, E, {n!r}, {self.const(node.span)}, {self.names_const()}, "
+                  f"{self.locals_tuple()})")
+        return out
+
+    def call(self, node) -> str:
+        f = self.expr(node.func)
+        args = [self.expr(a) for a in node.args]
+        kwargs = [(k, self.expr(v)) for k, v in node.kwargs]
+        out = self.temp()
+        self.emit(f"I.current_call = {self.const(node)}")
+        kw = "{" + ", ".join(f"{k!r}: {v}" for k, v in kwargs) + "}"
+        self.emit(f"{out} = I.call({f}, [{', '.join(args)}], {kw}, {self.const(node.span)})")
+        return out
+
+    def logical(self, node) -> str:
+        left = self.expr(node.left)
+        out = self.temp()
+        k = self.const(node)
+        self.emit(f"if _is_mask({left}):")
+        self.depth += 1
+        right = self.expr(node.right)
+        self.emit(f"{out} = _mask({k}, {left}, {right})")
+        self.depth -= 1
+        self.emit("else:")
+        self.depth += 1
+        self.emit(f"{out} = _cond({left}, {self.const(node.left.span)}, {f'{node.op!r} operand'!r})")
+        self.emit(f"if {'' if node.op == 'and' else 'not '}{out}:")
+        self.depth += 1
+        right = self.expr(node.right)
+        self.emit(f"{out} = _cond({right}, {self.const(node.right.span)}, {f'{node.op!r} operand'!r})")
+        self.depth -= 2
+        return out

@@ -1,0 +1,192 @@
+"""The compiled evaluator (lang/evaluator/compiler.py) keeps every behaviour of the walker.
+
+Each function body is compiled once, on its first call; the walker runs the top level and the
+bodies the compiler declines. These tests check that bodies compile when they should, and that a
+compiled body gives what the walker gives: values, errors with their line, column and call
+chain, the recursion limit, gradients, scopes, loops, progress bars. The last tests run generated
+programs both ways (compiling switched off by compiler.ENABLED) and compare everything printed
+and raised.
+"""
+from __future__ import annotations
+
+import io
+import random
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from tapeml.evaluator import compiler
+from tapeml.evaluator.interpreter import Interpreter
+from tapeml.syntax.errors import LangError, render
+
+import test_fuzz as F
+
+
+def run(source, compiled=True):
+    """(printed text, rendered error or None) of source, compiled or walked."""
+    old = compiler.ENABLED
+    compiler.ENABLED = compiled
+    out = io.StringIO()
+    interp = Interpreter(out=out)
+    try:
+        interp.run(source, "<test>")
+        err = None
+    except LangError as e:
+        err = render(e, interp.sources)
+    finally:
+        compiler.ENABLED = old
+        F._reset_session()
+    return out.getvalue(), err
+
+
+def both(source):
+    """The walked and the compiled run agree; returns the compiled one."""
+    walked, compiled = run(source, False), run(source, True)
+    assert compiled == walked, f"compiled:\n{compiled}\nwalked:\n{walked}\nprogram:\n{source}"
+    return compiled
+
+
+def code_of(source, name):
+    interp = Interpreter(out=io.StringIO())
+    try:
+        interp.run(source, "<test>")
+    except LangError:
+        pass
+    fn = interp.get_variable(name)
+    return compiler.code_for(fn)
+
+
+FIB = "fn fib(n)\n  if n < 2\n    return n\n  end\n  return fib(n - 1) + fib(n - 2)\nend\n"
+
+
+def test_fib_and_a_loop_compile_and_give_the_walkers_values():
+    assert callable(code_of(FIB, "fib"))
+    src = FIB + "fn total(n)\n  s = 0\n  for i in 1:n\n    s = s + i\n  end\n  return s\nend\n" \
+        "print(fib(15), total(1000))"
+    assert both(src) == ("610 500500\n", None)
+    assert callable(code_of(src, "total"))
+
+
+def test_closures_are_left_to_the_walker_and_still_work():
+    src = "fn adder(k)\n  return fn(x) -> x + k\nend\nprint(adder(2)(3))\n" \
+          "fn later()\n  g = fn() -> z\n  z = 1\n  return g()\nend\nprint(later())"
+    assert code_of(src, "adder") is None and code_of(src, "later") is None
+    assert both(src) == ("5\n1\n", None)
+
+
+def test_a_local_read_before_its_assignment_reads_the_enclosing_scope():
+    src = "x = 10\nfn f()\n  y = x + 1\n  x = 5\n  return x + y\nend\nprint(f(), x)"
+    assert both(src) == ("16 10\n", None)
+
+
+def test_a_free_name_is_read_at_each_call_so_a_redefinition_is_seen():
+    interp = Interpreter(out=io.StringIO())
+    interp.run("fn g() -> 1\nfn f() -> g() + 1\nprint(f())")
+    interp.run("fn g() -> 10\nprint(f())")
+    assert interp.out.getvalue() == "2\n11\n"
+    assert callable(interp.get_variable("f").code)
+
+
+def test_errors_in_a_compiled_body_keep_line_column_caret_and_call_chain():
+    src = "fn inner(m)\n  return m @ [1, 2, 3]\nend\nfn outer(m)\n  return inner(m) + 1\nend\nouter(ones(2, 2))"
+    out, err = both(src)
+    assert "<test>:2:12: ShapeError: matrix product 2x2 @ a vector of length 3" in err
+    assert "  2 |   return m @ [1, 2, 3]\n    |            ^" in err
+    assert "inner" in err and "outer" in err
+    assert callable(code_of(src, "inner"))
+
+
+def test_undefined_names_suggest_as_the_walker_does():
+    out, err = both("fn f(alpha)\n  beta = 1\n  return alpah + bta\nend\nf(1)")
+    assert "undefined name 'alpah'; did you mean 'alpha'?" in err
+
+
+def test_the_recursion_limit_and_deep_recursion():
+    deep = "fn down(n)\n  if n == 0\n    return 0\n  end\n  return down(n - 1) + 1\nend\nprint(down({}))"
+    assert both(deep.format(100)) == ("100\n", None)
+    # 5000 deep: the compiled form's fewer Python frames per call reach it inside pytest's own
+    # stack (the walker reaches it from the command line: the golden program recursion_5000)
+    assert run(deep.format(5000)) == ("5000\n", None)
+    out, err = run("fn f(n) -> f(n + 1)\nf(0)")
+    assert "RecursionError: more than 20000 nested calls (in f)" in err
+
+
+def test_grad_through_a_compiled_function():
+    src = "fn loss(w)\n  s = 0\n  for i in 1:3\n    s = s + w * i\n  end\n  return s * w\nend\n" \
+          "print(grad(loss, 2))\nprint(grad(fn(w) -> loss(w), 0.5))"
+    assert both(src) == ("24\n6\n", None)        # d/dw (6 w^2) = 12 w
+
+
+def test_loops_break_continue_return_and_destructuring():
+    src = ("fn f(xs)\n  out = 0\n  for i, x in enumerate(xs)\n    if x < 0\n      continue\n    end\n"
+           "    if i > 3\n      break\n    end\n    out += x\n  end\n  k = 0\n  while true\n    k += 1\n"
+           "    if k == 4\n      return out + k\n    end\n  end\nend\nprint(f([1, -2, 3, 4, 5, 6]))\n"
+           "fn g(t)\n  a, b = t\n  return a - b\nend\nprint(g((5, 3)))\ng(1)")
+    out, err = both(src)
+    assert out == "12\n2\n" and "cannot unpack a number into 2 names" in err
+
+
+def test_value_semantics_index_and_field_assignment():
+    src = ("fn f(m, r)\n  m[0] = 9\n  r.w = 2\n  c = m\n  c[1] += 1\n  return (m, c, r)\nend\n"
+           "m = [1, 2]\nr = {w = 1}\nprint(f(m, r))\nprint(m, r)")
+    assert both(src) == ("([9, 2], [9, 3], {w = 2})\n[1, 2] {w = 1}\n", None)
+
+
+def test_logical_masks_strings_matrices_and_ranges_inside_a_function():
+    src = ('fn f(x)\n  m = x > 1 and x < 4\n  s = "n={len(x)} {x[end]:.1f}"\n  return (x[m], s, [x; x][1, :], '
+           'sum(0:2:6), not (x[0] > 0 or false))\nend\nprint(f([1, 2, 3, 4]))')
+    assert both(src) == ('([2, 3], "n=4 4.0", [1, 2, 3, 4], 12, false)\n', None)
+
+
+def test_conditions_and_operands_are_checked_as_the_walker_checks_them():
+    for body in ("if x\n    return 1\n  end", "while [true, false]\n  end", "return x and true",
+                 "return not x", "return -\"s\"", "return \"s\"'", "return x.w", "return \"a\" + 1"):
+        out, err = both(f"fn f(x)\n  {body}\nend\nf(2)")
+        assert err is not None and "<test>:" in err
+
+
+def test_progress_loops_in_a_compiled_function_draw_and_close_their_bar():
+    src = ('fn f(n)\n  t = 0\n  for i in progress(1:n, desc="p")\n    t += i\n    if i == 3\n      return t\n'
+           '    end\n  end\nend\nprint(f(10))')
+    assert both(src) == ("6\n", None)
+    assert callable(code_of(src, "f"))
+
+
+def test_keywords_defaults_and_too_many_arguments():
+    src = "fn f(a, b=2, c=a + 1)\n  return a * 100 + b * 10 + c\nend\nprint(f(1), f(1, c=5), f(b=3, a=2))\nf(1, 2, 3, 4)"
+    out, err = both(src)
+    assert out == "122 125 233\n" and "f() takes 3 arguments (f(a, b=2, c=a + 1.0)), got 4" in err
+
+
+def test_help_of_a_compiled_function_is_its_signature_and_comments():
+    src = "# adds one\nfn inc(x) -> x + 1\ninc(1)\nhelp(inc)"
+    out, err = both(src)
+    assert "inc(x)" in out and "adds one" in out
+
+
+def _wrapped(seed):
+    """A generated program's statements inside a function (so they are compiled), called once;
+    drawn again (up to 10 times) when they define a function, which the compiler declines."""
+    for k in range(10):
+        rng = random.Random(seed + k)
+        lines = [line for _ in range(rng.randint(1, 3)) for line in F.gen_statement(rng, 2)]
+        if not any("fn " in line for line in lines):
+            break
+    body = "\n".join("    " + line for line in lines)
+    return F.PRELUDE + "fn main()\n" + body + "\n    return none\nend\nmain()\n"
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.integers(0, 2 ** 64 - 1))
+def test_generated_programs_give_the_same_output_and_errors_compiled_and_walked(seed):
+    both(F.gen_program(seed))
+    both(_wrapped(seed))
+
+
+def test_compiled_bodies_are_cached_per_body():
+    interp = Interpreter(out=io.StringIO())
+    interp.run("fn mk() -> 1\nfns = map(fn(i) -> i, 1:3)\nfn f(x) -> x\na = f(1)\nb = f(2)")
+    f = interp.get_variable("f")
+    assert callable(f.code) and compiler.code_for(f) is f.code
+    assert "def tapeml_f(I, E, v0)" in f.code.source
