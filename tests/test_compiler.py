@@ -68,11 +68,32 @@ def test_fib_and_a_loop_compile_and_give_the_walkers_values():
     assert callable(code_of(src, "total"))
 
 
-def test_closures_are_left_to_the_walker_and_still_work():
+def test_closures_compile_in_scope_mode_and_see_later_assignments():
     src = "fn adder(k)\n  return fn(x) -> x + k\nend\nprint(adder(2)(3))\n" \
-          "fn later()\n  g = fn() -> z\n  z = 1\n  return g()\nend\nprint(later())"
-    assert code_of(src, "adder") is None and code_of(src, "later") is None
-    assert both(src) == ("5\n1\n", None)
+          "fn later()\n  g = fn() -> z\n  z = 1\n  return g()\nend\nprint(later())\n" \
+          "fn outer(n)\n  fn inner(m) -> m + n\n  n = n * 10\n  return map(inner, 1:2)\nend\nprint(outer(1))"
+    for name in ("adder", "later", "outer"):
+        code = code_of(src, name)
+        assert callable(code) and "L = Env(E" in code.source, name
+    assert both(src) == ("5\n1\n(11, 12)\n", None)
+
+
+def test_top_level_loops_run_compiled_over_the_program_scope():
+    src = ("s = 0\nfor i in 1:5\n  s += i\n  last = i\nend\nk = 0\nwhile k < 3\n  k += 1\n  if k == 2\n"
+           "    continue\n  end\n  s += 100\nend\nprint(s, last, k)\nfs = ()\nfor i in 1:2\n"
+           "  fs = fs + (fn() -> i,)\nend\nprint(map(fn(f) -> f(), fs))\nfor j in 1:2\n  q = undefined_thing\nend")
+    out, err = both(src)
+    assert out == "215 5 3\n(2, 2)\n" and "<test>:21:7: NameError: undefined name 'undefined_thing'" in err
+    from tapeml.syntax.parser import parse
+    loop = parse("for i in 1:3\n  x = i\nend", "<t>").body[0]
+    assert callable(compiler.code_for_loop(loop))
+
+
+def test_the_repl_keeps_what_a_top_level_loop_assigned_before_an_error():
+    interp = Interpreter(out=io.StringIO())
+    with pytest.raises(LangError):
+        interp.run("for i in 1:5\n  t = i\n  if i == 3\n    oops()\n  end\nend")
+    assert interp.get_variable("t") == 3.0 and interp.get_variable("i") == 3.0
 
 
 def test_a_local_read_before_its_assignment_reads_the_enclosing_scope():

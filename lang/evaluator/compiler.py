@@ -13,19 +13,25 @@ What the compiled form keeps of the walker, by construction:
   assignment falls back to the enclosing scopes, as the walker's scope chain does. Every other
   name is looked up in the enclosing scopes at each read (the REPL may redefine it).
 - `return`, `break` and `continue` are Python's own (no exceptions).
+- A body that makes a function (`fn(x) -> ...`, a nested `fn`) keeps its names in an Env, as the
+  walker does, so the closure sees later assignments: the compiled code reads and writes that
+  Env's dict instead of Python locals ("scope mode").
+- A loop at the top level of a program (`for`, `while`) is compiled too, in scope mode over
+  the program's own scope: a training loop in a script runs compiled.
 - Calls, argument binding, the call chain in errors, the recursion limit and the deep-stack
   hand-over stay in Interpreter.call_function, for compiled and walked bodies alike.
 
-Declined (the whole function is walked): a body that defines a function or lambda (a closure
-captures the scope as an Env, which compiled locals are not), `break`/`continue` outside a
-loop, an assignment to a keyword. Node kinds evaluated by the walker on a snapshot of the locals
-(an Env made for that one evaluation; they cannot assign, and nothing in them can capture it):
-indexing, matrix literals, interpolated strings, ranges, imports. Assignments into fields and
-indices run the walker's assignment on a snapshot and take the new value of the root name back.
+Declined (the whole function is walked): `break`/`continue` outside a loop, `return` in a
+top-level loop, an assignment to a keyword. Node kinds evaluated by the walker on a snapshot of the locals
+(an Env made for that one evaluation; they cannot assign, and in a body with Python locals
+nothing in them can capture it; in scope mode they get the scope itself): indexing, matrix
+literals, interpolated strings, ranges, imports. Assignments into fields and indices run the
+walker's assignment on a snapshot and take the new value of the root name back.
 """
 from __future__ import annotations
 
 import os
+from contextlib import contextmanager
 
 from tapeml.syntax import ast as A
 from tapeml.syntax.lexer import KEYWORDS
@@ -90,13 +96,21 @@ def _unpack_item(item, names):
     return r
 
 
-def _items(interp, seq, node):
-    """The items a `for` loop walks (the walker's eval_for), a progress(...) loop with its bar."""
+@contextmanager
+def _loop(interp, seq, node):
+    """The items a `for` loop walks (the walker's eval_for), as a context manager: a
+    progress(...) loop's bar is drawn around the loop and closed when it ends, however it ends."""
     if type(seq) is Progress:
         with loop_bar(interp, seq) as bar:
-            yield from bar.track(_plain_items(bar.items, node))
+            yield bar.track(_plain_items(bar.items, node))
         return
-    yield from _plain_items(seq, node)
+    yield _plain_items(seq, node)
+
+
+def _function(node, env, name="<anonymous>"):
+    """A function value made by `fn(x) -> ...` or a nested `fn name(...)`, closing over env."""
+    lam = node if type(node) is A.Lambda else node.fn
+    return Function(name if type(node) is A.Lambda else node.name, lam.params, lam.body, env, node.span)
 
 
 def _plain_items(seq, node):
@@ -109,7 +123,7 @@ def _plain_items(seq, node):
 
 
 HELPERS = {"_U": _UNSET, "_look": _look, "_snap": _snapshot, "_unpack": _unpack,
-           "_unpack_item": _unpack_item, "_items": _items, "_bin": semantics.binary,
+           "_unpack_item": _unpack_item, "_loop": _loop, "_function": _function, "Env": Env, "_bin": semantics.binary,
            "_cond": semantics.condition_value, "_unary": semantics.unary, "_field": semantics.field,
            "_transpose": semantics.transpose, "_is_mask": semantics.is_mask,
            "_mask": semantics.logical_mask, "Record": Record}
@@ -129,20 +143,30 @@ def code_for(fn: Function):
     when the compiler declines it (or compiling is switched off)."""
     if not ENABLED:
         return None
-    body = fn.body
-    hit = _CACHE.get(id(body))
-    if hit is not None and hit[0] is body:
+    return _cached(fn.body, lambda: _Compiler(fn.name, fn.params, fn.body).build())
+
+
+def code_for_loop(stmt):
+    """A top-level `for` or `while` compiled over the scope it runs in: code(interp, env)."""
+    if not ENABLED:
+        return None
+    return _cached(stmt, lambda: _Compiler("<top level>", (), (stmt,), top=True).build())
+
+
+def _cached(key, make):
+    hit = _CACHE.get(id(key))
+    if hit is not None and hit[0] is key:
         return hit[1]
     try:
-        code = _Compiler(fn).build()
+        code = make()
     except Declined:
         code = None
-    _CACHE[id(body)] = (body, code)
+    _CACHE[id(key)] = (key, code)
     return code
 
 
 def _assigned(stmts, out: set):
-    """Every name the statements assign (a function's locals), declining what is not compiled."""
+    """Every name the statements assign (a function's locals)."""
     for s in stmts:
         t = type(s)
         if t is A.Assign:
@@ -164,7 +188,7 @@ def _assigned(stmts, out: set):
             if s.orelse is not None:
                 _assigned(s.orelse, out)
         elif t is A.FnDef:
-            raise Declined("a function defined inside")
+            out.add(s.name)
     return out
 
 
@@ -178,32 +202,37 @@ def _root(target):
     return target.name
 
 
-def _declines_anywhere(node):
-    """Lambdas anywhere (closures over the scope) are left to the walker."""
+def _makes_functions(node) -> bool:
+    """Whether a lambda or a nested fn appears anywhere (then the names live in an Env)."""
     stack = [node]
     while stack:
         n = stack.pop()
         if type(n) is A.Lambda or type(n) is A.FnDef:
-            raise Declined("a function made inside")
+            return True
         if isinstance(n, A.Node):
             for f in n._fields:
                 if f != "span":
                     stack.append(getattr(n, f))
         elif isinstance(n, tuple):
             stack.extend(n)
+    return False
 
 
 SNAPSHOT_KINDS = (A.Index, A.Matrix, A.String, A.Range, A.Import, A.Formatted, A.End, A.Colon)
 
 
 class _Compiler:
-    def __init__(self, fn: Function):
-        self.fn = fn
-        self.params = [p.name for p in fn.params]
-        body = fn.body
+    """One body to Python source. Names: Python locals v0, v1, ... (parameters first), or in
+    scope mode the dict LV of the Env L that closures made here capture (at the top level, the
+    program's own scope)."""
+
+    def __init__(self, name, params, body, top=False):
+        self.fn_name = name
+        self.params = [p.name for p in params]
+        self.top = top
         self.block = body if type(body) is tuple else None
-        for item in (body if self.block is not None else (body,)):
-            _declines_anywhere(item)
+        self.body = body
+        self.scope_mode = top or _makes_functions(body)
         local = set(self.params)
         if self.block is not None:
             _assigned(self.block, local)
@@ -237,21 +266,44 @@ class _Compiler:
             self._names = self.const(tuple(self.all_locals))
         return self._names
 
+    def scope(self) -> str:
+        """An Env holding the names as they are now (scope mode: the scope itself)."""
+        if self.scope_mode:
+            return "L"
+        env = self.temp()
+        self.emit(f"{env} = _snap(E, {self.names_const()}, {self.locals_tuple()})")
+        return env
+
+    def store(self, name: str, value: str):
+        if self.scope_mode:
+            self.emit(f"LV[{name!r}] = {value}")
+        else:
+            self.emit(f"{self.py[name]} = {value}")
+
     def build(self):
-        args = ", ".join(["I", "E"] + [self.py[n] for n in self.params])
-        self.emit("EV = E.vars")
-        for n in self.locals:
-            self.emit(f"{self.py[n]} = _U")
+        if self.top:
+            args = "I, L"
+            self.emit("LV = L.vars")
+            self.emit("E = L")
+        else:
+            args = ", ".join(["I", "E"] + [self.py[n] for n in self.params])
+            self.emit("EV = E.vars")
+            if self.scope_mode:
+                self.emit("L = Env(E, {" + ", ".join(f"{n!r}: {self.py[n]}" for n in self.params) + "})")
+                self.emit("LV = L.vars")
+            else:
+                for n in self.locals:
+                    self.emit(f"{self.py[n]} = _U")
         if self.block is None:
-            self.emit(f"return {self.expr(self.fn.body)}")
+            self.emit(f"return {self.expr(self.body)}")
         else:
             self.stmts(self.block)
             self.emit("return None")
-        name = "".join(c if c.isalnum() else "_" for c in self.fn.name)
+        name = "".join(c if c.isalnum() else "_" for c in self.fn_name)
         source = f"def tapeml_{name}({args}):\n" + "\n".join(self.lines) + "\n"
         namespace = dict(HELPERS)
         namespace.update(self.consts)
-        exec(compile(source, f"<tapeml: compiled {self.fn.name}>", "exec"), namespace)
+        exec(compile(source, f"<tapeml: compiled {self.fn_name}>", "exec"), namespace)
         code = namespace[f"tapeml_{name}"]
         code.source = source
         return code
@@ -278,11 +330,17 @@ class _Compiler:
         elif t is A.For:
             self.for_(s)
         elif t is A.Return:
+            if self.top:
+                raise Declined("return at the top level")
             self.emit(f"return {'None' if s.value is None else self.expr(s.value)}")
         elif t is A.Break or t is A.Continue:
             if not self.loops:
                 raise Declined("break or continue outside a loop")
             self.emit("break" if t is A.Break else "continue")
+        elif t is A.FnDef:
+            if not self.scope_mode:
+                raise Declined("a nested fn outside scope mode")
+            self.store(s.name, f"_function({self.const(s)}, L)")
         else:
             raise Declined(t.__name__)
 
@@ -291,30 +349,30 @@ class _Compiler:
         if type(target) is A.Name:
             value = self.expr(s.value)
             if s.op is None:
-                self.emit(f"{self.py[target.name]} = {value}")
+                self.store(target.name, value)
                 return
             current = self.expr(target)
-            self.emit(f"{self.py[target.name]} = {self.binary_code(s.op, current, value, self.const(s.span))}")
+            self.store(target.name, self.binary_code(s.op, current, value, self.const(s.span)))
             return
-        self.through_snapshot(s, "eval_assign", [_root(target)])
+        self.walker_statement(s, "eval_assign", [_root(target)])
 
-    def through_snapshot(self, s, method, roots):
-        """The walker's own statement on a snapshot Env; the roots' new values come back."""
-        env = self.temp()
-        self.emit(f"{env} = _snap(E, {self.names_const()}, {self.locals_tuple()})")
+    def walker_statement(self, s, method, roots):
+        """The walker's own statement on the scope (a snapshot: the roots' new values come back)."""
+        env = self.scope()
         self.emit(f"I.{method}({self.const(s)}, {env})")
-        for r in dict.fromkeys(roots):
-            self.emit(f"{self.py[r]} = {env}.vars[{r!r}]")
+        if not self.scope_mode:
+            for r in dict.fromkeys(roots):
+                self.emit(f"{self.py[r]} = {env}.vars[{r!r}]")
 
     def destructure(self, s):
         if not all(type(t) is A.Name for t in s.targets):
-            self.through_snapshot(s, "eval_destructure", [_root(t) for t in s.targets])
+            self.walker_statement(s, "eval_destructure", [_root(t) for t in s.targets])
             return
         value = self.expr(s.value)
         r = self.temp()
         self.emit(f"{r} = _unpack({value}, {len(s.targets)}, {self.const(s)})")
         for i, target in enumerate(s.targets):
-            self.emit(f"{self.py[target.name]} = {r}[{i}]")
+            self.store(target.name, f"{r}[{i}]")
 
     def condition(self, node, what) -> str:
         c = self.temp()
@@ -351,24 +409,24 @@ class _Compiler:
         self.depth -= 1
 
     def for_(self, s):
-        env = self.temp()
-        self.emit(f"{env} = _snap(E, {self.names_const()}, {self.locals_tuple()})")
-        seq = self.temp()
+        env = self.scope()
+        seq, items, item = self.temp(), self.temp(), self.temp()
         self.emit(f"{seq} = I.loop_value({self.const(s.iterable)}, {env})")
-        item = self.temp()
-        self.emit(f"for {item} in _items(I, {seq}, {self.const(s)}):")
+        self.emit(f"with _loop(I, {seq}, {self.const(s)}) as {items}:")
+        self.depth += 1
+        self.emit(f"for {item} in {items}:")
         self.depth += 1
         if type(s.var) is str:
-            self.emit(f"{self.py[s.var]} = {item}")
+            self.store(s.var, item)
         else:
             r = self.temp()
             self.emit(f"{r} = _unpack_item({item}, {self.const(s.var)})")
             for i, n in enumerate(s.var):
-                self.emit(f"{self.py[n.name]} = {r}[{i}]")
+                self.store(n.name, f"{r}[{i}]")
         self.loops += 1
         self.stmts(s.body)
         self.loops -= 1
-        self.depth -= 1
+        self.depth -= 2
 
     # ---- expressions: each returns a Python name or constant holding the value --------------
     def expr(self, node) -> str:
@@ -387,7 +445,7 @@ class _Compiler:
             a = self.expr(node.left)
             b = self.expr(node.right)
             out = self.temp()
-            self.emit(f"{out} = {self.binary_code(node.op, a, b, self.const(node.op_span or node.span), node)}")
+            self.emit(f"{out} = {self.binary_code(node.op, a, b, self.const(node.op_span or node.span))}")
             return out
         if t is A.Call:
             return self.call(node)
@@ -418,13 +476,18 @@ class _Compiler:
             out = self.temp()
             self.emit(f"{out} = Record({{{', '.join(f'{n!r}: {v}' for n, v in values)}}})")
             return out
-        if t in SNAPSHOT_KINDS:
+        if t is A.Lambda:
             out = self.temp()
-            self.emit(f"{out} = I.eval({self.const(node)}, _snap(E, {self.names_const()}, {self.locals_tuple()}))")
+            self.emit(f"{out} = _function({self.const(node)}, L)")
+            return out
+        if t in SNAPSHOT_KINDS:
+            env = self.scope()
+            out = self.temp()
+            self.emit(f"{out} = I.eval({self.const(node)}, {env})")
             return out
         raise Declined(t.__name__)
 
-    def binary_code(self, op, a, b, span, node=None) -> str:
+    def binary_code(self, op, a, b, span) -> str:
         if op in INLINE:
             checks = [f"type({x}) is float" for x in (a, b)
                       if not (x in self.consts and type(self.consts[x]) is float)]
@@ -437,18 +500,26 @@ class _Compiler:
     def name(self, node) -> str:
         n = node.name
         out = self.temp()
-        if n in self.py:
+        span = self.const(node.span)
+        if self.scope_mode:
+            if self.top or n in self.py:
+                self.emit(f"{out} = LV.get({n!r}, _U)")
+                self.emit(f"if {out} is _U:")
+                self.emit(f"    {out} = _look(I, L, {n!r}, {span}, (), ())")
+                return out
+        elif n in self.py:
             if n in self.params:
                 return self.py[n]
             self.emit(f"{out} = {self.py[n]}")
             self.emit(f"if {out} is _U:")
-            self.emit(f"    {out} = _look(I, E, {n!r}, {self.const(node.span)}, {self.names_const()}, "
-                      f"{self.locals_tuple()})")
+            self.emit(f"    {out} = _look(I, E, {n!r}, {span}, {self.names_const()}, {self.locals_tuple()})")
             return out
         self.emit(f"{out} = EV.get({n!r}, _U)")
         self.emit(f"if {out} is _U:")
-        self.emit(f"    {out} = _look(I, E, {n!r}, {self.const(node.span)}, {self.names_const()}, "
-                  f"{self.locals_tuple()})")
+        if self.scope_mode:
+            self.emit(f"    {out} = _look(I, L, {n!r}, {span}, (), ())")
+        else:
+            self.emit(f"    {out} = _look(I, E, {n!r}, {span}, {self.names_const()}, {self.locals_tuple()})")
         return out
 
     def call(self, node) -> str:

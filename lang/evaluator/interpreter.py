@@ -18,6 +18,7 @@ import numpy as np
 
 from tapeml.syntax import ast as A
 from tapeml.array import limits, ops
+from tapeml.evaluator import compiler
 from tapeml.evaluator.calls import Calls
 from tapeml.array.context import Context
 from tapeml.array.formatting import apply_spec
@@ -170,6 +171,13 @@ class Interpreter(Statements, Calls, Indexing):
                             echo(value)
                         except LangError as e:      # a value the display refuses (too deeply nested)
                             raise e.with_span(stmt.span) from None
+                elif type(stmt) is A.For or type(stmt) is A.While:
+                    # a top-level loop runs compiled over this scope (lang/evaluator/compiler.py)
+                    code = compiler.code_for_loop(stmt)
+                    if code is None:
+                        self.exec_stmt(stmt, env)
+                    else:
+                        code(self, env)
                 else:
                     self.exec_stmt(stmt, env)
         except RecursionError:
