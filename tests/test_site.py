@@ -127,3 +127,11 @@ def test_usage_errors():
     assert code == 2 and "--out needs a value" in out
     code, out = run_cli(["docs", "serve", "--out", "x"])
     assert code == 2 and "unknown option '--out'" in out
+
+
+def test_without_the_extra_it_says_what_to_install(monkeypatch):
+    monkeypatch.setitem(sys.modules, "mkdocs", None)          # import mkdocs now fails
+    monkeypatch.setitem(sys.modules, "latex2mathml", None)
+    code, out = run_cli(["docs", "site"])
+    assert code == 1
+    assert out.strip() == 'tapeml docs: the site needs mkdocs, latex2mathml: install the extra, pip install -e ".[docs]"'

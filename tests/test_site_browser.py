@@ -38,8 +38,8 @@ def _skip(reason):
 
 def browser_paths():
     """(chromium, chromedriver) from TAPEML_CHROMIUM / TAPEML_CHROMEDRIVER or PATH; None if absent."""
-    chromium = os.environ.get("TAPEML_CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
-    driver = os.environ.get("TAPEML_CHROMEDRIVER") or shutil.which("chromedriver")
+    chromium = shutil.which(os.environ.get("TAPEML_CHROMIUM") or "chromium") or shutil.which("chromium-browser")
+    driver = shutil.which(os.environ.get("TAPEML_CHROMEDRIVER") or "chromedriver")
     return (chromium, driver) if chromium and driver else None
 
 

@@ -340,8 +340,10 @@ def main(argv: list[str]) -> int:
     except SiteError as e:
         print(f"docs site: FAILED: {e}", file=sys.stderr)
         return 1
-    print(f"docs site: built {pages} pages into {site_dir} in {time.perf_counter() - t0:.1f}s; "
-          f"read it served (python -m http.server -d {os.path.relpath(site_dir)}), or preview with `tapeml docs serve`")
+    shown = os.path.relpath(site_dir)
+    shown = site_dir if shown.startswith("..") else shown
+    print(f"docs site: built {pages} pages into {shown} in {time.perf_counter() - t0:.1f}s; read it served "
+          f"(python -m http.server -d {shown}), or preview with `tapeml docs serve`")
     return 0
 
 
