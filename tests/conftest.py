@@ -77,3 +77,28 @@ def page_of_square_with_vjp(name, vjp):
         del reg.REGISTRY[name]
         ops.TABLE.pop(f"docs_test_{name}", None)
     return page, failures
+
+
+SITE_EXTRA = ("mkdocs", "material", "pymdownx", "latex2mathml")
+
+
+def site_extra_missing():
+    """The first module of the extra tapeml[docs] that is not installed, else None."""
+    import importlib.util
+    return next((m for m in SITE_EXTRA if importlib.util.find_spec(m) is None), None)
+
+
+@pytest.fixture(scope="session")
+def built_site(tmp_path_factory):
+    """The docs website built once per test session from this checkout's docs/ (tests/test_site*.py);
+    skips where the extra tapeml[docs] is not installed."""
+    missing = site_extra_missing()
+    if missing:
+        reason = (f"the docs website needs the extra tapeml[docs] ({missing} is not installed): "
+                  f"pip install -e \".[docs]\"")
+        if os.environ.get("TAPEML_REQUIRE_BROWSER") == "1":     # CI: the site tests must run
+            pytest.fail(f"TAPEML_REQUIRE_BROWSER=1 but {reason}")
+        pytest.skip(reason)
+    from tapeml.faces.docs.site import build_site
+    pages, site_dir = build_site(ROOT, str(tmp_path_factory.mktemp("site") / "site"))
+    return site_dir

@@ -5,6 +5,7 @@
     tapeml -i FILE.ml          run a file, then open the REPL with its variables
     tapeml                     the REPL (reads a script from stdin when it is not a terminal)
     tapeml docs build|check    build or check the generated docs
+    tapeml docs site|serve     build or preview the docs website (the extra tapeml[docs])
     tapeml kernel install      install the Jupyter kernel (lang/faces/kernel.py)
 
 Exit status: 0 success, 1 language error, 2 bad usage, 130 interrupted (Ctrl-C), 143 terminated
@@ -23,6 +24,7 @@ USAGE = """usage: tapeml [--debug] [--dtype float32|float64] FILE.ml [ARGS...]
        tapeml [--debug] [--dtype float32|float64] -i FILE.ml
        tapeml [--dtype float32|float64]   (interactive session)
        tapeml docs build|check [--root DIR] [--kernel NAME|none]
+       tapeml docs site [--root DIR] [--out DIR] | tapeml docs serve [--root DIR] [--addr HOST:PORT]
        tapeml kernel install [--user | --sys-prefix | --prefix DIR]
        tapeml -h | --help | -V | --version"""
 
@@ -38,6 +40,8 @@ Arguments:
   (none)              the interactive session; with piped input, run the program read from stdin
   docs build|check    regenerate docs/ from the builtin registry / check that it is up to date
                       and prints the same on another machine (--kernel: its OpenBLAS kernel)
+  docs site|serve     build the docs website from docs/ into build/site (--out DIR) / preview it
+                      on http://127.0.0.1:8000 (needs the extra tapeml[docs])
   kernel install      install the Jupyter kernel "tapeml" (needs the extra tapeml[jupyter])
 
 Options (before FILE, -c or -i; later ones are passed to the program in ARGS):
@@ -149,6 +153,9 @@ def main(argv: list[str] | None = None) -> int:
         else:
             return _usage_error(f"unknown option '{flag}'")
     if argv and argv[0] == "docs":
+        if argv[1:2] in (["site"], ["serve"]):
+            from .docs.site import main as site_main
+            return site_main(argv[1:])
         from .docs.check import main
         return main(argv[1:])
     if argv and argv[0] == "kernel":

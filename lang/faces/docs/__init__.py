@@ -4,6 +4,8 @@
     tapeml docs check [--root DIR] [--kernel NAME|none]
                                      rebuild into a temporary directory and compare; meanwhile
                                      build again as another machine would and compare (cross)
+    tapeml docs site [--root DIR] [--out DIR]   the website from docs/ (site.py; tapeml[docs])
+    tapeml docs serve [--root DIR] [--addr HOST:PORT]
 
 What `build` writes (DIR defaults to the checkout that holds this package):
 - docs/builtins/index.md: every builtin, grouped by category with counts, one line each; then the
@@ -46,7 +48,8 @@ must print no digit of rounding noise.
 
 The package is split by job: collect (the doc model, shared with `help`), run (examples, figures,
 the gradient check), render (pages, index, docs/*.md, `build`), check (compare, `main`), cross
-(the other machine's build and the line-by-line comparison).
+(the other machine's build and the line-by-line comparison), site (`tapeml docs site|serve`: the
+website, MkDocs with Material from ROOT/mkdocs.yml; mkdocs_hooks.py hands MkDocs its hooks).
 Importing `tapeml.faces.docs` imports none of them; its names below are looked up on first use.
 """
 from __future__ import annotations

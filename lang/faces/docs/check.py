@@ -86,7 +86,8 @@ def main(argv: list[str]) -> int:
             kernels = (kernels or []) + [k for k in args[i + 1].split(",") if k and k.lower() != "none"]
         del args[i:i + 2]
     if len(args) != 1 or args[0] not in ("build", "check") or (kernels is not None and args[0] != "check"):
-        print("usage: tapeml docs build [--root DIR] | tapeml docs check [--root DIR] [--kernel NAME|none]",
+        print("usage: tapeml docs build [--root DIR] | tapeml docs check [--root DIR] [--kernel NAME|none]\n"
+              "       tapeml docs site [--root DIR] [--out DIR] | tapeml docs serve [--root DIR] [--addr HOST:PORT]",
               file=sys.stderr)
         return 2
     root = os.path.abspath(root or default_root())

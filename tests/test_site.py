@@ -1,0 +1,137 @@
+"""The docs website (`tapeml docs site`, lang/faces/docs/site.py, mkdocs.yml), read as files: every
+documented function has its page in the navigation, linked to the line of the file that declares
+it; ```ml blocks are coloured by tapeml's own lexer; formulas are MathML; nothing is loaded from
+another host; and the strict build fails on a broken link, a missing figure, a link to a missing
+heading and a page left out of the navigation. tests/test_site_browser.py opens the site in
+Chromium. Both skip where the extra tapeml[docs] is not installed."""
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from conftest import ROOT, run_cli, site_extra_missing
+
+from tapeml.faces.docs import all_entries
+
+
+def read(site, page):
+    with open(os.path.join(site, page), encoding="utf-8") as f:
+        return f.read()
+
+
+def test_every_function_has_a_page_in_the_navigation_by_category(built_site):
+    from tapeml.builtins.registry import CATEGORIES
+    home = read(built_site, "index.html")
+    nav = home[home.index('md-nav--primary'):]
+    for e in all_entries():
+        assert os.path.isfile(os.path.join(built_site, "builtins", e.name, "index.html")), e.name
+        assert f'href="builtins/{e.name}/"' in nav, e.name
+    # the categories in the registry's order, then the standard library
+    labels = re.findall(r'<label class="md-nav__link"[^>]*>\s*<span class="md-ellipsis">\s*([^<]+?)\s*</span>', nav)
+    cats = [c for c in CATEGORIES if any(e.category == c and e.source == "builtin" for e in all_entries())]
+    assert [x.replace("&amp;", "&") for x in labels if x.replace("&amp;", "&") in cats + ["Standard library"]] \
+        == cats + ["Standard library"]
+    for page in ("language", "tutorial", "repl", "python", "performance", "architecture", "builtins"):
+        assert os.path.isfile(os.path.join(built_site, page, "index.html")), page
+
+
+def test_each_builtin_page_links_to_the_line_that_declares_it(built_site):
+    for e in all_entries():
+        page = read(built_site, f"builtins/{e.name}/index.html")
+        m = re.search(r'declared in <a href="\.\./\.\./source/([^"]+)/#L-(\d+)">([^<]+), line (\d+)</a>', page)
+        assert m, e.name
+        path, line = m.group(1), int(m.group(2))
+        assert m.group(3) == path and int(m.group(4)) == line
+        assert f'id="L-{line}"' in read(built_site, f"source/{path}/index.html"), e.name
+        with open(os.path.join(ROOT, path), encoding="utf-8") as f:
+            declared = f.read().split("\n")[line - 1]
+        if e.source == "stdlib":
+            assert declared.startswith(f"fn {e.name}("), (e.name, declared)
+        else:     # the `@builtin("name", ...)` line, or the one of a loop declaring a family (abs, exp, ...)
+            assert "builtin(" in declared, (e.name, declared)
+
+
+def test_ml_blocks_are_coloured_by_tapemls_own_lexer(built_site):
+    page = read(built_site, "builtins/layer_norm/index.html")
+    block = page[page.index('<div class="language-ml highlight">'):]
+    block = block[:block.index("</code></pre></div>")]
+    # layer_norm is a builtin to tapeml's lexer (Name.Builtin, class nb); Pygments has no `ml`
+    assert '<span class="nb">layer_norm</span>' in block
+    assert '<span class="mf">1e-5</span>' in block or '<span class="mf">1e-5' in block
+
+
+def test_formulas_are_mathml_and_nothing_comes_from_another_host(built_site):
+    tutorial = read(built_site, "tutorial/index.html")
+    assert tutorial.count('<math xmlns="http://www.w3.org/1998/Math/MathML" display="block">') >= 2
+    assert '<math xmlns="http://www.w3.org/1998/Math/MathML" display="inline">' in tutorial
+    assert "\\frac" not in tutorial.split('<div class="md-content"')[1]
+    loads = re.compile(r'<(?:script|img|iframe|source)\b[^>]*\bsrc="(https?:)?//|'
+                       r'<link\b[^>]*\brel="(?:stylesheet|preload|modulepreload|preconnect)"[^>]*\bhref="(https?:)?//')
+    for dirpath, _, files in os.walk(built_site):
+        for f in files:
+            if f.endswith(".html"):
+                text = read(dirpath, f)
+                assert not loads.search(text), os.path.join(dirpath, f)
+
+
+def test_source_pages_are_not_searched_and_builtin_pages_are_boosted(built_site):
+    import json
+    index = json.loads(read(built_site, "search/search_index.json"))
+    docs = index["docs"]
+    assert not [d["location"] for d in docs if d["location"].startswith("source/")]
+    boosts = {d["location"]: d.get("boost") for d in docs if "#" not in d["location"]}
+    assert boosts["builtins/layer_norm/"] > 1 and boosts.get("tutorial/") in (None, 1)
+
+
+def copy_checkout(tmp_path):
+    """What `docs site` reads: mkdocs.yml, its hooks file and docs/."""
+    root = tmp_path / "root"
+    shutil.copytree(os.path.join(ROOT, "docs"), root / "docs")
+    shutil.copy(os.path.join(ROOT, "mkdocs.yml"), root / "mkdocs.yml")
+    hooks = root / "lang" / "faces" / "docs"
+    hooks.mkdir(parents=True)
+    shutil.copy(os.path.join(ROOT, "lang", "faces", "docs", "mkdocs_hooks.py"), hooks)
+    return root
+
+
+@pytest.mark.skipif(site_extra_missing() is not None, reason="the docs website needs the extra tapeml[docs]")
+def test_the_strict_build_fails_on_each_kind_of_problem(tmp_path):
+    """A missing figure, a page left out of the navigation, a broken link, a link to a missing
+    heading and a formula that would not render: each is named, and the build fails."""
+    root = copy_checkout(tmp_path)
+    docs = root / "docs"
+    (docs / "img" / "tutorial-6.png").unlink()                                    # a missing figure
+    (docs / "orphan.md").write_text("# Not in the navigation\n")                   # a page left out
+    with open(docs / "repl.md", "a", encoding="utf-8") as f:
+        f.write("\nSee [the missing page](nowhere.md) and [a heading](tutorial.md#no-such-heading).\n"
+                "\nA formula with a command that is not rendered: $\\notacommand x$.\n")
+    r = subprocess.run([sys.executable, "-m", "tapeml", "docs", "site", "--root", str(root),
+                        "--out", str(tmp_path / "out")], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 1, r.stdout + r.stderr
+    err = r.stderr
+    assert "img/tutorial-6.png" in err and "tutorial.md" in err                  # the figure, by page
+    assert "orphan.md" in err and "not included in the \"nav\"" in err
+    assert "'nowhere.md'" in err and "repl.md" in err
+    assert "#no-such-heading" in err
+    assert "repl.md: the formula '\\\\notacommand x' uses \\notacommand, which is not rendered" in err
+    assert "docs site: FAILED: Aborted with 5 warnings in strict mode!" in err
+
+
+def test_usage_errors():
+    code, out = run_cli(["docs", "site", "--bogus"])
+    assert code == 2 and "unknown option '--bogus'" in out and "usage: tapeml docs site" in out
+    code, out = run_cli(["docs", "site", "--out"])
+    assert code == 2 and "--out needs a value" in out
+    code, out = run_cli(["docs", "serve", "--out", "x"])
+    assert code == 2 and "unknown option '--out'" in out
+
+
+def test_without_the_extra_it_says_what_to_install(monkeypatch):
+    monkeypatch.setitem(sys.modules, "mkdocs", None)          # import mkdocs now fails
+    monkeypatch.setitem(sys.modules, "latex2mathml", None)
+    code, out = run_cli(["docs", "site"])
+    assert code == 1
+    assert out.strip() == 'tapeml docs: the site needs mkdocs, latex2mathml: install the extra, pip install -e ".[docs]"'
