@@ -14,7 +14,7 @@ from __future__ import annotations
 import difflib
 import textwrap
 
-from tapeml.builtins.registry import CATEGORIES, REGISTRY, REQUIRED, Builtin, P, SourceText, builtin
+from tapeml.builtins.registry import CATEGORIES, FOREIGN_NAMES, REGISTRY, REQUIRED, Builtin, P, SourceText, builtin
 from tapeml.syntax.errors import NameErr, TypeErr
 from tapeml.array.tape import raw
 from tapeml.array.values import Function, describe, display_value, format_value
@@ -226,6 +226,9 @@ def help_text(name: str | None = None, interp=None) -> str:
         return _function_text(value, getattr(interp, "sources", None))
     if what == "value":
         return f"{name} is a variable: {describe(value)} ({format_value(value, True)[:60]})"
+    if name in FOREIGN_NAMES:        # another library's name: lead to tapeml's
+        text, target = FOREIGN_NAMES[name]
+        return f"'{name}' is not a tapeml name; tapeml writes {text}.\n\n" + help_text(target, interp)
     close = difflib.get_close_matches(name, known_names(interp), 3)
     hint = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
     raise NameErr(f"help: no builtin or function named '{name}'{hint} (help() lists them all)")
