@@ -84,12 +84,17 @@ def example_output(example: str, interp) -> str | None:
     from tapeml.syntax.errors import LangError
     if interp is None:
         return None
+    from tapeml.array import context
     buf = io.StringIO()
     try:
-        interp = type(interp)(out=buf)
-        interp.progress_out = False     # an example's progress(...) loop draws no bar into help
-        # echoed as the REPL and the docs echo: strings quoted, big matrices as grids
-        interp.run(example, "<example>", echo=lambda v: buf.write(display_value(v) + "\n"))
+        # in a session state of its own: an example's seed(0) or notes(false) leaves the asking
+        # session's generator and settings as they were
+        with context.State():
+            interp = type(interp)(out=buf)
+            interp.err = buf
+            interp.progress_out = False     # an example's progress(...) loop draws no bar into help
+            # echoed as the REPL and the docs echo: strings quoted, big matrices as grids
+            interp.run(example, "<example>", echo=lambda v: buf.write(display_value(v) + "\n"))
     except (LangError, RecursionError, MemoryError, ArithmeticError, ValueError, TypeError):
         return None
     return buf.getvalue().rstrip("\n")

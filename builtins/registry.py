@@ -33,7 +33,8 @@ SYNONYMS = {"axis": "dim", "keepdim": "keepdims", "num_heads": "n_heads", "nhead
             "epsilon": "eps", "is_causal": "causal", "attn_mask": "mask", "p": "dropout"}
 
 # Names other libraries use for what tapeml does under another name: name -> (what tapeml writes, the
-# builtin whose help `help(name)` shows). The undefined-name error and help() lead there.
+# builtin whose help `help(name)` shows). The undefined-name error and help() lead there. Never a
+# name tapeml has (PyTorch's scatter is put_along, but tapeml's scatter is a plot).
 FOREIGN_NAMES = {
     "gather": ("take_along(x, ids, dim) (PyTorch's gather(x, dim, ids), one element per position along dim)",
                "take_along"),
@@ -41,8 +42,6 @@ FOREIGN_NAMES = {
     "take_along_dim": ("take_along(x, ids, dim) (PyTorch's take_along_dim(x, ids, dim))", "take_along"),
     "index_select": ("x[:, ids] (PyTorch's index_select(x, 1, ids): whole slices along an axis); for one "
                      "element per row, take_along(x, ids, dim)", "take_along"),
-    "scatter": ("x = put_along(x, ids, values, dim) (PyTorch's scatter(x, dim, ids, values), a new value)",
-                "put_along"),
     "put_along_axis": ("x = put_along(x, ids, values, dim) (NumPy's put_along_axis, a new value)", "put_along"),
     "scatter_add": ("x = add_along(x, ids, values, dim) (PyTorch's scatter_add(x, dim, ids, values), a new value)",
                     "add_along"),
