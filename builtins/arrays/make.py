@@ -22,7 +22,7 @@ from tapeml.array.values import describe
          errors=["ValueError when a size is negative or not a whole number, or the matrix would need more than half the machine's memory (at most 8 GB)"],
          how="NumPy's `zeros` in the session's float type (float64 unless set_dtype changed it). "
              "Sizes are checked before allocating.",
-         examples=["zeros(3)", "zeros(2, 3)", "size(zeros(2, 3, 4))"])
+         examples=["zeros(3)", "zeros(2, 3)", "size(zeros(2, 3, 4))", "x = [1, 2; 3, 4]\nzeros(size(x))"])
 def zeros(dims):
     return np.zeros(check_size("zeros", dims), dtype=ops.FLOAT["dtype"])
 

@@ -25,7 +25,8 @@ from tapeml.array.values import describe, format_number, format_value, shape_tex
                  "(reshape(zeros(0), 0, 2^40): no elements, but no such axis either)",
                  "TypeError when x is not a number or matrix"],
          how="NumPy's `reshape` (C order, as NumPy and PyTorch). One size may be -1 to be inferred.",
-         examples=["reshape(1:6, 2, 3)", "reshape([1, 2; 3, 4], 4)", "reshape(1:6, -1, 2)"])
+         examples=["reshape(1:6, 2, 3)", "reshape([1, 2; 3, 4], 4)", "reshape(1:6, -1, 2)",
+                   "y = zeros(3, 2)\nreshape(1:6, size(y))   # the sizes as one tuple"])
 def reshape(x, dims):
     shape = []
     for d in one_by_one("reshape", dims):
