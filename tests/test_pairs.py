@@ -106,6 +106,13 @@ def test_take_along_of_a_vector_and_one_id_is_the_number():
     np.testing.assert_array_equal(raw(val("take_along([10, 20, 30], [2, 2, 0])")), [30, 30, 10])
 
 
+def test_empty_ids_and_empty_axes():
+    assert raw(val("take_along([1, 2; 3, 4], zeros(2, 0), dim=1)")).shape == (2, 0)
+    assert raw(val("take_along(zeros(0, 3), zeros(0))")).shape == (0,)
+    assert raw(val("put_along(zeros(0, 3), zeros(0), 1)")).shape == (0, 3)
+    np.testing.assert_array_equal(raw(val("add_along([1, 2], zeros(0), 5, dim=0)")), [1, 2])
+
+
 def test_take_along_broadcasts_x_where_it_has_size_1():
     x = RNG.standard_normal((1, 4))
     ids = np.array([[0.0, 3], [1, 1], [2, 0]])
@@ -239,6 +246,8 @@ def test_second_order_through_take_along():
     ("take_along([1, 2; 3, 4], ones(2, 2, 2))", "ShapeError", "take_along\\(\\): ids has 3 axes but x"),
     ("take_along([1, 2; 3, 4], [0, 1], dim=2)", "ValueErr", "take_along\\(\\): dim=2 is out of range"),
     ("take_along(3, 0)", "ShapeError", "take_along\\(\\): x must be a vector or a matrix, got a number"),
+    ("take_along(zeros(2, 0), [0, 0])", "IndexErr",
+     r"take_along\(\): id 0 is out of range for axis 1 of x \(a 2x0 matrix\): that axis has no elements"),
     ("take_along([1, 2], [true, false])", "TypeErr", "take_along\\(\\): ids must be a number or a matrix"),
     ("put_along([1, 2; 3, 4], [0, 1], [1, 2, 3])", "ShapeError",
      r"put_along\(\): values is a vector of length 3, but the positions written are a vector of length 2"),

@@ -45,8 +45,9 @@ def _along_ids(fname: str, x, ids, dim, write: bool):
             raise IndexErr(f"{fname}(): ids must be whole numbers, got {format_value(float(a[bad].flat[0]))}")
         out = (a < 0) | (a > xs[d] - 1)
         if out.any():
+            where = f"ids go from 0 to {xs[d] - 1}" if xs[d] else "that axis has no elements"
             raise IndexErr(f"{fname}(): id {format_value(float(a[out].flat[0]))} is out of range for axis {d} of x "
-                           f"({describe(x)}): ids go from 0 to {xs[d] - 1}")
+                           f"({describe(x)}): {where}")
     nd = len(xs)
     fewer = a.ndim == nd - 1
     if fewer:
