@@ -42,15 +42,6 @@ def need_shape(v, path: str, expected: tuple, error=ShapeError):
         raise error(f"{path} is {shape_text(got)}, expected {shape_text(expected)}")
 
 
-def _last_dim(x, fname):
-    s = _shape(x)
-    if not s:
-        raise ShapeError(f"{fname}() needs a vector or matrix, got a number")
-    if s[-1] == 0:
-        raise ShapeError(f"{fname}() needs at least one feature (the last axis of x has length 0)")
-    return s[-1]
-
-
 HEAD_FIELDS = "wq, wk, wv, wo (optional bq, bk, bv)"
 HEAD_ALLOWED = ("wq", "wk", "wv", "wo", "bq", "bk", "bv")
 
