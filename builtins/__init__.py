@@ -1,6 +1,6 @@
 """tapeml's builtins: one module per doc category (registry.CATEGORIES), so a builtin's file
 follows from its category: Core -> core.py (help -> help.py, the help system), Math -> math.py,
-Arrays -> arrays.py, Statistics & ML -> the ml/ package (split by job), Autodiff -> autodiff.py,
+Arrays -> the arrays/ package and Statistics & ML -> the ml/ package (each split by job), Autodiff -> autodiff.py,
 Random -> random.py, Plotting -> plot.py, IO -> io.py, Linear algebra -> linalg.py, Strings &
 collections -> strings.py, Reductions & sorting -> reductions.py. Importing this package registers them all."""
 from tapeml.builtins.registry import REGISTRY, Builtin, builtin  # noqa: F401

@@ -7,9 +7,11 @@ draws the bar. The stream and the mode (live bar, log lines, off) are chosen the
 """
 from __future__ import annotations
 
+import os
+
 import numpy as np
 
-from tapeml.array import limits
+from tapeml.array import context, limits
 from tapeml.builtins.registry import P, builtin, one_of
 from tapeml.syntax.errors import LangError, ShapeError, TypeErr, ValueErr
 from tapeml.array.ranges import ValueWalk, Walk, walk_length, walkable
@@ -389,4 +391,29 @@ def progress(items, desc):
          context=True)
 def progress_note(ctx, text):
     ctx.note_progress(text if isinstance(text, str) else format_value(text))
+    return None
+
+
+# ---- notes: one-time hints on standard error about habits of other languages (issue 29) --------
+NOTES_OFF = ("0", "off", "false", "no")
+# Whether this session prints notes; TAPEML_NOTES=0 (off, false, no) starts every session without them.
+context.slot("notes", lambda: os.environ.get("TAPEML_NOTES", "").strip().lower() not in NOTES_OFF)
+
+
+@builtin("notes", "Core", "Turn the one-time notes on standard error on or off: notes(false) silences them.",
+         [P("on", "bool", True, doc="true prints the notes (the default), false silences them")],
+         returns="none",
+         what="tapeml prints a note, once per source line, on standard error where a program uses a habit "
+              "of NumPy or PyTorch that gives a different result here without an error: P[0:n-1, ys], "
+              "which NumPy reads as one element per row (P[arange(n), ys]) and tapeml as the n x n grid of "
+              "every row with every index (see take_along). The note changes nothing in the result; "
+              "notes(false) turns the notes off for the rest of the session, notes(true) back on.",
+         how="A per-session setting (a Session, a notebook kernel, the REPL each have their own). "
+             "`TAPEML_NOTES=0` (or off, false, no) in the environment starts sessions with notes off. "
+             "Standard output is never touched, so a program prints the same with or without notes.",
+         errors=["TypeError when on is not true or false"],
+         examples=["notes(false)\nP = [1, 2; 3, 4]\nP[0:1, [1, 0]]   # the grid, silently",
+                   "notes(true)"])
+def notes(on):
+    context.LIVE["notes"] = bool(on)
     return None

@@ -14,7 +14,7 @@ from __future__ import annotations
 import difflib
 import textwrap
 
-from tapeml.builtins.registry import CATEGORIES, REGISTRY, REQUIRED, Builtin, P, SourceText, builtin
+from tapeml.builtins.registry import CATEGORIES, FOREIGN_NAMES, REGISTRY, REQUIRED, Builtin, P, SourceText, builtin
 from tapeml.syntax.errors import NameErr, TypeErr
 from tapeml.array.tape import raw
 from tapeml.array.values import Function, describe, display_value, format_value
@@ -84,12 +84,17 @@ def example_output(example: str, interp) -> str | None:
     from tapeml.syntax.errors import LangError
     if interp is None:
         return None
+    from tapeml.array import context
     buf = io.StringIO()
     try:
-        interp = type(interp)(out=buf)
-        interp.progress_out = False     # an example's progress(...) loop draws no bar into help
-        # echoed as the REPL and the docs echo: strings quoted, big matrices as grids
-        interp.run(example, "<example>", echo=lambda v: buf.write(display_value(v) + "\n"))
+        # in a session state of its own: an example's seed(0) or notes(false) leaves the asking
+        # session's generator and settings as they were
+        with context.State():
+            interp = type(interp)(out=buf)
+            interp.err = buf
+            interp.progress_out = False     # an example's progress(...) loop draws no bar into help
+            # echoed as the REPL and the docs echo: strings quoted, big matrices as grids
+            interp.run(example, "<example>", echo=lambda v: buf.write(display_value(v) + "\n"))
     except (LangError, RecursionError, MemoryError, ArithmeticError, ValueError, TypeError):
         return None
     return buf.getvalue().rstrip("\n")
@@ -226,6 +231,9 @@ def help_text(name: str | None = None, interp=None) -> str:
         return _function_text(value, getattr(interp, "sources", None))
     if what == "value":
         return f"{name} is a variable: {describe(value)} ({format_value(value, True)[:60]})"
+    if name in FOREIGN_NAMES:        # another library's name: lead to tapeml's
+        text, target = FOREIGN_NAMES[name]
+        return f"'{name}' is not a tapeml name; tapeml writes {text}.\n\n" + help_text(target, interp)
     close = difflib.get_close_matches(name, known_names(interp), 3)
     hint = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
     raise NameErr(f"help: no builtin or function named '{name}'{hint} (help() lists them all)")

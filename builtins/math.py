@@ -241,6 +241,68 @@ def where(cond, a, b):
         raise ShapeError(f"where(): cond, a and b do not broadcast to one shape ({shapes})") from None
 
 
+# ---- isclose and allclose: PyTorch's (and NumPy's) tolerances ---------------------------------
+_CLOSE_PARAMS = [P("a", "array", doc="a number, bool or matrix"),
+                 P("b", "array", doc="broadcastable with a; the tolerance is relative to b"),
+                 P("rtol", "number", 1e-5, doc="relative tolerance", check=lambda v: None if v >= 0 else "must be >= 0",
+                   constraint=">= 0"),
+                 P("atol", "number", 1e-8, doc="absolute tolerance", check=lambda v: None if v >= 0 else "must be >= 0",
+                   constraint=">= 0"),
+                 P("equal_nan", "bool", False, doc="count two nans as close")]
+_CLOSE_HOW = ("|a - b| <= atol + rtol |b| elementwise, with PyTorch's defaults rtol = 1e-5 and atol = 1e-8 "
+              "(`torch.isclose`/`torch.allclose`; NumPy's `isclose`/`allclose` have the same formula and "
+              "defaults). Not symmetric: the tolerance grows with |b|, the reference. Equal infinities are "
+              "close, an infinity and any other value are not (the difference is not finite); nan is close "
+              "to nothing unless equal_nan = true. a and b broadcast against each other. Bools count as "
+              "0 and 1.")
+
+
+def _close(fname, a, b, rtol, atol, equal_nan):
+    def floats(v):
+        r = raw(v)
+        return np.asarray(r, dtype=np.float64)
+    x, y = floats(a), floats(b)
+    try:
+        np.broadcast_shapes(x.shape, y.shape)
+    except ValueError:
+        raise ShapeError(f"{fname}(): a is {shape_text(x.shape)} and b is {shape_text(y.shape)}; they do not "
+                         f"broadcast") from None
+    with np.errstate(all="ignore"):
+        close = x == y
+        if equal_nan:
+            close |= np.isnan(x) & np.isnan(y)
+        err = np.abs(x - y)
+        close |= np.isfinite(err) & (err <= atol + rtol * np.abs(y))
+    return close
+
+
+@builtin("isclose", "Math", "Elementwise |a - b| <= atol + rtol |b|, PyTorch's tolerances: a bool matrix.",
+         _CLOSE_PARAMS, returns="bool, or a bool matrix of the broadcast shape of a and b",
+         what="Compares numbers up to rounding: true where a and b agree within a relative tolerance of b "
+              "plus a small absolute one, so isclose(0.1 + 0.2, 0.3) is true where 0.1 + 0.2 == 0.3 is false.",
+         how=_CLOSE_HOW,
+         errors=["ShapeError when a and b do not broadcast", "ValueError when rtol or atol is negative",
+                 "TypeError when a or b is not a number, bool or matrix"],
+         examples=["isclose(0.1 + 0.2, 0.3)", "isclose([1, 1e-9, 1 / 0, 0 / 0], [1.000001, 0, 1 / 0, 0 / 0])",
+                   "isclose([1, 2], [1.1, 2.2], rtol=0.1)", "isclose(0 / 0, 0 / 0, equal_nan=true)"])
+def isclose(a, b, rtol, atol, equal_nan):
+    c = _close("isclose", a, b, rtol, atol, equal_nan)
+    return bool(c) if c.ndim == 0 else c
+
+
+@builtin("allclose", "Math", "True when every element of a is close to b: all(isclose(a, b, rtol, atol)).",
+         _CLOSE_PARAMS, returns="bool",
+         what="Whether two results agree up to rounding, e.g. a hand-written gradient against grad's, or a "
+              "port's output against the reference numbers: allclose(mine, reference).",
+         how=_CLOSE_HOW + " An empty comparison is true.",
+         errors=["ShapeError when a and b do not broadcast", "ValueError when rtol or atol is negative",
+                 "TypeError when a or b is not a number, bool or matrix"],
+         examples=["allclose([1, 2, 3], [1, 2, 3 + 1e-6])", "allclose([1, 2, 3], [1, 2, 3.01])",
+                   "allclose(1e-9, 0)   # within atol = 1e-8", "allclose([1, 2], [1.05, 2], atol=0.1)"])
+def allclose(a, b, rtol, atol, equal_nan):
+    return bool(np.all(_close("allclose", a, b, rtol, atol, equal_nan)))
+
+
 def _bool_reduce(name, fn, summary, what=""):
     @builtin(name, "Math", summary,
              [P("x", "array", doc="bool matrix"),

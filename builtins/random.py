@@ -108,18 +108,32 @@ __all__ = ["rng", "seed", "rand", "randn", "randint", "bernoulli_mask", "raw"]
 # ---- sampling (added by the training work) ---------------------------------------------------
 
 
-@builtin("sample", "Random", "Draw one category per row from probabilities: an id in 0..V-1.",
-         [P("probs", "array", shape="[V] or [N, V]", doc="non-negative weights; each row is normalized")],
-         returns="a number for a vector, a vector of N ids for a matrix",
+@builtin("sample", "Random", "Draw categories from probabilities: sample(p) one id in 0..V-1, sample(p, n) n of them.",
+         [P("probs", "array", shape="[V] or [N, V]", doc="non-negative weights; each row is normalized"),
+          P("n", "int", None, doc="how many draws per row; none: one draw, without an axis for it",
+            check=non_negative, constraint=">= 0"),
+          P("replacement", "bool", True, doc="draw with replacement (false: no id twice in a row's draws)")],
+         returns="sample(p): a number for a vector, a vector of N ids for a matrix; sample(p, n): [n] for a "
+                 "vector, [N, n] for a matrix",
          what="Picks a class at random, class i with probability probs[i] / sum(probs); the "
-              "sampling step of text generation (after softmax with a temperature).",
+              "sampling step of text generation (after softmax with a temperature). sample(p, n) draws "
+              "n ids at once, as `torch.multinomial(p, n, replacement=True)`.",
          how="Inverse-CDF sampling: u = rand() from the one seeded generator, then the first i whose "
              "cumulative sum exceeds u * sum(row); zero-weight classes are never drawn. Like "
-             "PyTorch's `torch.multinomial(p, 1)`, rows need not sum to 1.",
+             "PyTorch's `torch.multinomial`, rows need not sum to 1. sample(p, n) draws row by row, "
+             "each row's n uniforms in turn, so seed(k); sample(p, 1) starts as seed(k); sample(p) does. "
+             "Draws are with replacement by default (NumPy's `choice` and makemore's "
+             "`torch.multinomial(p, n, replacement=True)`); PyTorch's own default is replacement=False, "
+             "which here is replacement=false: each draw then removes the class drawn from its row, so "
+             "n may not exceed the number of classes of positive weight.",
          errors=["ValueError when a weight is negative or not finite, or a row sums to 0",
+                 "ValueError when replacement is false and n exceeds a row's classes of positive weight",
                  "ShapeError when probs is not a vector or a matrix"],
-         examples=["seed(0)\nsample([0.1, 0.2, 0.7])", "sample([0, 0, 1; 1, 0, 0])"])
-def sample(probs):
+         examples=["seed(0)\nsample([0.1, 0.2, 0.7])", "sample([0, 0, 1; 1, 0, 0])",
+                   "seed(0)\nsample([0.1, 0.2, 0.7], 8)",
+                   "seed(0)\nsample([0.5, 0.5, 0; 0, 0.1, 0.9], 3)",
+                   "seed(0)\nsample([1, 1, 1, 1], 4, replacement=false)   # a random order of 0..3"])
+def sample(probs, n=None, replacement=True):
     p = np.asarray(raw(probs), dtype=np.float64)
     if p.ndim not in (1, 2) or p.shape[-1] == 0:
         raise ShapeError(f"sample(): probs must be a non-empty vector or a matrix (one row per draw), got "
@@ -127,19 +141,44 @@ def sample(probs):
     if not np.all(np.isfinite(p)) or np.any(p < 0):
         raise ValueErr("sample(): probabilities must be finite and >= 0")
     rows = p.reshape(-1, p.shape[-1])
-    c = np.cumsum(rows, axis=1)
-    total = c[:, -1]
-    if np.any(total <= 0):
+    if np.any(rows.sum(axis=1) <= 0):
         raise ValueErr("sample(): every row of probs must have a positive sum")
-    u = rng().random(rows.shape[0]) * total
-    out = np.array([min(int(np.searchsorted(ci, ui, side="right")), rows.shape[1] - 1)
-                    for ci, ui in zip(c, u)], dtype=np.float64)
-    # never pick a zero-weight class at the right edge (u == total after rounding)
-    for i, k in enumerate(out.astype(int)):
-        while rows[i, k] == 0 and k > 0:
-            k -= 1
-        out[i] = k
-    return float(out[0]) if p.ndim == 1 else out
+    if n is None:
+        out = np.array([_draw(row, ui) for row, ui in zip(rows, rng().random(rows.shape[0]))])
+        return float(out[0]) if p.ndim == 1 else out
+    n = int(n)
+    if not replacement:
+        fewest = int((rows > 0).sum(axis=1).min())
+        if n > fewest:
+            raise ValueErr(f"sample(): cannot draw {n} ids without replacement from a row with {fewest} "
+                           f"class{'es' if fewest != 1 else ''} of positive weight")
+    from tapeml.array import limits
+    limits.check_elements(f"sample() of {n} draws per row", (rows.shape[0], n))
+    u = rng().random((rows.shape[0], n))
+    out = np.zeros((rows.shape[0], n))
+    for i, row in enumerate(rows):
+        if replacement:
+            out[i] = _draw(row, u[i])
+            continue
+        w = row.copy()
+        for j in range(n):           # each draw removes its class from the row
+            k = int(_draw(w, u[i, j]))
+            out[i, j] = k
+            w[k] = 0.0
+    return out[0] if p.ndim == 1 else out
+
+
+def _draw(row: np.ndarray, u):
+    """Ids from one row of non-negative weights, one per uniform in u (a number or a vector of
+    them, in [0, 1)): the first class whose cumulative weight exceeds u * total (inverse CDF);
+    never a zero-weight class, even at the right edge (u * total == total after rounding)."""
+    c = np.cumsum(row)
+    k = np.minimum(np.searchsorted(c, np.asarray(u) * c[-1], side="right"), row.size - 1)
+    while True:
+        back = (row[k] == 0) & (k > 0)
+        if not np.any(back):
+            return k.astype(np.float64)
+        k = np.where(back, k - 1, k)
 
 
 @builtin("randperm", "Random", "A random permutation of 0, 1, ..., n-1 (a vector of whole numbers).",

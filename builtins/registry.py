@@ -34,6 +34,22 @@ INT_BOUND = 2 ** 53           # "int" parameters: whole numbers a float64 holds 
 SYNONYMS = {"axis": "dim", "keepdim": "keepdims", "num_heads": "n_heads", "nhead": "n_heads",
             "epsilon": "eps", "is_causal": "causal", "attn_mask": "mask", "p": "dropout"}
 
+# Names other libraries use for what tapeml does under another name: name -> (what tapeml writes, the
+# builtin whose help `help(name)` shows). The undefined-name error and help() lead there. Never a
+# name tapeml has (PyTorch's scatter is put_along, but tapeml's scatter is a plot).
+FOREIGN_NAMES = {
+    "gather": ("take_along(x, ids, dim) (PyTorch's gather(x, dim, ids), one element per position along dim)",
+               "take_along"),
+    "take_along_axis": ("take_along(x, ids, dim) (NumPy's take_along_axis(x, ids, axis))", "take_along"),
+    "take_along_dim": ("take_along(x, ids, dim) (PyTorch's take_along_dim(x, ids, dim))", "take_along"),
+    "index_select": ("x[:, ids] (PyTorch's index_select(x, 1, ids): whole slices along an axis); for one "
+                     "element per row, take_along(x, ids, dim)", "take_along"),
+    "put_along_axis": ("x = put_along(x, ids, values, dim) (NumPy's put_along_axis, a new value)", "put_along"),
+    "scatter_add": ("x = add_along(x, ids, values, dim) (PyTorch's scatter_add(x, dim, ids, values), a new value)",
+                    "add_along"),
+    "multinomial": ("sample(p, n) (PyTorch's multinomial(p, n, replacement=True))", "sample"),
+}
+
 CATEGORIES = ["Core", "Math", "Reductions & sorting", "Arrays", "Linear algebra", "Statistics & ML", "Autodiff", "Random", "Plotting",
               "IO", "Strings & collections"]
 

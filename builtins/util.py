@@ -26,13 +26,24 @@ def axis(x, dim, name: str = "dim"):
     return d % max(nd, 1)
 
 
-def check_size(fname: str, dims) -> tuple:
-    """Validate a list of sizes; refuse shapes that would not fit in memory."""
-    out = []
+def one_by_one(fname: str, dims, what: str = "sizes") -> tuple:
+    """The items of a variadic shape-like parameter, given one by one or as one tuple
+    (reshape(x, size(y)), zeros(size(x)), permute(x, (1, 0))): the numbers, unpacked. A tuple
+    among other items is a TypeError."""
+    if len(dims) == 1 and isinstance(raw(dims[0]), tuple):
+        return tuple(raw(dims[0]))
     for d in dims:
+        if isinstance(raw(d), tuple):
+            raise TypeErr(f"{fname}(): give the {what} as numbers one by one or as one tuple, "
+                          f"not a tuple among other {what}")
+    return tuple(dims)
+
+
+def check_size(fname: str, dims) -> tuple:
+    """Validate sizes (one by one or one tuple); refuse shapes that would not fit in memory."""
+    out = []
+    for d in one_by_one(fname, dims):
         d = raw(d)
-        if isinstance(d, tuple):
-            return check_size(fname, d)
         if isinstance(d, bool) or not isinstance(d, (float, int)) or not float(d).is_integer() or d < 0:
             got = describe(d) if not isinstance(d, (float, int)) or isinstance(d, bool) else format_value(d)
             raise ValueErr(f"{fname}(): sizes must be whole numbers >= 0, got {got}")
@@ -105,4 +116,4 @@ def tree_map(fn, value, what: str = "the tree", depth: int = 0):
     return fn(value)
 
 
-__all__ = ["axis", "check_size", "tree_leaves", "tree_map", "shape_text"]
+__all__ = ["axis", "check_size", "one_by_one", "tree_leaves", "tree_map", "shape_text"]

@@ -6,4 +6,5 @@ X = P("x", "array", doc="a number or a matrix of any shape", shape="any")
 DIM = P("dim", "int", None, doc="the axis to reduce (negative counts from the end); none: all elements")
 KEEPDIMS = P("keepdims", "bool", False, doc="keep the reduced axis with size 1, so the result broadcasts against x "
                                           "(NumPy's keepdims, PyTorch's keepdim)")
-DIMS = P("dims", variadic=True, doc="sizes of each axis (whole numbers); none gives a single number")
+DIMS = P("dims", variadic=True, doc="sizes of each axis (whole numbers), one by one or as one tuple (size(y)); "
+                                    "none gives a single number")

@@ -8,20 +8,6 @@
 # checks them against PyTorch step for step). params and grads are trees: a number, a matrix,
 # or records and tuples of them, nested (what grad returns).
 
-# A tree shaped like tree with every leaf zero.
-# param tree (tree): a number, matrix, or tuple/record of them, nested
-# returns: a tree shaped like tree, every leaf zero
-# what: A tree with the structure and shapes of tree and every number zero: the starting value of
-#     momentum buffers and Adam's moments.
-# how: tree_map(fn(p) -> 0 * p, tree), JAX's `tree_map(jnp.zeros_like, tree)`; a number leaf becomes
-#     0, a matrix leaf a zero matrix of its shape.
-# error: TypeError when a leaf is not a number or matrix (the multiplication 0 * leaf fails)
-# example:
-#     zeros_like({w = [1, 2], b = 3})
-fn zeros_like(tree)
-    return tree_map(fn(p) -> 0 * p, tree)
-end
-
 # The state of sgd_step: {step = 0, momentum_buffer}.
 # param params (tree): the parameters the optimizer will update: a number, matrix, or tuple/record
 #     of them, nested
@@ -31,7 +17,7 @@ end
 # how: {step = 0, momentum_buffer = zeros_like(params)}, torch.optim.SGD's per-parameter
 #     `momentum_buffer` state (PyTorch creates it on the first step; here it exists from the start
 #     and step 0 marks it unused).
-# error: TypeError when a leaf is not a number or matrix (the multiplication 0 * leaf fails)
+# error: TypeError when a leaf is not a number or matrix (zeros_like refuses it)
 # example:
 #     p = {w = [1.0, 2.0], b = 0.5}
 #     g = {w = [0.1, -0.2], b = 1.0}
@@ -97,7 +83,7 @@ end
 #     estimates m and v, zero trees shaped like params.
 # how: {step = 0, m = zeros_like(params), v = zeros_like(params)}: m_0 = v_0 = 0 as in Kingma & Ba
 #     2015, Algorithm 1 (torch.optim.Adam's exp_avg and exp_avg_sq).
-# error: TypeError when a leaf is not a number or matrix (the multiplication 0 * leaf fails)
+# error: TypeError when a leaf is not a number or matrix (zeros_like refuses it)
 # example:
 #     p = {w = [1.0, 2.0], b = 0.5}
 #     g = {w = [0.1, -0.2], b = 1.0}
@@ -114,7 +100,7 @@ end
 #     so this is adam_init under the name that pairs with adamw_step.
 # how: adam_init(params): torch.optim.AdamW keeps the same exp_avg / exp_avg_sq state as
 #     torch.optim.Adam (Loshchilov & Hutter 2019, Algorithm 2: m_0 = v_0 = 0).
-# error: TypeError when a leaf is not a number or matrix (the multiplication 0 * leaf fails)
+# error: TypeError when a leaf is not a number or matrix (zeros_like refuses it)
 # example:
 #     p = {w = [1.0, 2.0], b = 0.5}
 #     g = {w = [0.1, -0.2], b = 1.0}

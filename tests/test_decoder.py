@@ -181,10 +181,17 @@ def test_transformer_block_padding_mask(env):
     ("multi_head_attention(x, heads, 2, memory=m, mask=ones(4, 6))", "TypeErr",
      r"mask must be a bool matrix \(true = may attend\), got a 4x6 matrix"),
     ("multi_head_attention(x, heads, 2, memory=m, mask=ones(6, 4) > 0)", "ShapeError",
-     "mask is 6x4, expected 4x6 or 2x4x6"),
-    ("multi_head_attention(x1, heads, 2, mask=ones(2, 4, 4) > 0)", "ShapeError", "mask is 2x4x4, expected 4x4"),
-    ("multi_head_attention(x, heads, 2, mask=ones(3, 4, 4) > 0)", "ShapeError", "mask is 3x4x4, expected 4x4 or 2x4x4"),
-    ("transformer_block(x, w, mask=ones(4, 5) > 0)", "ShapeError", "mask is 4x5, expected 4x4 or 2x4x4"),
+     r"mask is 6x4, which does not broadcast to 2x4x6 \(batch x queries x keys\) by PyTorch's rule"),
+    ("multi_head_attention(x1, heads, 2, mask=ones(3, 4, 4) > 0)", "ShapeError",
+     r"mask is 3x4x4, which does not broadcast to 4x4 \(queries x keys\).*one mask per head: 2x4x4"),
+    ("multi_head_attention(x, heads, 2, mask=ones(3, 4, 4) > 0)", "ShapeError", "mask is 3x4x4, which does not broadcast to 2x4x4"),
+    ("multi_head_attention(x, heads, 2, mask=ones(2, 3, 4, 4) > 0)", "ShapeError",
+     "mask is 2x3x4x4, which does not broadcast to 2x4x4 .*one mask per head: 2x2x4x4"),
+    ("transformer_block(x, w, mask=ones(4, 5) > 0)", "ShapeError", "mask is 4x5, which does not broadcast to 2x4x4"),
+    ("transformer_block(x, w, mask=ones(2, 1, 4, 4) > 0)", "ShapeError", "mask is 2x1x4x4, which does not broadcast to 2x4x4"),
+    ("scaled_dot_product_attention(x, x, x, mask=ones(3, 1, 4) > 0)", "ShapeError",
+     r"mask is 3x1x4, which does not broadcast to the scores 2x4x4 \(\[..., L_q, L_k\]"),
+    ("scaled_dot_product_attention(x, x, x, bias=ones(4, 4, 4))", "ShapeError", "bias is 4x4x4, which does not broadcast"),
     ("transformer_block(x, w, mask=1)", "TypeErr", "mask must be a bool matrix"),
 ])
 def test_mask_errors(env, src, kind, message):
@@ -424,7 +431,7 @@ def test_decoder_schema_errors_name_the_path(denv, edit, kind, message):
 def test_decoder_option_errors(denv):
     assert "one of" in str(err('transformer_decoder_block(y, mem, dw, activation="tanh")', **denv))
     assert "dropout must be >= 0 and < 1" in str(err("transformer_decoder_block(y, mem, dw, dropout=1)", **denv))
-    assert "memory_mask is 3x4, expected 3x5 or 2x3x5" in str(
+    assert "memory_mask is 3x4, which does not broadcast to 2x3x5" in str(
         err("transformer_decoder_block(y, mem, dw, memory_mask=ones(3, 4) > 0)", **denv))
 
 

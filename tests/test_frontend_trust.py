@@ -65,7 +65,7 @@ def test_decimal_ranges_have_n_plus_one_elements_and_end_at_b(a, step, n):
     assert r[-1] == fb
     k = np.arange(n)
     assert np.array_equal(r[:-1], fa + fs * k)
-    from tapeml.builtins.arrays import range_
+    from tapeml.builtins.arrays.make import range_
     h = range_(fa, fb, fs)
     assert len(h) == n and np.array_equal(h, fa + fs * k)
 

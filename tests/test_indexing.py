@@ -1,7 +1,7 @@
 """The indexing rule (issue 16) and repeated-index writes (issue 15, item 1), as properties.
 
 Each index makes its own axis, in order (a number drops it), for every mix of numbers, `end`,
-ranges, `:`, index vectors (with repeats) and 1-D bool masks, in any rank; a write keeps the
+ranges, `:`, index vectors (with repeats, and `end` inside them) and 1-D bool masks, in any rank; a write keeps the
 last write to each element, in row-major order of the index grid. The reference is written one
 axis at a time with `np.take` and plain Python loops over the index grid, never with NumPy's
 mixed advanced indexing, and checks the read, the write, `+=`, and the gradients of all three.
@@ -50,7 +50,9 @@ def index_case(draw, kinds=KINDS):
             texts.append(":"), refs.append(list(range(n)))
         elif kind == "vector":
             v = draw(st.lists(st.integers(0, n - 1), min_size=1, max_size=5))    # repeats allowed
-            texts.append("[" + ", ".join(map(str, v)) + "]"), refs.append(v)
+            # an element may count from the end: `end` inside an index vector (issue 29)
+            words = [(f"end - {n - 1 - i}" if i < n - 1 else "end") if draw(st.booleans()) else str(i) for i in v]
+            texts.append("[" + ", ".join(words) + "]"), refs.append(v)
         else:
             bits = draw(st.lists(st.booleans(), min_size=n, max_size=n))
             texts.append("[" + ", ".join("true" if b else "false" for b in bits) + "]")

@@ -179,8 +179,8 @@ def test_help_text_of_layer_norm():
     lines = text.split("\n")
     assert lines[0] == "layer_norm(x, gamma, beta, eps=1e-5)    [Statistics & ML]"
     assert lines[1] == "  Normalize each row (last axis) to mean 0 and variance 1, then scale and shift."
-    assert "  x      [..., D]  the input; each position is normalized on its own" in lines
-    assert "  gamma  [D]       gain" in lines
+    assert "  x      [..., D]         the input; each position is normalized on its own" in lines
+    assert "  gamma  [D] or [..., D]  gain, shaped like the trailing axes to normalize over" in lines
     assert "Returns  [..., D]" in lines
     i = lines.index("Example")
     assert lines[i + 1:] == ["  ml> layer_norm([1, 2, 3, 4], [1, 1, 1, 1], [0, 0, 0, 0])",

@@ -13,7 +13,8 @@ import numpy as np
 
 from tapeml.array import context, ops
 from tapeml.builtins.ml.layers import apply_dropout
-from tapeml.builtins.ml.schema import _shape, check_heads, check_mask, check_memory, dropout_range, need_shape
+from tapeml.builtins.ml.schema import (_shape, broadcasts_into, check_heads, check_mask, check_memory, dropout_range,
+                                       head_mask, need_shape)
 from tapeml.builtins.registry import P, builtin
 from tapeml.syntax.errors import ShapeError, TypeErr, ValueErr
 from tapeml.array.tape import Box, raw
@@ -27,8 +28,9 @@ CAT = "Statistics & ML"
          [P("q", "array", shape="[..., L_q, d_k]", doc="queries"),
           P("k", "array", shape="[..., L_k, d_k]", doc="keys"),
           P("v", "array", shape="[..., L_k, d_v]", doc="values"),
-          P("mask", "array", None, shape="[L_q, L_k]", doc="bool; true means 'may attend' (PyTorch SDPA's convention)"),
-          P("bias", "array", None, shape="[L_q, L_k]", doc="added to the scores before the softmax"),
+          P("mask", "array", None, shape="broadcasts to [..., L_q, L_k]",
+            doc="bool; true means 'may attend' (PyTorch SDPA's convention); [B, 1, L_k] masks keys per batch element"),
+          P("bias", "array", None, shape="broadcasts to [..., L_q, L_k]", doc="added to the scores before the softmax"),
           P("causal", "bool", False, doc="query i sees keys j <= i + L_k - L_q (bottom-right aligned)")],
          returns="[..., L_q, d_v]", differentiable=True,
          what="Each query's output is an average of the values, weighted by how well the query matches each key.",
@@ -41,8 +43,13 @@ CAT = "Statistics & ML"
              "it) where PyTorch gives nan, and such a row's gradient to q, k and bias is exactly 0 (v still "
              "gets its share). A +inf in bias is a true +inf: the +inf keys share the row, softmax's limit. "
              "The backward pass takes softmax's correction term rowsum(dP * P) as rowsum(dO * O), a T x d_v "
-             "product instead of a T x T one (FlashAttention's identity, Dao et al. 2022).",
-         errors=["ShapeError when q, k and v do not agree in d_k or L_k, or the mask has the wrong shape"],
+             "product instead of a T x T one (FlashAttention's identity, Dao et al. 2022). mask and bias "
+             "broadcast against the scores [..., L_q, L_k] by PyTorch's rule (sizes compared from the "
+             "right, a size-1 axis repeats, missing leading axes count as 1), as in PyTorch's "
+             "`F.scaled_dot_product_attention`: a [B, 1, L_k] padding mask or a [1, L_q, L_k] one shared by "
+             "the batch; they may not make the scores bigger.",
+         errors=["ShapeError when q, k and v do not agree in d_k or L_k, or the mask or bias does not broadcast to "
+                 "the scores [..., L_q, L_k]"],
          examples=["q = [1.0, 0.5; -0.5, 1.0; 0.2, -0.3]\nk = [1.0, 0.0; 0.0, 1.0; 0.5, 0.5]\n"
                    "v = [1.0, 2.0; 3.0, 4.0; 5.0, 6.0]\nscaled_dot_product_attention(q, k, v)",
                    "x = [1, 0; 0, 1; 1, 1]\nscaled_dot_product_attention(x, x, [1, 2; 3, 4; 5, 6], causal=true)",
@@ -64,17 +71,21 @@ def scaled_dot_product_attention(q, k, v, mask, bias, causal):
         raise ShapeError(f"scaled_dot_product_attention(): k is {shape_text(sk)} and v is {shape_text(sv)}: "
                          f"keys and values need the same length L_k")
     lq, lk = sq[-2], sk[-2]
+    try:
+        scores = np.broadcast_shapes(sq[:-2], sk[:-2]) + (lq, lk)
+    except ValueError:
+        raise ShapeError(f"scaled_dot_product_attention(): q is {shape_text(sq)} and k is {shape_text(sk)}: their "
+                         f"leading (batch) axes do not broadcast") from None
     if mask is not None:
         m = raw(mask)
         if not (isinstance(m, np.ndarray) and m.dtype == np.bool_):
             raise TypeErr(f"scaled_dot_product_attention(): mask must be a bool matrix (true = may attend), "
                           f"got {describe(m)}; pass an additive float matrix as bias=")
-        if m.shape[-2:] != (lq, lk):
-            raise ShapeError(f"scaled_dot_product_attention(): mask is {shape_text(m.shape)}, "
-                             f"expected {lq}x{lk} (queries x keys)")
-    if bias is not None and _shape(bias)[-2:] != (lq, lk):
-        raise ShapeError(f"scaled_dot_product_attention(): bias is {shape_text(_shape(bias))}, "
-                         f"expected {lq}x{lk} (queries x keys)")
+    for name, t in (("mask", mask), ("bias", bias)):
+        if t is not None and not broadcasts_into(_shape(t), scores):
+            raise ShapeError(f"scaled_dot_product_attention(): {name} is {shape_text(_shape(t))}, which does not "
+                             f"broadcast to the scores {'x'.join(map(str, scores))} ([..., L_q, L_k], queries x keys; "
+                             f"by PyTorch's rule a size-1 axis repeats and missing leading axes count as 1)")
     return attention(q, k, v, mask, bias, causal)
 
 
@@ -165,8 +176,6 @@ def _mha_fused(x, fields, causal, src=None, mask=None):
     from src (the memory of cross-attention; x itself by default)."""
     n = len(fields)
     src = x if src is None else src
-    if mask is not None and raw(mask).ndim == 3:
-        mask = raw(mask)[:, None]           # [B, T, S] -> [B, 1, T, S], one mask for every head
 
     def joined(name, dim):
         parts = [f[name] for f in fields]
@@ -190,6 +199,8 @@ def mha(x, heads, causal=False, p=0.0, training=False, bo=None, memory=None, mas
     fields = [raw(h).fields for h in heads]
     s = _shape(x)
     src = x if memory is None else memory
+    if mask is not None:        # against the weights [..., H, T, S]: a head axis (of 1, or one mask per head)
+        mask = head_mask(mask, s)
     # Joining costs a few more tape nodes; it pays when the products are large enough.
     if (not weights and not (training and p > 0) and s[-2] * s[-1] >= FUSE_MIN_ELEMENTS
             and _fusable(fields)):
@@ -197,12 +208,13 @@ def mha(x, heads, causal=False, p=0.0, training=False, bo=None, memory=None, mas
         return ops.add(out, bo) if bo is not None else out
     out = None
     ws = []
-    for h in heads:
+    for i, h in enumerate(heads):
         f = raw(h).fields
         q = ops.dense(x, f["wq"], f.get("bq"))
         k = ops.dense(src, f["wk"], f.get("bk"))
         v = ops.dense(src, f["wv"], f.get("bv"))
-        a = _attend(q, k, v, causal, p, training, mask, weights)
+        m = None if mask is None else mask[..., i if mask.shape[-3] > 1 else 0, :, :]
+        a = _attend(q, k, v, causal, p, training, m, weights)
         if weights:
             a, w = a
             ws.append(w)
@@ -243,8 +255,9 @@ CROSS_ATTENTION_EXAMPLE = (
           P("bo", "array", None, shape="[D]", doc="the one output bias, added after the heads are summed"),
           P("memory", "array", None, shape="[S, D] or [B, S, D]",
             doc="keys and values come from memory instead of x (cross-attention); none: self-attention"),
-          P("mask", "array", None, shape="[T, S] or [B, T, S]",
-            doc="bool, true = may attend (PyTorch's boolean attn_mask means the opposite)"),
+          P("mask", "array", None, shape="broadcasts to [T, S] or [B, T, S]; or [B, H, T, S]",
+            doc="bool, true = may attend (PyTorch's boolean attn_mask means the opposite); with one more axis "
+                "than x, one mask per head"),
           P("return_weights", "bool", False,
             doc="also return the attention weights, [H, T, S] or [B, H, T, S]")],
          returns="same shape as x; with return_weights, a tuple (output, weights)", differentiable=True,
@@ -267,6 +280,9 @@ CROSS_ATTENTION_EXAMPLE = (
              "bottom-right rule of scaled_dot_product_attention: query i sees keys j <= i + S - T. "
              "mask is a bool T x S matrix (or B x T x S, one per batch element) where true means "
              "'may attend', as in scaled_dot_product_attention and PyTorch's F.scaled_dot_product_attention; "
+             "like theirs it broadcasts by PyTorch's rule, so a B x 1 x S padding mask or a 1 x T x S one "
+             "serves every query or every batch element, and a mask with one more axis than x, "
+             "B x H x T x S (or B x 1 x T x S, the Annotated Transformer's layout), holds one per head; "
              "PyTorch's nn.MultiheadAttention and nn.Transformer* read a boolean attn_mask the other way "
              "round (true = masked out), so pass ~their_mask. mask and causal combine (both must allow "
              "a pair); a query row with every key masked gives zeros. return_weights = true returns "
@@ -279,7 +295,8 @@ CROSS_ATTENTION_EXAMPLE = (
                  "has the wrong shape (heads[1].wq is 4x3, expected 4x2)",
                  "ValueError when dropout is not in [0, 1)",
                  "ShapeError when memory's width differs from x's, or its batch size does",
-                 "TypeError when mask is not a bool matrix; ShapeError when it is not T x S (or B x T x S)"],
+                 "TypeError when mask is not a bool matrix; ShapeError when it does not broadcast to T x S "
+                 "(B x T x S for a batch; with a head axis, B x H x T x S)"],
          examples=["eye2 = [1.0, 0.0; 0.0, 1.0]\nhead = {wq = eye2, wk = eye2, wv = eye2, wo = eye2}\n"
                    "q = [1.0, 0.5; -0.5, 1.0; 0.2, -0.3]\nmulti_head_attention(q, (head,), 1)",
                    "eye2 = [1.0, 0.0; 0.0, 1.0]\nhead = {wq = eye2, wk = eye2, wv = eye2, wo = eye2}\n"
@@ -299,7 +316,7 @@ CROSS_ATTENTION_EXAMPLE = (
                    "heads = transformer_block_init(4, 2, seed=0).heads\nx = reshape(0:23, 2, 3, 4) / 10\n"
                    "m = reshape(0:39, 2, 5, 4) / 20\n"
                    "# memory 1 has 3 real positions and 2 of padding: its queries may not read the padding\n"
-                   "mask = ((0:4) < reshape([5, 3], 2, 1, 1)) and (ones(2, 3, 5) > 0)   # 2 x 3 x 5\n"
+                   "mask = (0:4) < reshape([5, 3], 2, 1, 1)   # 2 x 1 x 5: broadcast over the queries\n"
                    "y, w = multi_head_attention(x, heads, 2, memory=m, mask=mask, return_weights=true)\n"
                    "print(size(y), size(w))\nround(w[1, 0, :, :], 3)   # batch element 1, head 0"])
 def multi_head_attention(x, heads, n_heads, causal, dropout, training, bo, memory, mask, return_weights):
@@ -315,7 +332,7 @@ def multi_head_attention(x, heads, n_heads, causal, dropout, training, bo, memor
         check_memory(memory, s, "multi_head_attention()")
     n_keys = _shape(memory)[-2] if memory is not None else s[-2]
     if mask is not None:
-        check_mask(mask, s[-3:], n_keys, "multi_head_attention()")
+        check_mask(mask, s, n_keys, "multi_head_attention()", n_heads=len(raw(heads)))
     check_heads(heads, s[-1])
     if bo is not None:
         need_shape(bo, "bo", (s[-1],), ValueErr)

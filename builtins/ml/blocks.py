@@ -90,8 +90,8 @@ SEED_PROGRAM = (
             constraint=">= 0 and < 1"),
           _TRAINING,
           P("eps", "number", 1e-5, doc="epsilon of both normalizations", check=positive, constraint="> 0"),
-          P("mask", "array", None, shape="[T, T] or [B, T, T]",
-            doc="bool, true = may attend (e.g. a padding mask); combined with causal")],
+          P("mask", "array", None, shape="broadcasts to [T, T] or [B, T, T]",
+            doc="bool, true = may attend (e.g. a [B, 1, T] padding mask); combined with causal")],
          returns="same shape as x", differentiable=True,
          what="One transformer block on a T x D input (or a batch B x T x D): multi-head self-attention "
               "plus a two-layer feed-forward network, each wrapped in a residual connection and a "
@@ -112,7 +112,8 @@ SEED_PROGRAM = (
              "when the record has them (CaiT, Touvron et al. 2021), else 1. mask is the self-attention's "
              "'may attend' matrix, as multi_head_attention's (true = may attend; PyTorch's boolean "
              "src_mask means the opposite): a T x T matrix, or B x T x T for a batch of sequences of "
-             "different lengths padded to T. Dropout acts on the attention "
+             "different lengths padded to T, or any shape that broadcasts to those by PyTorch's rule "
+             "(a B x 1 x T padding mask, a 1 x T x T one). Dropout acts on the attention "
              "weights and after the activation, only with training = true, drawing from seed(n)'s "
              "generator. A composite of recorded primitives: its gradient comes from the tape's "
              "ordinary reverse walk, with no rule of its own; checked against PyTorch 2.13 to 1e-10 "
@@ -121,15 +122,15 @@ SEED_PROGRAM = (
                  "ValueError naming the path and both shapes (weights.heads[1].wq is 4x3, expected 4x2)",
                  'ValueError when norm or activation is not one of the allowed names (they are listed)',
                  "ValueError when dropout is not in [0, 1) or eps <= 0",
-                 "TypeError when mask is not a bool matrix; ShapeError when it is not T x T (or B x T x T)"],
+                 "TypeError when mask is not a bool matrix; ShapeError when it does not broadcast to T x T (or "
+                 "B x T x T)"],
          examples=[SEED_PROGRAM,
                    "w = transformer_block_init(8, 2, seed=0)\nx = reshape(0:47, 2, 3, 8) / 10\n"
                    "y = transformer_block(x, w, norm_first=true, causal=true, activation=\"gelu\")\nsize(y)",
                    "# two sequences padded to T = 4: the first has 4 tokens, the second 2\n"
                    "w = transformer_block_init(8, 2, seed=0)\nseed(1)\nx = randn(2, 4, 8)\n"
                    "lengths = [4, 2]\nkeys = (0:3) < reshape(lengths, 2, 1, 1)   # 2 x 1 x 4: which keys are real\n"
-                   "mask = keys and (ones(2, 4, 4) > 0)              # 2 x 4 x 4, every query row alike\n"
-                   "y = transformer_block(x, w, mask=mask)\n"
+                   "y = transformer_block(x, w, mask=keys)   # broadcast over the queries, as in PyTorch\n"
                    "# the second sequence's real tokens ignore its padding:\n"
                    "alone = transformer_block(x[1, 0:1, :], w)\nmax(abs(y[1, 0:1, :] - alone)) < 1e-12"])
 def transformer_block(x, weights, norm_first, norm, causal, activation, dropout, training, eps, mask):
@@ -137,7 +138,7 @@ def transformer_block(x, weights, norm_first, norm, causal, activation, dropout,
     if len(s) < 2:
         raise ShapeError(f"transformer_block(): x must be T x D (or B x T x D), got {describe(x)}")
     if mask is not None:
-        check_mask(mask, s[-3:], s[-2], "transformer_block()")
+        check_mask(mask, s, s[-2], "transformer_block()")
     f = check_block(weights, s[-1], norm)
     return block(x, f, norm_first, norm, causal, activation, dropout, training, eps, mask)
 
@@ -187,9 +188,9 @@ def decoder_block(x, memory, f, norm_first=False, causal=True, activation="relu"
             constraint=">= 0 and < 1"),
           _TRAINING,
           P("eps", "number", 1e-5, doc="epsilon of the three layer norms", check=positive, constraint="> 0"),
-          P("mask", "array", None, shape="[T, T] or [B, T, T]",
+          P("mask", "array", None, shape="broadcasts to [T, T] or [B, T, T]",
             doc="self-attention's bool 'may attend' mask, combined with causal"),
-          P("memory_mask", "array", None, shape="[T, S] or [B, T, S]",
+          P("memory_mask", "array", None, shape="broadcasts to [T, S] or [B, T, S]",
             doc="cross-attention's bool 'may attend' mask (e.g. the source's padding)")],
          returns="same shape as x", differentiable=True,
          what="The block of the decoder in an encoder-decoder Transformer (the 2017 translation model): "
@@ -213,7 +214,8 @@ def decoder_block(x, memory, f, norm_first=False, causal=True, activation="relu"
              "ffn(h) = dense(drop(act(dense(h, w1, b1))), w2, b2), and lnI = layer_norm(., lnI_gamma, "
              "lnI_beta, eps). The memory is not normalized here, in either layout: in PyTorch's "
              "nn.Transformer the encoder's final norm does that. Masks are bool with true = may attend "
-             "(PyTorch's boolean tgt_mask and memory_mask mean the opposite). Dropout acts on both "
+             "(PyTorch's boolean tgt_mask and memory_mask mean the opposite); they broadcast by PyTorch's rule "
+             "(a B x 1 x S padding mask of the source serves every target position). Dropout acts on both "
              "attentions' weights and after the activation, as in transformer_block. A composite of "
              "recorded primitives: its gradient comes from the tape's ordinary reverse walk, with no "
              "rule of its own; checked against PyTorch 2.13's nn.TransformerDecoderLayer to 1e-10, "
@@ -223,8 +225,8 @@ def decoder_block(x, memory, f, norm_first=False, causal=True, activation="relu"
                  "ValueError naming the path and both shapes (weights.cross_heads[1].wk is 8x3, expected 8x4)",
                  "ValueError when activation is not one of the allowed names, dropout is not in [0, 1) "
                  "or eps <= 0",
-                 "TypeError when a mask is not a bool matrix; ShapeError when it is not T x T (mask) or "
-                 "T x S (memory_mask), batched with B first"],
+                 "TypeError when a mask is not a bool matrix; ShapeError when it does not broadcast to T x T "
+                 "(mask) or T x S (memory_mask), batched with B first"],
          examples=["w = transformer_decoder_block_init(8, 2, seed=0)\nseed(1)\n"
                    "memory = randn(5, 8)    # an encoder's output: 5 source positions\n"
                    "x = randn(3, 8)         # 3 target positions\n"

@@ -121,74 +121,81 @@ def cosine_similarity(a, b, dim, eps):
 
 # ---- einsum ----------------------------------------------------------------------------------
 
-def _parse_einsum(spec: str, sa: tuple, sb: tuple):
-    form = ('the explicit two-operand form "ab,bc->ac" (letters a-z and A-Z, each at most once per '
-            'operand, every output letter in an operand)')
+_EINSUM_FORM = ('"ab,bc->ac" (letters a-z and A-Z, one group per operand, separated by commas; the output '
+                'letters after "->", each at most once; without "->" the output is the letters found exactly '
+                'once, in alphabetical order)')
+
+
+def _parse_einsum(spec: str, shapes: list):
+    """(the operands' letter groups, the output letters, the length of each letter); errors name the
+    spec and what is wrong with it."""
     s = spec.replace(" ", "")
-    if "->" not in s or s.count("->") != 1 or s.count(",") != 1 or "." in s:
-        raise ValueErr(f'einsum(): "{spec}" is not supported: einsum takes {form}')
-    lhs, out = s.split("->")
-    ia, ib = lhs.split(",")
-    for part in (ia, ib, out):
+    if "." in s:
+        raise ValueErr(f'einsum(): "{spec}" uses "...", which is not supported: name every axis with a letter, '
+                       f'as in {_EINSUM_FORM}')
+    if s.count("->") > 1:
+        raise ValueErr(f'einsum(): "{spec}" has more than one "->"; einsum takes {_EINSUM_FORM}')
+    lhs, arrow, out = s.partition("->")
+    ins = lhs.split(",")
+    for part in ins + [out]:
         if not all(c.isascii() and c.isalpha() for c in part):
-            raise ValueErr(f'einsum(): "{spec}" is not supported: einsum takes {form}')
-        if len(set(part)) != len(part):
-            raise ValueErr(f'einsum(): "{spec}" repeats a letter within "{part}" (a diagonal or trace), which '
-                           f'is not supported: einsum takes {form}')
+            raise ValueErr(f'einsum(): "{spec}" is not supported: einsum takes {_EINSUM_FORM}')
+    if len(ins) != len(shapes):
+        raise ValueErr(f'einsum(): "{spec}" names {len(ins)} operand{"s" * (len(ins) != 1)} but '
+                       f'{len(shapes)} {"are" if len(shapes) != 1 else "is"} given')
+    if not arrow:       # the implicit form: the letters found exactly once, in alphabetical order (NumPy, PyTorch)
+        every = "".join(ins)
+        out = "".join(sorted(c for c in set(every) if every.count(c) == 1))
+    if len(set(out)) != len(out):
+        raise ValueErr(f'einsum(): the output "{out}" of "{spec}" repeats a letter; each output letter is one axis')
     for c in out:
-        if c not in ia and c not in ib:
-            raise ValueErr(f'einsum(): the output letter "{c}" of "{spec}" is in neither operand')
-    for name, idx, sh in (("a", ia, sa), ("b", ib, sb)):
-        if len(idx) != len(sh):
-            raise ShapeError(f'einsum(): "{idx}" names {len(idx)} axes but {name} has {len(sh)} '
-                             f'({name} is {shape_text(sh)})')
+        if not any(c in part for part in ins):
+            raise ValueErr(f'einsum(): the output letter "{c}" of "{spec}" is in no operand')
     size = {}
-    for idx, sh in ((ia, sa), (ib, sb)):
+    for i, (idx, sh) in enumerate(zip(ins, shapes)):
+        name = "ab"[i] if len(ins) == 2 else "the operand" if len(ins) == 1 else f"operand {i}"
+        if len(idx) != len(sh):
+            raise ShapeError(f'einsum(): "{idx}" names {len(idx)} ax{"is" if len(idx) == 1 else "es"} but {name} '
+                             f'has {len(sh)} ({name} is {shape_text(sh)})')
         for c, n in zip(idx, sh):
-            if size.setdefault(c, n) != n:
-                raise ShapeError(f'einsum(): the letter "{c}" of "{spec}" is {size[c]} long in a but {n} long in b')
-    return ia, ib, out, size
+            if c not in size:
+                size[c] = (n, name)
+            elif size[c][0] != n and size[c][1] == name:
+                raise ShapeError(f'einsum(): the letter "{c}" is repeated in "{idx}" (a diagonal), but those axes '
+                                 f'of {name} are {size[c][0]} and {n} long ({name} is {shape_text(sh)})')
+            elif size[c][0] != n:
+                raise ShapeError(f'einsum(): the letter "{c}" of "{spec}" is {size[c][0]} long in {size[c][1]} '
+                                 f'but {n} long in {name}')
+    return ins, out, {c: n for c, (n, _) in size.items()}
 
 
-@builtin("einsum", CAT, 'Einstein summation of two operands in explicit form: einsum("ij,jk->ik", a, b).',
-         [P("spec", "string", doc='"<a letters>,<b letters>-><output letters>"'),
-          P("a", "array"), P("b", "array")],
-         returns="the shape the output letters name", differentiable=True,
-         what="One notation for many products: each letter names an axis; letters shared by a and b are "
-              "multiplied along, letters missing from the output are summed over. \"ij,jk->ik\" is a @ b, "
-              "\"bij,bjk->bik\" a batch of products, \"i,i->\" a dot product, \"i,j->ij\" an outer product, "
-              "\"bhqd,bhkd->bhqk\" attention scores.",
-         how="NumPy's and PyTorch's `einsum` for the explicit two-operand form: out[o] = sum over the "
-             "other letters of a[...] * b[...]. Letters found in one operand only and not in the output are "
-             "summed there first; the rest is one batched matmul (batch letters, a's free letters, the "
-             "contracted letters, b's free letters) between permutes and reshapes, so the gradient is that "
-             "of matmul. The implicit form (no \"->\"), \"...\" and a letter repeated within one operand "
-             "(diagonals, traces) are refused.",
-         errors=["ValueError for a spec outside the explicit two-operand form (the error states the form)",
-                 "ShapeError when an operand's rank differs from its letters, or a letter has two lengths"],
-         examples=['einsum("ij,jk->ik", [1, 2; 3, 4], [5, 6; 7, 8])',
-                   'einsum("i,i->", [1, 2, 3], [4, 5, 6])',
-                   'einsum("i,j->ij", [1, 2], [1, 10, 100])',
-                   'einsum("ij,ij->i", [1, 2; 3, 4], [1, 1; 0, 1])',
-                   'grad(fn(a) -> einsum("ij,jk->", a, [1, 2; 3, 4]), [1, 1; 1, 1])'])
-def einsum(spec, a, b):
-    sa, sb = ops.shape_of(a), ops.shape_of(b)
-    ia, ib, out, size = _parse_einsum(spec, sa, sb)
-    outs = set(out)
-    # letters in one operand only and not in the output: sum them away first
-    for which in (0, 1):
-        idx, other = (ia, ib) if which == 0 else (ib, ia)
-        gone = [k for k, c in enumerate(idx) if c not in other and c not in outs]
-        if gone:
-            v = a if which == 0 else b
-            v = ops.sum_(v, dim=tuple(gone)) if len(gone) < len(idx) else ops.sum_(v)
-            idx = "".join(c for c in idx if c in other or c in outs)
-            if which == 0:
-                a, ia = v, idx
-            else:
-                b, ib = v, idx
-    batch = [c for c in ia if c in ib and c in outs]
-    contr = [c for c in ia if c in ib and c not in outs]
+def _diagonal(x, idx: str, size: dict):
+    """x with the axes of a repeated letter joined into one (its diagonal, as "ii->i" takes): an
+    `index` gather with one grid per distinct letter, so its gradient is the scatter of that index.
+    Returns (the gathered value, its letters, each once, in order of first appearance)."""
+    letters = "".join(dict.fromkeys(idx))
+    m = len(letters)
+    grids = tuple(np.arange(size[c]).reshape([1] * letters.index(c) + [-1] + [1] * (m - letters.index(c) - 1))
+                  for c in idx)
+    return ops.index(x, idx=grids), letters
+
+
+def _sum_away(v, idx: str, keep):
+    """Sum v over its letters that are not in keep; returns (v, the letters left)."""
+    gone = [k for k, c in enumerate(idx) if c not in keep]
+    if not gone:
+        return v, idx
+    v = ops.sum_(v, dim=tuple(gone)) if len(gone) < len(idx) else ops.sum_(v)
+    return v, "".join(c for c in idx if c in keep)
+
+
+def _contract(spec, a, ia: str, b, ib: str, keep, size: dict):
+    """The product of two operands, summed over their letters not in keep: one batched matmul
+    between permutes and reshapes. Returns (value, its letters: batch, a's free, b's free)."""
+    a, ia = _sum_away(a, ia, set(ib) | keep)
+    b, ib = _sum_away(b, ib, set(ia) | keep)
+    batch = [c for c in ia if c in ib and c in keep]
+    contr = [c for c in ia if c in ib and c not in keep]
     fa = [c for c in ia if c not in ib]
     fb = [c for c in ib if c not in ia]
 
@@ -202,13 +209,62 @@ def einsum(spec, a, b):
     limits.check_elements(f'einsum("{spec}")', (nbat, m, n))
     am = arrange(a, ia, batch + fa + contr, (nbat, m, k))
     bm = arrange(b, ib, batch + contr + fb, (nbat, k, n))
-    prod = ops.matmul(am, bm)                                # [nbat, m, n]
     have = batch + fa + fb
-    prod = ops.reshape(prod, shape=tuple(size[c] for c in have))
-    perm = tuple(have.index(c) for c in out)
-    if perm != tuple(range(len(have))):
-        prod = ops.permute(prod, axes=perm)
-    return prod
+    return ops.reshape(ops.matmul(am, bm), shape=tuple(size[c] for c in have)), "".join(have)
+
+
+@builtin("einsum", CAT, 'Einstein summation: einsum("ij,jk->ik", a, b), einsum("ii", a), einsum("ij,jk,kl->il", a, b, c).',
+         [P("spec", "string", doc='one group of letters per operand, separated by commas, then "->" and the '
+                                  'output letters (optional)'),
+          P("xs", variadic=True, doc="the operands, one or more: numbers or matrices, one per group of letters")],
+         returns="the shape the output letters name", differentiable=True,
+         what="One notation for many products: each letter names an axis; letters shared by operands are "
+              "multiplied along, letters missing from the output are summed over. \"ij,jk->ik\" is a @ b, "
+              "\"bij,bjk->bik\" a batch of products, \"i,i->\" a dot product, \"i,j->ij\" an outer product, "
+              "\"bhqd,bhkd->bhqk\" attention scores. With one operand: \"ii\" is the trace, \"ii->i\" the "
+              "diagonal, \"ij->ji\" a transpose, \"ij->i\" row sums; with three or more, a chain such as "
+              "\"ij,jk,kl->il\" (a @ b @ c).",
+         how="NumPy's and PyTorch's `einsum`: out[o] = sum over the other letters of the product of the "
+             "operands' entries. Without \"->\" (the implicit form) the output is the letters that appear "
+             "exactly once, in alphabetical order, as in NumPy and PyTorch (\"ij,jk\" is \"ij,jk->ik\", "
+             "\"ii\" the trace). A letter repeated within one operand takes its diagonal first (an index "
+             "gather, whose gradient scatters back onto the diagonal). The operands are then contracted "
+             "left to right, as PyTorch does without opt_einsum: letters that no later operand and not the "
+             "output need are summed away, each pair is one batched matmul between permutes and reshapes, "
+             "so the gradient is that of matmul. \"...\" (broadcast axes) is refused: name every axis.",
+         errors=["ValueError for a spec that is not of that form (the error states the form), names another "
+                 "number of operands than given, or uses \"...\"",
+                 "ShapeError when an operand's rank differs from its letters, or a letter has two lengths"],
+         examples=['einsum("ij,jk->ik", [1, 2; 3, 4], [5, 6; 7, 8])',
+                   'einsum("i,i->", [1, 2, 3], [4, 5, 6])',
+                   'einsum("i,j->ij", [1, 2], [1, 10, 100])',
+                   'einsum("ij,ij->i", [1, 2; 3, 4], [1, 1; 0, 1])',
+                   'a = [1, 2; 3, 4]\nprint(einsum("ii", a), einsum("ii->i", a), einsum("ij->ji", a))',
+                   'einsum("iij->ij", reshape(0:7, 2, 2, 2))',
+                   'einsum("ij,jk,kl->il", [1, 2; 3, 4], [0, 1; 1, 0], [1, 0; 0, 2])',
+                   'grad(fn(a) -> einsum("ij,jk->", a, [1, 2; 3, 4]), [1, 1; 1, 1])',
+                   'grad(fn(a) -> einsum("ii", a), [1, 2; 3, 4])'])
+def einsum(spec, xs):
+    if not xs:
+        raise TypeErr("einsum() needs at least one operand after the spec")
+    for x in xs:
+        r = raw(x)
+        if isinstance(r, bool) or not isinstance(r, (float, int, np.ndarray)):
+            raise TypeErr(f"einsum(): the operands must be numbers or matrices, got {describe(x)}")
+    ins, out, size = _parse_einsum(spec, [ops.shape_of(x) for x in xs])
+    vs = list(xs)
+    for i, idx in enumerate(ins):
+        if len(set(idx)) < len(idx):
+            vs[i], ins[i] = _diagonal(vs[i], idx, size)
+    v, iv = vs[0], ins[0]
+    for i in range(1, len(vs)):
+        keep = set(out).union(*ins[i + 1:])
+        v, iv = _contract(spec, v, iv, vs[i], ins[i], keep, size)
+    v, iv = _sum_away(v, iv, set(out))
+    perm = tuple(iv.index(c) for c in out)
+    if perm != tuple(range(len(iv))):
+        v = ops.permute(v, axes=perm)
+    return v
 
 
 # ---- batch_norm ------------------------------------------------------------------------------

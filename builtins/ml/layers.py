@@ -5,8 +5,10 @@ mask drawn from the language's seeded generator (a constant of the mul primitive
 """
 from __future__ import annotations
 
+import math
+
 from tapeml.array import ops
-from tapeml.builtins.ml.schema import _last_dim, _shape, dropout_range, need_shape
+from tapeml.builtins.ml.schema import _shape, dropout_range, need_shape
 from tapeml.builtins.registry import P, builtin, non_negative
 from tapeml.syntax.errors import ShapeError
 from tapeml.array.values import describe, shape_text
@@ -14,23 +16,66 @@ from tapeml.array.values import describe, shape_text
 CAT = "Statistics & ML"
 
 
+def _normalized_axes(x, gamma, fname: str) -> int:
+    """How many trailing axes of x the norm covers: gamma's rank, when gamma is shaped like those
+    axes (PyTorch's normalized_shape); a ShapeError naming the shapes otherwise."""
+    s, g = _shape(x), _shape(gamma)
+    if not s:
+        raise ShapeError(f"{fname}() needs a vector or matrix, got a number")
+    k = len(g)
+    if 0 < k <= len(s) and s[-k:] == g:
+        if math.prod(g) == 0:
+            where = "the last axis of x has length 0" if k == 1 else f"the normalized axes of x are {_sizes(g)}"
+            raise ShapeError(f"{fname}() needs at least one feature ({where})")
+        return k
+    if k <= 1:
+        raise ShapeError(f"{fname}(): gamma is {shape_text(g)}, expected {shape_text(s[-1:])}")
+    options = [_sizes(s[-i:]) for i in range(1, len(s) + 1)]
+    options = ", ".join(options[:-1]) + " or " + options[-1]
+    raise ShapeError(f"{fname}(): gamma is {shape_text(g)}, but it must be shaped like the trailing axes of x "
+                     f"that are normalized (x is {shape_text(s)}: {options})")
+
+
+def _sizes(shape) -> str:
+    return "x".join(str(n) for n in shape)
+
+
+def _over_trailing(prim, x, params: tuple, k: int, **kw):
+    """prim (a norm over the last axis) applied over the last k axes: x seen as [..., prod] and each
+    parameter as [prod], then given back x's shape. Reshapes are recorded, so grad flows."""
+    if k == 1:
+        return prim(x, *params, **kw)
+    s = _shape(x)
+    n = math.prod(s[-k:])
+    y = prim(ops.reshape(x, shape=s[:-k] + (n,)), *(ops.reshape(p, shape=(n,)) for p in params), **kw)
+    return ops.reshape(y, shape=s)
+
+
 @builtin("layer_norm", CAT, "Normalize each row (last axis) to mean 0 and variance 1, then scale and shift.",
          [P("x", "array", shape="[..., D]", doc="the input; each position is normalized on its own"),
-          P("gamma", "array", shape="[D]", doc="gain"), P("beta", "array", shape="[D]", doc="bias"),
+          P("gamma", "array", shape="[D] or [..., D]",
+            doc="gain, shaped like the trailing axes to normalize over (PyTorch's normalized_shape)"),
+          P("beta", "array", shape="same as gamma", doc="bias"),
           P("eps", "number", 1e-5, doc="added to the variance inside the square root (0 allowed: a row of "
                                        "equal values then gives beta)", check=non_negative, constraint=">= 0")],
          returns="[..., D]", differentiable=True,
          what="Layer normalization rescales every token's feature vector using only that token's own "
-              "numbers, so the result does not depend on the scale of the input row.",
+              "numbers, so the result does not depend on the scale of the input row. With gamma and beta "
+              "shaped like several trailing axes of x (a [C, H, W] gain for [N, C, H, W] images), the "
+              "statistics are taken over all of those axes together, PyTorch's "
+              "`nn.LayerNorm(normalized_shape)`.",
          how="y = (x - mean(x)) / sqrt(var(x) + eps) * gamma + beta over the last axis, with the "
              "population variance computed in two passes (Ba, Kiros & Hinton 2016; PyTorch's "
              "`nn.LayerNorm`). The VJP is fused: dx = (dxhat - mean(dxhat) - xhat mean(dxhat xhat)) / std. "
+             "Over k trailing axes, x is seen as [..., n] with n their product (a reshape, recorded), so the "
+             "same primitive normalizes each group of n numbers; gamma's rank says k. "
              "A row whose variance would overflow or underflow (1e20 in float32) is computed on the row "
              "scaled by a power of 2, so the result stays finite wherever it is representable. With eps = 0 "
              "a row of equal values (variance 0) gives beta, with gradient 0 to x (PyTorch gives nan); a "
              "row holding +-inf gives the limit, its infinite entries counting as +-1 and the rest as 0; a row "
              "holding a nan is nan, as in PyTorch.",
-         errors=["ShapeError when gamma or beta is not a vector of length D", "ValueError when eps < 0"],
+         errors=["ShapeError when gamma is not shaped like the trailing axes of x (a vector of length D for "
+                 "the last axis), or beta is not shaped like gamma", "ValueError when eps < 0"],
          examples=["layer_norm([1, 2, 3, 4], [1, 1, 1, 1], [0, 0, 0, 0])",
                    "x = [1.0, 2.0, 3.0; 10.0, 20.0, 30.0]\nlayer_norm(x, [1, 1, 1], [0, 0, 0])",
                    "seed(0)\nx = randn(200, 16) * 3 + 2\ny = layer_norm(x, ones(16), zeros(16))\n"
@@ -38,12 +83,13 @@ CAT = "Statistics & ML"
                    'print("after:  mean {round(mean(y), 2)}, mean square {round(mean(y * y), 2)}")\n'
                    'figure(width=8, height=3)\nsubplot(1, 2, 0)\nhist(x, bins=30)\ntitle("before: x, 200 rows of 16")\n'
                    'subplot(1, 2, 1)\nhist(y, bins=30)\ntitle("after: layer_norm(x, ones(16), zeros(16))")',
-                   "layer_norm([5, 5, 5; 1e200, 2e200, 3e200], [1, 1, 1], [0, 1, 2], eps=0)"])
+                   "layer_norm([5, 5, 5; 1e200, 2e200, 3e200], [1, 1, 1], [0, 1, 2], eps=0)",
+                   "x = reshape(0:11, 2, 2, 3)   # two samples of 2 x 3 features\n"
+                   "round(layer_norm(x, ones(2, 3), zeros(2, 3))[0, :, :], 4)   # each sample over all 6"])
 def layer_norm(x, gamma, beta, eps):
-    d = _last_dim(x, "layer_norm")
-    need_shape(gamma, "layer_norm(): gamma", (d,))
-    need_shape(beta, "layer_norm(): beta", (d,))
-    return ops.layer_norm(x, gamma, beta, eps=eps)
+    k = _normalized_axes(x, gamma, "layer_norm")
+    need_shape(beta, "layer_norm(): beta", _shape(gamma))
+    return _over_trailing(ops.layer_norm, x, (gamma, beta), k, eps=eps)
 
 
 @builtin("dense", CAT, "An affine layer: x @ w + b.",
@@ -110,7 +156,9 @@ NORMS = ("layer_norm", "rms_norm")
 
 
 @builtin("rms_norm", CAT, "Divide each row (last axis) by its root mean square, then scale.",
-         [P("x", "array", shape="[..., D]"), P("gamma", "array", shape="[D]", doc="gain"),
+         [P("x", "array", shape="[..., D]"),
+          P("gamma", "array", shape="[D] or [..., D]",
+            doc="gain, shaped like the trailing axes to normalize over (PyTorch's normalized_shape)"),
           P("eps", "number", 1e-5, doc="added to the mean square inside the square root (0 allowed: a row "
                                        "of zeros then gives zeros)", check=non_negative, constraint=">= 0")],
          returns="[..., D]", differentiable=True,
@@ -121,11 +169,13 @@ NORMS = ("layer_norm", "rms_norm")
              "primitives: dx = r (g gamma - xhat mean(g gamma xhat)), xhat = x r, r = 1/sqrt(mean(x^2) + eps). "
              "A row whose mean square would overflow or underflow is computed scaled by a power of 2, so "
              "the result stays finite wherever it is representable. With eps = 0 a row of zeros gives "
-             "zeros, with gradient 0. A nan in a row makes the whole row nan, and its gradient, as PyTorch.",
-         errors=["ShapeError when gamma is not a vector of length D", "ValueError when eps < 0"],
+             "zeros, with gradient 0. A nan in a row makes the whole row nan, and its gradient, as PyTorch. "
+             "With gamma shaped like several trailing axes of x, the mean square is taken over all of them "
+             "(x seen as [..., n], a recorded reshape), as PyTorch's `nn.RMSNorm(normalized_shape)`.",
+         errors=["ShapeError when gamma is not shaped like the trailing axes of x (a vector of length D for "
+                 "the last axis)", "ValueError when eps < 0"],
          examples=["rms_norm([3, 4], [1, 1])", "round(rms_norm([1, 2; 3, 4], [1, 2]), 4)",
                    "rms_norm([0, 0; 3e200, 4e200], [1, 1], eps=0)"])
 def rms_norm(x, gamma, eps):
-    d = _last_dim(x, "rms_norm")
-    need_shape(gamma, "rms_norm(): gamma", (d,))
-    return ops.rms_norm(x, gamma, eps=eps)
+    k = _normalized_axes(x, gamma, "rms_norm")
+    return _over_trailing(ops.rms_norm, x, (gamma,), k, eps=eps)

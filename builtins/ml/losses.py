@@ -71,7 +71,9 @@ def embedding(table, ids):
           P("targets", "array", shape="a number or [...]",
             doc="0-based class ids, one per position (logits without its last axis)"),
           P("label_smoothing", "number", 0.0, doc="the weight eps moved from the target to a uniform distribution",
-            check=lambda v: None if 0 <= v <= 1 else "must be in [0, 1]", constraint="in [0, 1]")],
+            check=lambda v: None if 0 <= v <= 1 else "must be in [0, 1]", constraint="in [0, 1]"),
+          P("ignore_index", "int", None, doc="a target value that counts for nothing: those positions are left out "
+                                             "of the sum and of the count (padding); none: every target counts")],
          returns="a number", differentiable=True,
          what="The classification and language-model loss: small when the model gives the true class a "
               "high probability at every position. A row of logits with target t costs "
@@ -85,16 +87,25 @@ def embedding(table, ids):
              "logits changes the row). With label_smoothing = eps the target is the mixture "
              "(1 - eps) onehot(t) + eps / V: each row costs (1 - eps) (-log_softmax(z)[t]) + "
              "eps mean_c(-log_softmax(z)[c]), PyTorch's `label_smoothing=` definition (Szegedy et al. 2016), "
-             "and the gradient is (softmax(z) - (1 - eps) onehot(t) - eps / V) / N.",
+             "and the gradient is (softmax(z) - (1 - eps) onehot(t) - eps / V) / N. With ignore_index = k the "
+             "positions whose target is k are left out: the mean is over the other positions only (N counts "
+             "them), their rows get gradient 0, and with label_smoothing the uniform part is taken over the "
+             "counted rows too, as PyTorch's `ignore_index=`; when every target is ignored the loss is nan "
+             "(0 / 0) with gradient 0, as PyTorch's. PyTorch's default ignore_index is -100, so a target of "
+             "-100 is silently skipped there; here nothing is skipped unless ignore_index is given.",
          errors=["ShapeError when targets do not match the logits without their last axis",
-                 "IndexError when a target is not a whole number in 0..V-1"],
+                 "IndexError when a target (other than ignore_index) is not a whole number in 0..V-1"],
          examples=["cross_entropy([2.0, 1.0, 0.1], 0)",
                    "cross_entropy([1e8, 1e8], 0)",
                    "cross_entropy([1, 2, 3; 3, 2, 1], [2, 0])",
                    "cross_entropy([1 / 0, 1 / 0, 1], 0)\ncross_entropy([1 / 0, 1 / 0, 1], 2)",
                    "grad(fn(z) -> cross_entropy(z, 0), [-431, 279, 427])",
-                   "cross_entropy([2.0, 1.0, 0.1], 0, label_smoothing=0.1)"])
-def cross_entropy(logits, targets, label_smoothing=0.0):
+                   "cross_entropy([2.0, 1.0, 0.1], 0, label_smoothing=0.1)",
+                   "z = [1, 2, 3; 3, 2, 1; 0, 1, 0]\n"
+                   "cross_entropy(z, [2, -1, 1], ignore_index=-1)   # the mean of rows 0 and 2\n"
+                   "(cross_entropy(z[0, :], 2) + cross_entropy(z[2, :], 1)) / 2",
+                   "grad(fn(z) -> cross_entropy(z, [0, 0], ignore_index=0), [1, 2; 3, 4])   # all ignored"])
+def cross_entropy(logits, targets, label_smoothing=0.0, ignore_index=None):
     s = ops.shape_of(logits)
     if not s:
         raise ShapeError("cross_entropy(): logits must be a vector of class scores or a matrix with one row "
@@ -105,6 +116,8 @@ def cross_entropy(logits, targets, label_smoothing=0.0):
         raise ShapeError(f"cross_entropy(): logits are {shape_text(s)}, so targets must be {want} "
                          f"(one class id per position), got {describe(targets)}")
     v = s[-1]
+    if ignore_index is not None:
+        return _cross_entropy_ignoring(logits, targets, float(label_smoothing), int(ignore_index), s)
     t = _ids(targets, v, "cross_entropy", "target", "the last axis of logits")
     lp = ops.log_softmax(logits, dim=-1)
     eps = float(label_smoothing)
@@ -120,6 +133,31 @@ def cross_entropy(logits, targets, label_smoothing=0.0):
     if eps == 0:
         return nll
     smooth = ops.div(ops.neg(ops.sum_(flat)), float(n * v))
+    return ops.add(ops.mul(1.0 - eps, nll), ops.mul(eps, smooth))
+
+
+def _cross_entropy_ignoring(logits, targets, eps: float, ignore: int, s: tuple):
+    """cross_entropy over the positions whose target is not `ignore` (PyTorch's ignore_index): the
+    mean over the n counted positions; nan (0 / 0) with gradient 0 when n = 0."""
+    v = s[-1]
+    r = raw(targets)
+    if isinstance(r, bool) or not isinstance(r, (float, int, np.ndarray)) or \
+            (isinstance(r, np.ndarray) and r.dtype == np.bool_):
+        _ids(targets, v, "cross_entropy", "target", "the last axis of logits")    # its TypeError
+    t = np.asarray(r, dtype=np.float64).reshape(-1)
+    counted = t != ignore
+    kept = _ids(t[counted], v, "cross_entropy", "target", "the last axis of logits")
+    lp = ops.log_softmax(logits, dim=-1)
+    rows = int(np.prod(s[:-1])) if len(s) > 1 else 1
+    flat = ops.reshape(lp, shape=(rows, v))
+    n = int(kept.size)
+    if n == 0:      # 0 / 0, as PyTorch; nothing is counted, so nothing has a gradient
+        return ops.add(ops.mul(0.0, ops.sum_(flat)), float("nan"))
+    which = np.flatnonzero(counted)
+    nll = ops.div(ops.neg(ops.sum_(ops.index(flat, idx=(which, kept)))), float(n))
+    if eps == 0:
+        return nll
+    smooth = ops.div(ops.neg(ops.sum_(ops.index(flat, idx=(which,)))), float(n * v))
     return ops.add(ops.mul(1.0 - eps, nll), ops.mul(eps, smooth))
 
 

@@ -42,15 +42,6 @@ def need_shape(v, path: str, expected: tuple, error=ShapeError):
         raise error(f"{path} is {shape_text(got)}, expected {shape_text(expected)}")
 
 
-def _last_dim(x, fname):
-    s = _shape(x)
-    if not s:
-        raise ShapeError(f"{fname}() needs a vector or matrix, got a number")
-    if s[-1] == 0:
-        raise ShapeError(f"{fname}() needs at least one feature (the last axis of x has length 0)")
-    return s[-1]
-
-
 HEAD_FIELDS = "wq, wk, wv, wo (optional bq, bk, bv)"
 HEAD_ALLOWED = ("wq", "wk", "wv", "wo", "bq", "bk", "bv")
 
@@ -151,18 +142,48 @@ def check_memory(memory, xs: tuple, fname: str, name: str = "memory"):
         raise ShapeError(f"{fname}: {name} has no positions ({shape_text(ms)}): there is nothing to attend to")
 
 
-def check_mask(mask, xs: tuple, n_keys: int, fname: str, name: str = "mask"):
-    """A 'may attend' mask for queries x (shape xs) over n_keys keys: a bool T x S matrix, or
-    B x T x S for a batched x."""
+def broadcasts_into(shape: tuple, target: tuple) -> bool:
+    """Whether an array of `shape` broadcasts to `target` without making it bigger (PyTorch's and
+    NumPy's rule: sizes compared from the right, a size 1 repeats, missing leading axes count as 1)."""
+    return len(shape) <= len(target) and all(a == b or a == 1 for a, b in zip(reversed(shape), reversed(target)))
+
+
+def check_mask(mask, xs: tuple, n_keys: int, fname: str, name: str = "mask", n_heads: int | None = None):
+    """A 'may attend' mask for queries x (shape xs) over n_keys keys: a bool matrix that broadcasts
+    (PyTorch's rule) to [..., T, S], x's leading axes then queries x keys: T x S, B x T x S, and
+    also B x 1 x S (a padding mask) or 1 x T x S. With n_heads, a mask of one more axis than x is
+    per head, [..., H, T, S] (H or 1)."""
     m = raw(mask)
     if not (isinstance(m, np.ndarray) and m.dtype == np.bool_):
         raise TypeErr(f"{fname}: {name} must be a bool matrix (true = may attend), got {describe(mask)}")
-    t = xs[-2]
-    ok = m.shape == (t, n_keys) or (len(xs) == 3 and m.shape == (xs[0], t, n_keys))
-    if not ok:
-        want = f"{t}x{n_keys}" + (f" or {xs[0]}x{t}x{n_keys}" if len(xs) == 3 else "")
-        raise ShapeError(f"{fname}: {name} is {shape_text(m.shape)}, expected {want} (queries x keys"
-                         f"{'; one per batch element first' if len(xs) == 3 else ''})")
+    target = tuple(xs[:-1]) + (n_keys,)
+    if broadcasts_into(m.shape, target):
+        return
+    if n_heads is not None and m.ndim == len(target) + 1 and \
+            broadcasts_into(m.shape, target[:-2] + (n_heads,) + target[-2:]):
+        return
+    words = {2: "queries x keys", 3: "batch x queries x keys"}.get(len(target), "x's leading axes, queries, keys")
+    per_head = (f"; with one more axis, one mask per head: {_sizes(target[:-2] + (n_heads,) + target[-2:])}"
+                if n_heads is not None else "")
+    raise ShapeError(f"{fname}: {name} is {shape_text(m.shape)}, which does not broadcast to {_sizes(target)} "
+                     f"({words}) by PyTorch's rule (sizes compared from the right, a size-1 axis repeats, missing "
+                     f"leading axes count as 1){per_head}")
+
+
+def _sizes(shape) -> str:
+    return "x".join(str(n) for n in shape)
+
+
+def head_mask(mask, xs: tuple):
+    """A mask checked by check_mask(..., n_heads=H), arranged against the attention weights
+    [..., H, T, S]: a mask without a head axis gets one of size 1 (its leading axes padded with 1s
+    to x's), a per-head mask is kept. Plain bools: a mask is never differentiated."""
+    m = raw(mask)
+    if m.ndim == len(xs) + 1:
+        return m
+    lead = len(xs) - m.ndim        # the axes of [..., T, S] the mask leaves out count as 1
+    m = m.reshape((1,) * lead + m.shape)
+    return m[..., None, :, :]
 
 
 def _check_layers(w, d: int, heads: tuple, gains: tuple, needed: str) -> int:

@@ -62,7 +62,7 @@ from tapeml.array.elementwise_ops import (  # noqa: F401
     acos, asin, atan, atan2, ceil, cosh, expm1, log1p, log10, log2, sinh, softplus, tan,
 )
 from tapeml.array.reduce_ops import (  # noqa: F401
-    cumprod, cumsum, kept, logsumexp, mean, prod, put_along, rescaled, take_along, unkept,
+    along, cumprod, cumsum, kept, logsumexp, mean, prod, put_along, rescaled, take_along, unkept,
 )
 from tapeml.array.linalg_ops import (  # noqa: F401
     adjugate, cholesky, det, eigh, inv, logabsdet, pinv, qr, solve, svd,

@@ -32,10 +32,15 @@ def _floats(x):
 
 
 # ---- gather and scatter along one axis --------------------------------------------------------
-def _along(idx, dim):
+def along(idx, dim):
+    """The NumPy index that picks, at each position of `idx`, the element idx[pos] along `dim` (the
+    other axes taken from pos): NumPy's take_along_axis as one index, for reads and stores."""
     grids = list(np.indices(idx.shape, sparse=True))
     grids[dim] = idx
     return tuple(grids)
+
+
+_along = along
 
 
 def _take_along(x, idx, dim):

@@ -4,12 +4,14 @@ Interpreter class (lang/evaluator/interpreter.py), kept in its own module by job
 from __future__ import annotations
 
 import math
+import sys
 
 import numpy as np
 
 from tapeml.syntax import ast as A
-from tapeml.array import limits, ops
-from tapeml.syntax.errors import IndexErr, TypeErr, ValueErr
+from tapeml.array import context, limits, ops
+from tapeml.syntax.unparse import unparse
+from tapeml.syntax.errors import IndexErr, TypeErr, ValueErr, caret_lines
 from tapeml.array.tape import raw
 from tapeml.array.values import Record, describe, format_value, shape_text
 
@@ -65,6 +67,7 @@ class Indexing:
         if len(items) > max(len(shape), 1) and not (len(shape) == 0):
             raise IndexErr(f"{len(items)} indices for {describe(arr)}", node.span)
         out = []
+        vectors = []        # the axes indexed by a vector of numbers (for the note of grid_note)
         for axis, item in enumerate(items):
             n = shape[axis] if axis < len(shape) else 1
             t = type(item)
@@ -115,6 +118,7 @@ class Indexing:
                     raise IndexErr(f"index {format_value(bad)} is out of range for {self.axis_text(arr, axis)}",
                                    item.span)
                 out.append(ints.astype(np.intp))
+                vectors.append(axis)
                 continue
             raise IndexErr(f"an index must be a number, a vector or a bool mask, got {describe(v)}", item.span)
         if any(type(o) is np.ndarray for o in out):   # index vectors can pick more elements than arr has
@@ -123,7 +127,56 @@ class Indexing:
                 n *= len(range(*o.indices(shape[i]))) if isinstance(o, slice) else getattr(o, "size", 1)
             if n > limits.MAX_ELEMENTS:
                 raise limits.elements_error(f"indexing {describe(arr)}", n).with_span(node.span)
+        if vectors and len(items) > 1 and context.LIVE["notes"]:
+            self.grid_note(node, items, out, vectors, shape)
         return ops.orthogonal(out, shape)
+
+    def grid_note(self, node, items, parts, vectors, shape) -> None:
+        """The one-time note (per source line, on standard error) for the NumPy idiom of pairs,
+        P[arange(n), ys]: one axis indexed by its whole range 0..n-1 (a range or a vector equal to
+        ':'), another by a vector of the same length n >= 2. tapeml's grid rule picks the n x n
+        grid there; the note names the rule and take_along. The result is not changed."""
+        for i, p in enumerate(parts):
+            if i >= len(shape) or shape[i] < 2 or type(items[i]) is A.Colon:
+                continue
+            n = shape[i]
+            whole = (p == slice(0, n, 1)) if type(p) is slice else (
+                i in vectors and p.size == n and bool(np.all(p == np.arange(n))))
+            if not whole:
+                continue
+            j = next((j for j in vectors if j != i and parts[j].size == n), None)
+            if j is None:
+                continue
+            span = node.span
+            lines = (self.sources.get(span.file) or "").split("\n")
+            key = (span.file, span.line, lines[span.line - 1] if 0 < span.line <= len(lines) else "")
+            if key in self.noted:
+                return
+            self.noted.add(key)
+            obj, ids = self.written(node.obj, lines), self.written(items[j], lines)
+            each = "row" if (len(shape), i) == (2, 0) else "column" if (len(shape), i) == (2, 1) else "position"
+            numpy = ", ".join(f"arange({n})" if k == i else ":" if type(it) is A.Colon else self.written(it, lines)
+                              for k, it in enumerate(items))
+            message = (f"{span}: note: this index picks the {n}x{n} grid, every {each} with every index of "
+                       f"{ids} (each index picks along its own axis), not {n} pairs as NumPy's "
+                       f"{obj}[{numpy}] would; for one element per {each} "
+                       + (f"write take_along({obj}, {ids}, dim={j})" if len(shape) == 2 else
+                          "use take_along(x, ids, dim) (help(\"take_along\"))")
+                       + ", and put_along or add_along to write them. "
+                       "notes(false) or TAPEML_NOTES=0 turns these notes off")
+            stream = self.err if self.err is not None else sys.stderr
+            stream.write("\n".join([message] + caret_lines(span, self.sources.get(span.file))) + "\n")
+            return
+
+    @staticmethod
+    def written(node, lines) -> str:
+        """The source text of an expression when it lies on one line, else its unparsed form."""
+        sp = node.span
+        if sp is not None and sp.line == sp.end_line and 0 < sp.line <= len(lines):
+            text = lines[sp.line - 1][sp.col - 1:sp.end_col - 1]
+            if text:
+                return text
+        return unparse(node)
 
     def axis_text(self, arr, axis):
         if arr.ndim <= 1:

@@ -25,6 +25,7 @@ from tapeml.array.formatting import apply_spec
 from tapeml.syntax.formatspec import spec_of
 from tapeml.syntax.errors import (STDLIB_PREFIX, InternalError, LangError, NameErr, RecursionErr,
                      ShapeError, TypeErr, ValueErr)
+from tapeml.builtins.registry import FOREIGN_NAMES
 from tapeml.evaluator.indexing import Indexing
 from tapeml.syntax.lexer import FOREIGN_WORDS
 from tapeml.syntax.parser import parse
@@ -65,6 +66,8 @@ class Interpreter(Statements, Calls, Indexing):
     def __init__(self, out=None, load_prelude: bool = True):
         from tapeml.builtins import REGISTRY  # registers every builtin module
         self.out = out if out is not None else sys.stdout
+        self.err = None                 # where notes go (None: sys.stderr at the time of writing)
+        self.noted: set = set()         # the source lines that printed their note (indexing.grid_note)
         self.context = Context(self)    # what a builtin declared with context=True receives
         self.sources: dict[str, str] = {}
         self.depth = 0
@@ -256,6 +259,8 @@ class Interpreter(Statements, Calls, Indexing):
     def unknown_name(self, name, span, env) -> NameErr:
         if name in FOREIGN_WORDS:
             return NameErr(f"undefined name '{name}'; tapeml writes {FOREIGN_WORDS[name]}", span)
+        if name in FOREIGN_NAMES:
+            return NameErr(f"undefined name '{name}'; tapeml writes {FOREIGN_NAMES[name][0]}", span)
         if name.lower() in ("nan", "inf", "infinity"):    # printed as words, but not literals
             return NameErr(f"undefined name '{name}'; tapeml has no {name} literal: write "
                            f"{'0 / 0' if name.lower() == 'nan' else '1 / 0'}", span)

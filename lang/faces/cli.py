@@ -62,6 +62,8 @@ Exit status:
 Environment:
   TAPEML_HISTORY    the interactive session's history file (default ~/.tapeml_history)
   TAPEML_PROGRESS   0, off, false or no turns progress bars off
+  TAPEML_NOTES      0, off, false or no turns off the one-time notes on standard error (as
+                    notes(false) does), such as the one for P[0:n-1, ys] (see take_along)
   TAPEML_MALLOC     'default' keeps glibc's malloc settings (tapeml tunes them for NumPy)
   NO_COLOR          set: no colour in the session's error messages
   MPLBACKEND        a matplotlib backend to use instead of Agg for figures

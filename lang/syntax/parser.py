@@ -528,8 +528,8 @@ class Parser:
         open_ = self.advance()
         rows = [[]]
         stacked = False
-        saved = self.index_depth
-        self.index_depth = 0
+        # inside an index a matrix literal keeps 'end' (x[:, [end]], x[[0, end - 1]]): it means the
+        # last index of the axis the literal indexes
         if not self.check("]"):
             while True:
                 rows[-1].append(self.expression())
@@ -548,7 +548,6 @@ class Parser:
                     raise self.error("expected ']' to close the matrix", tok)
                 raise LangSyntaxError(f"matrix elements need commas: expected ',', ';' or ']', "
                                       f"found {self.describe(tok)}", tok.span)
-        self.index_depth = saved
         close = self.consume("]", "expected ']' to close the matrix")
         return A.Matrix(open_.span.to(close.span), tuple(tuple(r) for r in rows if r), stacked)
 

@@ -65,12 +65,15 @@ def run_code(source: str, filename: str, interp=None, shown: str | None = None) 
     text errors quote their source line from (default: source)."""
     from tapeml.builtins import plot
     from tapeml.faces import runner
+    from tapeml.array import context
     buf = io.StringIO()
     if interp is None:
         interp = fresh_interpreter(buf)
         reset_random()
     else:
         interp.out = buf
+    interp.err = buf                # notes (indexing.grid_note) show in the output, where they were printed
+    context.LIVE["notes"] = True    # on for every example, whatever the environment or an earlier notes(false)
     plot.close_all()
 
     def echo(v):

@@ -1,4 +1,5 @@
-"""Building and reshaping matrices."""
+"""Arrays: reshaping, joining and cutting matrices: reshape, transpose, concat, stack, tril, triu,
+flatten, squeeze, expand_dims, permute, flip, tile, repeat, pad, chunk, roll."""
 from __future__ import annotations
 
 import math
@@ -8,57 +9,10 @@ import numpy as np
 from tapeml.array import limits, ops
 from tapeml.builtins.registry import INT_BOUND, P, builtin
 from tapeml.builtins.vocabulary import DIMS
-from tapeml.builtins.util import axis, check_size
+from tapeml.builtins.util import axis, one_by_one
 from tapeml.syntax.errors import ShapeError, TypeErr, ValueErr
-from tapeml.array.ranges import RANGE_MAX, RANGE_ULPS, plan_range
 from tapeml.array.tape import raw
 from tapeml.array.values import describe, format_number, format_value, shape_text
-
-
-
-@builtin("zeros", "Arrays", "A matrix of zeros of the given sizes: zeros(3) is a vector, zeros(2, 3) a matrix.",
-         [DIMS], returns="[dims...]",
-         what="A new matrix filled with 0, the usual start for biases, accumulators and an optimizer's "
-              "moments. zeros(0) is an empty vector.",
-         errors=["ValueError when a size is negative or not a whole number, or the matrix would need more than half the machine's memory (at most 8 GB)"],
-         how="NumPy's `zeros` in the session's float type (float64 unless set_dtype changed it). "
-             "Sizes are checked before allocating.",
-         examples=["zeros(3)", "zeros(2, 3)", "size(zeros(2, 3, 4))"])
-def zeros(dims):
-    return np.zeros(check_size("zeros", dims), dtype=ops.FLOAT["dtype"])
-
-
-@builtin("ones", "Arrays", "A matrix of ones of the given sizes.", [DIMS], returns="[dims...]",
-         what="A new matrix filled with 1, e.g. the gain gamma of layer_norm: ones(D).",
-         how="NumPy's `ones` in the session's float type; the sizes are checked before allocating, as for zeros.",
-         errors=["ValueError when a size is negative or not a whole number, or the array would not fit in memory"],
-         examples=["ones(3)", "ones(2, 2)"])
-def ones(dims):
-    return np.ones(check_size("ones", dims), dtype=ops.FLOAT["dtype"])
-
-
-@builtin("fill", "Arrays", "A matrix of the given sizes with every element equal to value.",
-         [P("value", "number"), DIMS], returns="[dims...]",
-         what="A new matrix with every element equal to value, e.g. fill(-1, n) as a table of \"not found\" "
-              "markers; fill(0, dims...) is zeros(dims...).",
-         how="NumPy's `full(dims, value)` in the session's float type.",
-         errors=["ValueError when a size is negative or not a whole number"],
-         examples=["fill(7, 2, 3)", "fill(0.5, 3)"])
-def fill(value, dims):
-    return np.full(check_size("fill", dims), float(raw(value)), dtype=ops.FLOAT["dtype"])
-
-
-@builtin("eye", "Arrays", "The n x n identity matrix.", [P("n", "int")], returns="[n, n]",
-         what="The identity matrix: 1 on the diagonal, 0 elsewhere, so multiplying by it changes nothing. "
-              "An identity weight turns a layer into a pass-through, as in the attention examples.",
-         errors=["ValueError when n is negative or not a whole number, or n x n would not fit in memory"],
-         how="NumPy's `eye(n)`: ones on the diagonal, zeros elsewhere; I @ x = x for any x with n rows. "
-             "Also handy as the values of scaled_dot_product_attention, whose output is then the attention "
-             "weights themselves.",
-         examples=["eye(2)", "eye(3) @ [1, 2, 3]"])
-def eye(n):
-    check_size("eye", (n, n))
-    return np.eye(n, dtype=ops.FLOAT["dtype"])
 
 
 @builtin("reshape", "Arrays", "The same elements in a new shape, filled in row-major (C) order.",
@@ -71,10 +25,11 @@ def eye(n):
                  "(reshape(zeros(0), 0, 2^40): no elements, but no such axis either)",
                  "TypeError when x is not a number or matrix"],
          how="NumPy's `reshape` (C order, as NumPy and PyTorch). One size may be -1 to be inferred.",
-         examples=["reshape(1:6, 2, 3)", "reshape([1, 2; 3, 4], 4)", "reshape(1:6, -1, 2)"])
+         examples=["reshape(1:6, 2, 3)", "reshape([1, 2; 3, 4], 4)", "reshape(1:6, -1, 2)",
+                   "y = zeros(3, 2)\nreshape(1:6, size(y))   # the sizes as one tuple"])
 def reshape(x, dims):
     shape = []
-    for d in dims:
+    for d in one_by_one("reshape", dims):
         d = raw(d)
         if not isinstance(d, (float, int)) or isinstance(d, bool) or not math.isfinite(d) \
                 or not float(d).is_integer() or d < -1:
@@ -153,63 +108,6 @@ def concat(xs, dim):
          examples=["stack([1, 2], [3, 4])", "size(stack(zeros(2, 3), ones(2, 3)))", "stack([1, 2], [3, 4], dim=1)"])
 def stack(xs, dim):
     return _join("stack", ops.stack, xs, dim)
-
-
-def range_plan(a, b, step):
-    """range(a, b, step) checked and planned (a ranges.Range): the builtin makes the vector, a
-    for loop walks it (range's lazy form)."""
-    start, stop = (0.0, a) if b is None else (a, b)
-    if step == 0:
-        raise ValueErr("range(): step cannot be 0")
-    if not (np.isfinite(start) and np.isfinite(stop) and np.isfinite(step)):
-        raise ValueErr("range(): a, b and step must be finite")
-    q = (stop - start) / step
-    if not np.isfinite(q) or q > RANGE_MAX:
-        raise limits.range_error(math.ceil(q) if np.isfinite(q) else q, "range(): ")
-    n = math.ceil(q)
-    # b is excluded, also when the last step lands on b within rounding (the rule of a:b's end)
-    if n >= 1 and abs(start + (n - 1) * step - stop) <= RANGE_ULPS * 2.0 ** -52 * max(abs(start), abs(stop), abs(step)):
-        n -= 1
-    return plan_range(start, step, start + (n - 1) * step) if n > 0 else plan_range(0.0, 1.0, -1.0)
-
-
-@builtin("range", "Arrays", "range(n) is 0:n-1; range(a, b) is a:b-1 (the end excluded, as in Python).",
-         [P("a", "number"), P("b", "number", None), P("step", "number", 1.0)], returns="vector",
-         what="The numbers from a up to but not including b, step apart (0 to n - 1 for range(n)); an "
-              "empty vector when there are none, e.g. range(5, 1).",
-         errors=["ValueError when step is 0, a, b or step is not finite, or the range would have more than 1e8 elements",
-                 "TypeError when a, b or step is not a number"],
-         how="NumPy's `arange(a, b, step)`: Python's half-open convention, unlike the `a:b` operator, which "
-             "includes b. b is left out also when the last step lands on it within rounding "
-             "(range(0, 0.3, 0.1) is [0, 0.1, 0.2]). range(n) is exactly the valid indices of an axis of length n. "
-             "`for i in range(n)` walks the numbers a chunk at a time without making the vector, as `for i in "
-             "0:n-1` does.",
-         examples=["range(4)", "range(2, 5)", "range(0, 10, 3)", "range(0)"], walk=range_plan)
-def range_(a, b, step):
-    return range_plan(a, b, step).values()
-
-
-@builtin("linspace", "Arrays", "n evenly spaced numbers from a to b, both included.",
-         [P("a", "number"), P("b", "number"), P("n", "int", 50)], returns="[n]",
-         what="n points evenly spaced from a to b, both ends included: the x values of a plot. n is 50 "
-              "when left out; linspace(a, b, 1) is [a] and n = 0 gives an empty vector.",
-         errors=["ValueError when n is negative or not a whole number"],
-         how="NumPy's `linspace(a, b, n)`: a + (b - a) i / (n - 1) for i = 0 .. n-1, both ends included.",
-         examples=["linspace(0, 1, 5)", "len(linspace(0, 1))"])
-def linspace(a, b, n):
-    check_size("linspace", (n,))
-    return ops.as_float(np.linspace(a, b, n))
-
-
-@builtin("unique", "Arrays", "The distinct elements of x, sorted ascending, as a vector.",
-         [P("x", "array", shape="any")], returns="[K]",
-         what="Each distinct value of x once, in increasing order, as a vector whatever the shape of x: e.g. "
-              "the character codes a text uses, or the classes present among targets.",
-         errors=["TypeError when x is not a number or matrix"],
-         how="NumPy's `unique` over all elements (flattened); NaN sorts last.",
-         examples=["unique([3, 1, 3, 2, 1])"])
-def unique(x):
-    return np.unique(np.asarray(raw(x), dtype=np.float64))
 
 
 # ---- shapes of issue 20: composites of the shape and index primitives (reshape, permute,
@@ -331,7 +229,7 @@ def expand_dims(x, dim):
 
 
 @builtin("permute", "Arrays", "Reorder the axes: axis i of the result is axis dims[i] of x.",
-         [P("x", "array"), P("dims", variadic=True, doc="a permutation of 0 .. ndim-1, one by one")],
+         [P("x", "array"), P("dims", variadic=True, doc="a permutation of 0 .. ndim-1, one by one or as one tuple")],
          returns="x with its axes reordered", differentiable=True,
          what="Moves axes around, e.g. [B, T, H, D] -> [B, H, T, D] with permute(x, 0, 2, 1, 3), the step that "
               "splits attention heads. The dims are given one by one, as reshape takes its sizes.",
@@ -341,7 +239,7 @@ def expand_dims(x, dim):
          examples=["permute([1.5, 2, 3; 4, 5, 6], 1, 0)", "size(permute(zeros(2, 3, 4), 2, 0, 1))"])
 def permute(x, dims):
     nd = len(ops.shape_of(x))
-    ds = [_whole("permute", "each dim", d, lo=None) for d in dims]
+    ds = [_whole("permute", "each dim", d, lo=None) for d in one_by_one("permute", dims, "dims")]
     if len(ds) != nd or any(not -nd <= d < nd for d in ds) or sorted(d % nd for d in ds) != list(range(nd)):
         shown = ", ".join(format_value(float(d)) for d in ds) or "no dims"
         need = "no dims (a number has no axes)" if nd == 0 else f"a permutation of 0 .. {nd - 1}"
@@ -370,7 +268,7 @@ def flip(x, dim):
 
 
 @builtin("tile", "Arrays", "Repeat the whole of x reps times along each axis (NumPy's tile; PyTorch's repeat).",
-         [P("x", "array"), P("reps", variadic=True, doc="repetitions per axis, one by one (whole numbers >= 0)")],
+         [P("x", "array"), P("reps", variadic=True, doc="repetitions per axis (whole numbers >= 0), one by one or as one tuple")],
          returns="[..., reps[i] * size(x, i), ...]", differentiable=True,
          what="Lays copies of x side by side: tile([1, 2], 3) is [1, 2, 1, 2, 1, 2], tile(m, 2, 1) stacks m "
               "twice below itself.",
@@ -383,9 +281,9 @@ def flip(x, dim):
                  "TypeError when no reps are given"],
          examples=["tile([1.5, 2], 3)", "tile([1, 2; 3, 4], 2, 1)", "tile([1, 2], 2, 2)"])
 def tile(x, reps):
-    if not reps:
+    r = [_whole("tile", "each rep", v) for v in one_by_one("tile", reps, "reps")]
+    if not r:
         raise TypeErr("tile() needs the repetitions, e.g. tile(x, 2) or tile(x, 2, 3)")
-    r = [_whole("tile", "each rep", v) for v in reps]
     shape = ops.shape_of(x)
     n = max(len(r), len(shape))
     r = [1] * (n - len(r)) + r
