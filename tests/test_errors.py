@@ -193,13 +193,13 @@ def test_usage_errors_exit_2(tmp_path):
 
 
 def test_keyboard_interrupt_in_script_is_one_line(monkeypatch):
-    from tapeml.evaluator import interpreter
+    from tapeml.builtins.registry import REGISTRY
     from conftest import run_cli
 
-    def boom(self, node, env):
+    def boom():
         raise KeyboardInterrupt
-    monkeypatch.setattr(interpreter.Interpreter, "eval_while", boom)
-    code, out = run_cli(["-c", "while true\nend"])
+    monkeypatch.setattr(REGISTRY["clock"], "fn", boom)    # Ctrl-C arriving inside the loop's body
+    code, out = run_cli(["-c", "while true\n  clock()\nend"])
     assert code == 130
     assert out == "Interrupted (Ctrl-C)\n"
 

@@ -21,7 +21,7 @@ import sys
 FIB = "fn fib(n)\n  if n < 2\n    return n\n  end\n  return fib(n - 1) + fib(n - 2)\nend\n"
 LOOP = "fn total(n)\n  s = 0\n  for i in 1:n\n    s = s + i\n  end\n  return s\nend\n"
 BLOCK = """seed(0)
-w = transformer_block_init({D}, {H}, {F})
+w = transformer_block_init({D}, {H}, mlp_ratio={M})
 x = randn({T}, {D})
 R = randn({T}, {D})
 loss = fn(w) -> sum(transformer_block(x, w) * R)
@@ -35,17 +35,17 @@ fn f(x)
   return sum(y)
 end
 """
-MIXED = FIB + LOOP + BLOCK.format(T=8, D=16, H=2, F=32)
+MIXED = FIB + LOOP + BLOCK.format(T=8, D=16, H=2, M=2)
 
 # name -> (setup source, timed source, repeats inside one process)
 WORKLOADS = {
     "recursive fib(20)": (FIB, "fib(20)", 3),
     "`s = s + i`, 200,000 iterations": (LOOP, "total(200000)", 3),
-    "block fwd+bwd T=8, D=16, 2 heads (x20)": (BLOCK.format(T=8, D=16, H=2, F=32),
+    "block fwd+bwd T=8, D=16, 2 heads (x20)": (BLOCK.format(T=8, D=16, H=2, M=2),
                                                 "for i in 1:20\n  g = value_and_grad(loss, w)\nend", 5),
-    "block fwd+bwd T=128, D=256, 8 heads": (BLOCK.format(T=128, D=256, H=8, F=1024),
+    "block fwd+bwd T=128, D=256, 8 heads": (BLOCK.format(T=128, D=256, H=8, M=4),
                                              "g = value_and_grad(loss, w)", 3),
-    "block forward T=128, D=256, 8 heads": (BLOCK.format(T=128, D=256, H=8, F=1024),
+    "block forward T=128, D=256, 8 heads": (BLOCK.format(T=128, D=256, H=8, M=4),
                                              "y = transformer_block(x, w)", 3),
     "tape: 2,000 recorded 2x2 ops, fwd+bwd": (TAPE, "g = grad(f, x)", 5),
     "the same 2,000 ops, nothing recorded": (TAPE, "v = f(x)", 5),
