@@ -320,6 +320,8 @@ def _lang_key(k):
         k = tuple(_lang_key(x) for x in k)
     elif isinstance(k, np.floating):
         k = float(k)
+    elif not isinstance(k, (str, float, bool, np.bool_)):
+        raise TypeErr(f"a dictionary key is a string, a number or a tuple of those, got {_python_kind(k)}")
     return dict_key(k)
 
 
