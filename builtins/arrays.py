@@ -175,7 +175,7 @@ def stack(xs, dim):
 
 
 @builtin("vector", "Arrays", "The vector of a tuple of numbers (what map returns); a vector unchanged.",
-         [P("xs", doc="a tuple of numbers (or of bools), a vector, or a number")],
+         [P("xs", "numbers", doc="a tuple of numbers (or of bools), a vector, or a number")],
          returns="[len(xs)]", differentiable=True,
          what="Turns the tuple that map, zip or a loop's results give back into a vector to compute with: "
               "vector(map(len, words)) is the vector of the lengths. A tuple of bools gives a bool vector, "
@@ -186,7 +186,7 @@ def stack(xs, dim):
          errors=["TypeError naming the first item that is not a number (a string, a tuple, a matrix), or "
                  "when bools and numbers are mixed",
                  "TypeError when xs is a matrix with 2 or more axes (stack or flatten it)"],
-         examples=["vector(map(len, (\"to\", \"be\", \"or\")))", "vector((1, 2, 3)) * 2", "vector(())",
+         examples=["vector((1.5, 2, 3)) * 2", "vector(map(len, (\"to\", \"be\", \"or\")))", "vector(())",
                    "grad(fn(w) -> sum(vector((w, 2 * w, 3)) ^ 2), 1)"])
 def vector(xs):
     r = raw(xs)
