@@ -13,10 +13,10 @@ import numpy as np
 from tapeml.array import limits, ops
 from tapeml.builtins.registry import P, builtin
 from tapeml.syntax.errors import KeyErr, LangError, TypeErr, ValueErr
-from tapeml.array.values import values_equal
 from tapeml.array.ranges import EnumerateWalk, ValueWalk, Walk, ZipWalk, walkable
 from tapeml.array.tape import Box, raw
-from tapeml.array.values import _ABSENT, Dict, Record, describe, dict_key, format_value
+from tapeml.array.values import _ABSENT, Dict, Record, describe, format_value
+from tapeml.builtins.lookup import checked_key, dict_arg, dict_key, index_of_any
 
 CAT = "Strings & collections"
 _SEQ = "a tuple, vector, matrix (its rows), string (its characters), dictionary (its keys) or number (once)"
@@ -172,18 +172,6 @@ def endswith(s, suffix):
     return s.endswith(suffix)
 
 
-def _array_item(item) -> float | bool | None:
-    """The number (or bool) to look for in an array, or None when it cannot be an element."""
-    r = raw(item)
-    if isinstance(r, (bool, np.bool_)):
-        return bool(r)
-    if isinstance(r, (float, int)):
-        return float(r)
-    if isinstance(r, np.ndarray) and r.ndim == 0:
-        return r.item()
-    return None
-
-
 @builtin("contains", CAT, "Whether item is a key of a dictionary, a substring of a string, an item of a tuple, or an element of a matrix.",
          [P("container", doc="a dictionary, a string, a tuple, or a number or matrix"), P("item", doc="the value to look for")],
          returns="bool",
@@ -212,38 +200,6 @@ def contains(container, item):
             return False
         return c.has(key)
     return index_of_any("contains", container, item) is not None
-
-
-def index_of_any(fname: str, container, item):
-    """The first index (a flat one for a matrix), or None; shared by contains and index_of."""
-    c = raw(container)
-    if isinstance(c, str):
-        if not isinstance(raw(item), str):
-            raise TypeErr(f"{fname}(): item must be a string when container is a string, got {describe(item)}")
-        i = c.find(raw(item))
-        return None if i < 0 else i
-    if isinstance(c, tuple):
-        ri = raw(item)
-        for i, x in enumerate(c):
-            rx = raw(x)
-            if isinstance(ri, np.ndarray) or isinstance(rx, np.ndarray):
-                if isinstance(ri, np.ndarray) and isinstance(rx, np.ndarray) and values_equal(rx, ri):
-                    return i
-            elif isinstance(ri, (bool, np.bool_)) != isinstance(rx, (bool, np.bool_)):
-                continue                                 # true is not 1
-            elif values_equal(rx, ri):
-                return i
-        return None
-    if isinstance(c, (float, int, np.ndarray)) and not isinstance(c, bool):
-        a = np.asarray(c)
-        v = _array_item(item)
-        if v is None or (isinstance(v, bool) != (a.dtype == np.bool_)):
-            return None
-        hits = np.flatnonzero(a.ravel() == v)
-        return int(hits[0]) if hits.size else None
-    hint = "; a record's fields: has_field(r, name)" if isinstance(c, Record) else ""
-    raise TypeErr(f"{fname}(): container must be a {'dictionary, ' if fname == 'contains' else ''}string, tuple, "
-                  f"number or matrix, got {describe(container)}{hint}")
 
 
 @builtin("index_of", CAT, "The 0-based position of the first occurrence of item in a string, tuple or vector; none when absent.",
@@ -493,31 +449,7 @@ def has_field(record, name):
     return name in raw(record).fields
 
 
-# ---- dictionaries -------------------------------------------------------------------------------
-_KEYS = "keys are strings, numbers or tuples of those (docs/language.md, \"Dictionaries\")"
-
-
-def _dict_arg(fname: str, d, pname: str = "d") -> Dict:
-    r = raw(d)
-    if isinstance(r, Dict):
-        return r
-    hint = ""
-    if isinstance(r, Record):
-        hint = {"keys": "; a record's field names: fields(r)", "items": "; dict(r) is a dictionary of its fields",
-                "values": "; dict(r) is a dictionary of its fields",
-                "get": "; a record's field: r.name (has_field(r, name) first when it may be missing)",
-                "remove": "; a record's fields are fixed: build a new one"}.get(fname, "")
-    raise TypeErr(f"{fname}(): {pname} must be a dictionary, got {describe(d)}{hint}")
-
-
-def _key(fname: str, key):
-    try:
-        return dict_key(key)
-    except LangError as e:
-        e.message = f"{fname}(): {e.message}"
-        raise
-
-
+# ---- dictionaries (their checks in builtins/lookup.py) ------------------------------------------
 @builtin("dict", CAT, "A dictionary: empty, or of (key, value) pairs, or of a record's fields.",
          [P("pairs", default=None, doc="none (an empty dictionary), a tuple of (key, value) pairs (as zip "
                                        "gives them), a record, or a dictionary")],
@@ -548,7 +480,7 @@ def dict_(pairs):
         p = raw(item)
         if not isinstance(p, tuple) or len(p) != 2:
             raise TypeErr(f"dict(): item {i} of pairs is {describe(item)}; each item must be a (key, value) pair")
-        out[_key("dict", p[0])] = p[1]
+        out[checked_key("dict", p[0])] = p[1]
     return Dict(out)
 
 
@@ -560,7 +492,7 @@ def dict_(pairs):
          errors=["TypeError when d is not a dictionary"],
          examples=["keys({\"a\": 1, (1, 2): 3})", "keys({:})"])
 def keys(d):
-    return _dict_arg("keys", d).keys()
+    return dict_arg("keys", d).keys()
 
 
 @builtin("values", CAT, "The values of a dictionary, as a tuple in the order of its keys.",
@@ -571,7 +503,7 @@ def keys(d):
          errors=["TypeError when d is not a dictionary"],
          examples=["values({\"a\": 1, \"b\": 2})", "sum(values({\"a\": 1, \"b\": 2}))"])
 def values(d):
-    return _dict_arg("values", d).values()
+    return dict_arg("values", d).values()
 
 
 @builtin("items", CAT, "The (key, value) pairs of a dictionary, as a tuple in insertion order.",
@@ -582,7 +514,7 @@ def values(d):
          examples=["items({\"a\": 1, \"b\": 2})",
                    "for k, v in items({\"x\": 1, \"y\": 2})\n    print(k, v * 10)\nend"])
 def items(d):
-    return _dict_arg("items", d).items()
+    return dict_arg("items", d).items()
 
 
 @builtin("get", CAT, "The value of key in a dictionary, or default when it has no such key.",
@@ -596,7 +528,7 @@ def items(d):
          examples=["counts = {\"a\": 2}\nget(counts, \"a\", 0)\nget(counts, \"b\", 0)",
                    "get({(1, 2): \"pair\"}, (1, 2))"])
 def get(d, key, default):
-    v = _dict_arg("get", d).get(_key("get", key), _ABSENT)
+    v = dict_arg("get", d).get(checked_key("get", key), _ABSENT)
     return default if v is _ABSENT else v
 
 
@@ -610,8 +542,8 @@ def get(d, key, default):
                  "TypeError when d is not a dictionary, or key is not a string, number or tuple of those"],
          examples=["d = {\"a\": 1, \"b\": 2, \"c\": 3}\nd = remove(d, \"b\")\nd"])
 def remove(d, key):
-    r = _dict_arg("remove", d)
-    k = _key("remove", key)
+    r = dict_arg("remove", d)
+    k = checked_key("remove", key)
     if not r.has(k):
         raise KeyErr(f"remove(): the dictionary has no key {format_value(k, True)}")
     return r.without(k)
