@@ -17,7 +17,7 @@ from tapeml.builtins.registry import P, builtin, positive
 from tapeml.builtins.util import tree_leaves, tree_map
 from tapeml.syntax.errors import ShapeError, TypeErr, ValueErr
 from tapeml.array.tape import NO_KW, Box, backward, new_level, raw
-from tapeml.array.values import Record, describe, shape_text
+from tapeml.array.values import Dict, Record, describe, shape_text
 
 CAT = "Autodiff"
 
@@ -134,7 +134,7 @@ def value_and_grad(ctx, f, x):
          examples=["grad(fn(x) -> x * stop_gradient(x), 3)"])
 def stop_gradient(x):
     r = raw(x)
-    if isinstance(r, (tuple, Record)):
+    if isinstance(r, (tuple, Record, Dict)):
         return tree_map(raw, r, "stop_gradient(): x")
     return r
 

@@ -16,7 +16,7 @@ from tapeml.builtins.registry import P, builtin, one_of
 from tapeml.syntax.errors import LangError, ShapeError, TypeErr, ValueErr
 from tapeml.array.ranges import ValueWalk, Walk, walk_length, walkable
 from tapeml.array.tape import raw
-from tapeml.array.values import Progress, Record, describe, format_value, type_name
+from tapeml.array.values import Dict, Progress, Record, describe, format_value, type_name
 from tapeml.builtins.util import axis, tree_leaves as leaves_with_paths
 
 
@@ -35,15 +35,15 @@ def print_(ctx, values):
     return None
 
 
-@builtin("len", "Core", "Length of the first axis of a matrix, or of a tuple, string or record.",
-         [P("x", doc="a matrix, number, tuple, string or record")], returns="number",
+@builtin("len", "Core", "Length of the first axis of a matrix, or of a tuple, string, record or dictionary.",
+         [P("x", doc="a matrix, number, tuple, string, record or dictionary")], returns="number",
          what="How many items x holds along its first axis: the rows of a matrix (the length of a vector), "
-              "the items of a tuple, the fields of a record, the characters of a string. A number counts 1 "
-              "and an empty matrix 0.",
+              "the items of a tuple, the fields of a record, the keys of a dictionary, the characters of a "
+              "string. A number counts 1 and an empty matrix 0.",
          how="The first entry of the shape (like Python's len on a NumPy array); tuples count items, records "
-             "fields, and strings characters (code points), not bytes.",
+             "fields, dictionaries keys, and strings characters (code points), not bytes.",
          errors=["TypeError for a function, bool or none"],
-         examples=["len([1, 2, 3])", "len(zeros(4, 2))", 'len((1, "a"))', 'len("héllo")'])
+         examples=["len([1, 2, 3])", "len(zeros(4, 2))", 'len((1, "a"))', 'len("héllo")', 'len({"a": 1, "b": 2})'])
 def len_(x):
     r = raw(x)
     if isinstance(r, np.ndarray):
@@ -52,9 +52,11 @@ def len_(x):
         return float(len(r))
     if isinstance(r, Record):
         return float(len(r.fields))
+    if isinstance(r, Dict):
+        return float(len(r))
     if isinstance(r, (float, int)) and not isinstance(r, bool):
         return 1.0
-    raise TypeErr(f"len() needs a matrix, number, tuple, string or record, got {describe(x)}")
+    raise TypeErr(f"len() needs a matrix, number, tuple, string, record or dictionary, got {describe(x)}")
 
 
 @builtin("size", "Core", "The shape of a matrix as a tuple, or the size of one axis.",
@@ -73,15 +75,15 @@ def size(x, dim):
     return float(shape[axis(x, dim)])
 
 
-@builtin("type", "Core", "The kind of a value: number, bool, none, string, matrix, tuple, record or function.",
+@builtin("type", "Core", "The kind of a value: number, bool, none, string, matrix, tuple, record, dict or function.",
          [P("x")], returns="string",
          what="Names the kind of a value, for checks and messages: \"number\", \"bool\", \"none\", "
-              "\"string\", \"matrix\" (bool matrices and ranges too), \"tuple\", \"record\" or "
-              "\"function\" (builtins too).",
+              "\"string\", \"matrix\" (bool matrices and ranges too), \"tuple\", \"record\", \"dict\" "
+              "(a dictionary) or \"function\" (builtins too).",
          how="A dispatch on the Python type under the value (values.type_name: float is number, "
              "numpy.ndarray is matrix, ...); a value tracked by grad reports the kind of the value inside.",
          errors=["TypeError when not called with exactly one argument"],
-         examples=["type(1)", "type([1, 2])", 'type({a = 1})', "type(fn(x) -> x)"])
+         examples=["type(1)", "type([1, 2])", 'type({a = 1})', 'type({"a": 1})', "type(fn(x) -> x)"])
 def type_(x):
     return type_name(x)
 
@@ -145,8 +147,23 @@ def _tree_map(ctx, f, trees, path: list):
     """`path` holds the parts of where this subtree sits in the trees ([] at the top, then
     [".w"], [".w", "[0]"], ...), joined only for a message: a deep tree costs no long strings."""
     first = raw(trees[0])
-    if isinstance(first, (Record, tuple)) and len(path) >= limits.MAX_NESTING:
+    if isinstance(first, (Record, tuple, Dict)) and len(path) >= limits.MAX_NESTING:
         raise limits.nesting_error("tree_map(): the tree")
+    if isinstance(first, Dict):
+        keys = first.keys()
+        others = []
+        for j, t in enumerate(trees[1:], 1):
+            r = raw(t)
+            if not isinstance(r, Dict) or set(r.keys()) != set(keys):
+                raise ValueErr(f"tree_map(): tree {j} differs from tree 0 at {_where(path)}: "
+                               f"{_shape_desc(first)} vs {_shape_desc(r)}")
+            others.append(r)
+        out = {}
+        for k in keys:
+            path.append(f"[{format_value(k, True)}]")
+            out[k] = _tree_map(ctx, f, [first.get(k)] + [r.get(k) for r in others], path)
+            path.pop()
+        return Dict(out)
     if isinstance(first, Record):
         for j, t in enumerate(trees[1:], 1):
             r = raw(t)
@@ -172,7 +189,7 @@ def _tree_map(ctx, f, trees, path: list):
             path.pop()
         return tuple(items)
     for j, t in enumerate(trees[1:], 1):
-        if isinstance(raw(t), (Record, tuple)):
+        if isinstance(raw(t), (Record, tuple, Dict)):
             raise ValueErr(f"tree_map(): tree {j} differs from tree 0 at {_where(path)}: "
                            f"{_shape_desc(first)} vs {_shape_desc(raw(t))}")
     try:
@@ -191,18 +208,23 @@ def _where(path: list) -> str:
 def _shape_desc(r):
     if isinstance(r, Record):
         return "a record with fields " + (", ".join(r.fields) or "none")
+    if isinstance(r, Dict):
+        shown = r.keys()
+        return "a dictionary with keys " + (", ".join(format_value(k, True) for k in shown[:8])
+                                            + (", ..." if len(shown) > 8 else "") or "none")
     return describe(r)
 
 
 @builtin("tree_map", "Core", "Apply f leaf by leaf to records and tuples of the same structure.",
          [P("f", "function", doc="called with one leaf from each tree"),
-          P("trees", variadic=True, doc="one or more records/tuples (nested) of the same structure")],
+          P("trees", variadic=True, doc="one or more records/tuples/dictionaries (nested) of the same structure")],
          returns="a tree of the same structure holding f's results", context=True,
-         what="Maps a function over the leaves (numbers, matrices, anything that is not a record or a "
-              "tuple) of parameter trees. With several trees, f gets the matching leaves of all of "
+         what="Maps a function over the leaves (numbers, matrices, anything that is not a record, a "
+              "tuple or a dictionary) of parameter trees. With several trees, f gets the matching leaves of all of "
               "them: tree_map(fn(p, g) -> p - 0.1 * g, params, grads) is one SGD step.",
          how="Walks the first tree; at a record it requires the same field names in the same order in "
-             "every tree, at a tuple the same length, then calls f on the leaves (JAX's "
+             "every tree, at a tuple the same length, at a dictionary the same keys (in the first tree's "
+             "order), then calls f on the leaves (JAX's "
              "`jax.tree_util.tree_map`).",
          errors=["ValueError naming the path where the trees' structures differ",
                  "TypeError when f is not a function",

@@ -14,7 +14,7 @@ from tapeml.syntax.errors import IOErr, TypeErr
 from tapeml.array.limits import FILE_NESTING
 from tapeml.syntax.errors import ValueErr as _ValueErr
 from tapeml.array.tape import raw
-from tapeml.array.values import Record, describe, format_value
+from tapeml.array.values import Dict, Record, describe, format_value
 
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -70,6 +70,10 @@ def flatten(value) -> list:
             out.append((path, np.array(float(r), dtype=np.float64)))
         elif isinstance(r, np.ndarray):
             out.append((path, r))
+        elif isinstance(r, Dict):
+            raise TypeErr(f"save(): {path or 'the value'} is a dictionary; a checkpoint holds numbers and "
+                          f"matrices in records and tuples (its names are field paths): make it a record, or "
+                          f"write a dictionary of strings, numbers and lists with write_json")
         else:
             raise TypeErr(f"save(): {path} is {describe(r)}; a checkpoint holds numbers and matrices "
                           f"(in records and tuples)")
@@ -207,8 +211,15 @@ def _number_text(x: float) -> str:
     return repr(x)
 
 
-def _from_json(v, full: str, where: str):
-    """A parsed JSON value as a tapeml value (see read_json)."""
+def is_name(k: str) -> bool:
+    """A name the language can write (r.name): ASCII letters, digits and _, not a keyword."""
+    from tapeml.syntax.lexer import KEYWORDS
+    return k.isascii() and k.isidentifier() and k not in KEYWORDS
+
+
+def _from_json(v, full: str, where: str, objects: str = "auto"):
+    """A parsed JSON value as a tapeml value (see read_json): an object is a record when every key
+    is a name and `objects` is "auto", else a dictionary."""
     if v is None or isinstance(v, (bool, str)):
         return v
     if isinstance(v, (int, float)):
@@ -218,7 +229,9 @@ def _from_json(v, full: str, where: str):
             raise IOErr(f"read_json(): {full}: the number at {where or 'the top'} is too large for a "
                         f"float64") from None
     if isinstance(v, dict):
-        return Record({k: _from_json(x, full, f"{where}.{k}" if where else k) for k, x in v.items()})
+        if objects == "auto" and all(is_name(k) for k in v):
+            return Record({k: _from_json(x, full, f"{where}.{k}" if where else k, objects) for k, x in v.items()})
+        return Dict({k: _from_json(x, full, f"{where}[{format_value(k, True)}]", objects) for k, x in v.items()})
     shape = _json_shape(v)
     if shape is not None:
         from tapeml.array import limits, ops
@@ -228,7 +241,7 @@ def _from_json(v, full: str, where: str):
         except OverflowError:
             raise IOErr(f"read_json(): {full}: a number in the array at {where or 'the top'} is too "
                         f"large for a float64") from None
-    return tuple(_from_json(x, full, f"{where}[{i}]") for i, x in enumerate(v))
+    return tuple(_from_json(x, full, f"{where}[{i}]", objects) for i, x in enumerate(v))
 
 
 def _json_shape(v):
@@ -307,7 +320,15 @@ def _to_json(v, where: str, depth: int = 0):
         return [_to_json(x, f"{where}[{i}]", depth + 1) for i, x in enumerate(r)]
     if isinstance(r, Record):
         return {k: _to_json(x, f"{where}.{k}" if where else k, depth + 1) for k, x in r.fields.items()}
-    raise TypeErr(f"write_json(): {where or 'value'} is {describe(r)}; JSON holds records, tuples, "
+    if isinstance(r, Dict):
+        out = {}
+        for k, x in r.items():
+            if type(k) is not str:
+                raise TypeErr(f"write_json(): {where or 'value'} has the key {format_value(k, True)}; the keys of "
+                              f"a JSON object are strings")
+            out[k] = _to_json(x, f"{where}[{format_value(k, True)}]", depth + 1)
+        return out
+    raise TypeErr(f"write_json(): {where or 'value'} is {describe(r)}; JSON holds records, dictionaries, tuples, "
                   f"matrices, numbers, strings, bools and none")
 
 

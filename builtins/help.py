@@ -22,7 +22,8 @@ from tapeml.array.values import Function, describe, display_value, format_value
 WIDTH = 88
 KIND_WORDS = {"any": "any value", "number": "number", "int": "whole number", "bool": "bool",
               "string": "string", "array": "number or matrix", "function": "function",
-              "record": "record", "tuple": "tuple", "tree": "number, matrix, tuple or record"}
+              "numbers": "number, matrix or tuple of numbers",
+              "record": "record", "tuple": "tuple", "tree": "number, matrix, tuple, record or dictionary"}
 
 
 def _wrap(text: str, indent: str = "  ") -> list[str]:

@@ -21,7 +21,7 @@ import zlib
 
 import numpy as np
 
-from tapeml.builtins.registry import P, builtin
+from tapeml.builtins.registry import P, builtin, one_of
 from tapeml.builtins.files import (WRITER_ERRORS, WRITER_HOW, atomic_write, existing_file, read_limited,
                                    resolve_path)
 from tapeml.builtins.formats import (JSON_MAX_DEPTH, _csv_number, _csv_rows, _from_json, _is_header, _json_stack,
@@ -30,7 +30,7 @@ from tapeml.builtins.formats import (JSON_MAX_DEPTH, _csv_number, _csv_rows, _fr
 from tapeml.syntax.errors import IOErr, TypeErr
 from tapeml.syntax.errors import ValueErr as _ValueErr
 from tapeml.array.tape import raw
-from tapeml.array.values import Record, describe, format_value
+from tapeml.array.values import Dict, Record, describe, format_value
 
 CAT = "IO"
 
@@ -47,7 +47,8 @@ CAT = "IO"
          how="A NumPy .npz archive (uncompressed zip of .npy files, no pickles); float64 values are "
              "stored bit for bit. " + WRITER_HOW,
          errors=["TypeError naming the path of a leaf that is not a number or matrix (a string, a function)",
-                 "TypeError when value is not a record or tuple",
+                 "TypeError when value is not a record or tuple, or holds a dictionary (its keys are no field "
+                 "paths: write_json writes one)",
                  "ValueError when value nests records and tuples more than 1000 deep",
                  WRITER_ERRORS],
          examples=["params = {w = [1, 2; 3, 4], heads = ({wq = [0.5, 0.25]},), step = 3}\n"
@@ -55,7 +56,7 @@ CAT = "IO"
                    "load(\"/tmp/tapeml_doc_ckpt.npz\")"])
 def save(ctx, path, value):
     r = raw(value)
-    if not isinstance(r, (Record, tuple)):
+    if not isinstance(r, (Record, tuple, Dict)):
         raise TypeErr(f"save(): value must be a record or a tuple of matrices, got {describe(value)}")
     items = flatten(r)
     full = resolve_path(ctx, path)
@@ -207,7 +208,8 @@ def write_text(ctx, path, text):
          returns="[rows, columns]", context=True,
          what="Loads a table of numbers, e.g. a data set: each line a row, fields separated by commas. The "
               "result is always a matrix (a single column gives an N x 1 matrix; take m[:, 0] for a vector). "
-              "Read the column names with csv_header(path).",
+              "Read the column names with csv_header(path); a table with text columns is read by "
+              "read_columns(path), by column name.",
          how="Python's `csv` reader (comma-separated, double quotes around a field that holds a comma) and "
              "`float` for each field, so \"1e-3\", \"-0.0\", \"nan\" and \"inf\" are read as Python reads them "
              "and every float64 written by write_csv comes back bit for bit. Spaces around a number are "
@@ -250,7 +252,8 @@ def read_csv(ctx, path, header):
         if None in row:
             c, cell = next((c, cell) for c, cell in enumerate(fields_) if _csv_number(cell) is None)
             shown = "an empty field" if cell.strip() == "" else f"\"{cell}\", which is not a number"
-            raise IOErr(f"read_csv(): {full} line {line}, column {c + 1}: {shown}")
+            hint = "" if cell.strip() == "" else "; read_columns(path) reads a table with text columns"
+            raise IOErr(f"read_csv(): {full} line {line}, column {c + 1}: {shown}{hint}")
         values.extend(row)
         n += 1
         if len(values) > limits.MAX_ELEMENTS:
@@ -273,6 +276,61 @@ def csv_header(ctx, path):
     full, text = _read_utf8("csv_header", ctx, path)
     first = next(_csv_rows("csv_header", full, text), None)        # the first row only
     return tuple(first[1]) if first is not None else ()
+
+
+@builtin("read_columns", CAT, "The columns of a CSV file by name: numbers as vectors, text as tuples of strings.",
+         [P("path", "string", doc="a CSV file whose first row names the columns; relative paths start at the "
+                                  "script's directory")],
+         returns="a dictionary: column name -> vector or tuple of strings", context=True,
+         what="Loads a table that mixes numbers and text in one call, e.g. a data set with a label column: "
+              "t = read_columns(path), then t[\"age\"] is a vector and t[\"name\"] a tuple of strings. "
+              "keys(t) gives the names in file order. read_csv reads a table of numbers only, as one matrix.",
+         how="Python's `csv` reader, as read_csv reads (quotes around a field holding a comma, blank lines "
+             "skipped, a UTF-8 byte order mark dropped). The first row gives the names. A column is numbers "
+             "when each of its cells is a number or empty and at least one is a number (an empty cell is nan, "
+             "as pandas reads it): a vector in the session's float type. Any other column is a tuple of its "
+             "cells as written. Like pandas' `read_csv(path)` followed by a dict of its columns.",
+         errors=["IOError naming the line when a row has a different number of fields than the header",
+                 "IOError naming a column name given twice",
+                 "IOError when the file does not exist, is not UTF-8, or is malformed CSV (an unclosed quote)",
+                 "ValueError when the file passes the string limit (0.1 GB) or the table the element limit"],
+         examples=["write_text(\"/tmp/tapeml_doc_cols.csv\", \"name,age,height cm\\nana,31,1.62\\nbo,,1.80\\ncy,45,1.75\\n\")\n"
+                   "t = read_columns(\"/tmp/tapeml_doc_cols.csv\")\nt[\"name\"]\nt[\"age\"]\nmean(t[\"height cm\"])\nkeys(t)"])
+def read_columns(ctx, path):
+    from tapeml.array import limits, ops
+    full, text = _read_utf8("read_columns", ctx, path)
+    rows = _csv_rows("read_columns", full, text)
+    first = next(rows, None)
+    if first is None:
+        return Dict()
+    head_line, names = first
+    seen = {}
+    for j, name in enumerate(names):
+        if name in seen:
+            raise IOErr(f"read_columns(): {full} line {head_line}: the column name \"{name}\" is given twice "
+                        f"(columns {seen[name] + 1} and {j + 1}); names must differ to be keys")
+        seen[name] = j
+    width = len(names)
+    cols = [[] for _ in names]
+    n = 0
+    for line, fields_ in rows:
+        if len(fields_) != width:
+            raise IOErr(f"read_columns(): {full} line {line} has {len(fields_)} field{'s' * (len(fields_) != 1)}, "
+                        f"but the header (line {head_line}) names {width}; every row needs the same number")
+        for col, cell in zip(cols, fields_):
+            col.append(cell)
+        n += 1
+        if n * width > limits.MAX_ELEMENTS:
+            limits.check_elements(f"read_columns(): {full}", (n, width))
+    out = {}
+    for name, col in zip(names, cols):
+        numbers = [None if cell.strip() == "" else _csv_number(cell) for cell in col]
+        blanks = sum(1 for cell in col if cell.strip() == "")
+        if blanks < len(col) and all(x is not None or cell.strip() == "" for x, cell in zip(numbers, col)):
+            out[name] = ops.as_float(np.array([np.nan if x is None else x for x in numbers], dtype=np.float64))
+        else:
+            out[name] = tuple(col)
+    return Dict(out)
 
 
 @builtin("write_csv", CAT, "Write a matrix to a CSV file (replacing it), every float64 exactly.",
@@ -339,31 +397,39 @@ def _json_problem(msg: str) -> str:
     return next((ours for theirs, ours in _JSON_PROBLEMS if msg.startswith(theirs)), "this is not valid JSON")
 
 
-@builtin("read_json", CAT, "A JSON file as a tapeml value: objects are records, arrays of numbers matrices.",
-         [P("path", "string", doc="a JSON file; relative paths start at the script's directory")],
-         returns="a record, tuple, matrix, number, string, bool or none", context=True,
+@builtin("read_json", CAT, "A JSON file as a tapeml value: objects are records (or dictionaries), arrays of numbers matrices.",
+         [P("path", "string", doc="a JSON file; relative paths start at the script's directory"),
+          P("objects", "string", "auto", check=one_of("auto", "dict"), constraint='one of "auto", "dict"',
+            doc="\"auto\": an object whose keys are all names is a record, any other a dictionary; "
+                "\"dict\": every object is a dictionary")],
+         returns="a record, dictionary, tuple, matrix, number, string, bool or none", context=True,
          what="Loads configuration and results, e.g. a model's config.json: cfg = read_json(path), then "
-              "cfg.n_heads.",
-         how="Python's `json` parser, then: an object becomes a record (its keys the field names, in file "
-             "order; a key that is not a name is still listed by fields(r) and readable with has_field, "
-             "but not with r.key); a non-empty rectangular list of numbers (nested to any depth, "
+              "cfg.n_heads. An object keyed by data rather than names (model names such as \"gpt2-medium\", "
+              "a vocabulary, numbers as text) comes back as a dictionary, read as d[\"gpt2-medium\"]; "
+              "objects=\"dict\" makes every object one (so the kind does not depend on the keys a file has).",
+         how="Python's `json` parser, then: an object becomes a record when every key is a name (ASCII "
+             "letters, digits and _, not a keyword; its keys the field names, in file order), else a "
+             "dictionary with the keys as strings, in file order; a non-empty rectangular list of numbers (nested to any depth, "
              "[1, 2] or [[1, 2], [3, 4]]) becomes a vector or matrix in the session's float type; any "
              "other list (mixed items, ragged rows, bools, an empty list) becomes a tuple; numbers become "
              "numbers, strings strings, true/false bools, null none. NaN and Infinity (which Python "
              "writes, though JSON has no such numbers) are read too.",
          errors=["IOError naming the line and column of a JSON syntax error",
                  "IOError when the file does not exist or is not UTF-8",
+                 "ValueError when objects is not \"auto\" or \"dict\"",
                  "ValueError when the file passes the string limit (0.1 GB) or an array the element limit"],
          examples=["write_text(\"/tmp/tapeml_doc.json\", \"{{\\\"n_heads\\\": 4, \\\"dims\\\": [64, 128], \\\"name\\\": \\\"tiny\\\", \\\"w\\\": [[1, 2], [3, 4]], \\\"tags\\\": [\\\"a\\\", 1]}}\")\n"
-                   "cfg = read_json(\"/tmp/tapeml_doc.json\")\ncfg.n_heads * 2\ncfg.w\ncfg.tags"])
-def read_json(ctx, path):
+                   "cfg = read_json(\"/tmp/tapeml_doc.json\")\ncfg.n_heads * 2\ncfg.w\ncfg.tags",
+                   "write_text(\"/tmp/tapeml_doc_models.json\", \"{{\\\"gpt2\\\": 124, \\\"gpt2-medium\\\": 350}}\")\n"
+                   "sizes = read_json(\"/tmp/tapeml_doc_models.json\")\nsizes[\"gpt2-medium\"]\nkeys(sizes)"])
+def read_json(ctx, path, objects):
     full, text = _read_utf8("read_json", ctx, path)
     # The C parser recurses on the C stack, checked only against the recursion limit, which the
     # CLI raises for deep tapeml recursion: parse under a limit of JSON_MAX_DEPTH more levels, so
     # a deeply nested file is a RecursionError here, not a segfault.
     try:
         with _json_stack():
-            return _from_json(_json.loads(text), full, "")
+            return _from_json(_json.loads(text), full, "", objects)
     except _json.JSONDecodeError as e:
         raise IOErr(f"read_json(): {full} line {e.lineno}, column {e.colno}: {_json_problem(e.msg)}") from None
     except RecursionError:
@@ -371,22 +437,25 @@ def read_json(ctx, path):
                     f"always read)") from None
 
 
-@builtin("write_json", CAT, "Write a value as a JSON file (replacing it): records as objects, matrices as nested lists.",
+@builtin("write_json", CAT, "Write a value as a JSON file (replacing it): records and dictionaries as objects, matrices as nested lists.",
          [P("path", "string", doc="the file to write; relative paths start at the script's directory"),
-          P("value", doc="a record, tuple, matrix, number, string, bool or none (nested)")],
+          P("value", doc="a record, dictionary (string keys), tuple, matrix, number, string, bool or none (nested)")],
          returns="none", context=True,
          what="Saves results or a configuration where other tools can read them; read_json gives back an "
-              "equal value for records, numbers, strings, bools, none, non-empty vectors and matrices, and "
+              "equal value for records, dictionaries with string keys that are not all names, numbers, strings, bools, none, non-empty vectors and matrices, and "
               "tuples that do not look like a vector (a tuple of numbers comes back as a vector).",
          how="Python's `json` writer with UTF-8 text (no \\u escapes), on one line plus a newline: a record "
-             "becomes an object, a tuple a list, a vector a list, a matrix nested lists (row-major), none "
+             "or a dictionary becomes an object (in its order), a tuple a list, a vector a list, a matrix nested lists (row-major), none "
              "null. Numbers are written as Python's `repr` (exact for float64); whole numbers below 2^53 "
              "without \".0\". " + WRITER_HOW,
          errors=["ValueError naming the place of a NaN or infinite number (JSON has none)",
                  "TypeError naming the place of a function or other value JSON cannot hold",
+                 "TypeError naming a dictionary key that is not a string (JSON object keys are strings)",
                  "ValueError when value nests records and tuples more than 1000 deep", WRITER_ERRORS],
          examples=["write_json(\"/tmp/tapeml_doc_w.json\", {name = \"run 1\", loss = 0.25, w = [1, 2; 3, 4], tags = (\"a\", true, none)})\n"
-                   "print(read_text(\"/tmp/tapeml_doc_w.json\"))\nread_json(\"/tmp/tapeml_doc_w.json\").w"])
+                   "print(read_text(\"/tmp/tapeml_doc_w.json\"))\nread_json(\"/tmp/tapeml_doc_w.json\").w",
+                   "write_json(\"/tmp/tapeml_doc_w2.json\", {\"gpt2-medium\": {n_layer = 24}, \"gpt2\": {n_layer = 12}})\n"
+                   "print(read_text(\"/tmp/tapeml_doc_w2.json\"))\nread_json(\"/tmp/tapeml_doc_w2.json\")[\"gpt2-medium\"].n_layer"])
 def write_json(ctx, path, value):
     with _json_stack():
         text = _json.dumps(_to_json(value, ""), ensure_ascii=False, allow_nan=False) + "\n"

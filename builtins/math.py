@@ -5,7 +5,7 @@ import numpy as np
 
 from tapeml.array import ops
 from tapeml.builtins.registry import P, builtin
-from tapeml.builtins.vocabulary import KEEPDIMS, X
+from tapeml.builtins.vocabulary import KEEPDIMS, X, XS
 from tapeml.builtins.util import axis
 from tapeml.syntax.errors import ShapeError, TypeErr, ValueErr
 from tapeml.array.tape import raw
@@ -101,7 +101,7 @@ def _nothing_to_compare(name, x, dim):
 
 def _reduction(name, prim, summary, how, examples, differentiable=True, what="", errors=()):
     @builtin(name, "Math", summary,
-             [X, P("dim", "int", None, doc="the axis to reduce (negative counts from the end); none reduces all"),
+             [XS, P("dim", "int", None, doc="the axis to reduce (negative counts from the end); none reduces all"),
               KEEPDIMS],
              returns="a number, or x with axis dim removed (size 1 with keepdims)", differentiable=differentiable,
              how=how, what=what, errors=list(errors), examples=examples)
@@ -115,9 +115,11 @@ def _reduction(name, prim, summary, how, examples, differentiable=True, what="",
 _reduction("sum", ops.sum_, "Sum of all elements, or along one axis.",
            "Adds the elements; the VJP broadcasts the cotangent back over the reduced axis.",
            ["sum([1, 2, 3])", "sum([1, 2; 3, 4], dim=0)", "sum([1, 2; 3, 4], 1)",
-            "x = [1, 2; 3, 4]\nx / sum(x, dim=1, keepdims=true)   # each row divided by its sum"],
+            "x = [1, 2; 3, 4]\nx / sum(x, dim=1, keepdims=true)   # each row divided by its sum",
+            "sum(map(len, (\"to\", \"be\", \"or\")))   # a tuple of numbers, as map gives it"],
            what="Adds up the elements of x, or only along axis dim: sum(x, dim=0) of a T x D matrix is the "
-                "D column sums, sum(x, dim=1) the T row sums. An empty matrix sums to 0.",
+                "D column sums, sum(x, dim=1) the T row sums. An empty matrix sums to 0. A tuple of numbers "
+                "(what map returns) is summed as the vector of its items.",
            errors=["ValueError when dim is out of range for x", "TypeError when x is not a number or matrix"])
 
 
@@ -137,14 +139,15 @@ _reduction("mean", _mean, "Arithmetic mean of all elements, or along one axis.",
            errors=["ValueError when dim is out of range for x", "TypeError when x is not a number or matrix"])
 def _extreme(name, reduce, pairwise, word):
     @builtin(name, "Math", f"The {word} element of x (or along dim); with two arguments, the elementwise {word} of x and y.",
-             [X, P("y", "array", None, doc=f"a second number or matrix: the elementwise {word} of x and y "
+             [XS, P("y", "array", None, doc=f"a second number or matrix: the elementwise {word} of x and y "
                                             "(broadcast); leave it out to reduce x"),
               P("dim", "int", None, doc="the axis to reduce (negative counts from the end); none reduces all; "
                                         "give it by keyword: " + name + "(x, dim=0)"), KEEPDIMS],
              returns="a number, x with axis dim removed, or the broadcast shape of x and y",
              differentiable=True,
              what=f"With one argument, the {word} element of x, or with dim the {word} along one axis (one per "
-                  f"row or column). With a second argument y, the {word} of x and y at each position, "
+                  f"row or column); a tuple of numbers (what map returns) counts as the vector of its items. "
+                  f"With a second argument y, the {word} of x and y at each position, "
                   f"broadcasting as arithmetic does ({name}(x, 0) compares every element with 0).",
              how=f"NumPy's `{name}` / `{'maximum' if name == 'max' else 'minimum'}`. At ties the gradient is "
                  f"split evenly among the tied elements, as PyTorch's `a{name}` does (and evenly between x "
@@ -153,6 +156,7 @@ def _extreme(name, reduce, pairwise, word):
                      "ValueError when both y and dim (or keepdims) are given",
                      "ShapeError when x and y do not broadcast to one shape"],
              examples=[f"{name}([3, 1, 4, 1, 5])", f"{name}([1, 5; 7, 2], dim=0)", f"{name}(3, 5)",
+                       f"{name}(map(len, (\"to\", \"bee\", \"a\")))   # a tuple of numbers",
                        f"{name}([1, 5, 2], [4, 4, 4])", f"{name}([1, 5; 7, 2], dim=1, keepdims=true)"])
     def fn(x, y, dim, keepdims):
         if y is not None:

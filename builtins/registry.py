@@ -25,7 +25,7 @@ import numpy as np
 from tapeml.array import limits
 from tapeml.syntax.errors import LangError, TypeErr, ValueErr
 from tapeml.array.tape import Box, raw
-from tapeml.array.values import Callable, Record, bind_arguments, describe, format_value
+from tapeml.array.values import Callable, Dict, Record, bind_arguments, describe, format_value
 
 REQUIRED = object()
 INT_BOUND = 2 ** 53           # "int" parameters: whole numbers a float64 holds exactly
@@ -62,8 +62,9 @@ class SourceText(str):
 class P:
     """One parameter: name, kind, default, doc text, shape, and an optional constraint.
 
-    kinds: any, number, int, bool, string, array (number or matrix), function, record,
-    tuple, tree (number, matrix, tuple or record, nested). `check(value)` returns an error
+    kinds: any, number, int, bool, string, array (number or matrix), numbers (an array, or a
+    tuple of numbers, as map returns them, given to the builtin as a vector), function, record,
+    tuple, tree (number, matrix, tuple, record or dictionary, nested). `check(value)` returns an error
     message (the constraint that failed) or None. `variadic` collects the remaining
     positional arguments into a tuple."""
     name: str
@@ -204,6 +205,10 @@ def convert(fname: str, p: P, v):
         ok = False
     elif kind == "array":
         ok = _is_number(r) or isinstance(r, (bool, np.ndarray))
+    elif kind == "numbers":
+        if isinstance(r, tuple):
+            return numbers_vector(fname, p.name, v)
+        ok = _is_number(r) or isinstance(r, (bool, np.ndarray))
     elif kind == "bool":
         if isinstance(r, np.bool_):
             return bool(r)
@@ -217,14 +222,42 @@ def convert(fname: str, p: P, v):
     elif kind == "tuple":
         ok = isinstance(r, tuple)
     elif kind == "tree":
-        ok = _is_number(r) or isinstance(r, (np.ndarray, tuple, Record))
+        ok = _is_number(r) or isinstance(r, (np.ndarray, tuple, Record, Dict))
     if not ok:
         want = {"number": "a number", "int": "a whole number", "array": "a number or a matrix",
+                "numbers": "a number, a matrix or a tuple of numbers",
                 "bool": "true or false", "string": "a string", "function": "a function",
                 "record": "a record", "tuple": "a tuple",
-                "tree": "a number, matrix, tuple or record"}[kind]
+                "tree": "a number, matrix, tuple, record or dictionary"}[kind]
         raise TypeErr(f"{fname}(): {p.name} must be {want}, got {describe(v)}")
     return v
+
+
+def numbers_vector(fname: str, pname: str, t):
+    """A tuple of numbers (what map returns) as the vector of its items, tracked items kept on the
+    tape (the stack primitive); a tuple of bools a bool vector; () the empty vector. TypeErr naming
+    the first item that is neither."""
+    from tapeml.array import ops
+    items = raw(t)
+    if not items:
+        return np.zeros(0, dtype=ops.FLOAT["dtype"])
+    bools = 0
+    for i, x in enumerate(items):
+        rx = raw(x)
+        if isinstance(rx, np.ndarray) and rx.ndim == 0:
+            rx = rx[()]
+        if isinstance(rx, (bool, np.bool_)):
+            bools += 1
+        elif not _is_number(rx):
+            raise TypeErr(f"{fname}(): {pname} is a tuple, whose items must be numbers to make a vector, "
+                          f"but item {i} is {describe(x)}")
+    if bools == len(items):
+        return np.array([bool(raw(x)) for x in items])
+    if bools:
+        raise TypeErr(f"{fname}(): {pname} is a tuple mixing bools and numbers; a vector holds one kind")
+    if not any(type(x) is Box for x in items):
+        return np.array([float(raw(x)) for x in items], dtype=ops.FLOAT["dtype"])
+    return ops.stack(*items, dim=0)
 
 
 def call_text(name: str, params) -> str:

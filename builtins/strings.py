@@ -12,14 +12,14 @@ import numpy as np
 
 from tapeml.array import limits, ops
 from tapeml.builtins.registry import P, builtin
-from tapeml.syntax.errors import LangError, TypeErr, ValueErr
-from tapeml.array.values import values_equal
+from tapeml.syntax.errors import KeyErr, LangError, TypeErr, ValueErr
 from tapeml.array.ranges import EnumerateWalk, ValueWalk, Walk, ZipWalk, walkable
 from tapeml.array.tape import Box, raw
-from tapeml.array.values import describe
+from tapeml.array.values import _ABSENT, Dict, Record, describe, format_value
+from tapeml.builtins.lookup import checked_key, dict_arg, dict_key, index_of_any
 
 CAT = "Strings & collections"
-_SEQ = "a tuple, vector, matrix (its rows), string (its characters) or number (once)"
+_SEQ = "a tuple, vector, matrix (its rows), string (its characters), dictionary (its keys) or number (once)"
 
 
 # ---- walking a collection as `for` does ---------------------------------------------------------
@@ -172,64 +172,34 @@ def endswith(s, suffix):
     return s.endswith(suffix)
 
 
-def _array_item(item) -> float | bool | None:
-    """The number (or bool) to look for in an array, or None when it cannot be an element."""
-    r = raw(item)
-    if isinstance(r, (bool, np.bool_)):
-        return bool(r)
-    if isinstance(r, (float, int)):
-        return float(r)
-    if isinstance(r, np.ndarray) and r.ndim == 0:
-        return r.item()
-    return None
-
-
-@builtin("contains", CAT, "Whether item is a substring of a string, an item of a tuple, or an element of a matrix.",
-         [P("container", doc="a string, a tuple, or a number or matrix"), P("item", doc="the value to look for")],
+@builtin("contains", CAT, "Whether item is a key of a dictionary, a substring of a string, an item of a tuple, or an element of a matrix.",
+         [P("container", doc="a dictionary, a string, a tuple, or a number or matrix"), P("item", doc="the value to look for")],
          returns="bool",
-         what="Membership: contains(\"hello\", \"ell\") is true (a substring), contains((1, \"a\"), \"a\") is "
-              "true (an item, compared as == compares), contains([1, 2, 3], 2) is true (an element).",
-         how="A string: Python's `item in s` (\"\" is in every string). A tuple: an item equal to item as `==` "
+         what="Membership: contains(d, \"a\") is true when the dictionary d has the key \"a\", "
+              "contains(\"hello\", \"ell\") is true (a substring), contains((1, \"a\"), \"a\") is "
+              "true (an item, compared as == compares), contains([1, 2, 3], 2) is true (an element). "
+              "tapeml has no `in` operator: `k in d` (Python) is contains(d, k).",
+         how="A dictionary: whether it has the key (Python's `key in d`; numbers by value, so 1 and 1.0 are "
+             "one key; an item that cannot be a key, a matrix or a bool, is not one: false). "
+             "A string: Python's `item in s` (\"\" is in every string). A tuple: an item equal to item as `==` "
              "says (numbers by value, strings, tuples and records by content). A matrix: any element "
              "equal to the number item, over all elements whatever the rank (NumPy's `item in x`); "
              "NaN is never contained, as NaN == NaN is false. Any other item (a string, a matrix) is "
              "not an element of a matrix: false.",
          errors=["TypeError when container is a string and item is not",
-                 "TypeError when container is not a string, tuple, number or matrix"],
-         examples=["contains(\"hello\", \"ell\")", "contains((1, \"a\", [2, 3]), [2, 3])",
+                 "TypeError when container is not a dictionary, string, tuple, number or matrix"],
+         examples=["counts = {\"the\": 3, (1, 2): 1}\ncontains(counts, \"the\")\ncontains(counts, (1, 2))\n"
+                   "contains(counts, \"cat\")", "contains(\"hello\", \"ell\")", "contains((1, \"a\", [2, 3]), [2, 3])",
                    "contains([1, 2, 3], 2)", "contains([1, 2; 3, 4], 5)"])
 def contains(container, item):
-    return index_of_any("contains", container, item) is not None
-
-
-def index_of_any(fname: str, container, item):
-    """The first index (a flat one for a matrix), or None; shared by contains and index_of."""
     c = raw(container)
-    if isinstance(c, str):
-        if not isinstance(raw(item), str):
-            raise TypeErr(f"{fname}(): item must be a string when container is a string, got {describe(item)}")
-        i = c.find(raw(item))
-        return None if i < 0 else i
-    if isinstance(c, tuple):
-        ri = raw(item)
-        for i, x in enumerate(c):
-            rx = raw(x)
-            if isinstance(ri, np.ndarray) or isinstance(rx, np.ndarray):
-                if isinstance(ri, np.ndarray) and isinstance(rx, np.ndarray) and values_equal(rx, ri):
-                    return i
-            elif isinstance(ri, (bool, np.bool_)) != isinstance(rx, (bool, np.bool_)):
-                continue                                 # true is not 1
-            elif values_equal(rx, ri):
-                return i
-        return None
-    if isinstance(c, (float, int, np.ndarray)) and not isinstance(c, bool):
-        a = np.asarray(c)
-        v = _array_item(item)
-        if v is None or (isinstance(v, bool) != (a.dtype == np.bool_)):
-            return None
-        hits = np.flatnonzero(a.ravel() == v)
-        return int(hits[0]) if hits.size else None
-    raise TypeErr(f"{fname}(): container must be a string, tuple, number or matrix, got {describe(container)}")
+    if isinstance(c, Dict):
+        try:
+            key = dict_key(item)
+        except LangError:          # a matrix, a bool, nan: never a key
+            return False
+        return c.has(key)
+    return index_of_any("contains", container, item) is not None
 
 
 @builtin("index_of", CAT, "The 0-based position of the first occurrence of item in a string, tuple or vector; none when absent.",
@@ -341,7 +311,7 @@ def sort_by(ctx, xs, key):
 
 # ---- collections --------------------------------------------------------------------------------
 _WALK = ("The items are those `for` visits: a tuple's items, a vector's elements, a matrix's rows, "
-         "a string's characters, a number once. Items of a tracked matrix are taken with the index "
+         "a string's characters, a dictionary's keys, a number once. Items of a tracked matrix are taken with the index "
          "primitive, so gradients flow through f into xs and into anything f closes over.")
 
 
@@ -349,8 +319,8 @@ _WALK = ("The items are those `for` visits: a tuple's items, a vector's elements
          [P("f", "function", doc="called with one item"), P("xs", doc=_SEQ)],
          returns="a tuple, one result per item", context=True,
          what="Applies a function to every item: map(fn(x) -> x ^ 2, [1, 2, 3]) is (1, 4, 9). The result "
-              "is always a tuple (its items may be anything); stack numbers back into a vector with "
-              "[r...] or concat when you need a matrix.",
+              "is always a tuple (its items may be anything); vector(r) makes a tuple of numbers a vector, "
+              "stack(r) a tuple of vectors a matrix.",
          how=_WALK + " f is called in order, first item first (Python's `map`, materialized).",
          errors=["TypeError when f is not a function or xs cannot be walked (a record, none, a bool)",
                  "errors raised inside f, naming the item"],
@@ -477,3 +447,114 @@ def fields(record):
          examples=["has_field({w = 1}, \"w\")", "has_field({w = 1}, \"b\")"])
 def has_field(record, name):
     return name in raw(record).fields
+
+
+# ---- dictionaries (their checks in builtins/lookup.py) ------------------------------------------
+@builtin("dict", CAT, "A dictionary: empty, or of (key, value) pairs, or of a record's fields.",
+         [P("pairs", default=None, doc="none (an empty dictionary), a tuple of (key, value) pairs (as zip "
+                                       "gives them), a record, or a dictionary")],
+         returns="a dictionary",
+         what="Builds a dictionary when the literal {key: value, ...} does not fit: dict() is the empty one "
+              "(as {:}), dict(zip(names, values)) pairs two sequences up, dict(r) keys a record's values by "
+              "their field names. Keys are strings, numbers or tuples of those; the values anything.",
+         how="Python's `dict(pairs)`: the pairs in order, a key given twice keeping its first place and its "
+             "last value. Numbers are keys by value (1 and 1.0 are one key). The items are walked as `for` "
+             "walks them.",
+         errors=["TypeError naming the first item that is not a (key, value) pair",
+                 "TypeError for a key that is not a string, number or tuple of those (a matrix, a bool)",
+                 "ValueError for a nan key"],
+         examples=["dict()", "dict(((\"a\", 1), (\"b\", 2)))", "dict(zip((\"x\", \"y\"), [10, 20]))",
+                   "dict({lr = 0.1, steps = 100})"])
+def dict_(pairs):
+    r = raw(pairs)
+    if r is None:
+        return Dict()
+    if isinstance(r, Dict):
+        return r
+    if isinstance(r, Record):
+        return Dict(r.fields)
+    if not walkable(r) or isinstance(r, str):
+        raise TypeErr(f"dict(): pairs must be a tuple of (key, value) pairs, a record or none, got {describe(pairs)}")
+    out = {}
+    for i, item in enumerate(items_of("dict", pairs, "pairs")):
+        p = raw(item)
+        if not isinstance(p, tuple) or len(p) != 2:
+            raise TypeErr(f"dict(): item {i} of pairs is {describe(item)}; each item must be a (key, value) pair")
+        out[checked_key("dict", p[0])] = p[1]
+    return Dict(out)
+
+
+@builtin("keys", CAT, "The keys of a dictionary, as a tuple in insertion order.",
+         [P("d", doc="a dictionary")], returns="a tuple",
+         what="Lists what a dictionary holds: keys({\"a\": 1, \"b\": 2}) is (\"a\", \"b\"). `for k in d` walks "
+              "the same keys.",
+         how="Python's `list(d.keys())`, as a tuple: the order the keys were first set.",
+         errors=["TypeError when d is not a dictionary"],
+         examples=["keys({\"a\": 1, (1, 2): 3})", "keys({:})"])
+def keys(d):
+    return dict_arg("keys", d).keys()
+
+
+@builtin("values", CAT, "The values of a dictionary, as a tuple in the order of its keys.",
+         [P("d", doc="a dictionary")], returns="a tuple",
+         what="The values alone, e.g. to sum counts: sum(values(counts)) (a tuple of numbers sums as a "
+              "vector); vector(values(d)) makes them a vector.",
+         how="Python's `list(d.values())`, as a tuple; tracked values keep their gradients.",
+         errors=["TypeError when d is not a dictionary"],
+         examples=["values({\"a\": 1, \"b\": 2})", "sum(values({\"a\": 1, \"b\": 2}))"])
+def values(d):
+    return dict_arg("values", d).values()
+
+
+@builtin("items", CAT, "The (key, value) pairs of a dictionary, as a tuple in insertion order.",
+         [P("d", doc="a dictionary")], returns="a tuple of 2-tuples",
+         what="Walks keys and values together: for k, v in items(d) ... end. dict(items(d)) is d again.",
+         how="Python's `list(d.items())`, as a tuple of pairs.",
+         errors=["TypeError when d is not a dictionary"],
+         examples=["items({\"a\": 1, \"b\": 2})",
+                   "for k, v in items({\"x\": 1, \"y\": 2})\n    print(k, v * 10)\nend"])
+def items(d):
+    return dict_arg("items", d).items()
+
+
+@builtin("get", CAT, "The value of key in a dictionary, or default when it has no such key.",
+         [P("d", doc="a dictionary"), P("key", doc="a string, number or tuple of those"),
+          P("default", default=None, doc="what to give when key is missing")],
+         returns="the value, or default",
+         what="Reads a key that may be missing without an error, e.g. counting: "
+              "counts[w] = get(counts, w, 0) + 1. d[key] is the same read, but a missing key is a KeyError.",
+         how="Python's `d.get(key, default)`.",
+         errors=["TypeError when d is not a dictionary, or key is not a string, number or tuple of those"],
+         examples=["counts = {\"a\": 2}\nget(counts, \"a\", 0)\nget(counts, \"b\", 0)",
+                   "get({(1, 2): \"pair\"}, (1, 2))"])
+def get(d, key, default):
+    v = dict_arg("get", d).get(checked_key("get", key), _ABSENT)
+    return default if v is _ABSENT else v
+
+
+@builtin("remove", CAT, "A dictionary without one of its keys.",
+         [P("d", doc="a dictionary"), P("key", doc="a key d has")],
+         returns="a dictionary",
+         what="Drops a key: d = remove(d, \"tmp\"). Like every value, d itself is unchanged, so assign the "
+              "result back (Python's `del d[key]`).",
+         how="A new dictionary of the other items, in their order (O(len(d))).",
+         errors=["KeyError when d has no such key",
+                 "TypeError when d is not a dictionary, or key is not a string, number or tuple of those"],
+         examples=["d = {\"a\": 1, \"b\": 2, \"c\": 3}\nd = remove(d, \"b\")\nd"])
+def remove(d, key):
+    r = dict_arg("remove", d)
+    k = checked_key("remove", key)
+    if not r.has(k):
+        raise KeyErr(f"remove(): the dictionary has no key {format_value(k, True)}")
+    return r.without(k)
+
+
+@builtin("tuple", CAT, "The items of a vector, string, dictionary or tuple, as a tuple.",
+         [P("xs", doc=_SEQ)], returns="a tuple",
+         what="Makes a tuple of the items `for` would visit: tuple([1, 2]) is (1, 2), e.g. to use a vector's "
+              "numbers as a dictionary key (keys are strings, numbers or tuples). The inverse of vector(t).",
+         how=_WALK + " Python's `tuple(xs)`.",
+         errors=["TypeError when xs cannot be walked (a record, none, a bool, a function)"],
+         examples=["tuple([3, 4])", "tuple(\"ab\")", "d = {:}\nd[tuple([1, 2])] = \"pair\"\nd"])
+def tuple_(xs):
+    return tuple(items_of("tuple", xs))

@@ -7,7 +7,7 @@ from tapeml.array import limits
 from tapeml.syntax.errors import TypeErr, ValueErr
 from tapeml.array.ops import shape_of
 from tapeml.array.tape import Box, raw
-from tapeml.array.values import Record, describe, format_gb, format_value, shape_text
+from tapeml.array.values import Dict, Record, describe, format_gb, format_value, shape_text
 
 MAX_ELEMENTS = limits.MAX_ELEMENTS     # the one size guard lives in lang/array/limits.py
 
@@ -73,10 +73,17 @@ def _walk(value, parts, others, out, depth, what):
     """`parts` (None: no paths) is the path as a list, joined only at a leaf: a deep tree costs
     no long strings per level."""
     r = raw(value)
-    if isinstance(r, (Record, tuple)):
+    if isinstance(r, (Record, tuple, Dict)):
         if depth >= limits.MAX_NESTING:
             raise limits.nesting_error(what)
-        if isinstance(r, Record):
+        if isinstance(r, Dict):
+            for k, v in r.items():
+                if parts is not None:
+                    parts.append(f"[{format_value(k, True)}]")
+                _walk(v, parts, others, out, depth + 1, what)
+                if parts is not None:
+                    parts.pop()
+        elif isinstance(r, Record):
             for k, v in r.fields.items():
                 if parts is not None:
                     parts.append(f".{k}" if parts != [""] else k)
@@ -94,8 +101,8 @@ def _walk(value, parts, others, out, depth, what):
           or (isinstance(r, np.ndarray) and r.dtype != np.bool_)):
         out.append((None if parts is None else _path_text(parts), value))
     elif others == "error":
-        raise TypeErr(f"{_path_text(parts)} is {describe(r)}; only numbers and matrices (in tuples and "
-                      f"records) can be differentiated")
+        raise TypeErr(f"{_path_text(parts)} is {describe(r)}; only numbers and matrices (in tuples, "
+                      f"records and dictionaries) can be differentiated")
 
 
 def tree_map(fn, value, what: str = "the tree", depth: int = 0):
@@ -107,10 +114,12 @@ def tree_map(fn, value, what: str = "the tree", depth: int = 0):
     t = type(r)
     if t is np.ndarray or t is float:
         return fn(value)
-    if isinstance(r, (Record, tuple)) and depth >= limits.MAX_NESTING:
+    if isinstance(r, (Record, tuple, Dict)) and depth >= limits.MAX_NESTING:
         raise limits.nesting_error(what)
     if t is Record or isinstance(r, Record):
         return Record({k: tree_map(fn, v, what, depth + 1) for k, v in r.fields.items()})
+    if t is Dict:
+        return Dict({k: tree_map(fn, v, what, depth + 1) for k, v in r.items()})
     if t is tuple or isinstance(r, tuple):
         return tuple([tree_map(fn, v, what, depth + 1) for v in r])   # a list: deep trees recurse in Python frames only
     return fn(value)

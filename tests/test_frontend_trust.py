@@ -388,7 +388,7 @@ def test_the_issues_inputs_get_messages_in_tapemls_words(source, message):
 
 
 GOOD = {"array": "[1, 2]", "function": "fn(x) -> sum(x)", "tuple": "(1,)", "record": "{w = 1}", "string": '"x"',
-        "tree": "[1, 2]", "number": "1", "int": "1", "bool": "true", "any": "1"}
+        "tree": "[1, 2]", "numbers": "[1, 2]", "number": "1", "int": "1", "bool": "true", "any": "1"}
 
 
 def test_an_int_parameter_of_any_builtin_refuses_1e300_in_its_own_words():

@@ -224,19 +224,23 @@ def test_random_token_sequences_parse(tokens, spaces):
 NAMES = ["a", "b", "c", "x", "y"]
 NUMBERS = ["0", "1", "2", "3", "-1", "-3", "5", "0.5", "2.5", "1e-9", "1e300", "1e999", "1e308",
            "3.0", "1e-320", "1.e3", ".5", "1.", "0.1", "2^53"]
-LEAVES = ["true", "false", "none", '"s"', "[1, 2, 3]", "[1, 2; 3, 4]", "()", "{w = 1}", "[]", "zeros()"]
+LEAVES = ["true", "false", "none", '"s"', "[1, 2, 3]", "[1, 2; 3, 4]", "()", "{w = 1}", "[]", "zeros()",
+          "{:}", '{"k": 1, (1, 2): [3]}']
 BUILTINS_1 = ["sum", "mean", "max", "min", "exp", "log", "sqrt", "abs", "tanh", "sin", "relu",
               "sigmoid", "softmax", "log_softmax", "len", "size", "type", "str", "transpose",
               "round", "argmax", "argmin", "stop_gradient", "print", "gelu", "cos", "range", "zeros",
-              "ones", "eye", "cross_entropy", "norm", "cumsum", "var", "std"]
+              "ones", "eye", "cross_entropy", "norm", "cumsum", "var", "std", "vector", "tuple", "keys",
+              "items", "dict"]
 BUILTINS_2 = ["fill", "reshape", "concat", "stack", "clip", "zeros", "ones", "linspace", "where",
               "sum", "softmax", "max", "mean", "round", "size", "dense", "cross_entropy", "layer_norm",
-              "scaled_dot_product_attention", "mse", "matmul", "dot", "outer", "grad", "value_and_grad"]
+              "scaled_dot_product_attention", "mse", "matmul", "dot", "outer", "grad", "value_and_grad",
+              "get", "contains", "remove"]
 KEYWORDS_ARGS = ["dim", "causal", "mask", "eps", "tau", "nope", "bias", "digits"]
 BINOPS = ["+", "-", "*", "/", "%", "^", "@", "==", "!=", "<", ">=", "and", "or"]
 INDEX_ITEMS = [":", "end", "0", "1", "0:end", "end-1", "1.5", "-1", "1e300", "[0, 1]", "[true, false]",
                "0:1", "1:0", "0:2:end", "[]"]
-GRAD_ARGS = ["[1, 2, 3]", "2.0", "{w = [1, 2], b = 0.5}", "(1, [2, 3])", "[0, 0]", "[1, -1; 2, 0]", "0"]
+GRAD_ARGS = ["[1, 2, 3]", "2.0", "{w = [1, 2], b = 0.5}", "(1, [2, 3])", "[0, 0]", "[1, -1; 2, 0]", "0",
+             '{"w": [1, 2], (0, 1): 0.5}']
 SIZES = ["2", "1e6, 1e6", "-1", "1.5", "1e300", "0", "2, 0", "none", "1e999", "2, 3", "(2, 2)"]
 
 
@@ -245,7 +249,7 @@ def gen_expr(rng, depth: int) -> str:
         return rng.choice(NUMBERS + NAMES + LEAVES)
     def sub():
         return gen_expr(rng, depth - 1)
-    choice = rng.randint(0, 21)
+    choice = rng.randint(0, 22)
     if choice == 0:
         return rng.choice(NUMBERS)
     if choice == 1:
@@ -306,6 +310,12 @@ def gen_expr(rng, depth: int) -> str:
         return f"{rng.choice(['f', 'g'])}({sub()})"
     if choice == 20:
         return f"(1:{rng.choice(['3', '1e300', '1e999', '-1e999', 'none', '[1, 2]'])})"
+    if choice == 21:    # dictionary literal, read by a key it may not have
+        text = rng.choice(["{:}", f"{{{sub()}: {sub()}}}", f'{{"k": {sub()}, ({sub()}, 1): {sub()}}}'])
+        if rng.random() < 0.5:
+            key = rng.choice(['"k"', '0', '(1, 1)', 'end', ':', sub()])
+            text += f"[{key}]"
+        return text
     return f"({sub()} {rng.choice(BINOPS)} {sub()})"
 
 
@@ -474,6 +484,8 @@ ROUND_TRIP_CASES = [
     "[1, 2;]", "[5;]", "[x;]'", "[1, 2; 3, 4;]", "[[1, 2];]",
     '"{x:.3f}|{(0:3)}|{a[1:2]:>8}|{x + 1:+d}|{ {a = 1} :*^9}|{"s":<4}|{x:}|{f(1:2, k=3):,}"',
     "for i, v in enumerate(xs)\n print(i)\nend", "for a, b, c in zip(x, y, z)\n continue\nend",
+    "{:}", '{"a": 1, (1, 2): x + 1, -1: 1:3, f(2): {:}}', 'd["a"] += 1', "d[1, 2] = 3", 'd["a"]["b"] = {"c": 1}',
+    '"{ {"a": 1} }|{ {:} }|{d["k"]:>5}"', "{x: y}", "{(x): [1, 2]}",
 ]
 
 

@@ -362,14 +362,16 @@ class ArrayLike:
     (np.array([1j]), "TypeError", "v is a NumPy array of complex numbers (dtype complex128); a matrix holds "
                                   "real numbers"),
     ([1, 2j], "TypeError", "v[1] is a complex number (2j)"),
-    ({float("nan"): 1}, "TypeError", "v has the key nan: a dict becomes a record, whose field names are names"),
-    ({"if": 1}, "TypeError", "v has the key 'if': a dict becomes a record, whose field names are names "
-                             "(letters, digits and _) ('if' is a keyword of tapeml)"),
-    ({"é": 1}, "TypeError", "v has the key 'é'"),
+    # a dict with a key that is no name is a dictionary (issue 29): only keys no dictionary can have fail
+    ({float("nan"): 1}, "TypeError", "v has the key nan: a dictionary key cannot be nan"),
+    ({"ok": 1, True: 2}, "TypeError", "v has the key True: a dictionary key is a string, a number or a tuple "
+                                      "of those, got a bool"),
+    ({(1, None): 2}, "TypeError", "v has the key (1, None): a dictionary key is a string, a number or a tuple "
+                                  "of those, got None"),
     (Thing(), "TypeError", "v is an object of the Python class Thing; tapeml takes numbers, bools, strings, "
-                           "None, NumPy arrays and lists of numbers, tuples, and dicts with name keys"),
+                           "None, NumPy arrays and lists of numbers, tuples, dicts and functions"),
     (ArrayLike(), "TypeError", "v is a ArrayLike (convert it with numpy.asarray(...) first)"),
-    (print, "TypeError", "v is a Python builtin_function_or_method (tapeml cannot call Python code)"),
+    (Thing, "TypeError", "v is a Python class (Thing); wrap it in a function to call it from tapeml"),
     (b"x", "TypeError", "v is bytes (decode them to a str first)"),
     (range(3), "TypeError", "v is an object of the Python class range"),
     ([1, "a"], "TypeError", "v[1] is a string ('a'); a list or array given to tapeml holds numbers"),

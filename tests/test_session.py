@@ -168,3 +168,139 @@ def test_the_docs_run_python_blocks_and_fail_on_an_error(tmp_path):
     assert "```text\n3.0\n```" in out and "stale" not in out
     assert len(failures) == 1 and "p.md block 2 (line 11)" in failures[0].where
     assert "tapeml.LangError: <string>:1:5: ShapeError" in failures[0].message
+
+
+# ---- issue 29, item 5: the Python API as a NumPy user expects it ------------------------------------
+def test_a_shape_comes_back_as_ints_numpy_takes():
+    s = tapeml.Session()
+    s["x"] = np.zeros((2, 3, 4))
+    shape = s.eval("size(x)")
+    assert shape == (2, 3, 4) and all(type(n) is int for n in shape)
+    assert np.zeros(shape).shape == (2, 3, 4) and np.ones(s["x"].shape).reshape(shape).shape == (2, 3, 4)
+    assert s.eval("size(5)") == () and s.eval("(1, 2.5)") == (1.0, 2.5)    # not all whole: floats
+    assert type(s.eval("size(x, 0)")) is float and s.eval("size(x, 0)") == 2.0
+    assert s.eval("((2, 3), \"a\")") == ((2, 3), "a")
+
+
+def test_a_missing_name_is_a_name_error_and_a_key_error():
+    s = tapeml.Session()
+    for attempt in (lambda: s["nope"], lambda: s.call("nope"), lambda: s.__delitem__("nope")):
+        with pytest.raises(KeyError) as e:
+            attempt()
+        assert isinstance(e.value, tapeml.LangError) and e.value.kind == "NameError"
+        assert "'nope'" in e.value.message
+    s["a"] = 1
+    assert "a" in s and "nope" not in s and 3 not in s
+
+
+def test_list_and_len_of_a_session_are_its_variables():
+    s = tapeml.Session()
+    s.run("b = 1\na = 2\nfn f(x) -> x")
+    assert list(s) == s.variables() == ["b", "a", "f"] and len(s) == 3
+    del s["a"]
+    assert list(s) == ["b", "f"]
+    assert "softmax" not in s.variables() and s.call("softmax", np.zeros(2)).tolist() == [0.5, 0.5]
+
+
+def test_bool_arrays_stay_bool_both_ways():
+    s = tapeml.Session(dtype="float32")
+    s["m"] = np.array([True, False, True])
+    s["l"] = [[True], [False]]
+    assert s.eval("dtype(m)") == "bool" and s.eval("dtype(l)") == "bool"
+    s["x"] = np.array([1.0, 2.0, 3.0])
+    assert s.eval("x[m]").tolist() == [1.0, 3.0]
+    back = s.eval("x > 1")
+    assert back.dtype == np.bool_ and back.tolist() == [False, True, True]
+    assert s["m"].dtype == np.bool_ and s["m"].tolist() == [True, False, True]
+    assert s.eval("where(m, x, 0)").dtype == np.float32
+
+
+def test_a_python_function_is_callable_from_tapeml():
+    s = tapeml.Session()
+    seen = []
+
+    def scale(a, factor=2.0):
+        seen.append((type(a), a.dtype if isinstance(a, np.ndarray) else None))
+        return a * factor
+    s["scale"] = scale
+    s["shape_of"] = lambda a: a.shape
+    s["pair"] = lambda a, b: (a, b)
+    assert np.array_equal(s.eval("scale([1, 2]) + 1"), [3.0, 5.0])
+    assert seen[-1] == (np.ndarray, np.float64)
+    assert s.eval("scale(3, factor=10)") == 30.0 and s.eval("shape_of(zeros(2, 5))") == (2, 5)
+    assert s.eval("type(shape_of(zeros(2, 5)))") == "tuple"
+    assert s.eval("map(scale, (1, 2))") == (2, 4)
+    assert s.eval('pair("a", none)') == ("a", None) and s.eval("type(scale)") == "function"
+    assert s.eval("str(scale)") == "<python scale(a, factor=...)>"
+    assert s["scale"] is scale                         # the same Python function comes back
+    s["counts"] = lambda words: {w: words.count(w) for w in words}
+    assert s.eval('counts(("a b", "c", "a b"))["a b"]') == 2.0     # keys that are no names: a dictionary
+    assert s.eval('counts(("a", "c", "a")).a') == 2.0               # name keys: a record
+
+
+def test_a_python_function_under_grad_is_a_clear_error():
+    s = tapeml.Session()
+    s["square"] = lambda v: v ** 2
+    assert s.eval("grad(fn(x) -> x * square(stop_gradient(x)), 3)") == 9.0    # not differentiated: fine
+    with pytest.raises(tapeml.LangError) as e:
+        s.run("w = [1, 2]\ng = grad(fn(x) -> sum(square(x)), w)")
+    err = e.value
+    assert (err.kind, err.line, err.column) == ("TypeError", 2, 23)      # at square(x)
+    assert err.message.startswith("square() is a Python function, which grad cannot differentiate: its "
+                                  "argument 1 depends on the input of grad")
+    with pytest.raises(tapeml.LangError) as e:
+        s.eval('grad(fn(p) -> square(p["w"]) + p["w"], {"w": 1, "n": 2})')
+    assert "square() is a Python function" in e.value.message
+    with pytest.raises(tapeml.LangError) as e:
+        s.eval('grad(fn(p) -> sum(square((1, p))), 2)')
+    assert "argument 1 depends on the input of grad" in e.value.message
+
+
+def test_a_python_functions_exception_and_bad_result():
+    s = tapeml.Session()
+
+    def boom(x):
+        raise ValueError("no negative sizes")
+    s["boom"] = boom
+    s["odd"] = lambda: {1, 2}
+    with pytest.raises(tapeml.LangError) as e:
+        s.run("\nboom(-1)")
+    assert (e.value.kind, e.value.line, e.value.column) == ("PythonError", 2, 1)
+    assert e.value.message == "boom(): the Python function raised ValueError: no negative sizes"
+    assert isinstance(e.value.__cause__, ValueError)
+    with pytest.raises(tapeml.LangError) as e:
+        s.eval("odd()")
+    assert e.value.kind == "TypeError" and e.value.message.startswith("the result of odd() is a set")
+    with pytest.raises(tapeml.LangError) as e:
+        s["cls"] = dict
+    assert "a Python class (dict)" in e.value.message
+
+
+def test_dicts_convert_both_ways():
+    s = tapeml.Session()
+    s["sizes"] = {"gpt2": 124, "gpt2-medium": 350}             # a key that is no name: a dictionary
+    s["cfg"] = {"lr": 0.1, "steps": 3}                         # name keys: a record, as before
+    s["vocab"] = tapeml.Dict({"a": 0, "b": 1})                  # forced to be a dictionary
+    s["pairs"] = {(97, 97): 256, (256, 97): 257, 0: "zero", 1.5: np.eye(2)}
+    assert s.eval("(type(sizes), type(cfg), type(vocab), type(pairs))") == ("dict", "record", "dict", "dict")
+    assert s.eval('sizes["gpt2-medium"]') == 350.0 and s.eval("cfg.lr") == 0.1
+    assert s.eval("pairs[97, 97] + pairs[(256, 97)]") == 513.0 and s.eval("pairs[0]") == "zero"
+    back = s["pairs"]
+    assert isinstance(back, tapeml.Dict) and isinstance(back, dict)
+    assert list(back) == [(97, 97), (256, 97), 0, 1.5] and all(type(x) is int for x in list(back)[0])
+    assert back[(97, 97)] == 256 and np.array_equal(back[1.5], np.eye(2))
+    s["again"] = back                                          # a tapeml.Dict goes back as a dictionary
+    assert s.eval("again == pairs") is True
+    assert s["vocab"] == {"a": 0.0, "b": 1.0} and s.eval('{"x": {:}}') == {"x": {}}
+    for bad, text in [({True: 1}, "got a bool"), ({float("nan"): 1}, "cannot be nan"),
+                      ({"ok": {object(): 1}}, "['ok'] has the key <object object")]:
+        with pytest.raises(tapeml.LangError) as e:
+            s["bad"] = tapeml.Dict(bad) if "ok" not in bad else bad
+        assert e.value.kind == "TypeError" and text in e.value.message, e.value.message
+
+
+def test_a_python_function_inside_a_value_and_the_tapeml_module_exports():
+    s = tapeml.Session()
+    s["ops"] = {"double": lambda x: 2 * x}
+    assert s.eval("ops.double(4)") == 8.0
+    assert "Dict" in dir(tapeml) and tapeml.Dict is tapeml.session.session.Dict

@@ -12,7 +12,7 @@ import pytest
 
 from tapeml.syntax.errors import IOErr, ShapeError, TypeErr, ValueErr
 from tapeml.evaluator.interpreter import Interpreter
-from tapeml.array.values import Record, format_value
+from tapeml.array.values import Dict, Record, format_value
 
 
 def run(src: str, **variables):
@@ -200,7 +200,7 @@ def test_string_errors():
              ('join(("a", 1), ",")', TypeErr, r"parts\[1\] is a number; join takes strings"),
              ('replace("a", "", "b")', ValueErr, "old must not be empty"),
              ('contains("abc", 1)', TypeErr, "item must be a string when container is a string"),
-             ('contains({a = 1}, 1)', TypeErr, "container must be a string, tuple, number or matrix"),
+             ('contains({a = 1}, 1)', TypeErr, "container must be a dictionary, string, tuple, number or matrix, got a record; a record's fields: has_field"),
              ('index_of([1, 2; 3, 4], 1)', TypeErr, "a position in a matrix needs several indices"),
              ('reverse({a = 1})', TypeErr, "reverse\\(\\): xs must be a string, tuple, vector or matrix"),
              ('fields(1)', TypeErr, "record must be a record"),
@@ -352,15 +352,23 @@ def test_read_json_conversions(tmp_path):
            "deep": {"k": [[[1], [2]]]}, "not-a-name": 1}
     p.write_text(json.dumps(doc), encoding="utf-8")
     r = value("read_json(p)", p=str(p))
-    assert isinstance(r, Record) and list(r.fields) == list(doc)
-    f = r.fields
+    # a key that is not a name ("not-a-name") makes the object a dictionary (issue 29); its inner
+    # objects with name keys stay records
+    assert isinstance(r, Dict) and r.keys() == tuple(doc)
+    f = dict(r.items())
     assert f["n"] == 4.0 and type(f["n"]) is float and f["x"] == -0.5 and f["s"] == "ü ✓"
     assert f["t"] is True and f["z"] is None
     np.testing.assert_array_equal(f["v"], [1, 2.5])
     assert f["m"].shape == (2, 2) and f["deep"].fields["k"].shape == (1, 2, 1)
     assert f["mixed"] == ("a", 1.0) and f["bools"] == (True, False) and f["empty"] == ()
     assert len(f["ragged"]) == 2 and np.array_equal(f["ragged"][1], [2, 3])
-    assert value('has_field(read_json(p), "not-a-name")', p=str(p)) is True
+    assert value('contains(read_json(p), "not-a-name")', p=str(p)) is True
+    assert isinstance(f["deep"], Record)
+    del doc["not-a-name"]
+    p.write_text(json.dumps(doc), encoding="utf-8")
+    r = value("read_json(p)", p=str(p))
+    assert isinstance(r, Record) and list(r.fields) == list(doc)
+    assert isinstance(value('read_json(p, objects="dict")', p=str(p)), Dict)
     p.write_text("[1, 2, 3]")
     np.testing.assert_array_equal(value("read_json(p)", p=str(p)), [1, 2, 3])
     p.write_text('"just a string"')

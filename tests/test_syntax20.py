@@ -44,8 +44,10 @@ def test_for_destructuring_under_progress():
 @pytest.mark.parametrize("source, message, where", [
     ("for a, b in ((1, 2), (3, 4, 5))\nend", "ValueError: cannot unpack a tuple of 3 into 2 names", "1:5"),
     ("x = 1\nfor a, b, c in zip((1, 2), (3, 4))\nend", "ValueError: cannot unpack a tuple of 2 into 3 names", "2:5"),
-    ("for a, b in (1, 2)\nend", "TypeError: cannot unpack a number into 2 names; each item of the loop must be a tuple", "1:5"),
-    ("for a, b in [1, 2; 3, 4]\nend", "TypeError: cannot unpack a vector of length 2 into 2 names", "1:5"),
+    ("for a, b in (1, 2)\nend", "TypeError: cannot unpack a number into 2 names; each item of the loop must be a "
+                                "tuple or a vector", "1:5"),
+    # a matrix's rows are vectors, unpacked as 'a, b = row' (issue 29): only a length mismatch fails
+    ("for a, b in [1, 2, 3; 4, 5, 6]\nend", "ValueError: cannot unpack a vector of length 3 into 2 names", "1:5"),
     ("for (a, b), c in (1, 2)\nend", "SyntaxError: the loop variables of 'for' are names", "1:5"),
     ("for a, in (1, 2)\nend", "SyntaxError: expected a loop variable after ','", "1:8"),
     ("for a, b.c in (1, 2)\nend", "SyntaxError: expected 'in' after the loop variables", "1:9"),

@@ -7,11 +7,11 @@ import math
 import numpy as np
 
 from tapeml.array import limits, ops
-from tapeml.builtins.registry import INT_BOUND, P, builtin
+from tapeml.builtins.registry import INT_BOUND, P, builtin, numbers_vector
 from tapeml.builtins.vocabulary import DIMS
 from tapeml.builtins.util import axis, one_by_one
 from tapeml.syntax.errors import ShapeError, TypeErr, ValueErr
-from tapeml.array.tape import raw
+from tapeml.array.tape import Box, raw
 from tapeml.array.values import describe, format_number, format_value, shape_text
 
 
@@ -64,15 +64,26 @@ def transpose(x):
 
 
 def _join(name, prim, xs, dim):
+    where = "argument"
+    if len(xs) == 1 and isinstance(raw(xs[0]), tuple):      # stack(map(...)): the tuple's items
+        xs, where = tuple(raw(xs[0])), "item"
+        if not xs:
+            raise TypeErr(f"{name}() of an empty tuple: there is nothing to join (vector(()) is the empty vector)")
     if not xs:
         raise TypeErr(f"{name}() needs at least one matrix")
-    for v in xs:
+    for i, v in enumerate(xs):
         if not isinstance(raw(v), (float, np.ndarray)) or isinstance(raw(v), bool):
-            raise TypeErr(f"{name}() joins matrices, got {describe(v)}")
+            place = f" ({where} {i})" if len(xs) > 1 else ""
+            raise TypeErr(f"{name}() joins matrices and numbers, got {describe(v)}{place}")
+    if name == "concat" and any(len(ops.shape_of(v)) == 0 for v in xs):
+        # numbers join vectors end to end, as in the literal [a, b]
+        if dim not in (0, -1) or any(len(ops.shape_of(v)) > 1 for v in xs):
+            raise TypeErr("concat() joins numbers only with vectors, along dim 0 (a number is a vector of "
+                          "length 1 there)")
+        xs = tuple(ops.reshape(v, shape=(1,)) if len(ops.shape_of(v)) == 0 else v for v in xs)
+        dim = 0
     first = xs[0]
     nd = len(ops.shape_of(first)) + (1 if name == "stack" else 0)
-    if nd == 0:
-        raise TypeErr(f"{name}() needs vectors or matrices; use [a, b] to join numbers")
     if not -nd <= dim < nd:
         raise ValueErr(f"{name}(): dim={dim} is out of range for {nd}-axis results")
     try:
@@ -83,31 +94,70 @@ def _join(name, prim, xs, dim):
 
 
 @builtin("concat", "Arrays", "Join matrices end to end along an existing axis.",
-         [P("xs", variadic=True, doc="matrices with equal sizes except along dim"),
+         [P("xs", variadic=True, doc="matrices with equal sizes except along dim; or one tuple of them (what "
+                                     "map returns)"),
           P("dim", "int", 0, doc="the axis to join along")], returns="joined matrix", differentiable=True,
          what="Puts matrices one after another along an axis they already have: vectors end to end, "
-              "matrices below each other (dim=0) or side by side (dim=1). Numbers are joined with [a, b] instead.",
-         how="NumPy's `concatenate(xs, axis=dim)`; the VJP slices the cotangent back into one piece per input.",
+              "matrices below each other (dim=0) or side by side (dim=1). A number joins vectors as a vector "
+              "of length 1 (as in [a, b]). A single tuple argument joins its items: concat(map(f, xs)).",
+         how="NumPy's `concatenate(xs, axis=dim)`; the VJP slices the cotangent back into one piece per input. "
+             "Numbers are reshaped to length-1 vectors first (NumPy and PyTorch refuse them).",
          errors=["ShapeError when the sizes differ on an axis other than dim",
-                 "TypeError when there are no matrices, or an argument is a number or not a matrix",
+                 "TypeError when there are no matrices, an argument is not a number or matrix, or a number "
+                 "is joined with a matrix of 2 or more axes",
                  "ValueError when dim is out of range"],
-         examples=["concat([1, 2], [3])", "concat([1, 2; 3, 4], [5, 6; 7, 8], dim=1)"])
+         examples=["concat([1, 2], [3])", "concat([1, 2; 3, 4], [5, 6; 7, 8], dim=1)", "concat(0, [1, 2], 3)",
+                   "concat(map(fn(n) -> zeros(n) + n, (1, 2)))"])
 def concat(xs, dim):
     return _join("concat", ops.concat, xs, dim)
 
 
 @builtin("stack", "Arrays", "Stack equal-shaped matrices along a new axis.",
-         [P("xs", variadic=True, doc="matrices of one shape"), P("dim", "int", 0, doc="position of the new axis")],
+         [P("xs", variadic=True, doc="matrices (or numbers) of one shape; or one tuple of them (what map returns)"),
+          P("dim", "int", 0, doc="position of the new axis")],
          returns="[len(xs), ...] for dim=0", differentiable=True,
          what="Puts equal-shaped matrices together along a new axis: N vectors of length D make an N x D "
-              "matrix (dim=0, one per row) or a D x N one (dim=1, one per column).",
+              "matrix (dim=0, one per row) or a D x N one (dim=1, one per column); N numbers make a vector. "
+              "A single tuple argument stacks its items: stack(map(f, xs)) is the matrix of the results.",
          how="NumPy's `stack(xs, axis=dim)`; the VJP takes each input's slice of the cotangent along dim.",
          errors=["ShapeError when the inputs do not all have one shape",
                  "TypeError when there are no matrices, or an argument is not a number or matrix",
                  "ValueError when dim is out of range"],
-         examples=["stack([1, 2], [3, 4])", "size(stack(zeros(2, 3), ones(2, 3)))", "stack([1, 2], [3, 4], dim=1)"])
+         examples=["stack([1, 2], [3, 4])", "size(stack(zeros(2, 3), ones(2, 3)))", "stack([1, 2], [3, 4], dim=1)",
+                   "stack(map(fn(i) -> [i, i ^ 2], 1:3))"])
 def stack(xs, dim):
     return _join("stack", ops.stack, xs, dim)
+
+
+@builtin("vector", "Arrays", "The vector of a tuple of numbers (what map returns); a vector unchanged.",
+         [P("xs", "numbers", doc="a tuple of numbers (or of bools), a vector, or a number")],
+         returns="[len(xs)]", differentiable=True,
+         what="Turns the tuple that map, zip or a loop's results give back into a vector to compute with: "
+              "vector(map(len, words)) is the vector of the lengths. A tuple of bools gives a bool vector, "
+              "() the empty vector, a number a vector of length 1. The inverse is tuple(v).",
+         how="The items are stacked with the stack primitive, so a tracked item keeps its gradient "
+             "(NumPy's `np.array(list_of_floats)`, PyTorch's `torch.stack`). Matrices are not items: "
+             "stack(xs) joins a tuple of vectors into a matrix.",
+         errors=["TypeError naming the first item that is not a number (a string, a tuple, a matrix), or "
+                 "when bools and numbers are mixed",
+                 "TypeError when xs is a matrix with 2 or more axes (stack or flatten it)"],
+         examples=["vector((1.5, 2, 3)) * 2", "vector(map(len, (\"to\", \"be\", \"or\")))", "vector(())",
+                   "grad(fn(w) -> sum(vector((w, 2 * w, 3)) ^ 2), 1)"])
+def vector(xs):
+    r = raw(xs)
+    if isinstance(r, tuple):
+        return numbers_vector("vector", "xs", xs)
+    if isinstance(r, np.ndarray):
+        if r.ndim == 1:
+            return xs
+        if r.ndim == 0:
+            return ops.reshape(xs, shape=(1,))
+        raise TypeErr(f"vector(): xs is {describe(xs)}; a vector has one axis: flatten(x) reads it row by "
+                      f"row, stack(xs) joins a tuple of vectors")
+    if isinstance(r, (float, int, bool, np.bool_)):
+        return np.array([r], dtype=np.bool_ if isinstance(r, (bool, np.bool_)) else ops.FLOAT["dtype"]) \
+            if type(xs) is not Box else ops.reshape(xs, shape=(1,))
+    raise TypeErr(f"vector(): xs must be a tuple of numbers, a vector or a number, got {describe(xs)}")
 
 
 # ---- shapes of issue 20: composites of the shape and index primitives (reshape, permute,

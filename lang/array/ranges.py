@@ -22,6 +22,7 @@ import numpy as np
 from tapeml.array import limits, ops
 from tapeml.syntax.errors import ValueErr
 from tapeml.array.tape import Box, raw
+from tapeml.array.values import Dict
 
 RANGE_MAX = limits.RANGE_MAX
 RANGE_ULPS = 4
@@ -128,9 +129,10 @@ def make_range(start: float, step: float, stop: float, span=None) -> np.ndarray:
 # ---- the items of a value, as `for` visits them ------------------------------------------------
 
 def walkable(v) -> bool:
-    """Whether `for` can walk v (a matrix or number, tracked or not, a tuple, a string)."""
+    """Whether `for` can walk v (a matrix or number, tracked or not, a tuple, a string, a
+    dictionary: its keys)."""
     r = raw(v)
-    return isinstance(r, (np.ndarray, tuple, str)) or \
+    return isinstance(r, (np.ndarray, tuple, str, Dict)) or \
         (isinstance(r, (float, int)) and not isinstance(r, (bool, np.bool_)))
 
 
@@ -139,7 +141,7 @@ def walk_length(v) -> int:
     r = raw(v)
     if isinstance(r, np.ndarray):
         return 1 if r.ndim == 0 else r.shape[0]
-    if isinstance(r, (tuple, str)):
+    if isinstance(r, (tuple, str, Dict)):
         return len(r)
     return 1
 
@@ -165,6 +167,8 @@ def walk_items(v):
         return (r[i] for i in range(r.shape[0]))
     if isinstance(r, (tuple, str)):
         return iter(r)
+    if isinstance(r, Dict):
+        return iter(r.keys())          # a snapshot: the loop's body may set keys of the variable
     return iter((v,))
 
 

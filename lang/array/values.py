@@ -1,8 +1,8 @@
 """Runtime values and the one printer.
 
 number -> float (np.float64 is a float), bool -> bool, none -> None, string -> str,
-matrix -> np.ndarray, tuple -> tuple, record -> Record, function -> a Callable (a user
-Function or a registry Builtin).
+matrix -> np.ndarray, tuple -> tuple, record -> Record, dictionary -> Dict, function -> a
+Callable (a user Function or a registry Builtin).
 Tracked values (tape.Box) print and behave as the value they hold.
 
 `format_value` is the only formatter: print, interpolation, the REPL echo and the docs use it.
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import difflib
 import math
+import threading
 
 import numpy as np
 
@@ -57,6 +58,126 @@ class Record:
 
     def __repr__(self):
         return format_value(self)
+
+
+_ABSENT = object()          # a key a version of a Dict does not have
+_DICT_LOCK = threading.Lock()   # every Dict's versions share one store; rerooting takes turns
+
+
+class Dict:
+    """A dictionary: keys (strings, numbers, tuples of those; see dict_key) mapped to values, in
+    insertion order. A value like every other: `with_item` returns a new Dict and the old one
+    keeps its items.
+
+    The versions of a dictionary share one Python dict (Baker's trick for persistent arrays):
+    the newest version holds it (`_store`), and each older one holds the undo of the one change
+    that made the next version (`_diff`: key, the old value or _ABSENT, the next version).
+    Changing the newest version costs O(1), so `counts[k] += 1` in a loop does not copy the
+    dictionary; reading an older version first moves the store back to it (undoing the changes
+    in reverse order, which also restores the insertion order: an undone insertion is the last
+    key). Removing a key builds a fresh store (an undo could not put it back in its place).
+    No method hands out the store: readers get items, tuples or new Dicts."""
+    __slots__ = ("_store", "_diff")
+
+    def __init__(self, items=None):
+        self._store = dict(items) if items is not None else {}
+        self._diff = None
+
+    def _data(self) -> dict:
+        """The store, as this version sees it (rerooted here first); call under _DICT_LOCK."""
+        if self._store is not None:
+            return self._store
+        path, node = [], self
+        while node._store is None:
+            path.append(node)
+            node = node._diff[2]
+        store = node._store
+        for n in reversed(path):                 # the version next to the root first
+            key, old, newer = n._diff
+            now = store.get(key, _ABSENT)
+            if old is _ABSENT:
+                del store[key]
+            else:
+                store[key] = old
+            newer._store, newer._diff = None, (key, now, n)
+            n._store, n._diff = store, None
+        return store
+
+    def __len__(self):
+        with _DICT_LOCK:
+            return len(self._data())
+
+    def get(self, key, default=_ABSENT):
+        """The value of a normalized key (dict_key), or `default` (_ABSENT when not given)."""
+        with _DICT_LOCK:
+            return self._data().get(key, default)
+
+    def has(self, key) -> bool:
+        with _DICT_LOCK:
+            return key in self._data()
+
+    def keys(self) -> tuple:
+        with _DICT_LOCK:
+            return tuple(self._data())
+
+    def values(self) -> tuple:
+        with _DICT_LOCK:
+            return tuple(self._data().values())
+
+    def items(self) -> tuple:
+        """(key, value) pairs in insertion order: a snapshot."""
+        with _DICT_LOCK:
+            return tuple(self._data().items())
+
+    def with_item(self, key, value) -> "Dict":
+        """A new version with key set to value (a new key goes last); this one is unchanged."""
+        new = Dict.__new__(Dict)
+        with _DICT_LOCK:
+            store = self._data()
+            old = store.get(key, _ABSENT)
+            store[key] = value
+            new._store, new._diff = store, None
+            self._store, self._diff = None, (key, old, new)
+        return new
+
+    def without(self, key) -> "Dict":
+        """A new dictionary without key (a fresh store; this one is unchanged)."""
+        with _DICT_LOCK:
+            items = dict(self._data())
+        del items[key]
+        return Dict(items)
+
+    def __repr__(self):
+        return format_value(self)
+
+
+def dict_key(v, depth: int = 0):
+    """A value as a dictionary key: a string, a number (a float; a tracked or 0-d one by its value)
+    or a tuple of those. TypeErr for any other kind (bools too: true would equal 1), ValueErr for
+    nan (it equals nothing, so it could never be found again)."""
+    v = raw(v)
+    t = type(v)
+    if t is str:
+        return v
+    if t is float:
+        if v != v:
+            raise ValueErr("a dictionary key cannot be nan (nan equals nothing, so it could never be "
+                           "found again)")
+        return v + 0.0              # -0.0 and 0.0 are one key
+    if t is tuple:
+        if depth >= MAX_NESTING:
+            raise nesting_error("the dictionary key")
+        return tuple([dict_key(x, depth + 1) for x in v])
+    if isinstance(v, (bool, np.bool_)):
+        raise TypeErr("a dictionary key is a string, a number or a tuple of those, got a bool")
+    if isinstance(v, (float, int)):
+        return dict_key(float(v), depth)
+    if isinstance(v, np.ndarray) and v.ndim == 0 and v.dtype != np.bool_:
+        return dict_key(float(v), depth)
+    hint = ""
+    if isinstance(v, np.ndarray):
+        hint = "; a vector's numbers as a key: tuple(v)"
+    raise TypeErr(f"a dictionary key is a string, a number or a tuple of those, got {describe(v)}{hint}")
 
 
 class Callable:
@@ -177,6 +298,8 @@ def type_name(v) -> str:
         return "tuple"
     if isinstance(v, Record):
         return "record"
+    if isinstance(v, Dict):
+        return "dict"
     if isinstance(v, Progress):
         return "progress"
     if isinstance(v, Callable):
@@ -215,6 +338,9 @@ def describe(v) -> str:
         return f"a {shape_text(v.shape)} {kind}matrix"
     if isinstance(v, tuple):
         return f"a tuple of {len(v)}"
+    if isinstance(v, Dict):
+        n = len(v)
+        return f"a dict of {n} key{'s' * (n != 1)}"
     t = type_name(v)
     return {"none": "none", "number": "a number", "bool": "a bool", "string": "a string",
             "record": "a record", "function": "a function", "progress": "a progress(...) loop"}.get(t, t)
@@ -326,7 +452,7 @@ def format_value(v, nested: bool = False, depth: int = 0) -> str:
         return quote(v) if nested else v
     if isinstance(v, np.ndarray):
         return format_array(v)
-    if isinstance(v, (tuple, Record)) and depth >= MAX_NESTING:
+    if isinstance(v, (tuple, Record, Dict)) and depth >= MAX_NESTING:
         raise nesting_error("the value to print")
     depth += 1
     if isinstance(v, tuple):
@@ -336,10 +462,20 @@ def format_value(v, nested: bool = False, depth: int = 0) -> str:
         return "(" + ", ".join([format_value(x, True, depth) for x in v]) + ")"
     if isinstance(v, Record):
         return "{" + ", ".join([f"{k} = {format_value(x, True, depth)}" for k, x in v.fields.items()]) + "}"
+    if isinstance(v, Dict):
+        # as its literal: {"a": 1, (1, 2): [3, 4]}; the empty dictionary is {:}
+        items = v.items()
+        if not items:
+            return "{:}"
+        return "{" + ", ".join([f"{format_value(k, True, depth)}: {format_value(x, True, depth)}"
+                                for k, x in items]) + "}"
     if isinstance(v, Function):
         return f"<fn {v.signature()}>"
     if isinstance(v, Progress):
         return f"<progress {quote(v.desc) + ', ' if v.desc else ''}{v.count} step{'s' * (v.count != 1)}>"
+    printed = getattr(v, "printed", None)      # a callable that says what it is (the Session's Python functions)
+    if printed is not None:
+        return printed()
     name = getattr(v, "name", None)
     if name:
         return f"<builtin {name}>"
@@ -373,7 +509,7 @@ def display_value(v, width: int = DISPLAY_WIDTH, height: int = DISPLAY_HEIGHT) -
     v = raw(v)
     if isinstance(v, np.ndarray):
         return display_array(v, width, height)
-    if isinstance(v, (tuple, Record)):
+    if isinstance(v, (tuple, Record, Dict)):
         line = format_value(v, True)
         if "\n" not in line and len(line) <= width:
             return line
@@ -538,11 +674,11 @@ def _leaf_text(v) -> str:
 def _count_numbers(v, depth: int = 0) -> int:
     """The numbers a tree holds, as param_count counts them (float matrices and numbers)."""
     v = raw(v)
-    if isinstance(v, (Record, tuple)):
+    if isinstance(v, (Record, tuple, Dict)):
         if depth >= MAX_NESTING:
             raise nesting_error("the value to show")
         total = 0
-        for x in (v.fields.values() if isinstance(v, Record) else v):
+        for x in (v.fields.values() if isinstance(v, Record) else v.values() if isinstance(v, Dict) else v):
             total += _count_numbers(x, depth + 1)
         return total
     if isinstance(v, np.ndarray):
@@ -555,10 +691,12 @@ def _count_numbers(v, depth: int = 0) -> int:
 def _structure(v, depth: int = 0):
     """The kinds and shapes of a tree, without its numbers (to spot repeated layers and heads)."""
     v = raw(v)
-    if isinstance(v, (Record, tuple)) and depth >= MAX_NESTING:
+    if isinstance(v, (Record, tuple, Dict)) and depth >= MAX_NESTING:
         raise nesting_error("the value to show")
     if isinstance(v, Record):
         return tuple([(k, _structure(x, depth + 1)) for k, x in v.fields.items()])
+    if isinstance(v, Dict):
+        return ("{}",) + tuple([(k, _structure(x, depth + 1)) for k, x in v.items()])
     if isinstance(v, tuple):
         return ("()",) + tuple([_structure(x, depth + 1) for x in v])
     if isinstance(v, np.ndarray):
@@ -579,12 +717,17 @@ def _more_parts_than(v, n: int) -> bool:
             stack.extend(x.fields.values())
         elif isinstance(x, tuple):
             stack.extend(x)
+        elif isinstance(x, Dict):
+            for k, item in x.items():
+                stack.extend((k, item))
     return False
 
 
 def _node_text(v) -> str:
     if isinstance(v, Record):
         return f"record with {len(v.fields)} field{'s' * (len(v.fields) != 1)}"
+    if isinstance(v, Dict):
+        return f"dict of {len(v)} key{'s' * (len(v) != 1)}"
     return f"tuple of {len(v)}"
 
 
@@ -600,11 +743,12 @@ def _display_tree(v, width: int, height: int) -> str:
         if depth > MAX_NESTING:
             raise nesting_error("the value to show")
         items = node.fields.items() if isinstance(node, Record) else \
+            ((f"[{format_value(k, True)}]", x) for k, x in node.items()) if isinstance(node, Dict) else \
             ((f"[{i}]", x) for i, x in enumerate(node))
         first = None                 # a tuple's first nested item: later items of its structure say so
         for name, x in items:
             x = raw(x)
-            if isinstance(x, (Record, tuple)):
+            if isinstance(x, (Record, tuple, Dict)):
                 if not _more_parts_than(x, SHORT_SUBTREE):
                     line = format_value(x, True, depth)
                     if len(line) <= SHORT_SUBTREE and "\n" not in line:
@@ -653,8 +797,18 @@ def values_equal(a, b, depth: int = 0) -> bool:
     """Structural equality for non-array values (strings, none, tuples, records)."""
     if type(a) is not type(b) and not (isinstance(a, (float, int)) and isinstance(b, (float, int))):
         return False
-    if isinstance(a, (tuple, Record)) and depth >= MAX_NESTING:
+    if isinstance(a, (tuple, Record, Dict)) and depth >= MAX_NESTING:
         raise nesting_error("a value compared")
+    if isinstance(a, Dict):
+        # the same keys with equal values, in any order (Python's rule for dicts)
+        items, other = a.items(), dict(b.items())
+        if len(items) != len(other):
+            return False
+        for k, x in items:
+            y = other.get(k, _ABSENT)
+            if y is _ABSENT or not values_equal(raw(x), raw(y), depth + 1):
+                return False
+        return True
     # plain loops, not all(generator): deep nesting must recurse in Python frames only
     if isinstance(a, tuple):
         if len(a) != len(b):

@@ -25,7 +25,7 @@ Declined (the whole function is walked): `break`/`continue` outside a loop, `ret
 top-level loop, an assignment to a keyword. Node kinds evaluated by the walker on a snapshot of the locals
 (an Env made for that one evaluation; they cannot assign, and in a body with Python locals
 nothing in them can capture it; in scope mode they get the scope itself): indexing, matrix
-literals, interpolated strings, ranges, imports. Assignments into fields and indices run the
+literals, dictionary literals, interpolated strings, ranges, imports. Assignments into fields and indices run the
 walker's assignment on a snapshot and take the new value of the root name back.
 """
 from __future__ import annotations
@@ -35,13 +35,13 @@ from contextlib import contextmanager
 
 from tapeml.syntax import ast as A
 from tapeml.syntax.lexer import KEYWORDS
-from tapeml.array.tape import raw
 from tapeml.array.values import Function, Progress, Record
 from tapeml.evaluator import semantics
 from tapeml.evaluator.progress import loop_bar
 from tapeml.evaluator.scope import Env
+from tapeml.evaluator.statements import loop_item_unpacked, unpacked
 from tapeml.array.ranges import Walk, walk_items, walkable
-from tapeml.syntax.errors import TypeErr, ValueErr
+from tapeml.syntax.errors import TypeErr
 from tapeml.array.values import describe
 
 _UNSET = object()          # a local not assigned yet
@@ -74,26 +74,8 @@ def _snapshot(env, names, values):
 
 
 def _unpack(value, n, node):
-    """`a, b = value` (Name targets): the walker's checks and messages."""
-    r = raw(value)
-    if not isinstance(r, tuple):
-        raise TypeErr(f"cannot unpack {describe(value)} into {n} names; "
-                      f"the right side must be a tuple", node.value.span)
-    if len(r) != n:
-        raise ValueErr(f"cannot unpack a tuple of {len(r)} into {n} names", node.span)
-    return r
-
-
-def _unpack_item(item, names):
-    """`for a, b in pairs`: each item as 'a, b = item' (the walker's unpack_item)."""
-    r = raw(item)
-    if not isinstance(r, tuple) or len(r) != len(names):
-        span = names[0].span.to(names[-1].span)
-        if not isinstance(r, tuple):
-            raise TypeErr(f"cannot unpack {describe(item)} into {len(names)} names; "
-                          f"each item of the loop must be a tuple", span)
-        raise ValueErr(f"cannot unpack a tuple of {len(r)} into {len(names)} names", span)
-    return r
+    """`a, b = value` (Name targets): the walker's unpacking, checks and messages."""
+    return unpacked(value, n, node.value.span, node.span, "the right side")
 
 
 @contextmanager
@@ -123,7 +105,7 @@ def _plain_items(seq, node):
 
 
 HELPERS = {"_U": _UNSET, "_look": _look, "_snap": _snapshot, "_unpack": _unpack,
-           "_unpack_item": _unpack_item, "_loop": _loop, "_function": _function, "Env": Env, "_bin": semantics.binary,
+           "_unpack_item": loop_item_unpacked, "_loop": _loop, "_function": _function, "Env": Env, "_bin": semantics.binary,
            "_cond": semantics.condition_value, "_unary": semantics.unary, "_field": semantics.field,
            "_transpose": semantics.transpose, "_is_mask": semantics.is_mask,
            "_mask": semantics.logical_mask, "Record": Record}
@@ -218,7 +200,7 @@ def _makes_functions(node) -> bool:
     return False
 
 
-SNAPSHOT_KINDS = (A.Index, A.Matrix, A.String, A.Range, A.Import, A.Formatted, A.End, A.Colon)
+SNAPSHOT_KINDS = (A.Index, A.Matrix, A.String, A.Range, A.Import, A.Formatted, A.End, A.Colon, A.DictLit)
 
 
 class _Compiler:

@@ -3,6 +3,7 @@ matrices, numbers, tuples and strings (docs/language.md, "Indexing"). A part of 
 Interpreter class (lang/evaluator/interpreter.py), kept in its own module by job."""
 from __future__ import annotations
 
+import difflib
 import math
 import sys
 
@@ -11,9 +12,17 @@ import numpy as np
 from tapeml.syntax import ast as A
 from tapeml.array import context, limits, ops
 from tapeml.syntax.unparse import unparse
-from tapeml.syntax.errors import IndexErr, TypeErr, ValueErr, caret_lines
+from tapeml.syntax.errors import IndexErr, KeyErr, LangError, TypeErr, ValueErr, caret_lines
 from tapeml.array.tape import raw
-from tapeml.array.values import Record, describe, format_value, shape_text
+from tapeml.array.values import _ABSENT, Dict, Record, describe, dict_key, format_value, shape_text
+
+
+def _number(text: str):
+    """The number a string spells ("3" -> 3.0), or None: for the hint of a missing key."""
+    try:
+        return float(text)
+    except ValueError:
+        return None
 
 
 class Indexing:
@@ -27,9 +36,18 @@ class Indexing:
         if isinstance(r, np.ndarray):
             idx = self.index_tuple(r, node, env)
             return ops.index(obj, idx=idx)
+        if type(r) is Dict:
+            key = self.dict_key_of(node, env)
+            value = r.get(key)
+            if value is _ABSENT:
+                raise self.missing_key(r, key, node)
+            return value
         if isinstance(r, tuple):
             if len(node.indices) == 1 and not isinstance(node.indices[0], (A.Range, A.Colon)):
-                return r[self.tuple_position(r, node, env)]
+                i = self.tuple_position(r, node, env, picks=True)
+                if type(i) is int:
+                    return r[i]
+                return tuple([r[j] for j in i])         # t[[0, 2]]: the items picked, as a tuple
             idx = self.index_tuple(np.empty(len(r)), node, env)
             picked = np.arange(len(r))[idx]
             return tuple(r[i] for i in np.atleast_1d(picked))
@@ -41,10 +59,49 @@ class Indexing:
             idx = self.index_tuple(np.zeros(1), node, env)
             return ops.index(ops.reshape(obj, shape=(1,)), idx=idx)
         if isinstance(r, Record):
-            raise TypeErr("records are read by field name (r.name), not by index", node.span)
+            raise TypeErr("records are read by field name (r.name), not by index"
+                          + ("; a dictionary, read by key, is written {\"key\": value}" if r.fields else ""),
+                          node.span)
         raise TypeErr(f"cannot index {describe(obj)}", node.span)
 
-    def tuple_position(self, t, node, env) -> int:
+    def dict_key_of(self, node, env):
+        """The key of `d[k]` (values.dict_key); several indices are one tuple key, as Python reads
+        d[a, b]. `end`, `:` and ranges have no meaning for a dictionary."""
+        items = node.indices
+        keys = []
+        self.end_stack.append(None)             # `end` is no position here (eval_end says so)
+        try:
+            for item in items:
+                if type(item) in (A.Colon, A.Range):
+                    raise IndexErr("a dictionary is read by key: ranges and ':' pick positions, which a "
+                                   "dictionary does not have (its keys: keys(d))", item.span)
+                keys.append(self.eval(item, env))
+        finally:
+            self.end_stack.pop()
+        span = items[0].span.to(items[-1].span)
+        try:
+            return dict_key(keys[0] if len(keys) == 1 else tuple(keys))
+        except LangError as e:
+            raise e.with_span(span) from None
+
+    def missing_key(self, d, key, node) -> LangError:
+        span = node.indices[0].span.to(node.indices[-1].span)
+        keys = d.keys()
+        hint = ""
+        if type(key) is str:
+            close = difflib.get_close_matches(key, [k for k in keys if type(k) is str], 1)
+            if close:
+                hint = f"; did you mean {format_value(close[0], True)}?"
+            elif _number(key) is not None and _number(key) in keys:
+                hint = f"; it has the number key {format_value(_number(key))}"
+        elif type(key) is float and format_value(key) in keys:
+            hint = f"; it has the string key \"{format_value(key)}\""
+        shown = ", ".join(format_value(k, True) for k in keys[:5]) + (", ..." if len(keys) > 5 else "")
+        return KeyErr(f"the dictionary has no key {format_value(key, True)}{hint} "
+                      f"({len(keys)} key{'s' * (len(keys) != 1)}{': ' + shown if keys else ''}); "
+                      f"get(d, key, default) reads a key that may be missing", span)
+
+    def tuple_position(self, t, node, env, picks: bool = False):
         if len(node.indices) != 1:
             raise IndexErr(f"a tuple takes one index, got {len(node.indices)}", node.span)
         stand_in = np.empty(len(t))
@@ -54,9 +111,13 @@ class Indexing:
             e.message = e.message.replace(describe(stand_in), f"a tuple of {len(t)} item{'s' if len(t) != 1 else ''}")
             raise
         i = idx[0]
-        if not isinstance(i, (int, np.integer)):
-            raise IndexErr("use a single whole-number index to pick a tuple item", node.span)
-        return int(i)
+        if isinstance(i, (int, np.integer)):
+            return int(i)
+        if picks and isinstance(i, np.ndarray) and i.ndim == 1:
+            return [int(j) for j in i]          # an index vector or a bool mask: the positions
+        if picks and isinstance(i, slice):
+            return list(range(len(t)))[i]
+        raise IndexErr("use a single whole-number index to pick a tuple item", node.span)
 
     def index_tuple(self, arr: np.ndarray, node, env) -> tuple:
         """The NumPy index for `arr[...]`, after checking every part (0-based, inclusive ranges,
@@ -212,6 +273,9 @@ class Indexing:
         return slice(start, end, step)
 
     def eval_end(self, node, env):
+        if self.end_stack and self.end_stack[-1] is None:
+            raise IndexErr("'end' means the last position, and a dictionary's keys are not positions",
+                           node.span)
         if not self.end_stack:
             raise IndexErr("'end' only means the last index inside brackets", node.span)
         return float(self.end_stack[-1])

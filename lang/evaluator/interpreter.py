@@ -34,7 +34,7 @@ from tapeml.array.ranges import plan_range
 from tapeml.evaluator.scope import Env
 from tapeml.evaluator.statements import Statements
 from tapeml.array.tape import Box, raw
-from tapeml.array.values import Function, Record, describe, format_value, is_numeric, shape_text
+from tapeml.array.values import Dict, Function, Record, describe, dict_key, format_value, is_numeric, shape_text
 
 _STDLIB_TREES: dict = {}    # (file name, text) -> parsed Program, shared by all interpreters
 
@@ -274,6 +274,25 @@ class Interpreter(Statements, Calls, Indexing):
 
     def eval_recordlit(self, node, env):
         return Record({name: self.eval(x, env) for name, x in node.fields})
+
+    def eval_dictlit(self, node, env):
+        """{key: value, ...}: keys evaluated and checked (values.dict_key); a key given twice keeps
+        its first place and its last value, as in Python."""
+        items = {}
+        for knode, vnode in node.items:
+            try:
+                k = self.eval(knode, env)
+            except NameErr as e:
+                if type(knode) is A.Name and e.span is knode.span:
+                    e.message += (f"; a word as a dictionary key is a string: {{\"{knode.name}\": ...}} "
+                                  f"(and {{{knode.name} = ...}} is a record)")
+                raise
+            try:
+                key = dict_key(k)
+            except LangError as e:
+                raise e.with_span(knode.span) from None
+            items[key] = self.eval(vnode, env)
+        return Dict(items)
 
     def eval_lambda(self, node, env):
         return Function("<anonymous>", node.params, node.body, env, node.span)

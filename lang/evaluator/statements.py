@@ -14,8 +14,38 @@ from tapeml.evaluator.progress import loop_bar
 from tapeml.array.ranges import ValueWalk, Walk, walk_items, walkable
 from tapeml.evaluator.scope import BreakSignal, ContinueSignal, ReturnSignal
 from tapeml.array.tape import raw
-from tapeml.array.values import Function, Progress, Record, describe, is_numeric, shape_text
+from tapeml.array.values import Dict, Function, Progress, Record, describe, is_numeric, shape_text
 from tapeml.evaluator.semantics import binary, condition_value
+
+
+def unpacked(value, n: int, kind_span, count_span, what: str):
+    """The n items `a, b = value` binds: a tuple's items, a vector's elements, a matrix's rows (as
+    `for` walks them, the tape kept). TypeErr (at kind_span) for any other value, ValueErr (at
+    count_span) when the count differs."""
+    r = raw(value)
+    if isinstance(r, tuple):
+        if len(r) != n:
+            raise ValueErr(f"cannot unpack a tuple of {len(r)} into {n} names", count_span)
+        return r
+    if isinstance(r, np.ndarray) and r.ndim >= 1:
+        if r.shape[0] != n:
+            what_it = f"a vector of length {r.shape[0]}" if r.ndim == 1 else \
+                f"{describe(r)} ({r.shape[0]} row{'s' * (r.shape[0] != 1)})"
+            raise ValueErr(f"cannot unpack {what_it} into {n} names", count_span)
+        return list(walk_items(value))
+    hint = "; for its keys write a, b = keys(d)" if isinstance(r, Dict) else ""
+    raise TypeErr(f"cannot unpack {describe(value)} into {n} names; {what} must be a tuple or a "
+                  f"vector{hint}", kind_span)
+
+
+
+def loop_item_unpacked(item, names):
+    """The items `for a, b in ...` binds from one item (names: the loop's Name nodes)."""
+    r = raw(item)
+    if type(r) is not tuple or len(r) != len(names):
+        span = names[0].span.to(names[-1].span)
+        r = unpacked(item, len(names), span, span, "each item of the loop")
+    return r
 
 
 class Statements:
@@ -34,13 +64,8 @@ class Statements:
 
     def eval_destructure(self, node, env):
         value = self.eval(node.value, env)
-        r = raw(value)
-        if not isinstance(r, tuple):
-            raise TypeErr(f"cannot unpack {describe(value)} into {len(node.targets)} names; "
-                          f"the right side must be a tuple", node.value.span)
-        if len(r) != len(node.targets):
-            raise ValueErr(f"cannot unpack a tuple of {len(r)} into {len(node.targets)} names", node.span)
-        for target, v in zip(node.targets, r):
+        items = unpacked(value, len(node.targets), node.value.span, node.span, "the right side")
+        for target, v in zip(node.targets, items):
             self.assign(target, v, env)
 
     def assign(self, target, value, env):
@@ -59,12 +84,19 @@ class Statements:
         elif t is A.Index:
             container = self.eval(target.obj, env)
             c = raw(container)
+            if type(c) is Dict:     # a new version with the key set (O(1): values.Dict)
+                self.assign(target.obj, c.with_item(self.dict_key_of(target, env), value), env)
+                return
             if isinstance(c, tuple):
                 i = self.tuple_position(c, target, env)
                 self.assign(target.obj, c[:i] + (value,) + c[i + 1:], env)
                 return
             if not isinstance(c, np.ndarray):
-                raise TypeErr(f"cannot assign into {describe(container)} by index", target.span)
+                hint = ""
+                if isinstance(c, Record):
+                    hint = ("; {} is an empty record: an empty dictionary is {:} (or dict())" if not c.fields
+                            else "; a record's fields are set by name: r.name = value")
+                raise TypeErr(f"cannot assign into {describe(container)} by index{hint}", target.span)
             if c.ndim == 0:        # zeros(): written as a 1-vector, then given back its shape ()
                 flat = ops.reshape(container, shape=(1,))
                 idx = self.index_tuple(raw(flat), target, env)
@@ -177,14 +209,7 @@ class Statements:
     def unpack_item(self, item, names, env):
         """Bind one item of `for a, b in pairs` as 'a, b = item' would (the same checks and
         messages; the tape's values pass through unchanged)."""
-        r = raw(item)
-        if not isinstance(r, tuple) or len(r) != len(names):
-            span = names[0].span.to(names[-1].span)
-            if not isinstance(r, tuple):
-                raise TypeErr(f"cannot unpack {describe(item)} into {len(names)} names; "
-                              f"each item of the loop must be a tuple", span)
-            raise ValueErr(f"cannot unpack a tuple of {len(r)} into {len(names)} names", span)
-        for target, v in zip(names, r):
+        for target, v in zip(names, loop_item_unpacked(item, names)):
             self.assign(target, v, env)
 
     def eval_break(self, node, env):

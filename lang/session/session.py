@@ -17,13 +17,16 @@ a large stack, so a Session reaches the language's limit of 20,000 nested calls 
 line does. Ctrl-C raises KeyboardInterrupt out of the method; the variables set so far stay.
 
 Values, Python -> tapeml: NumPy arrays (and lists of numbers) become matrices in the Session's
-float type (integer and bool arrays included); a 0-d array, int or float a number; bool, str and
-None themselves; tuple a tuple; a dict (name keys) a record. Anything else is a TypeError of the
-language that says where in the value it is (r['w'][2]); an int past the float range is a
-ValueError. tapeml -> Python: matrices are NumPy arrays (copies), numbers float, bools bool,
-strings str, tuples tuple, records dict, functions a Python callable that calls them in the
-Session. Both conversions walk nested values without recursion, so a tuple nested 100,000 deep
-crosses; a value that contains itself is refused.
+float type (integer arrays included); bool arrays (and lists of bools) bool matrices; a 0-d
+array, int or float a number; bool, str and None themselves; tuple a tuple; a dict whose keys are
+all names a record, any other dict (or a tapeml.Dict) a dictionary; a Python callable a function
+of the language (PythonFunction). Anything else is a TypeError of the language that says where
+in the value it is (r['w'][2]); an int past the float range is a ValueError. tapeml -> Python:
+matrices are NumPy arrays (copies, bool ones bool), numbers float, bools bool, strings str, tuples
+tuple (a tuple of whole numbers, as size gives, a tuple of ints: NumPy takes it as a shape),
+records dict, dictionaries tapeml.Dict (a dict; whole-number keys as ints), functions a Python
+callable that calls them in the Session. Both conversions walk nested values without recursion,
+so a tuple nested 100,000 deep crosses; a value that contains itself is refused.
 """
 from __future__ import annotations
 
@@ -40,8 +43,29 @@ from tapeml.evaluator.interpreter import Interpreter
 from tapeml.syntax.lexer import KEYWORDS
 from tapeml.array.primitive_table import DTYPES
 from tapeml.evaluator.stack import running
-from tapeml.array.tape import raw
-from tapeml.array.values import MAX_NESTING, Callable, Progress, Record, describe, nesting_error
+from tapeml.array.tape import Box, raw
+from tapeml.array.values import Dict as LangDict
+from tapeml.array.values import MAX_NESTING, Callable, Progress, Record, describe, dict_key, nesting_error
+
+
+class UndefinedName(NameErr, KeyError):
+    """A name the Session does not have: a NameError of the language, and a KeyError, as a
+    missing key of a Python mapping is (`s["x"]`, `del s["x"]`, `s.call("x")`)."""
+
+
+class PythonError(LangError):
+    """A Python function called from tapeml raised an exception (its __cause__)."""
+    kind = "PythonError"
+
+
+class Dict(dict):
+    """A tapeml dictionary on the Python side: a dict. Reading a dictionary from a Session gives
+    one, and setting one into a Session makes a dictionary whatever its keys (a plain dict whose
+    keys are all names becomes a record)."""
+    __slots__ = ()
+
+    def __repr__(self):
+        return f"tapeml.Dict({dict.__repr__(self)})"
 
 
 class _Stdout:
@@ -120,7 +144,7 @@ class Session:
     # ---- variables ---------------------------------------------------------------------------
     def __getitem__(self, name: str):
         """The variable `name` as a Python value (see the module docstring for the kinds).
-        Raises LangError (NameError) when no scope has it."""
+        Raises UndefinedName (a LangError of kind NameError, and a KeyError) when no scope has it."""
         with running(self.state):
             return to_python(self, self._lookup(name))
 
@@ -133,14 +157,25 @@ class Session:
             self.interp.set_variable(name, to_lang(self, value, name))
 
     def __contains__(self, name) -> bool:
-        return self.interp.has_variable(name)
+        return isinstance(name, str) and self.interp.has_variable(name)
 
     def __delitem__(self, name: str) -> None:
+        """Forget the global variable `name`; UndefinedName (a KeyError) when there is none."""
+        if not (isinstance(name, str) and self.interp.has_variable(name)):
+            raise UndefinedName(f"{name!r} is not a variable of the Session")
         self.interp.delete_variable(name)
 
     def variables(self) -> list[str]:
-        """The names of the Session's global variables, in the order they were first set."""
+        """The names of the Session's global variables (the program's own, not the builtins or the
+        standard library), in the order they were first set. `list(s)` is the same list, and
+        `len(s)` its length."""
         return list(self.interp.variables())
+
+    def __iter__(self):
+        return iter(self.variables())
+
+    def __len__(self) -> int:
+        return len(self.interp.variables())
 
     def figures(self) -> list:
         """The Session's open matplotlib figures (drawn by plot, hist, ... and not yet shown)."""
@@ -153,7 +188,7 @@ class Session:
         try:
             return self.interp.get_variable(name)
         except (KeyError, TypeError):       # TypeError: an unhashable name
-            raise NameErr(f"{name!r} is not defined") from None
+            raise UndefinedName(f"{name!r} is not defined") from None
 
     def _call(self, fn, args, kwargs, name):
         lang_args = [to_lang(self, a, f"argument {i + 1}{{}} of {name}") for i, a in enumerate(args)]
@@ -231,8 +266,8 @@ def to_lang(session: Session, root, base: str):
     value = _leaf(session, root, base, [], dtype)
     if value is not _CONTAINER:
         return value
-    # frames: [the container, its items left (key, value), the converted items, its key]
-    stack = [[root, _items(root, base, []), [], None]]
+    # frames: [the container, its items left (key, value), the converted items, its key, its kind]
+    stack = [[root, _items(root, base, []), [], None, _container_kind(root)]]
     on_path = {id(root)}
     path: list = []
     while True:
@@ -247,15 +282,17 @@ def to_lang(session: Session, root, base: str):
                 if len(stack) >= MAX_NESTING:
                     raise nesting_error("the Python value")
                 on_path.add(id(item))
-                stack.append([item, _items(item, base, path), [], key])
+                stack.append([item, _items(item, base, path), [], key, _container_kind(item)])
                 break
             frame[2].append((key, value))
             path.pop()
         else:
             stack.pop()
             on_path.discard(id(frame[0]))
-            built = (Record(dict(frame[2])) if isinstance(frame[0], Mapping)
-                     else tuple(v for _, v in frame[2]))
+            kind = frame[4]
+            built = (Record(dict(frame[2])) if kind == "record" else
+                     LangDict({_lang_key(k): v for k, v in frame[2]}) if kind == "dict" else
+                     tuple(v for _, v in frame[2]))
             if not stack:
                 return built
             stack[-1][2].append((frame[3], built))
@@ -266,15 +303,39 @@ def _kind(v) -> str:
     return "dict" if isinstance(v, Mapping) else "tuple"
 
 
+def _container_kind(container) -> str:
+    """"tuple"; "record" for a dict whose keys are all names; "dict" for a tapeml.Dict or any other dict."""
+    if not isinstance(container, Mapping):
+        return "tuple"
+    if not isinstance(container, Dict) and all(is_name(k) for k in container):
+        return "record"
+    return "dict"
+
+
+def _lang_key(k):
+    """A Python dict key as a tapeml dictionary key (values.dict_key: ints become numbers)."""
+    if isinstance(k, (int, np.integer)) and not isinstance(k, (bool, np.bool_)):
+        k = float(k)
+    elif isinstance(k, tuple):
+        k = tuple(_lang_key(x) for x in k)
+    elif isinstance(k, np.floating):
+        k = float(k)
+    elif not isinstance(k, (str, float, bool, np.bool_)):
+        raise TypeErr(f"a dictionary key is a string, a number or a tuple of those, got {_python_kind(k)}")
+    return dict_key(k)
+
+
 def _items(container, base, path):
-    """(key, item) pairs of a tuple or a dict, the dict's keys checked as field names."""
+    """(key, item) pairs of a tuple or a dict; a dict that becomes a dictionary has its keys checked."""
     if not isinstance(container, Mapping):
         return iter(enumerate(container))
-    for k in container:
-        if not is_name(k):
-            hint = _keyword_hint(k) if isinstance(k, str) else ""
-            raise TypeErr(f"{_where(base, path)} has the key {k!r}: a dict becomes a record, whose field "
-                          f"names are names (letters, digits and _){hint}")
+    if _container_kind(container) == "dict":
+        for k in container:
+            try:
+                _lang_key(k)
+            except (LangError, OverflowError) as e:
+                why = e.message if isinstance(e, LangError) else "a number too large for a float64"
+                raise TypeErr(f"{_where(base, path)} has the key {k!r}: {why}") from None
     return iter(container.items())
 
 
@@ -301,12 +362,14 @@ def _leaf(session, v, base, path, dtype):
         return v.fn
     if isinstance(v, (np.ndarray, list)):
         return _matrix(v, base, path, dtype)
+    if callable(v) and not hasattr(v, "__array__") and not isinstance(v, type):
+        return PythonFunction(session, v, _function_name(v, base, path))
     kind = _python_kind(v)
     raise TypeErr(f"{_where(base, path)} is {kind}" + (f"; {_HAS}" if kind.startswith("an object") else ""))
 
 
 _HAS = ("tapeml takes numbers, bools, strings, None, NumPy arrays and lists of numbers, tuples, "
-        "and dicts with name keys")
+        "dicts and functions")
 
 
 def _python_kind(v) -> str:
@@ -325,8 +388,8 @@ def _python_kind(v) -> str:
         return "a dict"
     if hasattr(v, "__array__"):
         return f"a {type(v).__name__} (convert it with numpy.asarray(...) first)"
-    if callable(v):
-        return f"a Python {type(v).__name__} (tapeml cannot call Python code)"
+    if isinstance(v, type):
+        return f"a Python class ({v.__name__}); wrap it in a function to call it from tapeml"
     return f"an object of the Python class {type(v).__name__}"
 
 
@@ -347,6 +410,8 @@ def _matrix(v, base, path, dtype):
     if a.ndim == 0:
         return bool(a) if a.dtype.kind == "b" else float(a)
     try:
+        if a.dtype.kind == "b":
+            return a.copy()             # a mask stays a bool matrix
         return a.astype(dtype)          # a copy: the caller's array stays theirs
     except MemoryError:
         raise ValueErr(f"{_where(base, path)}: not enough memory to copy a "
@@ -456,7 +521,10 @@ def to_python(session: Session, root):
         else:
             stack.pop()
             r = raw(frame[3])
-            built = dict(frame[1]) if type(r) is Record else tuple(v for _, v in frame[1])
+            t = type(r)
+            built = (dict(frame[1]) if t is Record else
+                     Dict({_py_key(k): v for k, v in frame[1]}) if t is LangDict else
+                     _py_tuple([v for _, v in frame[1]]))
             if not stack:
                 return built
             stack[-1][1].append((frame[2], built))
@@ -464,7 +532,29 @@ def to_python(session: Session, root):
 
 def _py_items(v):
     v = raw(v)
-    return iter(v.fields.items()) if type(v) is Record else iter(enumerate(v))
+    t = type(v)
+    return iter(v.fields.items()) if t is Record else iter(v.items()) if t is LangDict else iter(enumerate(v))
+
+
+def _whole(x) -> bool:
+    return type(x) is float and x.is_integer() and abs(x) < 2.0 ** 63
+
+
+def _py_tuple(items: list) -> tuple:
+    """A tuple; a non-empty one of whole numbers (a shape from size, indices) holds ints, so NumPy
+    takes it as a shape and Python as indices."""
+    if items and all(_whole(x) for x in items):
+        return tuple(int(x) for x in items)
+    return tuple(items)
+
+
+def _py_key(k):
+    """A dictionary key for Python: strings as they are, whole numbers as ints, tuples of them too."""
+    if type(k) is tuple:
+        return _py_tuple([_py_key(x) for x in k])
+    if _whole(k):
+        return int(k)
+    return k
 
 
 def _py_leaf(session, v):
@@ -478,8 +568,10 @@ def _py_leaf(session, v):
         return bool(v)
     if isinstance(v, (float, int, np.floating, np.integer)):
         return float(v)
-    if t is tuple or t is Record:
+    if t is tuple or t is Record or t is LangDict:
         return _CONTAINER
+    if t is PythonFunction and v.session is session:
+        return v.fn                      # the Python function that was set in
     if isinstance(v, Callable):
         return SessionFunction(session, v)
     if isinstance(v, Progress):          # progress(items): what its loop walks
@@ -502,4 +594,97 @@ class SessionFunction:
         return f"<tapeml function {self.fn.signature() if hasattr(self.fn, 'signature') else self.fn.name}>"
 
 
-__all__ = ["Session", "SessionFunction", "LangError"]
+# ---- Python functions called from tapeml -----------------------------------------------------------
+def _function_name(fn, base, path) -> str:
+    """What a Python function is called in tapeml's messages: the variable it was set as (s["f"] =
+    ...), else its own __name__."""
+    if not path and is_name(base):
+        return base
+    name = getattr(fn, "__name__", "")
+    return name if is_name(name) else "python_function"
+
+
+class _PyParam:
+    __slots__ = ("name", "default", "variadic")
+
+    def __init__(self, name, default, variadic=False):
+        self.name, self.default, self.variadic = name, default, variadic
+
+
+class PythonFunction(Callable):
+    """A Python callable set into a Session (`s["f"] = lambda x: ...`), callable from tapeml: the
+    arguments go to Python as `s[name]` gives values, the result comes back as `s[name] = value`
+    takes it. The tape cannot follow Python code: an argument that grad is differentiating (a
+    tracked value, anywhere inside it) is a TypeError naming the argument, never a silent zero
+    gradient. An exception in the function is a PythonError (the exception its __cause__)."""
+    __slots__ = ("session", "fn", "name", "params")
+
+    def __init__(self, session: Session, fn, name: str):
+        self.session, self.fn, self.name = session, fn, name
+        self.params = _py_params(fn)
+
+    def signature(self) -> str:
+        parts = []
+        for p in self.params:
+            parts.append(f"{p.name}..." if p.variadic else p.name if p.default is None else f"{p.name}=...")
+        return f"{self.name}({', '.join(parts)})"
+
+    def printed(self) -> str:
+        return f"<python {self.signature()}>"
+
+    def call(self, interp, args: list, kwargs: dict, span):
+        for where, a in [(f"argument {i + 1}", a) for i, a in enumerate(args)] + \
+                        [(f"argument {k}", v) for k, v in kwargs.items()]:
+            if _tracked(a):
+                raise TypeErr(f"{self.name}() is a Python function, which grad cannot differentiate: its "
+                              f"{where} depends on the input of grad. Write it in tapeml, or pass "
+                              f"stop_gradient(...) to use the value with a gradient of 0", span)
+        session = self.session
+        py_args = [to_python(session, a) for a in args]
+        py_kwargs = {k: to_python(session, v) for k, v in kwargs.items()}
+        try:
+            out = self.fn(*py_args, **py_kwargs)
+        except LangError:
+            raise                           # a Session call inside the function failed: its own error
+        except Exception as e:
+            text = str(e)
+            raise PythonError(f"{self.name}(): the Python function raised {type(e).__name__}"
+                              + (f": {text}" if text else ""), span) from e
+        try:
+            return to_lang(session, out, f"the result of {self.name}()")
+        except LangError as e:
+            raise e.with_span(span)
+
+
+def _py_params(fn) -> list:
+    import inspect
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return [_PyParam("args", None, True)]
+    out = []
+    for p in sig.parameters.values():
+        if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
+            out.append(_PyParam(p.name, None, True))
+        else:
+            out.append(_PyParam(p.name, None if p.default is p.empty else p.default))
+    return out
+
+
+def _tracked(v) -> bool:
+    """Whether v, or anything inside it, is on grad's tape."""
+    todo = [v]
+    while todo:
+        x = todo.pop()
+        if type(x) is Box:
+            return True
+        if type(x) is tuple:
+            todo.extend(x)
+        elif type(x) is Record:
+            todo.extend(x.fields.values())
+        elif type(x) is LangDict:
+            todo.extend(x.values())
+    return False
+
+
+__all__ = ["Session", "SessionFunction", "PythonFunction", "Dict", "UndefinedName", "PythonError", "LangError"]

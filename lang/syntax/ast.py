@@ -110,6 +110,11 @@ class RecordLit(Node):
 
 
 @node
+class DictLit(Node):
+    items: tuple         # tuple of (key expression, value expression); () is the empty {:}
+
+
+@node
 class Formatted(Node):
     """An interpolation with a format spec, "{value:spec}", only inside String.parts; the span is
     the spec's (value has its own)."""

@@ -107,6 +107,11 @@ class ValueErr(LangError):
     kind = "ValueError"
 
 
+class KeyErr(LangError, KeyError):
+    """A dictionary has no such key (also a Python KeyError, for the Python API's callers)."""
+    kind = "KeyError"
+
+
 class RecursionErr(LangError):
     kind = "RecursionError"
 

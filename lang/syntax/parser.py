@@ -290,7 +290,14 @@ class Parser:
 
     # ---- expressions --------------------------------------------------------------------
     def expression(self) -> A.Node:
-        return self.or_expr()
+        expr = self.or_expr()
+        if self.check("in") or (self.check("not") and self.peek(1).kind == "in"):
+            # Python's `k in d` / `k not in d`: an expression never goes on with 'in'
+            tok = self.peek()
+            neg = "not " if tok.kind == "not" else ""
+            raise LangSyntaxError(f"tapeml has no '{neg}in' operator: write {neg}contains(container, item) "
+                                  f"(a dictionary's keys, a tuple's items, a substring)", tok.span)
+        return expr
 
     def or_expr(self) -> A.Node:
         left = self.and_expr()
@@ -552,7 +559,15 @@ class Parser:
         return A.Matrix(open_.span.to(close.span), tuple(tuple(r) for r in rows if r), stacked)
 
     def record(self) -> A.Node:
+        """`{name = value, ...}` a record; `{key: value, ...}` a dictionary (`{:}` the empty one).
+        The first item decides: a name followed by '=' (or `{}`) is a record."""
         open_ = self.advance()
+        if self.check(":") and self.peek(1).kind == "}":
+            self.advance()
+            close = self.advance()
+            return A.DictLit(open_.span.to(close.span), ())
+        if not self.check("}") and not (self.check(NAME) and self.peek(1).kind == "="):
+            return self.dictionary(open_)
         fields = []
         while not self.check("}"):
             name = self.consume(NAME, "expected a field name in the record (write {name = value})")
@@ -564,6 +579,22 @@ class Parser:
                 break
         close = self.consume("}", "expected ',' or '}' in the record")
         return A.RecordLit(open_.span.to(close.span), tuple(fields))
+
+    def dictionary(self, open_: Token) -> A.Node:
+        items = []
+        while not self.check("}"):
+            key = self.additive()      # below the range level: the ':' after it separates the value
+            if not self.check(":"):
+                hint = (" (a record is {name = value}: the first field decides which it is)"
+                        if self.check("=") else "")
+                raise self.error(f"expected ':' after the key in the dictionary {{key: value}}, found "
+                                 f"{self.describe(self.peek())}{hint}")
+            self.advance()
+            items.append((key, self.expression()))
+            if not self.match(","):
+                break
+        close = self.consume("}", "expected ',' or '}' in the dictionary")
+        return A.DictLit(open_.span.to(close.span), tuple(items))
 
 
 def parse(source: str, filename: str = "<input>") -> A.Program:

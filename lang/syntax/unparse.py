@@ -16,7 +16,7 @@ _ESCAPES = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\t": "\\t", "{": "{{", "}": 
 
 # nodes that print as one token or a bracketed whole, and so never need parentheses
 _ATOMS = (A.Name, A.Bool, A.NoneLit, A.End, A.Colon, A.String, A.Matrix, A.TupleLit, A.RecordLit,
-          A.Call, A.Index, A.Field, A.Transpose, A.Import)
+          A.DictLit,           A.Call, A.Index, A.Field, A.Transpose, A.Import)
 
 
 def unparse(node) -> str:
@@ -95,6 +95,11 @@ def _expr(node) -> str:
         return "(" + ", ".join(_expr(x) for x in node.items) + ")"
     if t is A.RecordLit:
         return "{" + ", ".join(f"{k} = {_expr(v)}" for k, v in node.fields) + "}"
+    if t is A.DictLit:
+        if not node.items:
+            return "{:}"
+        # a key is parsed above the range level (its ':' ends it): parenthesized unless one unit
+        return "{" + ", ".join(f"{_atom(k)}: {_expr(v)}" for k, v in node.items) + "}"
     if t is A.Unary:
         sep = " " if node.op == "not" else ""
         return f"{node.op}{sep}{_atom(node.operand)}"

@@ -125,7 +125,7 @@ def same_png(a: str, b: str) -> bool:
 
 
 # ---- the gradient check ----------------------------------------------------------------------
-DIFF_KINDS = ("array", "tree", "record", "tuple")
+DIFF_KINDS = ("array", "numbers", "tree", "record", "tuple")
 
 
 def _float_tree(v) -> bool:
