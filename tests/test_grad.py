@@ -11,7 +11,7 @@ from tapeml.builtins.ml import attention as ml_attention
 from tapeml.array.tape import Box, raw
 from tapeml.array.values import Record
 
-from conftest import run_ml
+from support import fresh, run_ml, variables_after
 from fd import PyInterp, fd_grad, grad
 
 
@@ -632,12 +632,9 @@ print(all(g == {want}), check_grad(fn(x) -> {expr}, x0) < 1e-6)
 
 
 def test_loop_over_a_0d_value_keeps_the_tape():
-    import io
-    from tapeml.evaluator.interpreter import Interpreter
-    interp = Interpreter(out=io.StringIO(), load_prelude=False)
-    interp.globals.vars["X"] = np.array(3.0)
-    interp.run(LOOP + "G = grad(f, X)\nN = 0\nfor v in X\n    N = N + 1\nend", "<loop>")
-    assert float(interp.globals.vars["G"]) == 12 and interp.globals.vars["N"] == 1
+    g = variables_after(LOOP + "G = grad(f, X)\nN = 0\nfor v in X\n    N = N + 1\nend", fresh(prelude=False),
+                        X=np.array(3.0))
+    assert float(g["G"]) == 12 and g["N"] == 1
 
 
 def test_issue_16_loop_over_a_number():

@@ -14,10 +14,10 @@ pytest.importorskip("jupyter_client", reason="the kernel tests need the jupyter 
 pytest.importorskip("ipykernel", reason="the kernel tests need the jupyter extra: pip install -e '.[jupyter]'")
 
 from kernel_support import execute  # noqa: E402,F401
+from support import ROOT, error_of  # noqa: E402
 from tapeml.faces import kernel as K  # noqa: E402
 from tapeml.syntax.errors import LangError, render                         # noqa: E402
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 NOTEBOOK = os.path.join(ROOT, "examples", "tutorial.ipynb")
 PNG = b"\x89PNG\r\n\x1a\n"
 
@@ -66,7 +66,7 @@ def test_install_writes_a_kernelspec_that_runs_this_python(kernelspec_path):
 
 def test_install_options_are_checked(ml):
     code, out = ml("")      # warm-up: the in-process CLI
-    from conftest import run_cli
+    from support import run_cli
     code, out = run_cli(["kernel", "install", "--user", "--prefix", "/nonexistent"])
     assert code == 2 and "exclude each other" in out
     code, out = run_cli(["kernel", "install", "--bogus"])
@@ -139,12 +139,10 @@ def test_error_reply_is_the_cli_message(kernel):
     code = "y = [1, 2, 3]\ny + [1, 2]"
     reply, out = execute(kc, code)
     assert reply["status"] == "error" and reply["ename"] == "ShapeError"
-    from tapeml.evaluator.interpreter import Interpreter
     name = f"In[{reply['execution_count']}]"
-    with pytest.raises(LangError) as e:
-        Interpreter().run(code, name)
-    assert reply["evalue"] == e.value.message
-    assert reply["traceback"] == render(e.value, {name: code}).split("\n")
+    err = error_of(code, filename=name)
+    assert reply["evalue"] == err.message
+    assert reply["traceback"] == render(err, {name: code}).split("\n")
     assert reply["traceback"][0].startswith(f"{name}:2:3: ShapeError: ")
     assert reply["traceback"][-1].strip() == "|   ^"
     assert out == [("error", {k: reply[k] for k in ("ename", "evalue", "traceback", "execution_count")})]

@@ -18,7 +18,7 @@ from tapeml.array import ops
 from tapeml.builtins import REGISTRY
 from tapeml.array.tape import raw
 
-from conftest import run_ml
+from support import run_ml
 from fd import fd_grad, grad, weighted
 
 HERE = os.path.dirname(os.path.abspath(__file__))

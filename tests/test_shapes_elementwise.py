@@ -11,7 +11,7 @@ from tapeml.array import ops
 from tapeml.builtins import REGISTRY
 from tapeml.array.tape import raw
 
-from conftest import run_ml
+from support import run_ml
 from fd import fd_grad, grad, weighted
 
 HAS_TORCH = importlib.util.find_spec("torch") is not None
