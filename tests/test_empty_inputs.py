@@ -14,26 +14,12 @@ import importlib.util
 import numpy as np
 import pytest
 
-from tapeml.builtins import REGISTRY
-from tapeml.builtins.autodiff import value_and_grad_impl
-from tapeml.evaluator.interpreter import Interpreter
 from tapeml.array.tape import raw
-from fd import PyInterp
+from fd import builtin as B, grad_array as grad
 from support import output_of
 
 HAS_TORCH = importlib.util.find_spec("torch") is not None
 L = np.linalg
-
-
-def B(name):
-    """The builtin as a Python function (arguments bound and checked by the registry)."""
-    Interpreter()
-    b = REGISTRY[name]
-    return lambda *args, **kw: b.fn(*b.bind(list(args), kw))
-
-
-def grad(f, x):
-    return np.asarray(raw(value_and_grad_impl(PyInterp(), f, x)[1]))
 
 
 def tsum(*parts):

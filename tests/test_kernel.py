@@ -13,7 +13,7 @@ import pytest
 pytest.importorskip("jupyter_client", reason="the kernel tests need the jupyter extra: pip install -e '.[jupyter]'")
 pytest.importorskip("ipykernel", reason="the kernel tests need the jupyter extra: pip install -e '.[jupyter]'")
 
-from kernel_support import execute  # noqa: E402,F401
+from kernel_support import execute, installed_kernelspec, running_kernel  # noqa: E402,F401
 from support import ROOT, error_of  # noqa: E402
 from tapeml.faces import kernel as K  # noqa: E402
 from tapeml.syntax.errors import LangError, render                         # noqa: E402
@@ -25,25 +25,14 @@ PNG = b"\x89PNG\r\n\x1a\n"
 @pytest.fixture(scope="module")
 def kernelspec_path(tmp_path_factory):
     """The kernelspec installed by `tapeml kernel install --prefix DIR`, found through JUPYTER_PATH."""
-    prefix = tmp_path_factory.mktemp("prefix")
-    assert K.main(["install", "--prefix", str(prefix)]) == 0
-    path = os.path.join(str(prefix), "share", "jupyter")
-    old = os.environ.get("JUPYTER_PATH")
-    os.environ["JUPYTER_PATH"] = path
-    yield path
-    if old is None:
-        os.environ.pop("JUPYTER_PATH", None)
-    else:
-        os.environ["JUPYTER_PATH"] = old
+    with installed_kernelspec(tmp_path_factory.mktemp("prefix")) as path:
+        yield path
 
 
 @pytest.fixture(scope="module")
 def kernel(kernelspec_path):
-    from jupyter_client.manager import start_new_kernel
-    km, kc = start_new_kernel(kernel_name="tapeml", startup_timeout=60)
-    yield km, kc
-    kc.stop_channels()
-    km.shutdown_kernel(now=True)
+    with running_kernel() as kernel:
+        yield kernel
 
 
 def request(kc, method, *args):

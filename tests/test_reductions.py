@@ -15,23 +15,13 @@ import numpy as np
 import pytest
 
 from tapeml.array import ops
-from tapeml.builtins import REGISTRY
 from tapeml.builtins.autodiff import value_and_grad_impl
 from tapeml.array.tape import raw
 
 from support import run_cli, run_ml
-from fd import PyInterp, fd_grad
+from fd import PyInterp, builtin as B, fd_grad, grad_array as grad
 
 HAS_TORCH = importlib.util.find_spec("torch") is not None
-
-
-def grad(f, x):
-    return np.asarray(raw(value_and_grad_impl(PyInterp(), f, x)[1]), dtype=np.float64)
-
-
-def B(name):
-    b = REGISTRY[name]
-    return lambda *args, **kw: b.fn(*b.bind(list(args), kw))
 
 
 def first(v):

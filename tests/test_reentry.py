@@ -17,7 +17,7 @@ import time
 import numpy as np
 import pytest
 
-from kernel_support import execute
+from kernel_support import execute, installed_kernelspec, running_kernel
 from support import ROOT, TAPEML, error_of, fresh, output_of, run, run_file
 
 import tapeml
@@ -182,21 +182,8 @@ def test_hand_over_keeps_values_errors_and_traces_in_process():
 def kernel(tmp_path_factory):
     pytest.importorskip("jupyter_client", reason="the kernel tests need the jupyter extra")
     pytest.importorskip("ipykernel", reason="the kernel tests need the jupyter extra")
-    from jupyter_client.manager import start_new_kernel
-
-    from tapeml.faces import kernel as K
-    prefix = tmp_path_factory.mktemp("prefix")
-    assert K.main(["install", "--prefix", str(prefix)]) == 0
-    old = os.environ.get("JUPYTER_PATH")
-    os.environ["JUPYTER_PATH"] = os.path.join(str(prefix), "share", "jupyter")
-    km, kc = start_new_kernel(kernel_name="tapeml", startup_timeout=60)
-    yield km, kc
-    kc.stop_channels()
-    km.shutdown_kernel(now=True)
-    if old is None:
-        os.environ.pop("JUPYTER_PATH", None)
-    else:
-        os.environ["JUPYTER_PATH"] = old
+    with installed_kernelspec(tmp_path_factory.mktemp("prefix")), running_kernel() as kernel:
+        yield kernel
 
 
 def test_the_kernel_survives_runaway_recursion_through_map_and_keeps_variables(kernel):

@@ -12,6 +12,7 @@ from textwrap import dedent
 import numpy as np
 import pytest
 
+from fd import fd_jacobian
 from support import allocates_at_most, error_of, fresh, output_of, run
 
 from tapeml.syntax.errors import LangError, TypeErr, ValueErr
@@ -341,18 +342,6 @@ def test_chunk_of_an_empty_axis_gives_n_empty_parts_and_their_gradient():
 
 
 # ---- jacobian: the cheaper loop of backward passes, and a bar when it is long -----------------------
-def num_jacobian(f, x, h=1e-6):
-    x = np.asarray(x, dtype=np.float64)
-    y0 = np.asarray(f(x))
-    J = np.zeros(y0.shape + x.shape)
-    for i in range(x.size):
-        xp, xm = x.copy(), x.copy()
-        xp.flat[i] += h
-        xm.flat[i] -= h
-        J[(...,) + np.unravel_index(i, x.shape)] = (np.asarray(f(xp)) - np.asarray(f(xm))) / (2 * h)
-    return J
-
-
 def _tapeml_fn(interp, name):
     """A tapeml function of the interpreter as a Python function of NumPy values."""
     f = interp.globals.vars[name]
@@ -388,8 +377,8 @@ def test_a_tall_jacobian_takes_one_pass_per_input_and_agrees_with_finite_differe
     # wide: 2 outputs, 3 inputs: one pass per output (2); scalar_in: 1 + 1; constant: none
     assert len(passes) == 3 + 2 + 2
     assert v["J"].shape == (5, 3, 2) and v["Js"].shape == (4,) and v["Jc"].shape == (4, 2, 2)
-    np.testing.assert_allclose(v["J"], num_jacobian(_tapeml_fn(interp, "tall"), [0.4, -1.3]), rtol=1e-7, atol=1e-9)
-    np.testing.assert_allclose(v["Jw"], num_jacobian(_tapeml_fn(interp, "wide"), [1.0, 2.0, 3.0]), rtol=1e-7)
+    np.testing.assert_allclose(v["J"], fd_jacobian(_tapeml_fn(interp, "tall"), [0.4, -1.3]), rtol=1e-7, atol=1e-9)
+    np.testing.assert_allclose(v["Jw"], fd_jacobian(_tapeml_fn(interp, "wide"), [1.0, 2.0, 3.0]), rtol=1e-7)
     np.testing.assert_allclose(v["Js"], [np.cos(0.5), 3 * 0.25, 2.0, np.exp(0.5)], rtol=1e-15)
     assert not v["Jc"].any()
 
@@ -406,7 +395,7 @@ def test_grad_flows_through_a_tall_jacobian():
         gv = grad(fn(x) -> sum(jacobian(fn(t) -> [t, t ^ 2, sin(t)], x)), 0.7)
     """))
     loss = interp.globals.vars["loss"]
-    ref = num_jacobian(lambda x: np.float64(interp.call(loss, [x], {}, None)), [0.3, 0.8], h=1e-5)
+    ref = fd_jacobian(lambda x: np.float64(interp.call(loss, [x], {}, None)), [0.3, 0.8], h=1e-5)
     np.testing.assert_allclose(interp.globals.vars["g"], ref, rtol=1e-6)
     assert interp.globals.vars["gv"] == pytest.approx(2 - np.sin(0.7), rel=1e-14)
 
