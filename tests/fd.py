@@ -1,6 +1,7 @@
-"""Helpers shared by the gradient tests: central differences of a scalar function, a scalar loss
-made of a function's results with fixed random weights, and `grad` of a Python function through
-the builtins' own autodiff (PyInterp stands in for the builtins' Context: it calls Python functions)."""
+"""Helpers shared by the gradient tests: a builtin as a Python function, central differences of a
+scalar function, a scalar loss made of a function's results with fixed random weights, `grad` of a
+Python function through the builtins' own autodiff (PyInterp stands in for the
+builtins' Context: it calls Python functions), and the check of every input's gradient against finite differences."""
 import numpy as np
 
 from tapeml.array import ops
@@ -24,6 +25,19 @@ def fd_grad(f, x, h=1e-6):
         xm.flat[i] -= h
         g.flat[i] = (float(raw(f(xp))) - float(raw(f(xm)))) / (2 * h)
     return g
+
+
+def fd_jacobian(f, x, h=1e-6):
+    """Central differences of f (array in, array out) at x: J[out index + in index]."""
+    x = np.asarray(x, dtype=np.float64)
+    y0 = np.asarray(raw(f(x)))
+    J = np.zeros(y0.shape + x.shape)
+    for i in range(x.size):
+        xp, xm = x.copy(), x.copy()
+        xp.flat[i] += h
+        xm.flat[i] -= h
+        J[(...,) + np.unravel_index(i, x.shape)] = (np.asarray(raw(f(xp))) - np.asarray(raw(f(xm)))) / (2 * h)
+    return J
 
 
 def weighted(f, inputs, seed=1):
@@ -54,3 +68,37 @@ class PyInterp:
 def grad(f, x):
     """grad of the Python function f at x (a matrix, a number or a tree), on the tape."""
     return value_and_grad_impl(PyInterp(), f, x)[1]
+
+
+def grad_array(f, x):
+    """grad of f at x (a matrix or a number) as a float64 NumPy array."""
+    return np.asarray(raw(grad(f, x)), dtype=np.float64)
+
+
+def builtin(name):
+    """The builtin `name` as a Python function: arguments bound and checked by the registry (a
+    builtin that takes the Context, one that calls a function value, gets PyInterp and its arguments as
+    they are)."""
+    from tapeml.builtins import REGISTRY         # registers every builtin
+    b = REGISTRY[name]
+    if b.context:
+        return lambda *args, **kw: b.fn(PyInterp(), *args, **kw)
+    return lambda *args, **kw: b.fn(*b.bind(list(args), kw))
+
+
+def check_grads(f, *inputs, tol=1e-6, which=None):
+    """The gradient of weighted(f, inputs) with respect to each input (or those numbered in
+    `which`), on the tape, against central differences: same shape, finite, and within `tol`
+    relative to max(1, |fd|)."""
+    loss = weighted(f, inputs)
+    for k in (range(len(inputs)) if which is None else which):
+        def lk(xk, k=k):
+            args = list(inputs)
+            args[k] = xk
+            return loss(*args)
+        tape = grad_array(lk, inputs[k])
+        fd = fd_grad(lk, inputs[k])
+        assert tape.shape == np.shape(inputs[k])
+        assert np.all(np.isfinite(tape)), tape
+        err = np.max(np.abs(tape - fd) / np.maximum(1.0, np.abs(fd))) if fd.size else 0.0
+        assert err < tol, (k, err, tape, fd)

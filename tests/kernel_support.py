@@ -1,6 +1,39 @@
-"""What the kernel tests share (tests/test_kernel.py, tests/test_reentry.py): one request to a
-running kernel and what it sent back. Imports nothing of Jupyter, so a module that uses it can
-skip its kernel tests when the jupyter extra is missing."""
+"""What the kernel tests share (tests/test_kernel.py, tests/test_reentry.py): the kernelspec
+installed where Jupyter finds it, a running kernel, and one request to it with what it sent back.
+Imports nothing of Jupyter, so a module that uses it can skip its kernel tests when the jupyter
+extra is missing."""
+import contextlib
+import os
+
+
+@contextlib.contextmanager
+def installed_kernelspec(prefix):
+    """The kernelspec of `tapeml kernel install --prefix PREFIX`, found through JUPYTER_PATH while
+    the block runs; yields that share/jupyter folder."""
+    from tapeml.faces import kernel as K
+    assert K.main(["install", "--prefix", str(prefix)]) == 0
+    path = os.path.join(str(prefix), "share", "jupyter")
+    old = os.environ.get("JUPYTER_PATH")
+    os.environ["JUPYTER_PATH"] = path
+    try:
+        yield path
+    finally:
+        if old is None:
+            os.environ.pop("JUPYTER_PATH", None)
+        else:
+            os.environ["JUPYTER_PATH"] = old
+
+
+@contextlib.contextmanager
+def running_kernel():
+    """A started tapeml kernel: (kernel manager, client), shut down after the block."""
+    from jupyter_client.manager import start_new_kernel
+    km, kc = start_new_kernel(kernel_name="tapeml", startup_timeout=60)
+    try:
+        yield km, kc
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)
 
 
 def execute(kc, code, timeout=30):

@@ -15,7 +15,8 @@ import os
 
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from support import ROOT
+
 PACKAGES = {"lang": "tapeml", "builtins": "tapeml.builtins", "stdlib": "tapeml.stdlib"}
 
 # The layers, lowest first (docs/architecture.md). Under lang/ each is a folder of the same name;

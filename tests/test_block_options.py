@@ -1,6 +1,5 @@
 """transformer_block's options (issue 6): dropout, layer scale, norms, activations, batching,
 the init helper, param_count and summary, the bo layout, and the Random builtins."""
-import io
 import math
 
 import numpy as np
@@ -8,26 +7,13 @@ import pytest
 
 from tapeml.array import ops
 from tapeml.syntax.errors import LangError
-from tapeml.evaluator.interpreter import Interpreter
 
-
-def run(src, **env):
-    """Run tapeml source; return (globals dict, printed output)."""
-    out = io.StringIO()
-    interp = Interpreter(out=out)
-    interp.globals.vars.update(env)
-    interp.run(src, "<test>")
-    return interp.globals.vars, out.getvalue()
-
-
-def val(expr, **env):
-    g, _ = run(f"RESULT = {expr}", **env)
-    return g["RESULT"]
+from support import output_of, run, value_of, variables_after
 
 
 # ---- Random ----------------------------------------------------------------------------------
 def test_seed_matches_numpy_default_rng():
-    g, _ = run("seed(7)\na = rand(3)\nb = randn(2, 2)\nc = randint(0, 5, 4)\nd = rand()")
+    g = variables_after("seed(7)\na = rand(3)\nb = randn(2, 2)\nc = randint(0, 5, 4)\nd = rand()")
     ref = np.random.default_rng(7)
     np.testing.assert_array_equal(g["a"], ref.random(3))
     np.testing.assert_array_equal(g["b"], ref.standard_normal((2, 2)))
@@ -37,12 +23,12 @@ def test_seed_matches_numpy_default_rng():
 
 
 def test_randint_hi_exclusive_and_errors():
-    v = val("randint(2, 4, 10000)")
+    v = value_of("randint(2, 4, 10000)")
     assert set(np.unique(v)) == {2.0, 3.0}
     with pytest.raises(LangError, match="hi must be greater than lo"):
-        val("randint(3, 3)")
+        value_of("randint(3, 3)")
     with pytest.raises(LangError, match="seed\\(\\): n must be >= 0"):
-        val("seed(-1)")
+        value_of("seed(-1)")
 
 
 # ---- dropout -----------------------------------------------------------------------------------
@@ -55,20 +41,20 @@ def test_dropout_off_in_eval_mode_is_exact(opts):
         setup = SETUP.replace("seed=3)", "seed=3, norm=\"rms_norm\")")
     else:
         setup = SETUP
-    g, _ = run(setup + f"a = transformer_block(x, w{opts})\n"
-                       f"b = transformer_block(x, w{opts}, dropout=0.4, training=false)\n"
-                       f"c = transformer_block(x, w{opts}, dropout=0, training=true)\n")
+    g = variables_after(setup + f"a = transformer_block(x, w{opts})\n"
+                                f"b = transformer_block(x, w{opts}, dropout=0.4, training=false)\n"
+                                f"c = transformer_block(x, w{opts}, dropout=0, training=true)\n")
     np.testing.assert_array_equal(g["a"], g["b"])
     np.testing.assert_array_equal(g["a"], g["c"])
 
 
 def test_dropout_same_seed_agrees_and_differs_otherwise():
-    g, _ = run(SETUP + "seed(11)\na = transformer_block(x, w, dropout=0.3, training=true)\n"
-                       "seed(11)\nb = transformer_block(x, w, dropout=0.3, training=true)\n"
-                       "c = transformer_block(x, w, dropout=0.3, training=true)\n"
-                       "d = transformer_block(x, w)\n"
-                       "seed(11)\nm1 = multi_head_attention(x, w.heads, 2, dropout=0.5, training=true)\n"
-                       "seed(11)\nm2 = multi_head_attention(x, w.heads, 2, dropout=0.5, training=true)\n")
+    g = variables_after(SETUP + "seed(11)\na = transformer_block(x, w, dropout=0.3, training=true)\n"
+                                "seed(11)\nb = transformer_block(x, w, dropout=0.3, training=true)\n"
+                                "c = transformer_block(x, w, dropout=0.3, training=true)\n"
+                                "d = transformer_block(x, w)\n"
+                                "seed(11)\nm1 = multi_head_attention(x, w.heads, 2, dropout=0.5, training=true)\n"
+                                "seed(11)\nm2 = multi_head_attention(x, w.heads, 2, dropout=0.5, training=true)\n")
     np.testing.assert_array_equal(g["a"], g["b"])
     assert not np.array_equal(g["a"], g["c"])
     assert not np.array_equal(g["a"], g["d"])
@@ -77,14 +63,14 @@ def test_dropout_same_seed_agrees_and_differs_otherwise():
 
 @pytest.mark.parametrize("p", [0.1, 0.3, 0.5, 0.8])
 def test_dropout_mask_mean_is_keep_probability(p):
-    g, _ = run(f"seed(0)\nkept = mean(dropout(ones(200, 1000), {p}) > 0)\nm = mean(dropout(ones(200, 1000), {p}))")
+    g = variables_after(f"seed(0)\nkept = mean(dropout(ones(200, 1000), {p}) > 0)\nm = mean(dropout(ones(200, 1000), {p}))")
     assert abs(g["kept"] - (1 - p)) < 0.01 * (1 - p)
     assert abs(g["m"] - 1.0) < 0.01 * 1 / (1 - p) * 2   # inverted dropout keeps the expectation
 
 
 def test_dropout_values_and_gradient():
-    g, _ = run("seed(2)\ny = dropout([1, 2, 3, 4, 5, 6, 7, 8], 0.25)\n"
-               "seed(2)\ngx = grad(fn(x) -> sum(dropout(x, 0.25) * [1, 1, 1, 1, 1, 1, 1, 1]), [1, 2, 3, 4, 5, 6, 7, 8])")
+    g = variables_after("seed(2)\ny = dropout([1, 2, 3, 4, 5, 6, 7, 8], 0.25)\n"
+                        "seed(2)\ngx = grad(fn(x) -> sum(dropout(x, 0.25) * [1, 1, 1, 1, 1, 1, 1, 1]), [1, 2, 3, 4, 5, 6, 7, 8])")
     y = g["y"]
     kept = y != 0
     np.testing.assert_allclose(y[kept], np.arange(1, 9)[kept] / 0.75)
@@ -93,9 +79,9 @@ def test_dropout_values_and_gradient():
 
 def test_attention_dropout_acts_on_weights():
     # v = identity: the output rows are the (dropped-out, rescaled) attention weights
-    g, _ = run("seed(4)\na = randn(6, 6)\nhead = {wq = a, wk = a, wv = eye(6), wo = eye(6)}\n"
-               "p = multi_head_attention(eye(6), (head,), 1)\n"
-               "seed(9)\nd = multi_head_attention(eye(6), (head,), 1, dropout=0.5, training=true)\n")
+    g = variables_after("seed(4)\na = randn(6, 6)\nhead = {wq = a, wk = a, wv = eye(6), wo = eye(6)}\n"
+                        "p = multi_head_attention(eye(6), (head,), 1)\n"
+                        "seed(9)\nd = multi_head_attention(eye(6), (head,), 1, dropout=0.5, training=true)\n")
     np.testing.assert_allclose(g["p"].sum(axis=1), np.ones(6))
     p, d = g["p"], g["d"]
     zero = d == 0
@@ -105,8 +91,8 @@ def test_attention_dropout_acts_on_weights():
 
 # ---- layer scale, norms, eps, activations -----------------------------------------------------
 def test_layer_scale_zero_is_identity_in_pre_norm():
-    g, _ = run("w = transformer_block_init(8, 2, layer_scale=true, layer_scale_init=0, seed=1)\n"
-               "seed(0)\nx = randn(3, 8)\ny = transformer_block(x, w, norm_first=true)")
+    g = variables_after("w = transformer_block_init(8, 2, layer_scale=true, layer_scale_init=0, seed=1)\n"
+                        "seed(0)\nx = randn(3, 8)\ny = transformer_block(x, w, norm_first=true)")
     np.testing.assert_array_equal(g["y"], g["x"])
 
 
@@ -132,18 +118,18 @@ f = dense(silu(dense(rms_norm(h, w.ln2_gamma, eps=0.1), w.w1, w.b1)), w.w2, w.b2
 manual = h + w.gamma2 * f
 y = transformer_block(x, w, norm_first=true, norm="rms_norm", causal=true, activation="silu", eps=0.1)
 """
-    g, _ = run(src)
+    g = variables_after(src)
     np.testing.assert_allclose(g["y"], g["manual"], rtol=1e-13, atol=1e-13)
 
 
 def test_eps_changes_the_result():
-    g, _ = run(SETUP + "a = transformer_block(x, w)\nb = transformer_block(x, w, eps=0.5)")
+    g = variables_after(SETUP + "a = transformer_block(x, w)\nb = transformer_block(x, w, eps=0.5)")
     assert np.max(np.abs(g["a"] - g["b"])) > 1e-3
 
 
 def test_activation_formulas():
     x = np.linspace(-4, 4, 17)
-    g, _ = run("a = gelu_tanh(X)\nb = silu(X)\nc = quick_gelu(X)", X=x)
+    g = variables_after("a = gelu_tanh(X)\nb = silu(X)\nc = quick_gelu(X)", X=x)
     np.testing.assert_allclose(g["a"], 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3))),
                                rtol=1e-14, atol=1e-15)
     np.testing.assert_allclose(g["b"], x / (1 + np.exp(-x)), rtol=1e-14, atol=1e-15)
@@ -153,15 +139,15 @@ def test_activation_formulas():
 @pytest.mark.parametrize("expr", ["gelu_tanh(x)", "silu(x)", "quick_gelu(x)", "rms_norm(x, [1, 2, 3])",
                                   "dropout(x, 0.5, training=false)"])
 def test_new_builtins_gradients_and_second_order(expr):
-    g, _ = run(f"e1 = check_grad(fn(x) -> sum(sin({expr})), [-1.5, 0.3, 2.0])\n"
-               f"e2 = check_grad(fn(x) -> sum(grad(fn(y) -> sum(sin({expr.replace('x', 'y')})), x)), [-1.5, 0.3, 2.0])")
+    g = variables_after(f"e1 = check_grad(fn(x) -> sum(sin({expr})), [-1.5, 0.3, 2.0])\n"
+                        f"e2 = check_grad(fn(x) -> sum(grad(fn(y) -> sum(sin({expr.replace('x', 'y')})), x)), [-1.5, 0.3, 2.0])")
     assert g["e1"] < 1e-6 and g["e2"] < 1e-6
 
 
 def test_rms_norm_gamma_gradient_and_batched():
-    g, _ = run("seed(1)\nx = randn(2, 3, 4)\ngm = randn(4)\n"
-               "e = check_grad(fn(p) -> sum(sin(rms_norm(p.x, p.g, eps=0.01))), {x = x, g = gm})\n"
-               "y = rms_norm(x, gm)")
+    g = variables_after("seed(1)\nx = randn(2, 3, 4)\ngm = randn(4)\n"
+                        "e = check_grad(fn(p) -> sum(sin(rms_norm(p.x, p.g, eps=0.01))), {x = x, g = gm})\n"
+                        "y = rms_norm(x, gm)")
     assert g["e"].fields["x"] < 1e-6 and g["e"].fields["g"] < 1e-6
     x, gm = g["x"], g["gm"]
     np.testing.assert_allclose(g["y"], x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + 1e-5) * gm, rtol=1e-14)
@@ -171,28 +157,28 @@ def test_rms_norm_gamma_gradient_and_batched():
                                   'norm="rms_norm", activation="quick_gelu"'])
 def test_block_gradients_against_finite_differences_with_layer_scale_and_bo(opts):
     norm = '"rms_norm"' if "rms_norm" in opts else '"layer_norm"'
-    g, _ = run(f"w = transformer_block_init(4, 2, mlp_ratio=2, norm={norm}, layer_scale=true, "
-               f"layer_scale_init=0.7, seed=4)\n"
-               f"seed(1)\nw.bo = randn(4)\nx = randn(2, 3, 4)\n"
-               f"e = check_grad(fn(w) -> sum(sin(transformer_block(x, w, {opts}))), w, samples=8)\n"
-               f"ex = check_grad(fn(x) -> sum(sin(transformer_block(x, w, {opts}))), x)")
+    g = variables_after(f"w = transformer_block_init(4, 2, mlp_ratio=2, norm={norm}, layer_scale=true, "
+                        f"layer_scale_init=0.7, seed=4)\n"
+                        f"seed(1)\nw.bo = randn(4)\nx = randn(2, 3, 4)\n"
+                        f"e = check_grad(fn(w) -> sum(sin(transformer_block(x, w, {opts}))), w, samples=8)\n"
+                        f"ex = check_grad(fn(x) -> sum(sin(transformer_block(x, w, {opts}))), x)")
     from tapeml.builtins.util import tree_leaves
     worst = max(float(v) for _, v in tree_leaves(g["e"], "w"))
     assert worst < 1e-6 and g["ex"] < 1e-6
 
 
 def test_batched_equals_each_example():
-    g, _ = run(SETUP + 'a = transformer_block(x, w, norm_first=true, causal=true, activation="silu")\n'
-                       'b0 = transformer_block(x[0, :, :], w, norm_first=true, causal=true, activation="silu")\n'
-                       'b1 = transformer_block(x[1, :, :], w, norm_first=true, causal=true, activation="silu")\n')
+    g = variables_after(SETUP + 'a = transformer_block(x, w, norm_first=true, causal=true, activation="silu")\n'
+                                'b0 = transformer_block(x[0, :, :], w, norm_first=true, causal=true, activation="silu")\n'
+                                'b1 = transformer_block(x[1, :, :], w, norm_first=true, causal=true, activation="silu")\n')
     np.testing.assert_allclose(g["a"][0], g["b0"], rtol=1e-13, atol=1e-14)
     np.testing.assert_allclose(g["a"][1], g["b1"], rtol=1e-13, atol=1e-14)
 
 
 def test_seed_program_default_is_post_norm_relu():
-    g, _ = run(SETUP + "a = transformer_block(x, w)\n"
-                       "b = transformer_block(x, w, norm_first=false, norm=\"layer_norm\", causal=false, "
-                       "activation=\"relu\", dropout=0, training=false, eps=1e-5)")
+    g = variables_after(SETUP + "a = transformer_block(x, w)\n"
+                                "b = transformer_block(x, w, norm_first=false, norm=\"layer_norm\", causal=false, "
+                                "activation=\"relu\", dropout=0, training=false, eps=1e-5)")
     np.testing.assert_array_equal(g["a"], g["b"])
 
 
@@ -205,10 +191,10 @@ def test_composites_have_no_vjp():
 
 # ---- bo layout -----------------------------------------------------------------------------------
 def test_bo_added_once_after_the_heads():
-    g, _ = run(SETUP + "a = multi_head_attention(x, w.heads, 2)\nb = multi_head_attention(x, w.heads, 2, bo=[1, 2, 3, 4, 5, 6, 7, 8])")
+    g = variables_after(SETUP + "a = multi_head_attention(x, w.heads, 2)\nb = multi_head_attention(x, w.heads, 2, bo=[1, 2, 3, 4, 5, 6, 7, 8])")
     np.testing.assert_allclose(g["b"] - g["a"], np.broadcast_to(np.arange(1, 9.0), g["a"].shape), rtol=1e-12)
     with pytest.raises(LangError, match="bo is a vector of length 3, expected a vector of length 8"):
-        val("multi_head_attention(x, w.heads, 2, bo=[1, 2, 3])", **run(SETUP)[0])
+        value_of("multi_head_attention(x, w.heads, 2, bo=[1, 2, 3])", **variables_after(SETUP))
 
 
 # ---- schema ---------------------------------------------------------------------------------------
@@ -226,19 +212,19 @@ def test_bo_added_once_after_the_heads():
     ("w.ln1_gama = w.ln1_gamma", "weights has an unknown field 'ln1_gama'"),
 ])
 def test_schema_errors_name_the_path_and_shapes(edit, message):
-    env = run(SETUP)[0]
+    env = variables_after(SETUP)
     with pytest.raises(LangError, match=message) as e:
         run(edit + "\ntransformer_block(x, w)", **env)
     assert type(e.value).__name__ == "ValueErr"
 
 
 def test_partial_biases_are_an_error_and_bias_free_blocks_work():
-    env = run(SETUP)[0]
+    env = variables_after(SETUP)
     with pytest.raises(LangError, match="missing the field 'b2'"):
         run("v = {heads = w.heads, ln1_gamma = w.ln1_gamma, ln1_beta = w.ln1_beta, w1 = w.w1, b1 = w.b1, "
             "w2 = w.w2, ln2_gamma = w.ln2_gamma, ln2_beta = w.ln2_beta}\ntransformer_block(x, v)", **env)
-    g, _ = run("v = transformer_block_init(8, 2, bias=false, seed=0)\ny = transformer_block(x, v)\n"
-               "n = param_count(v)", **env)
+    g = variables_after("v = transformer_block_init(8, 2, bias=false, seed=0)\ny = transformer_block(x, v)\n"
+                        "n = param_count(v)", **env)
     assert g["n"] == 4 * 64 + 2 * 8 * 32 + 2 * 8
     assert sorted(g["v"].fields) == ["heads", "ln1_gamma", "ln2_gamma", "w1", "w2"]
     assert sorted(g["v"].fields["heads"][0].fields) == ["wk", "wo", "wq", "wv"]
@@ -246,21 +232,21 @@ def test_partial_biases_are_an_error_and_bias_free_blocks_work():
 
 # ---- init, param_count, summary ------------------------------------------------------------------
 def test_card_parameter_counts():
-    assert val("param_count(transformer_block_init(32, 4))") == 12704
-    assert val('param_count((transformer_block_init(16, 2, norm="rms_norm"), '
-               'transformer_block_init(16, 2, norm="rms_norm")))') == 6496
-    assert val("param_count({a = zeros(8, 16), b = zeros(16)}) + "
-               "param_count(transformer_block_init(16, 2, mlp_ratio=2, layer_scale=true)) + "
-               "param_count({a = zeros(16, 8), b = zeros(8)})") == 2536
+    assert value_of("param_count(transformer_block_init(32, 4))") == 12704
+    assert value_of('param_count((transformer_block_init(16, 2, norm="rms_norm"), '
+                    'transformer_block_init(16, 2, norm="rms_norm")))') == 6496
+    assert value_of("param_count({a = zeros(8, 16), b = zeros(16)}) + "
+                    "param_count(transformer_block_init(16, 2, mlp_ratio=2, layer_scale=true)) + "
+                    "param_count({a = zeros(16, 8), b = zeros(8)})") == 2536
 
 
 def test_param_count_kinds():
-    assert val('param_count((1, [1, 2], {a = "s", b = true, c = none, d = [1, 2; 3, 4]}, [1, 2] > 1))') == 7
+    assert value_of('param_count((1, [1, 2], {a = "s", b = true, c = none, d = [1, 2; 3, 4]}, [1, 2] > 1))') == 7
 
 
 def test_init_layout_and_distributions():
-    g, _ = run("w = transformer_block_init(64, 4, mlp_ratio=2, seed=0)\nw2 = transformer_block_init(64, 4, mlp_ratio=2, seed=0)\n"
-               "seed(3)\na = transformer_block_init(8, 2)\nseed(3)\nb = transformer_block_init(8, 2)")
+    g = variables_after("w = transformer_block_init(64, 4, mlp_ratio=2, seed=0)\nw2 = transformer_block_init(64, 4, mlp_ratio=2, seed=0)\n"
+                        "seed(3)\na = transformer_block_init(8, 2)\nseed(3)\nb = transformer_block_init(8, 2)")
     w = g["w"].fields
     d, dk, hid = 64, 16, 128
     heads = w["heads"]
@@ -291,7 +277,7 @@ def test_init_layout_and_distributions():
 
 def test_init_loads_into_torch_layout():
     """The init's matrices are PyTorch's shapes transposed and split by heads, drawn in order."""
-    g, _ = run("w = transformer_block_init(8, 2, seed=5)")
+    g = variables_after("w = transformer_block_init(8, 2, seed=5)")
     w = g["w"].fields
     rng = np.random.default_rng(5)
     in_proj = rng.uniform(-math.sqrt(6 / 32), math.sqrt(6 / 32), (24, 8))
@@ -299,7 +285,7 @@ def test_init_loads_into_torch_layout():
 
 
 def test_summary_prints_paths_shapes_and_total():
-    _, out = run("summary({w = zeros(8, 16), b = zeros(16), blocks = (transformer_block_init(4, 1, mlp_ratio=1, bias=false, seed=0),)})")
+    out = output_of("summary({w = zeros(8, 16), b = zeros(16), blocks = (transformer_block_init(4, 1, mlp_ratio=1, bias=false, seed=0),)})")
     lines = out.splitlines()
     assert lines[0].split() == ["parameter", "shape", "count"]
     assert lines[1].split() == ["w", "8x16", "128"]
@@ -309,11 +295,11 @@ def test_summary_prints_paths_shapes_and_total():
 
 def test_init_constraint_errors():
     with pytest.raises(LangError, match="n_heads must divide d_model, got n_heads = 3 and d_model = 8"):
-        val("transformer_block_init(8, 3)")
+        value_of("transformer_block_init(8, 3)")
     with pytest.raises(LangError, match="mlp_ratio must be >= 1"):
-        val("transformer_block_init(8, 2, mlp_ratio=0)")
+        value_of("transformer_block_init(8, 2, mlp_ratio=0)")
     with pytest.raises(LangError, match='norm must be one of "layer_norm", "rms_norm"'):
-        val('transformer_block_init(8, 2, norm="rms")')
+        value_of('transformer_block_init(8, 2, norm="rms")')
 
 
 def test_fused_heads_reuse_joined_weights_only_for_the_same_matrices():
@@ -326,18 +312,17 @@ def test_fused_heads_reuse_joined_weights_only_for_the_same_matrices():
            "c = transformer_block(x, w2)\n"
            "fn loss(w) -> sum(transformer_block(x, w))\ng = grad(loss, w2)\n")
     assert 32 * 32 >= ml_attention.FUSE_MIN_ELEMENTS          # the fused path runs
-    g, _ = run(src)
+    g = variables_after(src)
     np.testing.assert_array_equal(g["a"], g["b"])
     assert np.max(np.abs(g["a"] - g["c"])) > 1e-3
-    ref = Interpreter(out=io.StringIO())             # the same block, heads looped one by one
     nn_min, ml_attention.FUSE_MIN_ELEMENTS = ml_attention.FUSE_MIN_ELEMENTS, 10 ** 9
-    try:
-        ref.globals.vars.update(x=g["x"], w2=g["w2"])
-        ref.run("c = transformer_block(x, w2)\nfn loss(w) -> sum(transformer_block(x, w))\ng = grad(loss, w2)", "<t>")
+    try:                                             # the same block, heads looped one by one
+        ref = variables_after("c = transformer_block(x, w2)\nfn loss(w) -> sum(transformer_block(x, w))\ng = grad(loss, w2)",
+                              x=g["x"], w2=g["w2"])
     finally:
         ml_attention.FUSE_MIN_ELEMENTS = nn_min
-    np.testing.assert_allclose(g["c"], ref.globals.vars["c"], rtol=1e-12, atol=1e-12)
-    for got, want in zip(g["g"].fields["heads"], ref.globals.vars["g"].fields["heads"]):
+    np.testing.assert_allclose(g["c"], ref["c"], rtol=1e-12, atol=1e-12)
+    for got, want in zip(g["g"].fields["heads"], ref["g"].fields["heads"]):
         for k in ("wq", "wk", "wv", "wo"):
             np.testing.assert_allclose(got.fields[k], want.fields[k], rtol=1e-10, atol=1e-12)
 
@@ -347,14 +332,13 @@ def test_joined_weights_hit_for_every_block_and_die_with_the_weights(monkeypatch
 
     from tapeml.builtins.ml import attention as ml_attention
     before = set(ml_attention.joined_cache())
-    interp = Interpreter(out=io.StringIO())
-    interp.run("seed(1)\nx = randn(32, 32)\nblocks = (transformer_block_init(32, 4), transformer_block_init(32, 4), "
-               "transformer_block_init(32, 4))\nfn fwd(x)\n  for b in blocks\n    x = transformer_block(x, b)\n  end\n"
-               "  return x\nend\na = fwd(x)\n", "<t>")
+    interp = run("seed(1)\nx = randn(32, 32)\nblocks = (transformer_block_init(32, 4), transformer_block_init(32, 4), "
+                 "transformer_block_init(32, 4))\nfn fwd(x)\n  for b in blocks\n    x = transformer_block(x, b)\n  end\n"
+                 "  return x\nend\na = fwd(x)\n")
     joins = []
     real = ops.concat
     monkeypatch.setattr(ops, "concat", lambda *a, **k: joins.append(1) or real(*a, **k))
-    interp.run("b = fwd(x)", "<t>")
+    run("b = fwd(x)", interp)
     assert joins == []                                   # 3 blocks x 7 joins, all remembered
     np.testing.assert_array_equal(interp.globals.vars["a"], interp.globals.vars["b"])
     assert len(set(ml_attention.joined_cache()) - before) == 21

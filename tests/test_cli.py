@@ -7,7 +7,7 @@ import tomllib
 
 import pytest
 
-from conftest import ROOT, run_cli
+from support import ROOT, run_cli
 import tapeml
 
 

@@ -2,7 +2,6 @@
 return_weights=, transformer_block's mask=, transformer_decoder_block and its init. PyTorch
 parity of the decoder block is in test_parity.py; here: NumPy reference values, mask semantics,
 shapes, errors, finite differences and the example."""
-import io
 import math
 import os
 
@@ -10,28 +9,9 @@ import numpy as np
 import pytest
 
 from tapeml.array import ops
-from tapeml.syntax.errors import LangError
-from tapeml.evaluator.interpreter import Interpreter
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def run(src, **env):
-    out = io.StringIO()
-    interp = Interpreter(out=out)
-    interp.globals.vars.update(env)
-    interp.run(src, "<test>")
-    return interp.globals.vars, out.getvalue()
-
-
-def val(expr, **env):
-    return run(f"RESULT = {expr}", **env)[0]["RESULT"]
-
-
-def err(src, **env):
-    with pytest.raises(LangError) as e:
-        run(src, **env)
-    return e.value
+from fd import grad
+from support import error_of, run_example, value_of, variables_after
 
 
 # ---- a NumPy reference of multi-head attention ---------------------------------------------------
@@ -73,7 +53,7 @@ SETUP = ("w = transformer_block_init(8, 2, seed=3)\nheads = w.heads\nseed(5)\n"
 
 @pytest.fixture(scope="module")
 def env():
-    return run(SETUP)[0]
+    return variables_after(SETUP)
 
 
 @pytest.mark.parametrize("call, kw", [
@@ -84,7 +64,7 @@ def env():
     ("multi_head_attention(x, heads, 2, causal=true)", dict(causal=True)),
 ])
 def test_cross_attention_matches_numpy(env, call, kw):
-    got = val(call, **env)
+    got = value_of(call, **env)
     xs = env["x1"] if kw.get("memory") == "m1" else env["x"]
     want, _ = np_mha(xs, env["heads"], memory=env[kw["memory"]] if "memory" in kw else None,
                      causal=kw.get("causal", False), bo=env["w"].fields["bo"] + 0.5 if kw.get("bo") else None)
@@ -94,15 +74,15 @@ def test_cross_attention_matches_numpy(env, call, kw):
 
 def test_causal_with_memory_is_bottom_right(env):
     """T = 4 queries over S = 6 keys: query i sees keys j <= i + 2."""
-    _, w = val("multi_head_attention(x1, heads, 2, memory=m1, causal=true, return_weights=true)", **env)
+    _, w = value_of("multi_head_attention(x1, heads, 2, memory=m1, causal=true, return_weights=true)", **env)
     seen = w[0] > 0
     np.testing.assert_array_equal(seen, np.tril(np.ones((4, 6), dtype=bool), k=2))
 
 
 # ---- masks ---------------------------------------------------------------------------------------
 def test_all_true_mask_is_no_mask(env):
-    a = val("multi_head_attention(x, heads, 2, memory=m)", **env)
-    b = val("multi_head_attention(x, heads, 2, memory=m, mask=ones(4, 6) > 0)", **env)
+    a = value_of("multi_head_attention(x, heads, 2, memory=m)", **env)
+    b = value_of("multi_head_attention(x, heads, 2, memory=m, mask=ones(4, 6) > 0)", **env)
     np.testing.assert_array_equal(a, b)
 
 
@@ -110,10 +90,10 @@ def test_mask_true_means_may_attend(env):
     """Masking keys out equals removing them from the memory; the false entries get weight 0."""
     keep = np.array([True, False, True, True, False, True])
     mask = np.broadcast_to(keep, (4, 6)).copy()
-    a = val("multi_head_attention(x1, heads, 2, memory=m1, mask=MASK)", MASK=mask, **env)
-    b = val("multi_head_attention(x1, heads, 2, memory=m1[[0, 2, 3, 5], :])", **env)
+    a = value_of("multi_head_attention(x1, heads, 2, memory=m1, mask=MASK)", MASK=mask, **env)
+    b = value_of("multi_head_attention(x1, heads, 2, memory=m1[[0, 2, 3, 5], :])", **env)
     np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-13)
-    _, w = val("multi_head_attention(x1, heads, 2, memory=m1, mask=MASK, return_weights=true)", MASK=mask, **env)
+    _, w = value_of("multi_head_attention(x1, heads, 2, memory=m1, mask=MASK, return_weights=true)", MASK=mask, **env)
     assert np.all(w[:, :, ~keep] == 0) and np.all(w[:, :, keep] > 0)
 
 
@@ -122,13 +102,13 @@ def test_batched_mask_is_per_example_and_combines_with_causal(env):
     mask = rng.random((2, 4, 6)) < 0.7
     mask[:, :, 0] = True
     for causal in (False, True):
-        got = val(f"multi_head_attention(x, heads, 2, memory=m, mask=MASK, causal={'true' if causal else 'false'})",
-                  MASK=mask, **env)
+        got = value_of(f"multi_head_attention(x, heads, 2, memory=m, mask=MASK, causal={'true' if causal else 'false'})",
+                       MASK=mask, **env)
         want, _ = np_mha(env["x"], env["heads"], memory=env["m"], mask=mask, causal=causal)
         np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
         for b in range(2):      # each batch element with its own mask alone
-            one = val(f"multi_head_attention(x[{b}, :, :], heads, 2, memory=m[{b}, :, :], mask=MASK[{b}], "
-                      f"causal={'true' if causal else 'false'})", MASK=mask, **env)
+            one = value_of(f"multi_head_attention(x[{b}, :, :], heads, 2, memory=m[{b}, :, :], mask=MASK[{b}], "
+                           f"causal={'true' if causal else 'false'})", MASK=mask, **env)
             np.testing.assert_allclose(got[b], one, rtol=1e-12, atol=1e-13)
 
 
@@ -143,8 +123,8 @@ def test_heads_fused_path_takes_memory_and_masks(env, batched, monkeypatch):
     mask[..., 0] = True
     x, m = ("x", "m") if batched else ("x1", "m1")
     for causal in ("false", "true"):
-        got = val(f"multi_head_attention({x}, heads, 2, memory={m}, mask=MASK, causal={causal}, bo=w.bo)",
-                  MASK=mask, **env)
+        got = value_of(f"multi_head_attention({x}, heads, 2, memory={m}, mask=MASK, causal={causal}, bo=w.bo)",
+                       MASK=mask, **env)
         want, _ = np_mha(env[x], env["heads"], memory=env[m], mask=mask, causal=causal == "true",
                          bo=env["w"].fields["bo"])
         np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
@@ -153,10 +133,10 @@ def test_heads_fused_path_takes_memory_and_masks(env, batched, monkeypatch):
 def test_fully_masked_row_gives_zeros_and_finite_gradients(env):
     mask = np.ones((4, 6), dtype=bool)
     mask[2] = False
-    g, _ = run("y, a = multi_head_attention(x1, heads, 2, memory=m1, mask=MASK, bo=w.bo + 1, return_weights=true)\n"
-               "gx = grad(fn(x) -> sum(multi_head_attention(x, heads, 2, memory=m1, mask=MASK) ^ 2), x1)\n"
-               "gm = grad(fn(m) -> sum(multi_head_attention(x1, heads, 2, memory=m, mask=MASK) ^ 2), m1)",
-               MASK=mask, **env)
+    g = variables_after("y, a = multi_head_attention(x1, heads, 2, memory=m1, mask=MASK, bo=w.bo + 1, return_weights=true)\n"
+                        "gx = grad(fn(x) -> sum(multi_head_attention(x, heads, 2, memory=m1, mask=MASK) ^ 2), x1)\n"
+                        "gm = grad(fn(m) -> sum(multi_head_attention(x1, heads, 2, memory=m, mask=MASK) ^ 2), m1)",
+                        MASK=mask, **env)
     np.testing.assert_array_equal(g["y"][2], env["w"].fields["bo"] + 1)     # zeros from the heads, then bo
     np.testing.assert_array_equal(g["a"][:, 2, :], 0.0)
     assert np.all(np.isfinite(g["gx"])) and np.all(g["gx"][2] == 0) and np.all(np.isfinite(g["gm"]))
@@ -167,13 +147,13 @@ def test_transformer_block_padding_mask(env):
     keys = np.array([[True] * 4, [True, True, False, False]])
     mask = np.broadcast_to(keys[:, None, :], (2, 4, 4)).copy()
     for opts in ("", ", norm_first=true, causal=true"):
-        g, _ = run(f"y = transformer_block(x, w, mask=MASK{opts})\n"
-                   f"alone = transformer_block(x[1, 0:1, :], w{opts})\n"
-                   f"full = transformer_block(x[0, :, :], w{opts})", MASK=mask, **env)
+        g = variables_after(f"y = transformer_block(x, w, mask=MASK{opts})\n"
+                            f"alone = transformer_block(x[1, 0:1, :], w{opts})\n"
+                            f"full = transformer_block(x[0, :, :], w{opts})", MASK=mask, **env)
         np.testing.assert_allclose(g["y"][1, :2], g["alone"], rtol=1e-12, atol=1e-12)
         np.testing.assert_allclose(g["y"][0], g["full"], rtol=1e-12, atol=1e-12)
-    a = val("transformer_block(x, w, causal=true)", **env)
-    b = val("transformer_block(x, w, mask=MASK)", MASK=np.tril(np.ones((4, 4), dtype=bool)), **env)
+    a = value_of("transformer_block(x, w, causal=true)", **env)
+    b = value_of("transformer_block(x, w, mask=MASK)", MASK=np.tril(np.ones((4, 4), dtype=bool)), **env)
     np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-13)
 
 
@@ -195,7 +175,7 @@ def test_transformer_block_padding_mask(env):
     ("transformer_block(x, w, mask=1)", "TypeErr", "mask must be a bool matrix"),
 ])
 def test_mask_errors(env, src, kind, message):
-    e = err(src, **env)
+    e = error_of(src, **env)
     assert type(e).__name__ == kind
     assert e.args and __import__("re").search(message, str(e)), str(e)
 
@@ -209,8 +189,8 @@ def test_mask_errors(env, src, kind, message):
     ("multi_head_attention(x, (heads[0],), 1, memory=m, return_weights=true)", (2, 1, 4, 6)),
 ])
 def test_return_weights_shapes_and_values(env, call, shape):
-    y, w = val(call, **env)
-    plain = val(call.replace(", return_weights=true", ""), **env)
+    y, w = value_of(call, **env)
+    plain = value_of(call.replace(", return_weights=true", ""), **env)
     np.testing.assert_allclose(y, plain, rtol=1e-12, atol=1e-13)
     assert w.shape == shape
     np.testing.assert_allclose(w.sum(axis=-1), 1.0, rtol=1e-12)
@@ -223,20 +203,20 @@ def test_return_weights_shapes_and_values(env, call, shape):
 
 def test_return_weights_are_differentiable(env):
     """A loss on the weights (an attention regulariser) has the finite-difference gradient."""
-    g, _ = run("f = fn(m) -> sum(multi_head_attention(x1, heads, 2, memory=m, return_weights=true)[1] ^ 2)\n"
-               "e = check_grad(f, m1)", **env)
+    g = variables_after("f = fn(m) -> sum(multi_head_attention(x1, heads, 2, memory=m, return_weights=true)[1] ^ 2)\n"
+                        "e = check_grad(f, m1)", **env)
     assert g["e"] < 1e-6
 
 
 def test_positional_calls_still_work(env):
     """The new keywords come after the old parameters: positional calls mean what they meant."""
-    a = val("multi_head_attention(x, heads, 2, true, 0, false, w.bo)", **env)
-    b = val("multi_head_attention(x, heads, 2, causal=true, bo=w.bo)", **env)
+    a = value_of("multi_head_attention(x, heads, 2, true, 0, false, w.bo)", **env)
+    b = value_of("multi_head_attention(x, heads, 2, causal=true, bo=w.bo)", **env)
     np.testing.assert_array_equal(a, b)
-    c = val('transformer_block(x, w, true, "layer_norm", true, "gelu", 0, false, 1e-5)', **env)
-    d = val('transformer_block(x, w, norm_first=true, causal=true, activation="gelu")', **env)
+    c = value_of('transformer_block(x, w, true, "layer_norm", true, "gelu", 0, false, 1e-5)', **env)
+    d = value_of('transformer_block(x, w, norm_first=true, causal=true, activation="gelu")', **env)
     np.testing.assert_array_equal(c, d)
-    y = val("multi_head_attention(x1, heads, 2, false, 0, false, none, m1, ones(4, 6) > 0, true)", **env)
+    y = value_of("multi_head_attention(x1, heads, 2, false, 0, false, none, m1, ones(4, 6) > 0, true)", **env)
     assert isinstance(y, tuple) and y[1].shape == (2, 4, 6)
 
 
@@ -254,7 +234,7 @@ def test_positional_calls_still_work(env):
      "x has 8 features but memory has 7"),
 ])
 def test_memory_width_and_shape_errors(env, src, message):
-    e = err(src, **env)
+    e = error_of(src, **env)
     assert type(e).__name__ == "ShapeError"
     assert __import__("re").search(message, str(e)), str(e)
 
@@ -262,7 +242,7 @@ def test_memory_width_and_shape_errors(env, src, message):
 def test_error_points_at_the_call():
     from tapeml.syntax.errors import render
     src = "\nseed(0)\nw = transformer_decoder_block_init(8, 2)\ny = transformer_decoder_block(randn(3, 8), randn(4, 6), w)"
-    e = err(src)
+    e = error_of(src)
     assert (e.span.line, e.span.col) == (4, 5)
     text = render(e, src)
     assert "<test>:4:5: ShapeError: transformer_decoder_block(): x has 8 features but memory has 6" in text
@@ -275,7 +255,7 @@ DSETUP = "dw = transformer_decoder_block_init(8, 2, mlp_ratio=2, seed=1)\nseed(2
 
 @pytest.fixture(scope="module")
 def denv():
-    return run(DSETUP)[0]
+    return variables_after(DSETUP)
 
 
 def np_layer_norm(x, g, b, eps=1e-5):
@@ -314,23 +294,23 @@ def test_decoder_block_matches_numpy_composition(denv, norm_first):
         f[k] = 1 + 0.3 * rng.normal(size=f[k].shape)
     from tapeml.array.values import Record
     W = Record(f)
-    got = val(f"transformer_decoder_block(y, mem, W, norm_first={'true' if norm_first else 'false'})", W=W, **denv)
+    got = value_of(f"transformer_decoder_block(y, mem, W, norm_first={'true' if norm_first else 'false'})", W=W, **denv)
     want = np_decoder(denv["y"], denv["mem"], f, norm_first)
     np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
 
 
 def test_decoder_block_defaults_and_positional(denv):
-    a = val("transformer_decoder_block(y, mem, dw)", **denv)
-    b = val('transformer_decoder_block(y, mem, dw, false, true, "relu", 0, false, 1e-5, none, none)', **denv)
+    a = value_of("transformer_decoder_block(y, mem, dw)", **denv)
+    b = value_of('transformer_decoder_block(y, mem, dw, false, true, "relu", 0, false, 1e-5, none, none)', **denv)
     np.testing.assert_array_equal(a, b)
-    c = val("transformer_decoder_block(y, mem, dw, causal=false)", **denv)
+    c = value_of("transformer_decoder_block(y, mem, dw, causal=false)", **denv)
     assert np.max(np.abs(a - c)) > 1e-3
 
 
 def test_decoder_block_is_causal_and_reads_memory(denv):
-    g, _ = run("a = transformer_decoder_block(y, mem, dw)\ny2 = y\ny2[:, 2, :] = zeros(2, 8)\n"
-               "b = transformer_decoder_block(y2, mem, dw)\nmem2 = mem\nmem2[:, 4, :] = zeros(2, 8)\n"
-               "c = transformer_decoder_block(y, mem2, dw)", **denv)
+    g = variables_after("a = transformer_decoder_block(y, mem, dw)\ny2 = y\ny2[:, 2, :] = zeros(2, 8)\n"
+                        "b = transformer_decoder_block(y2, mem, dw)\nmem2 = mem\nmem2[:, 4, :] = zeros(2, 8)\n"
+                        "c = transformer_decoder_block(y, mem2, dw)", **denv)
     np.testing.assert_array_equal(g["a"][:, :2], g["b"][:, :2])          # the future is not seen
     assert np.max(np.abs(g["a"][:, 2] - g["b"][:, 2])) > 1e-3
     assert np.all(np.max(np.abs(g["a"] - g["c"]), axis=-1) > 1e-6)    # every position reads all the memory
@@ -339,24 +319,24 @@ def test_decoder_block_is_causal_and_reads_memory(denv):
 def test_decoder_memory_mask_equals_dropping_the_padding(denv):
     mask = np.ones((2, 3, 5), dtype=bool)
     mask[1, :, 3:] = False
-    g, _ = run("a = transformer_decoder_block(y, mem, dw, memory_mask=MASK)\n"
-               "b = transformer_decoder_block(y[1, :, :], mem[1, 0:2, :], dw)", MASK=mask, **denv)
+    g = variables_after("a = transformer_decoder_block(y, mem, dw, memory_mask=MASK)\n"
+                        "b = transformer_decoder_block(y[1, :, :], mem[1, 0:2, :], dw)", MASK=mask, **denv)
     np.testing.assert_allclose(g["a"][1], g["b"], rtol=1e-12, atol=1e-12)
 
 
 def test_decoder_batched_equals_each_example(denv):
-    a = val("transformer_decoder_block(y, mem, dw, norm_first=true)", **denv)
+    a = value_of("transformer_decoder_block(y, mem, dw, norm_first=true)", **denv)
     for b in range(2):
-        one = val(f"transformer_decoder_block(y[{b}, :, :], mem[{b}, :, :], dw, norm_first=true)", **denv)
+        one = value_of(f"transformer_decoder_block(y[{b}, :, :], mem[{b}, :, :], dw, norm_first=true)", **denv)
         np.testing.assert_allclose(a[b], one, rtol=1e-12, atol=1e-13)
 
 
 @pytest.mark.parametrize("opts", ["", ", norm_first=true, activation=\"gelu\""])
 def test_decoder_gradients_against_finite_differences(denv, opts):
-    g, _ = run(f"R = randn(2, 3, 8)\n"
-               f"ew = check_grad(fn(w) -> sum(transformer_decoder_block(y, mem, w{opts}) * R), dw)\n"
-               f"ex = check_grad(fn(x) -> sum(transformer_decoder_block(x, mem, dw{opts}) * R), y)\n"
-               f"em = check_grad(fn(m) -> sum(transformer_decoder_block(y, m, dw{opts}) * R), mem)", **denv)
+    g = variables_after(f"R = randn(2, 3, 8)\n"
+                        f"ew = check_grad(fn(w) -> sum(transformer_decoder_block(y, mem, w{opts}) * R), dw)\n"
+                        f"ex = check_grad(fn(x) -> sum(transformer_decoder_block(x, mem, dw{opts}) * R), y)\n"
+                        f"em = check_grad(fn(m) -> sum(transformer_decoder_block(y, m, dw{opts}) * R), mem)", **denv)
     from tapeml.array.tape import raw  # noqa: F401
     leaves = []
 
@@ -375,11 +355,11 @@ def test_decoder_gradients_against_finite_differences(denv, opts):
 
 
 def test_decoder_dropout_only_in_training(denv):
-    a = val("transformer_decoder_block(y, mem, dw)", **denv)
-    b = val("transformer_decoder_block(y, mem, dw, dropout=0.5)", **denv)
+    a = value_of("transformer_decoder_block(y, mem, dw)", **denv)
+    b = value_of("transformer_decoder_block(y, mem, dw, dropout=0.5)", **denv)
     np.testing.assert_array_equal(a, b)
-    g, _ = run("seed(1)\nc = transformer_decoder_block(y, mem, dw, dropout=0.5, training=true)\n"
-               "seed(1)\nd = transformer_decoder_block(y, mem, dw, dropout=0.5, training=true)", **denv)
+    g = variables_after("seed(1)\nc = transformer_decoder_block(y, mem, dw, dropout=0.5, training=true)\n"
+                        "seed(1)\nd = transformer_decoder_block(y, mem, dw, dropout=0.5, training=true)", **denv)
     np.testing.assert_array_equal(g["c"], g["d"])
     assert np.max(np.abs(g["c"] - a)) > 1e-3
 
@@ -388,7 +368,6 @@ def test_composites_have_no_vjp_and_the_tape_holds_primitives(denv):
     for name in ("transformer_decoder_block", "transformer_decoder_block_init", "multi_head_attention"):
         assert name not in ops.TABLE
     from tapeml.builtins.ml import blocks as ml_blocks, schema as ml_schema
-    from tapeml.builtins.autodiff import value_and_grad_impl
     from tapeml.array.tape import toposort
     f = ml_schema.check_decoder_block(denv["dw"], 8)
     seen = set()
@@ -397,8 +376,7 @@ def test_composites_have_no_vjp_and_the_tape_holds_primitives(denv):
         out = ml_blocks.decoder_block(x, denv["mem"], f)
         seen.update(n.prim.name for n in toposort(out) if n.prim is not None)
         return ops.sum_(out)
-    from fd import PyInterp
-    value_and_grad_impl(PyInterp(), loss, denv["y"])
+    grad(loss, denv["y"])
     assert {"layer_norm", "dense", "scaled_dot_product_attention"} <= seen <= set(ops.TABLE)
 
 
@@ -423,23 +401,23 @@ def test_composites_have_no_vjp_and_the_tape_holds_primitives(denv):
     ("dw = 3", "TypeErr", "weights must be a record"),
 ])
 def test_decoder_schema_errors_name_the_path(denv, edit, kind, message):
-    e = err(edit + "\ntransformer_decoder_block(y, mem, dw)", **denv)
+    e = error_of(edit + "\ntransformer_decoder_block(y, mem, dw)", **denv)
     assert type(e).__name__ == kind, str(e)
     assert __import__("re").search(message, str(e)), str(e)
 
 
 def test_decoder_option_errors(denv):
-    assert "one of" in str(err('transformer_decoder_block(y, mem, dw, activation="tanh")', **denv))
-    assert "dropout must be >= 0 and < 1" in str(err("transformer_decoder_block(y, mem, dw, dropout=1)", **denv))
+    assert "one of" in str(error_of('transformer_decoder_block(y, mem, dw, activation="tanh")', **denv))
+    assert "dropout must be >= 0 and < 1" in str(error_of("transformer_decoder_block(y, mem, dw, dropout=1)", **denv))
     assert "memory_mask is 3x4, which does not broadcast to 2x3x5" in str(
-        err("transformer_decoder_block(y, mem, dw, memory_mask=ones(3, 4) > 0)", **denv))
+        error_of("transformer_decoder_block(y, mem, dw, memory_mask=ones(3, 4) > 0)", **denv))
 
 
 # ---- init and counts -----------------------------------------------------------------------------
 def test_param_count_equals_pytorch():
-    assert val("param_count(transformer_decoder_block_init(512, 8, seed=0))") == 4_204_032
+    assert value_of("param_count(transformer_decoder_block_init(512, 8, seed=0))") == 4_204_032
     # no biases: 2 * 4 * 512^2 attention, 2 * 512 * 2048 feed-forward, 3 * 512 norm gains
-    assert val("param_count(transformer_decoder_block_init(512, 8, bias=false, seed=0))") == \
+    assert value_of("param_count(transformer_decoder_block_init(512, 8, bias=false, seed=0))") == \
         8 * 512 ** 2 + 2 * 512 * 2048 + 3 * 512
 
 
@@ -447,15 +425,15 @@ def test_param_count_equals_torch_live():
     torch = pytest.importorskip("torch")
     for d, h, ff in ((512, 8, 2048), (32, 4, 64)):
         layer = torch.nn.TransformerDecoderLayer(d, h, dim_feedforward=ff)
-        assert val(f"param_count(transformer_decoder_block_init({d}, {h}, mlp_ratio={ff // d}, seed=0))") == \
+        assert value_of(f"param_count(transformer_decoder_block_init({d}, {h}, mlp_ratio={ff // d}, seed=0))") == \
             sum(p.numel() for p in layer.parameters())
 
 
 def test_init_layout_and_distributions():
-    g, _ = run("w = transformer_decoder_block_init(64, 4, mlp_ratio=2, seed=0)\n"
-               "v = transformer_decoder_block_init(64, 4, mlp_ratio=2, seed=0)\n"
-               "seed(3)\na = transformer_decoder_block_init(8, 2)\nseed(3)\nb = transformer_decoder_block_init(8, 2)\n"
-               "n = transformer_decoder_block_init(8, 2, bias=false, seed=0)")
+    g = variables_after("w = transformer_decoder_block_init(64, 4, mlp_ratio=2, seed=0)\n"
+                        "v = transformer_decoder_block_init(64, 4, mlp_ratio=2, seed=0)\n"
+                        "seed(3)\na = transformer_decoder_block_init(8, 2)\nseed(3)\nb = transformer_decoder_block_init(8, 2)\n"
+                        "n = transformer_decoder_block_init(8, 2, bias=false, seed=0)")
     w = g["w"].fields
     assert list(w) == ["self_heads", "self_bo", "cross_heads", "cross_bo", "ln1_gamma", "ln1_beta", "ln2_gamma",
                        "ln2_beta", "ln3_gamma", "ln3_beta", "w1", "b1", "w2", "b2"]
@@ -492,23 +470,18 @@ def test_init_layout_and_distributions():
 
 
 def test_init_errors():
-    assert "n_heads must divide d_model" in str(err("transformer_decoder_block_init(10, 4)"))
-    assert "mlp_ratio must be >= 1" in str(err("transformer_decoder_block_init(8, 2, mlp_ratio=0)"))
+    assert "n_heads must divide d_model" in str(error_of("transformer_decoder_block_init(10, 4)"))
+    assert "mlp_ratio must be >= 1" in str(error_of("transformer_decoder_block_init(8, 2, mlp_ratio=0)"))
 
 
 # ---- the example ---------------------------------------------------------------------------------
 def test_encoder_decoder_example_short_run(tmp_path):
     """A few steps of examples/encoder_decoder.ml: it runs, learns something, reports accuracy and
     draws the figure (the full run's 90% is measured by hand; see the report)."""
-    path = os.path.join(ROOT, "examples", "encoder_decoder.ml")
-    src = open(path, encoding="utf-8").read()
-    out = io.StringIO()
-    interp = Interpreter(out=out)
     png = str(tmp_path / "ed.png")
-    interp.prelude.vars["ARGS"] = ("steps=40", "every=20", "test=40", f"plot={png}")
-    interp.run(src, path)
-    text = out.getvalue()
+    interp = run_example("encoder_decoder.ml", "steps=40", "every=20", "test=40", f"plot={png}")
+    text = interp.out.getvalue()
     assert "held-out exact match" in text and "checksum ending in 0: true" in text
-    g = interp.globals.vars
+    g = interp.variables()
     assert np.mean(g["losses"][-10:]) < math.log(10)
     assert os.path.getsize(png) > 1000

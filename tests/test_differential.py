@@ -42,7 +42,6 @@ The long run:  TAPEML_DIFF_N=10000 pytest tests/test_differential.py -s
 """
 from __future__ import annotations
 
-import io
 import math
 import os
 import random
@@ -56,8 +55,10 @@ torch = pytest.importorskip("torch")
 F = torch.nn.functional
 
 from tapeml.syntax.errors import LangError, render  # noqa: E402
-from tapeml.evaluator.interpreter import Interpreter  # noqa: E402
 from tapeml.array.values import Record  # noqa: E402
+
+from support import fresh, run  # noqa: E402
+
 
 # Patterns tapeml got wrong (fixed; kept as named patterns that the generator draws and the
 # regression test below runs); a case containing a listed one is redrawn.
@@ -1511,9 +1512,9 @@ def run_case(case: Case):
         return f"the Python mirror failed: {type(e).__name__}: {e}"
     if magnitude.largest > LARGEST or any(unstable(v) for v in want.values()):
         return "skipped"
-    interp = Interpreter(out=io.StringIO())
+    interp = fresh()
     try:
-        interp.run(case.ml, "<diff>")
+        run(case.ml, interp)
     except LangError as e:
         if case.tags.get("for_over_number") and e.kind == "TypeError" and "loop" in e.message:
             return "ok"          # the refusal issue 16 allows for a loop over a number

@@ -2,23 +2,14 @@
 vectors, trees for big records; `ans`; completion through tuple items; the collapsed trace of a
 recursion. print and interpolation keep format_value's one-line form."""
 import io
-import os
-import re
 
 import numpy as np
 import pytest
 
-from conftest import run_ml
+from support import PROMPT, Terminal, echoed, fresh, run, run_ml
 from tapeml.syntax.errors import trace_lines
-from tapeml.evaluator.interpreter import Interpreter
 from tapeml.faces import repl as R
 from tapeml.array.values import format_number, format_value, display_value
-
-
-def value_of(source):
-    got = []
-    Interpreter(out=io.StringIO()).run(source, "<t>", echo=got.append)
-    return got[-1]
 
 
 def test_grid_aligns_columns_on_the_decimal_point():
@@ -119,7 +110,7 @@ def test_a_wide_one_row_matrix_becomes_a_grid():
 
 
 def test_a_weights_record_shows_a_tree_of_fields_with_shapes():
-    w = value_of("transformer_block_init(8, 2, mlp_ratio=2, seed=0)")
+    w = echoed("transformer_block_init(8, 2, mlp_ratio=2, seed=0)")[-1]
     text = display_value(w)
     lines = text.split("\n")
     assert lines[0] == "record with 10 fields, 600 numbers:"
@@ -130,7 +121,7 @@ def test_a_weights_record_shows_a_tree_of_fields_with_shapes():
     assert len(lines) <= 24 and max(map(len, lines)) <= 80
     assert run_ml("w = transformer_block_init(8, 2, mlp_ratio=2, seed=0)\nprint(param_count(w))") == (0, "600\n")
     # small records stay on one line
-    assert display_value(value_of("{w = [1, 2; 3, 4], b = 1}")) == "{w = [1, 2; 3, 4], b = 1}"
+    assert display_value(echoed("{w = [1, 2; 3, 4], b = 1}")[-1]) == "{w = [1, 2; 3, 4], b = 1}"
 
 
 def test_print_and_interpolation_keep_the_one_line_form():
@@ -141,7 +132,7 @@ def test_print_and_interpolation_keep_the_one_line_form():
 # ---- in the session ------------------------------------------------------------------------------
 
 def run_entries(*entries, interp=None):
-    interp = interp or Interpreter(out=io.StringIO())
+    interp = interp or fresh()
     buf = io.StringIO()
     repl = R.Repl(interp, session=None, out=buf, err=buf)
     for e in entries:
@@ -167,8 +158,7 @@ def test_ans_holds_the_last_echoed_value(monkeypatch):
 
 
 def test_completion_after_an_indexed_tuple_item():
-    interp = Interpreter(out=io.StringIO())
-    interp.run('w = {heads = ({wq = 1, wk = 2}, {wq = 3, wv = 4}), n = 2}\nt = (1, {a = 1})', "<t>")
+    interp = run('w = {heads = ({wq = 1, wk = 2}, {wq = 3, wv = 4}), n = 2}\nt = (1, {a = 1})')
     names = lambda text: [c.text for c in R.completions(text, interp)]
     assert names("w.heads[0].") == ["wq", "wk"]
     assert names("y = f(w.heads[1].w") == ["wq", "wv"]
@@ -193,16 +183,7 @@ def test_trace_lines_collapse_runs_and_cycles():
 def test_grid_display_in_a_real_terminal_of_its_size(tmp_path):
     """The real `tapeml` in a 40x14 pseudo-terminal: the echo is laid out for that size, `ans`
     holds it, and print keeps the one-line form."""
-    import fcntl
-    import struct
-    import termios
-    from test_repl import PROMPT, Pty, pty_env, tapeml_command
-    env = pty_env(tmp_path)
-    env.pop("COLUMNS", None)
-    env.pop("LINES", None)
-    p = Pty(tapeml_command(), env)
-    try:
-        fcntl.ioctl(p.fd, termios.TIOCSWINSZ, struct.pack("HHHH", 14, 40, 0, 0))
+    with Terminal(tmp_path, size=(14, 40)) as p:
         p.expect(PROMPT)
         p.send(b"reshape(0:99, 20, 5) * 1.5\r")
         m = p.expect(rb"20x5 matrix:\r\n((?:.*\r\n){9})")
@@ -225,9 +206,4 @@ def test_grid_display_in_a_real_terminal_of_its_size(tmp_path):
         assert m.group(1).decode() == "  1   2   3   4   5   6   7   8   9  10"
         p.expect(PROMPT)
         p.send(b":quit\r")
-        _, status = os.waitpid(p.pid, 0)
-        p.pid = 0
-        assert os.waitstatus_to_exitcode(status) == 0
-    finally:
-        if p.pid:
-            p.close()
+        assert p.exit_code() == 0

@@ -1,7 +1,6 @@
 """The docs builder (lang/faces/docs/) and the plotting builtins: every builtin documented and
 run, the index complete, `tapeml docs check` catching a hand-edited output, figures
 deterministic, the seed program on the transformer_block page."""
-import io
 import os
 import re
 import shutil
@@ -10,12 +9,11 @@ import sys
 
 import pytest
 
-from conftest import page_of_square_with_vjp
+from support import ROOT, fresh, output_of, page_of_square_with_vjp, run
 
 from tapeml.faces import docs as docgen
 from tapeml.builtins import REGISTRY, plot
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DOCS = os.path.join(ROOT, "docs")
 
 GOLDEN_SEED_OUTPUT = (
@@ -151,14 +149,11 @@ def test_matplotlib_is_imported_only_when_a_plot_is_drawn():
 
 
 def test_show_in_a_script_saves_a_png_and_says_where(tmp_path, monkeypatch):
-    from tapeml.evaluator.interpreter import Interpreter
     monkeypatch.setattr(plot, "_mode", "script")
     monkeypatch.chdir(tmp_path)                 # into the current directory, not /tmp
     (tmp_path / "tapeml-figure-1.png").write_bytes(b"the user's file")
     monkeypatch.setattr(plot, "_shown", 0)
-    buf = io.StringIO()
-    Interpreter(out=buf).run("plot([1, 2, 3])\nshow()", "<t>")
-    m = re.fullmatch(r"figure saved to (.+\.png)\n", buf.getvalue())
+    m = re.fullmatch(r"figure saved to (.+\.png)\n", output_of("plot([1, 2, 3])\nshow()"))
     assert m and m.group(1) == str(tmp_path / "tapeml-figure-2.png")   # never overwrites a file
     assert open(m.group(1), "rb").read(8) == b"\x89PNG\r\n\x1a\n"
     assert (tmp_path / "tapeml-figure-1.png").read_bytes() == b"the user's file"
@@ -166,18 +161,16 @@ def test_show_in_a_script_saves_a_png_and_says_where(tmp_path, monkeypatch):
 
 
 def test_savefig_after_show_warns_instead_of_writing_a_blank_image(tmp_path, monkeypatch, capsys):
-    from tapeml.evaluator.interpreter import Interpreter
     monkeypatch.setattr(plot, "_mode", "script")
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(plot, "_shown", 0)
-    interp = Interpreter(out=io.StringIO())
-    interp.run('plot([1, 2, 3])\nshow()\nsavefig("after.png")', "<t>")
+    interp = run('plot([1, 2, 3])\nshow()\nsavefig("after.png")')
     assert not (tmp_path / "after.png").exists()
     err = capsys.readouterr().err
     assert "warning: savefig(): the figure was already shown" in err and "tapeml-figure-1.png" in err
     assert "Call savefig before show()" in err
     # drawing again makes a new figure, and savefig writes it
-    interp.run('plot([3, 2, 1])\nsavefig("again.png")', "<t>")
+    run('plot([3, 2, 1])\nsavefig("again.png")', interp)
     assert (tmp_path / "again.png").read_bytes()[:4] == b"\x89PNG"
     plot.close_all()
 
@@ -185,20 +178,18 @@ def test_savefig_after_show_warns_instead_of_writing_a_blank_image(tmp_path, mon
 def test_each_drawing_after_show_starts_a_fresh_figure(monkeypatch):
     """In a session with a window, show() leaves its figure open; the next plot must not draw
     on its axes (the tutorial's heat map and loss curve shared one axes)."""
-    from tapeml.evaluator.interpreter import Interpreter
     monkeypatch.setattr(plot, "_mode", "repl")
     monkeypatch.setattr(plot, "_display_available", lambda: True)
     monkeypatch.setattr(plot, "_to_window", lambda: True)      # Agg stands in for the window
     plot.close_all()
-    interp = Interpreter(out=io.StringIO())
-    interp.run("imshow([1, 2; 3, 4])\nshow()", "<t>")
+    interp = run("imshow([1, 2; 3, 4])\nshow()")
     assert len(plot.open_figures()) == 1
-    interp.run("plot([1, 2, 3])\ntitle(\"loss\")", "<t>")
+    run("plot([1, 2, 3])\ntitle(\"loss\")", interp)
     first, second = plot.open_figures()
     assert len(first.axes) == 2 and len(first.axes[0].images) == 1 and not first.axes[0].lines
     assert len(second.axes) == 1 and len(second.axes[0].lines) == 1
     assert second.axes[0].get_title() == "loss"
-    interp.run("show()\nxlabel(\"step\")\nshow()\nsubplot(1, 2, 0)\nplot([1, 2])", "<t>")
+    run("show()\nxlabel(\"step\")\nshow()\nsubplot(1, 2, 0)\nplot([1, 2])", interp)
     figs = plot.open_figures()
     assert len(figs) == 4 and figs[2].axes[0].get_xlabel() == "step" and not figs[2].axes[0].lines
     assert len(figs[3].axes) == 1 and len(figs[3].axes[0].lines) == 1
@@ -207,11 +198,10 @@ def test_each_drawing_after_show_starts_a_fresh_figure(monkeypatch):
 
 def test_plot_errors_are_language_errors():
     from tapeml.syntax.errors import IndexErr, ShapeError, ValueErr
-    from tapeml.evaluator.interpreter import Interpreter
     for code, kind in (("plot([1, 2], [1, 2, 3])", ShapeError), ("subplot(1, 2, 2)", IndexErr),
                        ("figure()\nlegend()", ValueErr), ("imshow(zeros(2, 2, 2))", ShapeError)):
         with pytest.raises(kind):
-            Interpreter(out=io.StringIO()).run(code, "<t>")
+            run(code)
     plot.close_all()
 
 
@@ -426,9 +416,8 @@ def test_help_shares_the_doc_model_and_runs_examples_in_the_asking_session():
     """help reads stdlib docs through docs.collect (the builder's doc model) and runs the example
     in a fresh interpreter of the asking session's kind; with no session it shows the code only."""
     from tapeml.builtins.help import help_text, stdlib_table
-    from tapeml.evaluator.interpreter import Interpreter
     assert set(stdlib_table()) == {e.name for e in docgen.stdlib_entries()}
-    with_session = help_text("len", Interpreter(out=io.StringIO())).split("Example\n")[1].split("\n")
+    with_session = help_text("len", fresh()).split("Example\n")[1].split("\n")
     without = help_text("len").split("Example\n")[1].split("\n")
     assert len(with_session) == len(without) + 1 and with_session[:len(without)] == without
     assert with_session[-1].strip() == docgen.run_code(REGISTRY["len"].examples[0], "<len>").output.split("\n")[-1]

@@ -1,46 +1,28 @@
 """The float32 mode (set_dtype / tapeml --dtype float32): every constructor follows it, and no
 number, optimizer or gradient promotes a float32 matrix back to float64."""
-import io
-import os
 import subprocess
-import sys
 
 import numpy as np
 import pytest
 
 from tapeml.array import ops
 from tapeml.syntax.errors import LangError
-from tapeml.evaluator.interpreter import Interpreter
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-@pytest.fixture
-def f32():
-    """An interpreter in float32 mode; the session setting is put back afterwards."""
-    interp = Interpreter(out=io.StringIO())
-    interp.run('set_dtype("float32")', "<t>")
-    yield interp
-    ops.set_dtype("float64")
-
-
-def values(interp, src):
-    interp.run(src, "<t>")
-    return interp.globals.vars
+from support import output_of, run, tapeml_command, variables_after
 
 
 def test_constructors_follow_the_setting(f32):
-    g = values(f32, "seed(0)\na = [1, 2; 3, 4]\nb = zeros(2)\nc = ones(2, 2)\nd = eye(3)\ne = fill(7, 2)\n"
-                    "f = linspace(0, 1, 5)\nh = 1:4\nr = rand(3)\nn = randn(2, 2)\n")
+    g = variables_after("seed(0)\na = [1, 2; 3, 4]\nb = zeros(2)\nc = ones(2, 2)\nd = eye(3)\ne = fill(7, 2)\n"
+                        "f = linspace(0, 1, 5)\nh = 1:4\nr = rand(3)\nn = randn(2, 2)\n", f32)
     for name in "abcdefhrn":
         assert g[name].dtype == np.float32, name
     assert g["h"].tolist() == [1, 2, 3, 4]
 
 
 def test_rand_and_randn_draw_the_same_numbers_in_both_types(f32):
-    g32 = values(f32, "seed(5)\nr = rand(4)\nn = randn(4)")
+    g32 = variables_after("seed(5)\nr = rand(4)\nn = randn(4)", f32)
     ops.set_dtype("float64")
-    g64 = values(Interpreter(out=io.StringIO()), "seed(5)\nr = rand(4)\nn = randn(4)")
+    g64 = variables_after("seed(5)\nr = rand(4)\nn = randn(4)")
     for name in "rn":
         assert g64[name].dtype == np.float64
         np.testing.assert_array_equal(g32[name], g64[name].astype(np.float32))
@@ -48,8 +30,8 @@ def test_rand_and_randn_draw_the_same_numbers_in_both_types(f32):
 
 def test_numbers_never_promote_a_float32_matrix(f32):
     # results of sqrt/exp/sum/mean/indexing on numbers are Python floats (weak scalars), not np.float64
-    g = values(f32, "x = [1, 2, 3]\na = x / sqrt(2)\nb = x * exp(1)\nc = x + sum(x)\nd = x * mean(x)\n"
-                    "e = x * x[2]\nf = x * max(x)\ns = sqrt(2)")
+    g = variables_after("x = [1, 2, 3]\na = x / sqrt(2)\nb = x * exp(1)\nc = x + sum(x)\nd = x * mean(x)\n"
+                        "e = x * x[2]\nf = x * max(x)\ns = sqrt(2)", f32)
     for name in "abcdef":
         assert g[name].dtype == np.float32, name
     assert type(g["s"]) is float
@@ -60,8 +42,8 @@ def test_numbers_never_promote_a_float32_matrix(f32):
                                   "adam_step(p, g, adam_init(p))",
                                   "adamw_step(p, g, adamw_init(p), weight_decay = 0.1)"])
 def test_optimizers_keep_float32(f32, step):
-    g = values(f32, "p = {w = ones(2, 2), b = zeros(2)}\ng = {w = ones(2, 2), b = ones(2)}\n"
-                    f"q, state = {step}\nq, state = {step.replace('init(p)', 'init(q)')}")
+    g = variables_after("p = {w = ones(2, 2), b = zeros(2)}\ng = {w = ones(2, 2), b = ones(2)}\n"
+                        f"q, state = {step}\nq, state = {step.replace('init(p)', 'init(q)')}", f32)
     for leaf in g["q"].fields.values():
         assert leaf.dtype == np.float32
 
@@ -69,9 +51,9 @@ def test_optimizers_keep_float32(f32, step):
 def test_block_gradient_in_float32_matches_float64(f32):
     src = ("seed(0)\nx = randn(6, 8)\nw = transformer_block_init(8, 2)\n"
            "loss, gw = value_and_grad(fn(w) -> sum(transformer_block(x, w, causal = true) * x), w)\n")
-    g32 = values(f32, src)
+    g32 = variables_after(src, f32)
     ops.set_dtype("float64")
-    g64 = values(Interpreter(out=io.StringIO()), src)
+    g64 = variables_after(src)
     leaves32, leaves64 = [], []
 
     def flat(v, out):
@@ -94,24 +76,24 @@ def test_block_gradient_in_float32_matches_float64(f32):
 
 def test_unknown_dtype_is_an_error():
     with pytest.raises(LangError, match='one of "float64", "float32"'):
-        Interpreter(out=io.StringIO()).run('set_dtype("float16")', "<t>")
+        run('set_dtype("float16")')
 
 
 def test_cli_flag_sets_float32_for_the_script(tmp_path):
     script = tmp_path / "d.ml"
     script.write_text('print(dtype(randn(2)), dtype([1, 2] / sqrt(2)))\n', encoding="utf-8")
-    tml = os.path.join(os.path.dirname(sys.executable), "tapeml")
-    out = subprocess.run([tml, "--dtype", "float32", str(script)], capture_output=True, text=True, check=True)
+    tml = tapeml_command()
+    out = subprocess.run([*tml, "--dtype", "float32", str(script)], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "float32 float32"
-    out = subprocess.run([tml, "--dtype=float32", str(script)], capture_output=True, text=True, check=True)
+    out = subprocess.run([*tml, "--dtype=float32", str(script)], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "float32 float32"
-    out = subprocess.run([tml, str(script)], capture_output=True, text=True, check=True)
+    out = subprocess.run([*tml, str(script)], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "float64 float64"
 
 
 def test_a_float32_checkpoint_loads_as_float32(f32, tmp_path):
     path = str(tmp_path / "ck.npz").replace("\\", "/")
-    g = values(f32, f'w = {{a = [1, 2, 3] / 3, b = 0.5}}\nsave("{path}", w)\nv = load("{path}")')
+    g = variables_after(f'w = {{a = [1, 2, 3] / 3, b = 0.5}}\nsave("{path}", w)\nv = load("{path}")', f32)
     assert g["v"].fields["a"].dtype == np.float32
     np.testing.assert_array_equal(g["v"].fields["a"], g["w"].fields["a"])    # bit for bit
     assert g["v"].fields["b"] == 0.5
@@ -138,10 +120,9 @@ def test_no_primitive_returns_a_numpy_scalar(dtype):
         assert leaked == []
     finally:
         ops.set_dtype("float64")
-    out = io.StringIO()
     try:
-        Interpreter(out=out).run('set_dtype("float32")\nx = zeros() + 2.5\n'
-                                 'print(type(x), round(x, 3), x / 2, -x, x ^ 2)\n', "<f32>")
+        out = output_of('set_dtype("float32")\nx = zeros() + 2.5\n'
+                        'print(type(x), round(x, 3), x / 2, -x, x ^ 2)\n')
     finally:
         ops.set_dtype("float64")
-    assert out.getvalue() == "number 2.5 1.25 -2.5 6.25\n"
+    assert out == "number 2.5 1.25 -2.5 6.25\n"

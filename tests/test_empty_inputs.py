@@ -14,25 +14,12 @@ import importlib.util
 import numpy as np
 import pytest
 
-from tapeml.builtins import REGISTRY
-from tapeml.builtins.autodiff import value_and_grad_impl
-from tapeml.evaluator.interpreter import Interpreter
 from tapeml.array.tape import raw
-from fd import PyInterp
+from fd import builtin as B, grad_array as grad
+from support import output_of
 
 HAS_TORCH = importlib.util.find_spec("torch") is not None
 L = np.linalg
-
-
-def B(name):
-    """The builtin as a Python function (arguments bound and checked by the registry)."""
-    Interpreter()
-    b = REGISTRY[name]
-    return lambda *args, **kw: b.fn(*b.bind(list(args), kw))
-
-
-def grad(f, x):
-    return np.asarray(raw(value_and_grad_impl(PyInterp(), f, x)[1]))
 
 
 def tsum(*parts):
@@ -184,17 +171,10 @@ def test_gradients_through_normalizations_of_zero_rows():
          np.zeros((0, 4)))
 
 
-def run(source):
-    import io
-    out = io.StringIO()
-    Interpreter(out=out).run(source, "<t>")
-    return out.getvalue()
-
-
 def test_blocks_on_zero_positions():
     """A [0, D] input (T = 0) gives a [0, D] result through every block, and gradients of the
     right shapes: empty for x, zeros for the weights (no position uses them)."""
-    out = run("""
+    out = output_of("""
 w = transformer_block_init(4, 2, seed=1)
 print(size(transformer_block(zeros(0, 4), w)), size(transformer_block(zeros(0, 4), w, causal=true, norm_first=true)))
 print(size(transformer_block(zeros(2, 0, 4), w, causal=true)))
@@ -295,7 +275,7 @@ def test_dense_of_empty_shapes_matches_numpy(xs, ws):
 @pytest.mark.parametrize("xs, ws", [((2, 3, 0), (0, 3)), ((2, 0, 4), (4, 3))], ids=str)
 def test_second_order_through_a_batch_against_one_matrix_of_empty_shapes(xs, ws):
     """grad of grad of sum((x @ w)^2) = 2 x'x 1 (the batch folded), NumPy's value."""
-    out = run(f"x = ones({xs[0]}, {xs[1]}, {xs[2]})\n"
-              f"print(size(grad(fn(w) -> sum(grad(fn(v) -> sum((x @ v)^2), w)), ones({ws[0]}, {ws[1]}))))\n")
+    out = output_of(f"x = ones({xs[0]}, {xs[1]}, {xs[2]})\n"
+                    f"print(size(grad(fn(w) -> sum(grad(fn(v) -> sum((x @ v)^2), w)), ones({ws[0]}, {ws[1]}))))\n")
     x = np.ones(xs).reshape(int(np.prod(xs[:-1])), xs[-1])
     assert out == f"{(2 * x.T @ x @ np.ones(ws)).shape}\n"

@@ -3,7 +3,7 @@ import re
 
 import pytest
 
-from conftest import run_ml
+from support import error_of, run_cli, run_ml
 
 CASES = [
     # (source, kind, message fragment, "line:col")
@@ -186,7 +186,6 @@ def test_call_chain_is_shown():
 
 
 def test_usage_errors_exit_2(tmp_path):
-    from conftest import run_cli
     assert run_cli([str(tmp_path / "missing.ml")])[0] == 2
     assert run_cli(["--no-such-flag"])[0] == 2
     assert run_cli(["-c"])[0] == 2
@@ -194,7 +193,6 @@ def test_usage_errors_exit_2(tmp_path):
 
 def test_keyboard_interrupt_in_script_is_one_line(monkeypatch):
     from tapeml.builtins.registry import REGISTRY
-    from conftest import run_cli
 
     def boom():
         raise KeyboardInterrupt
@@ -241,14 +239,12 @@ def test_errors_in_functions_run_by_grad_name_the_grad_call():
 
 
 def test_a_byte_order_mark_is_ignored(tmp_path):
-    from conftest import run_cli
     f = tmp_path / "bom.ml"
     f.write_bytes(b"\xef\xbb\xbfprint(1)\n")
     assert run_cli([str(f)]) == (0, "1\n")
 
 
 def test_tapeml_options_after_the_script_are_named_in_a_warning(tmp_path):
-    from conftest import run_cli
     script = tmp_path / "dt.ml"
     script.write_text("print(dtype(ones(1)))\nprint(ARGS)\n", encoding="utf-8")
     code, out = run_cli([str(script), "--dtype", "float32"])
@@ -260,19 +256,13 @@ def test_tapeml_options_after_the_script_are_named_in_a_warning(tmp_path):
 def test_a_refusal_inside_a_matrix_literal_names_the_literal(monkeypatch):
     """concat is the literal's own step: the refusal names the literal and its result."""
     from tapeml.array import limits
-    from tapeml.syntax.errors import LangError
-    from tapeml.evaluator.interpreter import Interpreter
-    import io
     monkeypatch.setattr(limits, "MAX_ELEMENTS", 100)
     for source, result in [("x = ones(60)\ny = [x, x]", "a vector of length 120"), ("x = ones(60)\ny = [x; x]", "2x60"),
                            ("x = ones(60)\ny = [x', 1 + x']", "60x2")]:
-        with pytest.raises(LangError) as info:
-            Interpreter(out=io.StringIO()).run(source, "<t>")
-        assert info.value.message.startswith(f"the matrix literal (a result of {result}) would need"), info.value.message
-        assert (info.value.span.line, info.value.span.col) == (2, 5)
-    with pytest.raises(LangError) as info:
-        Interpreter(out=io.StringIO()).run("x = ones(60)\ny = stack(x, x, dim=1)", "<t>")
-    assert info.value.message.startswith("stack() of 2 parts (a result of 60x2) would need")
+        err = error_of(source)
+        assert err.message.startswith(f"the matrix literal (a result of {result}) would need"), err.message
+        assert (err.span.line, err.span.col) == (2, 5)
+    assert error_of("x = ones(60)\ny = stack(x, x, dim=1)").message.startswith("stack() of 2 parts (a result of 60x2) would need")
 
 
 def test_parser_and_evaluator_messages_have_no_python_wording():

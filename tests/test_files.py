@@ -11,36 +11,19 @@ import shutil
 import signal
 import stat
 import subprocess
-import sys
 import tempfile
 import time
 
 import numpy as np
 import pytest
 
-from conftest import allocates_at_most
+from support import TAPEML, allocates_at_most, error_of, output_of, run, variables_after
 from tapeml.array import limits
 from tapeml.syntax.errors import IOErr, LangError, ValueErr
-from tapeml.evaluator.interpreter import Interpreter
 from tapeml.array.values import Record, format_gb
 
-TAPEML = [sys.executable, "-m", "tapeml.faces.cli"]
 ROOT = os.geteuid() == 0
 NOBODY = 65534
-
-
-def run(source: str, **variables) -> str:
-    out = io.StringIO()
-    interp = Interpreter(out=out)
-    interp.globals.vars.update(variables)
-    interp.run(source, "<test>")
-    return out.getvalue()
-
-
-def error_of(source: str, **variables) -> LangError:
-    with pytest.raises(LangError) as info:
-        run(source, **variables)
-    return info.value
 
 
 def _npz(path):
@@ -265,10 +248,10 @@ def test_a_new_file_in_a_read_only_directory_is_refused_and_a_writable_file_ther
     if ROOT:
         os.chown(ro, NOBODY, NOBODY)
     try:
-        got = _as_other_user(lambda: run(f'write_text("{ro}/new.txt", "x")'))
+        got = _as_other_user(lambda: output_of(f'write_text("{ro}/new.txt", "x")'))
         assert got == (f"IOErr: write_text(): cannot write {ro}/new.txt: permission denied (the directory "
                        f"{ro} cannot be written)")
-        got = _as_other_user(lambda: run(f'write_text("{ro}/w.txt", "new")\nprint(read_text("{ro}/w.txt"))'))
+        got = _as_other_user(lambda: output_of(f'write_text("{ro}/w.txt", "new")\nprint(read_text("{ro}/w.txt"))'))
         assert got == "new\n"                           # as `echo new > w.txt` would
         assert sorted(os.listdir(ro)) == ["w.txt"]
     finally:
@@ -284,7 +267,7 @@ def test_a_file_whose_owner_cannot_be_kept_is_written_in_place(shared_dir):
         f.write("old")
     os.chmod(path, 0o666)
     source = f'write_csv("{path}", [1, 2; 3, 4])\nprint(all(read_csv("{path}") == [1, 2; 3, 4]))'
-    got = _as_other_user(lambda: run(source))
+    got = _as_other_user(lambda: output_of(source))
     assert got == "true\n"
     st = os.stat(path)
     assert (st.st_uid, st.st_gid, stat.S_IMODE(st.st_mode)) == (0, 0, 0o666)
@@ -449,7 +432,7 @@ def test_a_compressed_checkpoint_expanding_past_the_limit_is_refused_unread(tmp_
         f"load(): {p}, a file of {format_gb(os.path.getsize(p))}, holds 2 arrays that together would need "
         f"0.024 GB of float64; the limit is 0.02 GB (half this machine's memory, at most 8 GB)")
     monkeypatch.setattr(limits, "MAX_ELEMENTS", 3_000_000)      # at the limit: read, and exact
-    got = run("w = load(p)\nprint(size(w.a), size(w.b), sum(w.a) + sum(w.b))", p=str(p))
+    got = output_of("w = load(p)\nprint(size(w.a), size(w.b), sum(w.a) + sum(w.b))", p=str(p))
     assert got == "(1500000,) (1500000,) 0\n"
 
 
@@ -549,10 +532,7 @@ def test_a_record_1000_deep_round_trips_and_1001_is_refused(tmp_path, name):
 
 
 def _loaded(p: str):
-    interp = Interpreter(out=io.StringIO())
-    interp.globals.vars["p"] = p
-    interp.run("back = load(p)", "<test>")
-    return interp.globals.vars["back"]
+    return variables_after("back = load(p)", p=p)["back"]
 
 
 def test_load_of_a_file_nested_past_the_limit_is_refused(tmp_path):
@@ -608,10 +588,8 @@ def test_readers_take_memory_in_proportion_to_the_file_not_to_the_limit(tmp_path
         with allocates_at_most(times * size):
             run(f"x = {call}", p=str(p))
     got = np.loadtxt(p, delimiter=",")                  # NumPy's reader is the reference
-    interp = Interpreter(out=io.StringIO())
-    interp.globals.vars["p"] = str(p)
-    interp.run("x = read_csv(p)", "<test>")
-    assert np.array_equal(interp.globals.vars["x"], got) and got.shape == (100_000, 10)
+    x = variables_after("x = read_csv(p)", p=str(p))["x"]
+    assert np.array_equal(x, got) and got.shape == (100_000, 10)
 
 
 def test_an_array_of_strings_is_refused_before_it_is_read(tmp_path):

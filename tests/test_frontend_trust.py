@@ -14,34 +14,18 @@ from decimal import Decimal
 import numpy as np
 import pytest
 
-from conftest import allocates_at_most
+from support import TAPEML, allocates_at_most, error_of, output_of, run
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tapeml.syntax.errors import IOErr, LangError, LangSyntaxError, ValueErr
-from tapeml.evaluator.interpreter import Interpreter
+from tapeml.syntax.errors import IOErr, LangSyntaxError, ValueErr
 from tapeml.array.ranges import make_range
 from tapeml.syntax.lexer import NUMBER, tokenize
 from tapeml.array.limits import MAX_ELEMENTS, g3
 
-TAPEML = [sys.executable, "-m", "tapeml.faces.cli"]
-
-
-def run(source: str) -> str:
-    out = io.StringIO()
-    Interpreter(out=out).run(source, "<test>")
-    return out.getvalue()
-
-
-def error_of(source: str) -> LangError:
-    with pytest.raises(LangError) as info:
-        run(source)
-    return info.value
-
-
 # ---- 6. range ends -----------------------------------------------------------------------------
 def test_a_float_range_ends_exactly_at_its_end():
-    assert run("print((0:0.1:0.3)[end] == 0.3, any((0:0.1:0.3) == 0.3), len(0:0.1:0.3))\n") == "true true 4\n"
+    assert output_of("print((0:0.1:0.3)[end] == 0.3, any((0:0.1:0.3) == 0.3), len(0:0.1:0.3))\n") == "true true 4\n"
     r = make_range(0.0, 0.1, 0.3)
     assert r[-1] == 0.3 and list(r[:-1]) == [0.0, 0.1, 0.2]      # interior: a + k*step
     assert make_range(1.0, -0.1, 0.7)[-1] == 0.7
@@ -131,25 +115,25 @@ def test_a_whole_number_token_always_agrees_with_float(text):
 
 
 def test_number_grammar_cases():
-    assert run("print(1.e3, 1.E+5, 1.e-3, 1., .5e1, 2.5e2, 0.e0, 00.5)\n") == "1000 100000 0.001 1 5 250 0 0.5\n"
-    assert run("x = {e3 = 4}\nprint(x.e3)\n") == "4\n"                # a name's field is still a field
+    assert output_of("print(1.e3, 1.E+5, 1.e-3, 1., .5e1, 2.5e2, 0.e0, 00.5)\n") == "1000 100000 0.001 1 5 250 0 0.5\n"
+    assert output_of("x = {e3 = 4}\nprint(x.e3)\n") == "4\n"                # a name's field is still a field
     assert "cannot read field 'e3' of a number" in error_of("print(1.5.e3)").message
     assert "cannot read field 'e' of a number" in error_of("print(1.e)").message
     assert error_of("print(1_000)").message == "numbers are written without '_' separators: write 1000 for 1_000"
     assert "undefined name 'inf'" in error_of("print(inf)").message   # inf and nan are not literals
-    assert run("print(1.:3, 0:1.:2)\n") == "[1, 2, 3] [0, 1, 2]\n"
+    assert output_of("print(1.:3, 0:1.:2)\n") == "[1, 2, 3] [0, 1, 2]\n"
 
 
 # ---- 10. a 0-d matrix indexed, assigned ------------------------------------------------------------
 def test_zeros_of_no_size_is_indexed_as_the_number_it_holds():
-    assert run("print(zeros()[0], zeros()[end], zeros()[0:0], zeros()[:], zeros()[[0, 0]], 5[0])\n") == \
+    assert output_of("print(zeros()[0], zeros()[end], zeros()[0:0], zeros()[:], zeros()[[0, 0]], 5[0])\n") == \
         "0 0 [0] [0] [0, 0] 5\n"
-    assert run("x = zeros()\nx[0] = 3\nprint(x, size(x))\nx[end] += 1\nprint(x)\n") == "3 ()\n4\n"
+    assert output_of("x = zeros()\nx[0] = 3\nprint(x, size(x))\nx[end] += 1\nprint(x)\n") == "3 ()\n4\n"
     err = error_of("x = zeros()\nx[1] = 3\n")
     assert "index 1 is out of range" in err.message and (err.span.line, err.span.col) == (2, 3)
     err = error_of("x = zeros()\nx[:] = [1, 2]\n")
     assert err.message == "cannot assign a vector of length 2 to a single element"
-    assert run("print(grad(fn(v) -> (zeros() + v)[0] * 3, 2))\n") == "3\n"
+    assert output_of("print(grad(fn(v) -> (zeros() + v)[0] * 3, 2))\n") == "3\n"
 
 
 # ---- 11. one size guard for every producer -----------------------------------------------------
@@ -168,7 +152,7 @@ def test_interpolating_eight_50_mb_strings_is_refused():
     err = error_of('s = "a" * 5e7\nt = "{s}{s}{s}{s}{s}{s}{s}{s}"\n')
     assert err.message == "the interpolated string would take 0.4 GB; " + LIMIT_TAIL
     assert (err.span.line, err.span.col) == (2, 5)
-    assert run('s = "é" * 1e6\nprint(len("{s}{s}"), len(s + s))\n') == "2000000 2000000\n"
+    assert output_of('s = "é" * 1e6\nprint(len("{s}{s}"), len(s + s))\n') == "2000000 2000000\n"
 
 
 GB20 = "would need 20 GB of float64; the limit is"
@@ -238,7 +222,7 @@ def test_builtins_that_build_from_sizes_or_ids_are_guarded():
     with allocates_at_most(50e6):
         err = error_of("w = transformer_block_init(1e5, 1)")
     assert err.message.startswith("transformer_block_init(): a weight of 300000 x 100000 would need 240 GB of float64")
-    assert run("print(size(embedding(ones(3, 2), [0, 2, 2, 1])))\n") == "(4, 2)\n"
+    assert output_of("print(size(embedding(ones(3, 2), [0, 2, 2, 1])))\n") == "(4, 2)\n"
 
 
 def test_concat_and_stack_are_guarded():
@@ -280,8 +264,8 @@ def test_from_char_codes_refuses_surrogates_and_huge_strings():
         err = error_of(f"from_char_codes([65, {code}])")
         assert err.message == (f"from_char_codes(): {code} is a surrogate code point (55296..57343, "
                                f"U+D800..U+DFFF), which is not a character")
-    assert run("print(from_char_codes([72, 105, 233, 128512, 55295, 57344]) == "
-               "from_char_codes(char_codes(from_char_codes([72, 105, 233, 128512, 55295, 57344]))))\n") == "true\n"
+    assert output_of("print(from_char_codes([72, 105, 233, 128512, 55295, 57344]) == "
+                     "from_char_codes(char_codes(from_char_codes([72, 105, 233, 128512, 55295, 57344]))))\n") == "true\n"
     err = error_of("x = from_char_codes(fill(233, 6e7))")
     assert err.message == "from_char_codes(): the string would take 0.12 GB; " + LIMIT_TAIL
 
@@ -357,7 +341,7 @@ def test_a_signal_during_save_leaves_no_temporary_file(tmp_path, sig, code, line
     assert proc.returncode == code
     assert err.splitlines() == [line]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ck.npz", "saver.ml"]
-    assert run(f'print(size(load("{tmp_path / "ck.npz"}").w))\n') == "(4000000,)\n"
+    assert output_of(f'print(size(load("{tmp_path / "ck.npz"}").w))\n') == "(4000000,)\n"
 
 
 # ---- 12. no Python or NumPy words reach the user ---------------------------------------------------
@@ -412,7 +396,7 @@ def test_an_int_parameter_of_any_builtin_refuses_1e300_in_its_own_words():
 @pytest.mark.parametrize("fn", ["tanh", "exp", "sigmoid", "silu", "sqrt", "log", "sin", "relu", "gelu"])
 def test_elementwise_functions_of_bools_compute_in_float64(fn):
     """NumPy computes tanh of a bool matrix in float16 (0.7617188) and refuses -x for sigmoid."""
-    assert run(f"print(all({fn}([true, false]) == {fn}([1, 0])), {fn}(true) == {fn}(1))\n") == "true true\n"
+    assert output_of(f"print(all({fn}([true, false]) == {fn}([1, 0])), {fn}(true) == {fn}(1))\n") == "true true\n"
 
 
 @pytest.mark.parametrize("source", ["hist([0 / 0], 10)", "imshow(zeros(0, 0))", "hist([1, 2, 0 / 0], 3)",
@@ -440,10 +424,10 @@ def test_writers_refuse_devices_and_pipes(tmp_path):
 
 
 def test_round_with_bools_and_digits_past_the_float_range():
-    assert run("print(round(false, digits=1), round([true, false], digits=-1), round(2^53, 2^53))\n") == \
+    assert output_of("print(round(false, digits=1), round([true, false], digits=-1), round(2^53, 2^53))\n") == \
         "0 [0, 0] 9.007199e15\n"
-    assert run("print(round(1.5, 400), round(2.5, -400), round([1.5, 1 / 0, 0 / 0, -1 / 0], 400), "
-               "round(1e308, 300), round(1234.5678, -2), round(0.125, 2))\n") == \
+    assert output_of("print(round(1.5, 400), round(2.5, -400), round([1.5, 1 / 0, 0 / 0, -1 / 0], 400), "
+                     "round(1e308, 300), round(1234.5678, -2), round(0.125, 2))\n") == \
         "1.5 0 [1.5, inf, nan, -inf] 1e308 1200 0.12\n"
 
 
@@ -455,4 +439,4 @@ def test_a_tracked_number_given_to_a_number_parameter_is_a_clear_error(call):
     err = error_of(f"g = grad(fn(x) -> sum({call}), 0.5)")
     assert "is being differentiated (it depends on the input of grad), but" in err.message
     assert "stop_gradient(...)" in err.message
-    assert run(f"print(grad(fn(x) -> sum({call.replace('x', 'stop_gradient(x)', 1)}), 0.5))\n") == "0\n"
+    assert output_of(f"print(grad(fn(x) -> sum({call.replace('x', 'stop_gradient(x)', 1)}), 0.5))\n") == "0\n"

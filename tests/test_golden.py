@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from conftest import ROOT, SHARED, run_cli
+from support import ROOT, SHARED, run_cli
 
 CASES = sorted(glob.glob(os.path.join(ROOT, "tests", "golden", "*.ml")) +
                [p for p in glob.glob(os.path.join(ROOT, "examples", "*.ml"))

@@ -11,34 +11,11 @@ from tapeml.builtins.ml import attention as ml_attention
 from tapeml.array.tape import Box, raw
 from tapeml.array.values import Record
 
-from conftest import run_ml
-from fd import PyInterp, fd_grad, grad
+from support import fresh, run_ml, variables_after
+from fd import PyInterp, builtin, check_grads, fd_grad, grad
 
 
-def block(x, w):
-    """transformer_block with its declared defaults, called from Python."""
-    from tapeml.builtins import REGISTRY
-    b = REGISTRY["transformer_block"]
-    return b.fn(*b.bind([x, w], {}))
-
-
-def check(f, *inputs, tol=1e-6):
-    """d/d(input k) of sum(f(...) * R) for every input, tape vs finite differences."""
-    rng = np.random.default_rng(1)
-    out = raw(f(*inputs))
-    R = rng.standard_normal(np.shape(out))
-
-    for k in range(len(inputs)):
-        def loss(xk, k=k):
-            args = list(inputs)
-            args[k] = xk
-            return ops.sum_(ops.mul(f(*args), R))
-        tape = np.asarray(raw(grad(loss, inputs[k])), dtype=np.float64)
-        fd = fd_grad(loss, inputs[k])
-        assert tape.shape == np.shape(inputs[k])
-        assert np.all(np.isfinite(tape))
-        err = np.max(np.abs(tape - fd) / np.maximum(1.0, np.abs(fd))) if fd.size else 0.0
-        assert err < tol, (k, tape, fd)
+block = builtin("transformer_block")         # with its declared defaults, called from Python
 
 
 rng = np.random.default_rng(0)
@@ -64,9 +41,9 @@ def test_binary_broadcast(name, sa, sb):
     b = pos(*sb) + 0.3 if name in ("div", "mod") else (r(*sb) if name != "pow" else pos(*sb))
     if name == "mod":
         a = a + 0.05  # keep away from the jumps of the floor
-        check(lambda x: prim(x, b), a)
+        check_grads(lambda x: prim(x, b), a)
         return
-    check(prim, a, b)
+    check_grads(prim, a, b)
 
 
 UNARY = {
@@ -80,7 +57,7 @@ UNARY = {
 @pytest.mark.parametrize("name", ["maximum", "minimum"])
 @pytest.mark.parametrize("sa,sb", [((4,), (4,)), ((3, 4), (4,)), ((), (3,))])
 def test_pairwise_extremes(name, sa, sb):
-    check(ops.TABLE[name], r(*sa), r(*sb))
+    check_grads(ops.TABLE[name], r(*sa), r(*sb))
 
 
 def test_pairwise_ties_split_evenly():
@@ -95,14 +72,14 @@ def test_unary(name, shape):
     prim, gen = UNARY[name]
     if name == "transpose" and shape == ():
         return
-    check(prim, gen(*shape))
+    check_grads(prim, gen(*shape))
 
 
 @pytest.mark.parametrize("shape,dim", [((4,), None), ((3, 4), None), ((3, 4), 0), ((3, 4), 1),
                                        ((2, 3, 4), 2), ((2, 3, 4), (0, 2))])
 @pytest.mark.parametrize("name", ["sum", "max", "min"])
 def test_reductions(name, shape, dim):
-    check(lambda x: ops.TABLE[name](x, dim=dim), r(*shape))
+    check_grads(lambda x: ops.TABLE[name](x, dim=dim), r(*shape))
 
 
 def test_max_ties_split_evenly():
@@ -121,10 +98,10 @@ def test_kinks():
 
 def test_clip_where():
     x = np.array([-2.0, 0.3, 0.7, 5.0])
-    check(lambda v: ops.clip(v, lo=0.0, hi=1.0), x)
+    check_grads(lambda v: ops.clip(v, lo=0.0, hi=1.0), x)
     c = x > 0
-    check(lambda a, b: ops.where(c, a, b), r(4), r(4))
-    check(lambda a: ops.where(c, a, 0.0), r(4))
+    check_grads(lambda a, b: ops.where(c, a, b), r(4), r(4))
+    check_grads(lambda a: ops.where(c, a, 0.0), r(4))
 
 
 def test_where_blocks_nan_from_untaken_branch():
@@ -138,26 +115,26 @@ def test_where_blocks_nan_from_untaken_branch():
 @pytest.mark.parametrize("sa,sb", [((3,), (3,)), ((2, 3), (3,)), ((3,), (3, 2)), ((2, 3), (3, 4)),
                                    ((2, 2, 3), (3, 4)), ((2, 2, 3), (2, 3, 4)), ((2, 3), (2, 3, 4))])
 def test_matmul(sa, sb):
-    check(ops.matmul, r(*sa), r(*sb))
-    check(ops.zmatmul, r(*sa), r(*sb))
+    check_grads(ops.matmul, r(*sa), r(*sb))
+    check_grads(ops.zmatmul, r(*sa), r(*sb))
 
 
 def test_shapes_and_indexing():
-    check(lambda x: ops.reshape(x, shape=(2, 6)), r(3, 4))
-    check(lambda x: ops.broadcast_to(x, shape=(3, 4)), r(1, 4))
-    check(lambda x: ops.permute(x, axes=(1, 2, 0)), r(2, 3, 4))
-    check(lambda a, b: ops.concat(a, b, dim=0), r(2, 3), r(1, 3))
-    check(lambda a, b: ops.concat(a, b, dim=1), r(2, 3), r(2, 2))
-    check(lambda a, b: ops.stack(a, b, dim=1), r(2, 3), r(2, 3))
-    check(lambda x: ops.index(x, idx=(slice(0, 2), 1)), r(3, 4))
-    check(lambda x: ops.index(x, idx=(slice(None, None, -2), np.int64(-1))), r(5, 4))   # basic: a plain store
-    check(lambda x: ops.permute(x, axes=(2, 0, 1)), r(2, 3, 4))
-    check(lambda x: ops.index(x, idx=(np.array([0, 2, 0, 0]),)), r(3, 4))   # repeats accumulate
+    check_grads(lambda x: ops.reshape(x, shape=(2, 6)), r(3, 4))
+    check_grads(lambda x: ops.broadcast_to(x, shape=(3, 4)), r(1, 4))
+    check_grads(lambda x: ops.permute(x, axes=(1, 2, 0)), r(2, 3, 4))
+    check_grads(lambda a, b: ops.concat(a, b, dim=0), r(2, 3), r(1, 3))
+    check_grads(lambda a, b: ops.concat(a, b, dim=1), r(2, 3), r(2, 2))
+    check_grads(lambda a, b: ops.stack(a, b, dim=1), r(2, 3), r(2, 3))
+    check_grads(lambda x: ops.index(x, idx=(slice(0, 2), 1)), r(3, 4))
+    check_grads(lambda x: ops.index(x, idx=(slice(None, None, -2), np.int64(-1))), r(5, 4))   # basic: a plain store
+    check_grads(lambda x: ops.permute(x, axes=(2, 0, 1)), r(2, 3, 4))
+    check_grads(lambda x: ops.index(x, idx=(np.array([0, 2, 0, 0]),)), r(3, 4))   # repeats accumulate
     g = grad(lambda x: ops.sum_(ops.index(x, idx=(np.array([0, 0, 1]),))), np.zeros(3))
     assert np.array_equal(g, [2, 1, 0])
-    check(lambda x, v: ops.setitem(x, v, idx=(slice(1, 3),)), r(4), r(2))
-    check(lambda x, v: ops.setitem(x, v, idx=(slice(None), 0)), r(3, 4), r())
-    check(lambda g: ops.scatter_add(g, idx=(np.array([0, 0, 2]),), shape=(3,)), r(3))
+    check_grads(lambda x, v: ops.setitem(x, v, idx=(slice(1, 3),)), r(4), r(2))
+    check_grads(lambda x, v: ops.setitem(x, v, idx=(slice(None), 0)), r(3, 4), r())
+    check_grads(lambda g: ops.scatter_add(g, idx=(np.array([0, 0, 2]),), shape=(3,)), r(3))
 
 
 def orth(parts, shape):
@@ -187,9 +164,9 @@ def test_writes_and_reads_with_repeated_indices(shape, idx, vshape):
     """The last write to an element wins (row-major order of the index grid), forward and VJP:
     finite differences see no effect from an overwritten write, so its gradient is 0; a read
     through repeats adds the cotangents."""
-    check(lambda x, v: ops.setitem(x, v, idx=idx), r(*shape), r(*vshape))
-    check(lambda x: ops.index(x, idx=idx), r(*shape))
-    check(lambda x, v: ops.setitem(x, ops.add(ops.index(x, idx=idx), v), idx=idx), r(*shape), r(*vshape))
+    check_grads(lambda x, v: ops.setitem(x, v, idx=idx), r(*shape), r(*vshape))
+    check_grads(lambda x: ops.index(x, idx=idx), r(*shape))
+    check_grads(lambda x, v: ops.setitem(x, ops.add(ops.index(x, idx=idx), v), idx=idx), r(*shape), r(*vshape))
 
 
 def test_repeated_write_keeps_the_last_value_and_credits_it_alone():
@@ -226,25 +203,25 @@ def test_orthogonal_index_keeps_each_axis_in_order(shape, parts, want):
 
 @pytest.mark.parametrize("shape", [(5,), (3, 5), (2, 3, 5)])
 def test_softmax_family(shape):
-    check(lambda x: ops.softmax(x, dim=-1), r(*shape))
-    check(lambda x: ops.log_softmax(x, dim=-1), r(*shape))
+    check_grads(lambda x: ops.softmax(x, dim=-1), r(*shape))
+    check_grads(lambda x: ops.log_softmax(x, dim=-1), r(*shape))
     if len(shape) > 1:
-        check(lambda x: ops.softmax(x, dim=0), r(*shape))
+        check_grads(lambda x: ops.softmax(x, dim=0), r(*shape))
 
 
 @pytest.mark.parametrize("shape", [(4,), (3, 4), (2, 3, 4)])
 def test_layer_norm_and_dense(shape):
-    check(lambda x, g, b: ops.layer_norm(x, g, b, eps=1e-5), r(*shape), r(4), r(4))
-    check(lambda x, w, b: ops.dense(x, w, b), r(*shape), r(4, 3), r(3))
-    check(lambda x, w: ops.dense(x, w, None), r(*shape), r(4, 3))
+    check_grads(lambda x, g, b: ops.layer_norm(x, g, b, eps=1e-5), r(*shape), r(4), r(4))
+    check_grads(lambda x, w, b: ops.dense(x, w, b), r(*shape), r(4, 3), r(3))
+    check_grads(lambda x, w: ops.dense(x, w, None), r(*shape), r(4, 3))
 
 
 def test_ldexp():
     """x 2^e, e a constant per row (the power-of-two rescaling of the reductions that square); x
     smaller than e broadcasts and its gradient sums back."""
     e = np.array([[3], [-2], [0]], dtype=np.int32)
-    check(lambda x: ops.ldexp(x, e=e), r(3, 4))
-    check(lambda x: ops.ldexp(x, e=e), r(4))
+    check_grads(lambda x: ops.ldexp(x, e=e), r(3, 4))
+    check_grads(lambda x: ops.ldexp(x, e=e), r(4))
     assert np.array_equal(grad(lambda x: ops.sum_(ops.ldexp(x, e=e)), np.ones(4)), np.full(4, 8 + 0.25 + 1))
 
 
@@ -252,12 +229,12 @@ def test_ldexp():
 @pytest.mark.parametrize("causal", [False, True])
 def test_sdpa(batch, causal):
     q, k, v = r(*batch, 3, 4), r(*batch, 5, 4), r(*batch, 5, 2)
-    check(lambda q, k, v: ml_attention.attention(q, k, v, causal=causal), q, k, v)
+    check_grads(lambda q, k, v: ml_attention.attention(q, k, v, causal=causal), q, k, v)
     bias = r(3, 5)
-    check(lambda q, k, v, b: ops.sdpa(q, k, v, b, scale=0.5), q, k, v, bias)
+    check_grads(lambda q, k, v, b: ops.sdpa(q, k, v, b, scale=0.5), q, k, v, bias)
     # the weights themselves (attention dropout and need_weights take this form)
-    check(lambda q, k, b: ops.attention_weights(q, k, b, causal=causal, scale=0.5), q, k, bias)
-    check(lambda q, k: ops.attention_weights(q, k, None, mask=np.array([[1, 0, 1, 1, 0]] * 3), scale=0.5), q, k)
+    check_grads(lambda q, k, b: ops.attention_weights(q, k, b, causal=causal, scale=0.5), q, k, bias)
+    check_grads(lambda q, k: ops.attention_weights(q, k, None, mask=np.array([[1, 0, 1, 1, 0]] * 3), scale=0.5), q, k)
 
 
 INF = math.inf
@@ -402,7 +379,7 @@ def test_fully_masked_row_gives_zeros_forward_and_backward():
         assert np.all(np.isfinite(g))
     gq = grad(lambda x: ops.sum_(ml_attention.attention(x, k, v, mask=mask)), q)
     assert np.array_equal(gq[0], [0, 0])
-    check(lambda q, k, v: ml_attention.attention(q, k, v, mask=mask), q, k, v)
+    check_grads(lambda q, k, v: ml_attention.attention(q, k, v, mask=mask), q, k, v)
 
 
 def test_every_differentiable_primitive_is_checked_here():
@@ -632,12 +609,9 @@ print(all(g == {want}), check_grad(fn(x) -> {expr}, x0) < 1e-6)
 
 
 def test_loop_over_a_0d_value_keeps_the_tape():
-    import io
-    from tapeml.evaluator.interpreter import Interpreter
-    interp = Interpreter(out=io.StringIO(), load_prelude=False)
-    interp.globals.vars["X"] = np.array(3.0)
-    interp.run(LOOP + "G = grad(f, X)\nN = 0\nfor v in X\n    N = N + 1\nend", "<loop>")
-    assert float(interp.globals.vars["G"]) == 12 and interp.globals.vars["N"] == 1
+    g = variables_after(LOOP + "G = grad(f, X)\nN = 0\nfor v in X\n    N = N + 1\nend", fresh(prelude=False),
+                        X=np.array(3.0))
+    assert float(g["G"]) == 12 and g["N"] == 1
 
 
 def test_issue_16_loop_over_a_number():

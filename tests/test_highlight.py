@@ -7,7 +7,7 @@ import pytest
 from pygments.lexers import get_lexer_by_name, get_lexer_for_filename, guess_lexer_for_filename
 from pygments.token import Comment, Error, Keyword, Name, Number, Operator, Punctuation, String
 
-from conftest import ROOT, SHARED
+from support import ROOT, SHARED
 from tapeml.faces.highlight import TapemlLexer
 from tapeml.syntax.lexer import KEYWORDS
 

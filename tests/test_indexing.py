@@ -8,7 +8,6 @@ mixed advanced indexing, and checks the read, the write, `+=`, and the gradients
 """
 from __future__ import annotations
 
-import io
 import os
 
 import numpy as np
@@ -17,7 +16,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tapeml.syntax.errors import LangError
-from tapeml.evaluator.interpreter import Interpreter
+
+from support import variables_after
 
 EXAMPLES = int(os.environ.get("TAPEML_INDEX_EXAMPLES", "300"))
 PROPERTY = settings(max_examples=EXAMPLES, deadline=None, database=None,
@@ -83,13 +83,6 @@ def ints(rng, shape):
     return float(a) if a.ndim == 0 else a
 
 
-def run(source, **values):
-    interp = Interpreter(out=io.StringIO(), load_prelude=False)
-    interp.globals.vars.update(values)
-    interp.run(source, "<index>")
-    return interp.globals.vars
-
-
 def same(got, want):
     got, want = np.asarray(got, dtype=np.float64), np.asarray(want, dtype=np.float64)
     return got.shape == want.shape and np.array_equal(got, want)
@@ -122,7 +115,7 @@ def test_read_write_and_gradients_follow_the_one_axis_at_a_time_reference(case, 
     if scalar_value:
         g_write_v = g_write_v.sum()
 
-    out = run(f"""
+    out = variables_after(f"""
 Y = X[{idx}]
 Z = X
 Z[{idx}] = V
@@ -170,46 +163,42 @@ def test_read_gradient_matches_torch_index_select(case, seed):
             axis += 1
     r = rng.standard_normal(tuple(y.shape))
     (y * torch.tensor(r)).sum().backward()
-    out = run(f"G = grad(fn(x) -> sum(x[{idx}] * R), X)", X=x, R=float(r) if r.ndim == 0 else r)
+    out = variables_after(f"G = grad(fn(x) -> sum(x[{idx}] * R), X)", X=x, R=float(r) if r.ndim == 0 else r)
     assert np.allclose(out["G"], t.grad.numpy(), rtol=1e-12, atol=1e-12), idx
-
-
-def value(source):
-    return run(source)["ANS"]
 
 
 def test_issue_16_rank3_mixed_read_and_write():
     a = np.arange(24.0).reshape(2, 3, 4)
-    got = run("a = reshape(0:23, 2, 3, 4)\nANS = a[1, :, [1, 0]]")["ANS"]
+    got = variables_after("a = reshape(0:23, 2, 3, 4)\nANS = a[1, :, [1, 0]]")["ANS"]
     assert same(got, [[13, 12], [17, 16], [21, 20]])
-    b = run("b = zeros(2, 3, 4)\nb[1, :, [1, 0]] = [1, 2; 3, 4; 5, 6]\nANS = b")["ANS"]
+    b = variables_after("b = zeros(2, 3, 4)\nb[1, :, [1, 0]] = [1, 2; 3, 4; 5, 6]\nANS = b")["ANS"]
     want = np.zeros((2, 3, 4))
     want[1, :, 1], want[1, :, 0] = [1, 3, 5], [2, 4, 6]
     assert same(b, want)
     # the numbers need not be adjacent to the vector, and a mask is an index like a vector
-    assert same(run("a = reshape(0:23, 2, 3, 4)\nANS = a[[true, false], 2, 1:2]")["ANS"], a[[0]][:, 2, 1:3])
-    assert same(run("a = reshape(0:23, 2, 3, 4)\nANS = a[:, 1, [3, 0]]")["ANS"], a[:, 1][:, [3, 0]])
-    assert same(run("a = reshape(0:23, 2, 3, 4)\nANS = a[end, [2, 0], end]")["ANS"], [a[1, 2, 3], a[1, 0, 3]])
+    assert same(variables_after("a = reshape(0:23, 2, 3, 4)\nANS = a[[true, false], 2, 1:2]")["ANS"], a[[0]][:, 2, 1:3])
+    assert same(variables_after("a = reshape(0:23, 2, 3, 4)\nANS = a[:, 1, [3, 0]]")["ANS"], a[:, 1][:, [3, 0]])
+    assert same(variables_after("a = reshape(0:23, 2, 3, 4)\nANS = a[end, [2, 0], end]")["ANS"], [a[1, 2, 3], a[1, 0, 3]])
 
 
 def test_full_shape_mask_selects_elements_and_partial_masks_are_refused():
-    got = run("a = reshape(0:23, 2, 3, 4)\nANS = a[a % 5 == 0]")["ANS"]
+    got = variables_after("a = reshape(0:23, 2, 3, 4)\nANS = a[a % 5 == 0]")["ANS"]
     assert same(got, [0, 5, 10, 15, 20])
-    got = run("a = reshape(0:23, 2, 3, 4)\na[a % 5 == 0] = -1\nANS = a")["ANS"]
+    got = variables_after("a = reshape(0:23, 2, 3, 4)\na[a % 5 == 0] = -1\nANS = a")["ANS"]
     assert same(got, np.where(np.arange(24).reshape(2, 3, 4) % 5 == 0, -1, np.arange(24).reshape(2, 3, 4)))
-    g = run("ANS = grad(fn(x) -> sum(x[x > 2] * [1, 2]), [1, 5, 0, 3])")["ANS"]
+    g = variables_after("ANS = grad(fn(x) -> sum(x[x > 2] * [1, 2]), [1, 5, 0, 3])")["ANS"]
     assert same(g, [0, 1, 0, 2])
     for src, words in [("a = zeros(2, 3, 4)\na[zeros(2, 3) == 0]", "a 2x3 bool mask covers some axes"),
                        ("a = zeros(2, 3, 4)\na[zeros(2, 3) == 0, 1]", "a 2x3 bool mask covers some axes"),
                        ("a = zeros(2, 3)\na[:, [true, false]]", "mask a vector of length 2, axis of length 3"),
                        ("a = zeros(2, 3)\na[a == 0, 1]", "must be the only index; got 2 indices")]:
         with pytest.raises(LangError) as e:
-            run(src)
+            variables_after(src)
         assert e.value.kind == "IndexError" and words in e.value.message, e.value.message
 
 
 def test_issue_15_repeated_index_write():
-    out = run("""
+    out = variables_after("""
 fn g(v)
     x = zeros(3)
     x[[0, 0]] = v
@@ -221,7 +210,7 @@ C = check_grad(g, [10, 20])
 """)
     assert out["A"] == 20 and same(out["G"], [0, 1]) and out["C"] < 1e-6
     # `+=` through a repeated index adds once (NumPy and MATLAB), and the gradient agrees
-    out = run("""
+    out = variables_after("""
 fn h(v)
     x = [1, 2, 3]
     x[[0, 0]] += v
@@ -232,7 +221,7 @@ G = grad(h, [10, 20])
 """)
     assert out["A"] == 21 + 4 + 9 and same(out["G"], [0, 1])
     # a number written twice is written once; the matrix is not credited twice either
-    out = run("""
+    out = variables_after("""
 fn k(s)
     x = zeros(2, 2)
     x[[1, 1], :] = s
@@ -251,7 +240,7 @@ GR = grad(k2, [1, 2; 3, 4])
 
 def test_an_overwritten_write_gets_gradient_0_even_under_an_infinite_cotangent():
     # the overwritten write's gradient is 0 x inf = 0 (zmul), not nan
-    out = run("""
+    out = variables_after("""
 fn g(v)
     x = zeros(3)
     x[[0, 0]] = v
@@ -264,7 +253,7 @@ G = grad(g, [10, 20])
 
 def test_second_order_through_a_repeated_write():
     # d/dv of the gradient: x[[0, 0]] = v * v keeps v[1]^2 only
-    out = run("""
+    out = variables_after("""
 fn g(v)
     x = zeros(3)
     x[[0, 0]] = v * v

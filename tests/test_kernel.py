@@ -13,11 +13,11 @@ import pytest
 pytest.importorskip("jupyter_client", reason="the kernel tests need the jupyter extra: pip install -e '.[jupyter]'")
 pytest.importorskip("ipykernel", reason="the kernel tests need the jupyter extra: pip install -e '.[jupyter]'")
 
-from kernel_support import execute  # noqa: E402,F401
+from kernel_support import execute, installed_kernelspec, running_kernel  # noqa: E402,F401
+from support import ROOT, error_of  # noqa: E402
 from tapeml.faces import kernel as K  # noqa: E402
 from tapeml.syntax.errors import LangError, render                         # noqa: E402
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 NOTEBOOK = os.path.join(ROOT, "examples", "tutorial.ipynb")
 PNG = b"\x89PNG\r\n\x1a\n"
 
@@ -25,25 +25,14 @@ PNG = b"\x89PNG\r\n\x1a\n"
 @pytest.fixture(scope="module")
 def kernelspec_path(tmp_path_factory):
     """The kernelspec installed by `tapeml kernel install --prefix DIR`, found through JUPYTER_PATH."""
-    prefix = tmp_path_factory.mktemp("prefix")
-    assert K.main(["install", "--prefix", str(prefix)]) == 0
-    path = os.path.join(str(prefix), "share", "jupyter")
-    old = os.environ.get("JUPYTER_PATH")
-    os.environ["JUPYTER_PATH"] = path
-    yield path
-    if old is None:
-        os.environ.pop("JUPYTER_PATH", None)
-    else:
-        os.environ["JUPYTER_PATH"] = old
+    with installed_kernelspec(tmp_path_factory.mktemp("prefix")) as path:
+        yield path
 
 
 @pytest.fixture(scope="module")
 def kernel(kernelspec_path):
-    from jupyter_client.manager import start_new_kernel
-    km, kc = start_new_kernel(kernel_name="tapeml", startup_timeout=60)
-    yield km, kc
-    kc.stop_channels()
-    km.shutdown_kernel(now=True)
+    with running_kernel() as kernel:
+        yield kernel
 
 
 def request(kc, method, *args):
@@ -66,7 +55,7 @@ def test_install_writes_a_kernelspec_that_runs_this_python(kernelspec_path):
 
 def test_install_options_are_checked(ml):
     code, out = ml("")      # warm-up: the in-process CLI
-    from conftest import run_cli
+    from support import run_cli
     code, out = run_cli(["kernel", "install", "--user", "--prefix", "/nonexistent"])
     assert code == 2 and "exclude each other" in out
     code, out = run_cli(["kernel", "install", "--bogus"])
@@ -139,12 +128,10 @@ def test_error_reply_is_the_cli_message(kernel):
     code = "y = [1, 2, 3]\ny + [1, 2]"
     reply, out = execute(kc, code)
     assert reply["status"] == "error" and reply["ename"] == "ShapeError"
-    from tapeml.evaluator.interpreter import Interpreter
     name = f"In[{reply['execution_count']}]"
-    with pytest.raises(LangError) as e:
-        Interpreter().run(code, name)
-    assert reply["evalue"] == e.value.message
-    assert reply["traceback"] == render(e.value, {name: code}).split("\n")
+    err = error_of(code, filename=name)
+    assert reply["evalue"] == err.message
+    assert reply["traceback"] == render(err, {name: code}).split("\n")
     assert reply["traceback"][0].startswith(f"{name}:2:3: ShapeError: ")
     assert reply["traceback"][-1].strip() == "|   ^"
     assert out == [("error", {k: reply[k] for k in ("ename", "evalue", "traceback", "execution_count")})]

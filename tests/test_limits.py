@@ -3,7 +3,6 @@ crash, a Python traceback or a machine out of memory. Deep cases run the real `t
 in a subprocess, so that a segfault (exit -11) would be seen."""
 from __future__ import annotations
 
-import io
 import os
 import signal
 import subprocess
@@ -12,32 +11,10 @@ import time
 
 import pytest
 
-from conftest import allocates_at_most
+from support import TAPEML, allocates_at_most, error_of, output_of, run, run_file
 
 from tapeml.syntax.errors import IOErr, IndexErr, LangError, LangSyntaxError, RecursionErr, ValueErr
-from tapeml.evaluator.interpreter import Interpreter
 from tapeml.syntax.parser import parse
-
-TAPEML = [sys.executable, "-m", "tapeml.faces.cli"]
-
-
-def run(source: str):
-    out = io.StringIO()
-    Interpreter(out=out).run(source, "<test>")
-    return out.getvalue()
-
-
-def error_of(source: str) -> LangError:
-    with pytest.raises(LangError) as info:
-        run(source)
-    return info.value
-
-
-def tapeml_file(tmp_path, source: str, timeout: float = 120, args=()):
-    path = tmp_path / "prog.ml"
-    path.write_text(source, encoding="utf-8")
-    return subprocess.run(TAPEML + [*args, str(path)], capture_output=True, text=True, timeout=timeout,
-                          cwd=tmp_path)
 
 
 # ---- nesting ---------------------------------------------------------------------------------
@@ -58,7 +35,7 @@ def test_100000_nested_brackets_in_process_is_a_syntax_error(opener, closer, n):
 
 @pytest.mark.parametrize("opener, closer", [("(", ")"), ("[", "]")])
 def test_100000_nested_brackets_in_the_cli(tmp_path, opener, closer):
-    proc = tapeml_file(tmp_path, "x = " + opener * 100_000 + "1" + closer * 100_000 + "\nprint(x)\n")
+    proc = run_file(tmp_path, "x = " + opener * 100_000 + "1" + closer * 100_000 + "\nprint(x)\n")
     assert proc.returncode == 1, proc.stderr[:500]
     first = proc.stderr.splitlines()[0]
     assert "prog.ml:1:" in first and "SyntaxError: nesting too deep" in first
@@ -67,7 +44,7 @@ def test_100000_nested_brackets_in_the_cli(tmp_path, opener, closer):
 
 def test_deeply_nested_operators_and_postfix_in_the_cli(tmp_path):
     source = ("a = " + "-" * 100_000 + "1\n")
-    proc = tapeml_file(tmp_path, source)
+    proc = run_file(tmp_path, source)
     assert proc.returncode == 1 and "Traceback" not in proc.stderr
     assert "prog.ml:1:1: RecursionError: the computation nests too deeply" in proc.stderr
     old = sys.getrecursionlimit()
@@ -85,7 +62,7 @@ def test_nested_string_interpolation_is_capped():
         parse(source)
     assert "nesting too deep: strings interpolated inside strings more than 50 levels" in info.value.message
     assert info.value.span.line == 1
-    assert run("print(" + '"{' * 10 + "1" + '}"' * 10 + ")") == "1\n"
+    assert output_of("print(" + '"{' * 10 + "1" + '}"' * 10 + ")") == "1\n"
 
 
 # ---- recursion -------------------------------------------------------------------------------
@@ -100,7 +77,7 @@ print({call})
 
 
 def test_10000_deep_recursion_works_in_the_cli(tmp_path):
-    proc = tapeml_file(tmp_path, RECURSIVE.format(body="1 + f(n - 1)", call="f(10000)"))
+    proc = run_file(tmp_path, RECURSIVE.format(body="1 + f(n - 1)", call="f(10000)"))
     assert (proc.returncode, proc.stdout, proc.stderr) == (0, "10000\n", "")
 
 
@@ -110,18 +87,18 @@ def test_10000_deep_recursion_works_in_the_cli(tmp_path):
     ("{a = f(n - 1)}", "f(3)", "{a = {a = {a = 0}}}\n"),
 ])
 def test_deep_recursion_through_containers_does_not_crash(tmp_path, body, call, shown):
-    proc = tapeml_file(tmp_path, RECURSIVE.format(body=body, call=call))
+    proc = run_file(tmp_path, RECURSIVE.format(body=body, call=call))
     assert (proc.returncode, proc.stdout, proc.stderr) == (0, shown, "")
 
 
 def test_a_19000_deep_tuple_prints_and_compares(tmp_path):
     source = RECURSIVE.format(body="(f(n - 1),)", call="1") + "x = f(19000)\nprint(x == x)\ns = str(x)\nprint(len(s))\n"
-    proc = tapeml_file(tmp_path, source)
+    proc = run_file(tmp_path, source)
     assert (proc.returncode, proc.stdout, proc.stderr) == (0, "1\ntrue\n57001\n", "")
 
 
 def test_runaway_recursion_is_a_recursion_error(tmp_path):
-    proc = tapeml_file(tmp_path, "fn f(n)\n    return f(n + 1)\nend\nf(0)\n")
+    proc = run_file(tmp_path, "fn f(n)\n    return f(n + 1)\nend\nf(0)\n")
     assert proc.returncode == 1
     assert "prog.ml:2:12: RecursionError: more than 20000 nested calls (in f); is a recursion missing " \
            "its base case?" in proc.stderr
@@ -158,7 +135,7 @@ def test_a_one_gigabyte_string_repetition_is_refused():
     assert isinstance(err, ValueErr)
     assert err.message == "the repeated string would take 1 GB; the limit is 0.1 GB"
     assert (err.span.line, err.span.col) == (1, 9)
-    assert run('print(len("ab" * 3), "" * 1e300 == "")') == "6 true\n"
+    assert output_of('print(len("ab" * 3), "" * 1e300 == "")') == "6 true\n"
 
 
 def test_broadcasting_beyond_memory_is_a_value_error():
@@ -255,9 +232,8 @@ def test_ctrl_c_in_a_script_exits_130_with_one_line(tmp_path):
 def test_import_of_a_missing_file_names_the_resolved_path(tmp_path):
     main = tmp_path / "main.ml"
     main.write_text('m = import("lib/missing.ml")\n', encoding="utf-8")
-    interp = Interpreter(out=io.StringIO())
     with pytest.raises(IOErr) as info:
-        interp.run(main.read_text(), str(main))
+        run(main.read_text(), filename=str(main))
     resolved = os.path.join(str(tmp_path), "lib", "missing.ml")
     assert info.value.message == f'import: no file at {resolved} (from "lib/missing.ml")'
     assert (info.value.span.line, info.value.span.col) == (1, 5)
@@ -291,16 +267,13 @@ def load_error(tmp_path, data: bytes, name: str = "bad.npz") -> LangError:
     (tmp_path / name).write_bytes(data)
     script = tmp_path / "main.ml"
     script.write_text("# relative paths start here\n")
-    interp = Interpreter(out=io.StringIO())
-    with pytest.raises(LangError) as info:
-        interp.run(f'x = load("{name}")\n', str(script))
-    return info.value
+    return error_of(f'x = load("{name}")\n', filename=str(script))
 
 
 def good_checkpoint(tmp_path) -> bytes:
     script = tmp_path / "save.ml"
     script.write_text("# relative paths start here\n")
-    Interpreter(out=io.StringIO()).run('save("good.npz", {w = [1, 2; 3, 4], b = (1, [5])})\n', str(script))
+    run('save("good.npz", {w = [1, 2; 3, 4], b = (1, [5])})\n', filename=str(script))
     return (tmp_path / "good.npz").read_bytes()
 
 
@@ -322,7 +295,5 @@ def test_load_never_unpickles(tmp_path):
 
 def test_load_of_a_missing_file_names_the_resolved_path(tmp_path):
     (tmp_path / "main.ml").write_text("# relative paths start here\n")
-    interp = Interpreter(out=io.StringIO())
-    with pytest.raises(LangError) as info:
-        interp.run('x = load("nope.npz")\n', str(tmp_path / "main.ml"))
-    assert info.value.kind == "IOError" and str(tmp_path / "nope.npz") in info.value.message
+    err = error_of('x = load("nope.npz")\n', filename=str(tmp_path / "main.ml"))
+    assert err.kind == "IOError" and str(tmp_path / "nope.npz") in err.message

@@ -18,32 +18,11 @@ from tapeml.array import ops
 from tapeml.builtins import REGISTRY
 from tapeml.array.tape import raw
 
-from conftest import run_ml
-from fd import fd_grad, grad, weighted
+from support import run_ml
+from fd import builtin as B, check_grads, fd_grad, grad
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REF = os.path.join(HERE, "reference")
-
-
-def B(name):
-    """The builtin as a Python function (arguments bound and checked by the registry)."""
-    b = REGISTRY[name]
-    return lambda *args, **kw: b.fn(*b.bind(list(args), kw))
-
-
-def check(f, *inputs, tol=1e-6, which=None):
-    loss = weighted(f, inputs)
-    for k in (range(len(inputs)) if which is None else which):
-        def lk(xk, k=k):
-            args = list(inputs)
-            args[k] = xk
-            return loss(*args)
-        tape = np.asarray(raw(grad(lk, inputs[k])), dtype=np.float64)
-        fd = fd_grad(lk, inputs[k])
-        assert tape.shape == np.shape(inputs[k])
-        assert np.all(np.isfinite(tape)), tape
-        err = np.max(np.abs(tape - fd) / np.maximum(1.0, np.abs(fd))) if fd.size else 0.0
-        assert err < tol, (k, err, tape, fd)
 
 
 rng = np.random.default_rng(0)
@@ -133,7 +112,7 @@ FD_CASES = {
 @pytest.mark.parametrize("name", list(FD_CASES))
 def test_finite_differences(name):
     f, inputs = FD_CASES[name]
-    check(f, *inputs)
+    check_grads(f, *inputs)
 
 
 def test_every_linalg_builtin_is_covered():

@@ -15,10 +15,9 @@ import numpy as np
 import pytest
 
 from tapeml.array import ops
-from tapeml.builtins import REGISTRY
 from tapeml.array.tape import raw
 
-from conftest import run_ml
+from support import run_ml
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REF = os.path.join(HERE, "reference")
@@ -27,15 +26,7 @@ HAVE_TORCH = importlib.util.find_spec("torch") is not None
 import sys  # noqa: E402
 sys.path.insert(0, REF)
 import make_ml_reference as mk  # noqa: E402
-from fd import PyInterp, grad
-
-
-def B(name):
-    """The builtin as a Python function (arguments bound and checked by the registry)."""
-    b = REGISTRY[name]
-    if b.context:       # calls a function value (jacobian, vjp, ...): Python functions, no binder
-        return lambda *args, **kw: b.fn(PyInterp(), *args, **kw)
-    return lambda *args, **kw: b.fn(*b.bind(list(args), kw))
+from fd import builtin as B, fd_jacobian, grad
 
 
 def tapeml_outputs(name, a):
@@ -230,19 +221,6 @@ def f_scalar(x):                    # R^3 -> R
     return ops.add(ops.sum_(ops.exp(ops.matmul(A, x))), ops.sum_(ops.mul(ops.mul(x, x), ops.mul(x, x))))
 
 
-def num_jacobian(f, x, h=1e-6):
-    x = np.asarray(x, dtype=np.float64)
-    y0 = np.asarray(raw(f(x)))
-    J = np.zeros(y0.shape + x.shape)
-    for i in range(x.size):
-        xp, xm = x.copy(), x.copy()
-        xp.flat[i] += h
-        xm.flat[i] -= h
-        d = (np.asarray(raw(f(xp))) - np.asarray(raw(f(xm)))) / (2 * h)
-        J[(...,) + np.unravel_index(i, x.shape)] = d
-    return J
-
-
 X3 = np.array([0.3, -1.2, 0.7])
 X23 = np.array([[0.5, -1.0, 2.0], [1.5, 0.2, -0.3]])
 
@@ -250,23 +228,23 @@ X23 = np.array([[0.5, -1.0, 2.0], [1.5, 0.2, -0.3]])
 def test_jacobian_against_finite_differences_and_shapes():
     J = np.asarray(raw(B("jacobian")(f_vec, X3)))
     assert J.shape == (4, 3)
-    np.testing.assert_allclose(J, num_jacobian(f_vec, X3), rtol=1e-7, atol=1e-9)
+    np.testing.assert_allclose(J, fd_jacobian(f_vec, X3), rtol=1e-7, atol=1e-9)
     J = np.asarray(raw(B("jacobian")(f_mat, X23)))
     assert J.shape == (2, 2, 2, 3)                # out_shape + in_shape, as torch.autograd.functional
-    np.testing.assert_allclose(J, num_jacobian(f_mat, X23), rtol=1e-7, atol=1e-9)
+    np.testing.assert_allclose(J, fd_jacobian(f_mat, X23), rtol=1e-7, atol=1e-9)
     assert raw(B("jacobian")(lambda x: ops.mul(x, x), 3.0)) == 6.0
 
 
 def test_hessian_against_finite_differences_of_the_gradient():
     H = np.asarray(raw(B("hessian")(f_scalar, X3)))
     assert H.shape == (3, 3)
-    Hn = num_jacobian(lambda x: grad(f_scalar, x), X3)
+    Hn = fd_jacobian(lambda x: grad(f_scalar, x), X3)
     np.testing.assert_allclose(H, Hn, rtol=1e-6, atol=1e-8)
     np.testing.assert_allclose(H, H.T, rtol=1e-12)
 
 
 def test_vjp_jvp_against_the_jacobian():
-    J = num_jacobian(f_mat, X23)
+    J = fd_jacobian(f_mat, X23)
     v_out = np.array([[1.0, -2.0], [0.5, 3.0]])
     v_in = np.array([[0.1, 0.2, -0.3], [1.0, 0.0, 2.0]])
     y, g = B("vjp")(f_mat, X23, v_out)

@@ -4,27 +4,12 @@ Values are checked twice: as numbers (against the float64 formula, tight toleran
 printed (7 significant digits, the language's one printer)."""
 from __future__ import annotations
 
-import io
-
 import numpy as np
 import pytest
 
 from tapeml.builtins import REGISTRY
-from tapeml.evaluator.interpreter import Interpreter
-from tapeml.array.tape import raw
 
-
-def ev(expr: str, setup: str = ""):
-    """The value of a tapeml expression (after optional setup statements)."""
-    interp = Interpreter(out=io.StringIO())
-    interp.run(setup + "\n__result = " + expr + "\n", "<numerics>")
-    return raw(interp.globals.vars["__result"])
-
-
-def printed(expr: str, setup: str = "") -> str:
-    out = io.StringIO()
-    Interpreter(out=out).run(setup + "\nprint(" + expr + ")\n", "<numerics>")
-    return out.getvalue().rstrip("\n")
+from support import printed, value_of
 
 
 def exact(value, expected, rtol=1e-12):
@@ -37,19 +22,19 @@ def exact(value, expected, rtol=1e-12):
 
 # ---- softmax ---------------------------------------------------------------------------------
 def test_softmax_of_large_logits_is_exact():
-    v = ev("softmax([-1047, -981, 1891])")
+    v = value_of("softmax([-1047, -981, 1891])")
     assert v.tolist() == [0.0, 0.0, 1.0]
     assert printed("softmax([-1047, -981, 1891])") == "[0, 0, 1]"
 
 
 def test_softmax_of_equal_huge_logits_is_a_half_each():
-    assert ev("softmax([1000, 1000])").tolist() == [0.5, 0.5]
+    assert value_of("softmax([1000, 1000])").tolist() == [0.5, 0.5]
     assert printed("softmax([1000, 1000])") == "[0.5, 0.5]"
 
 
 def test_softmax_of_an_all_minus_inf_row_is_zeros_forward_and_backward():
-    assert ev("softmax([-1e999, -1e999])").tolist() == [0.0, 0.0]
-    assert ev("grad(fn(x) -> sum(softmax(x) * [1, 2]), [-1e999, -1e999])").tolist() == [0.0, 0.0]
+    assert value_of("softmax([-1e999, -1e999])").tolist() == [0.0, 0.0]
+    assert value_of("grad(fn(x) -> sum(softmax(x) * [1, 2]), [-1e999, -1e999])").tolist() == [0.0, 0.0]
 
 
 # ---- cross_entropy ---------------------------------------------------------------------------
@@ -60,13 +45,13 @@ needs_cross_entropy = pytest.mark.skipif("cross_entropy" not in REGISTRY,
 @needs_cross_entropy
 def test_cross_entropy_of_far_apart_logits():
     # -log softmax(z)[0] = logsumexp(z) - z[0] = 427 + log(1 + e^-148 + e^-858) + 431
-    assert ev("cross_entropy([-431, 279, 427], 0)") == 858.0
+    assert value_of("cross_entropy([-431, 279, 427], 0)") == 858.0
     assert printed("cross_entropy([-431, 279, 427], 0)") == "858"
 
 
 @needs_cross_entropy
 def test_cross_entropy_gradient_has_no_nan():
-    g = ev("grad(fn(z) -> cross_entropy(z, 0), [-431, 279, 427])")
+    g = value_of("grad(fn(z) -> cross_entropy(z, 0), [-431, 279, 427])")
     z = np.array([-431.0, 279.0, 427.0])
     p = np.exp(z - z.max()) / np.exp(z - z.max()).sum()
     exact(g, p - np.array([1.0, 0.0, 0.0]))
@@ -84,7 +69,7 @@ def layer_norm_reference(x, eps=1e-5):
 
 
 def test_layer_norm_with_unit_gain():
-    v = ev("layer_norm([1, 2, 3, 4], [1, 1, 1, 1], [0, 0, 0, 0])")
+    v = value_of("layer_norm([1, 2, 3, 4], [1, 1, 1, 1], [0, 0, 0, 0])")
     exact(v, layer_norm_reference([1, 2, 3, 4]))
     assert printed("layer_norm([1, 2, 3, 4], [1, 1, 1, 1], [0, 0, 0, 0])") == \
         "[-1.341635, -0.4472118, 0.4472118, 1.341635]"
@@ -92,14 +77,14 @@ def test_layer_norm_with_unit_gain():
 
 def test_layer_norm_of_a_large_offset_uses_a_two_pass_variance():
     # one-pass E[x^2] - E[x]^2 at 1e8 loses every digit (it gives 0 or a negative variance)
-    v = ev("layer_norm(1e8 + [1, 2, 3, 4], [1, 1, 1, 1], [0, 0, 0, 0])")
+    v = value_of("layer_norm(1e8 + [1, 2, 3, 4], [1, 1, 1, 1], [0, 0, 0, 0])")
     exact(v, layer_norm_reference([1, 2, 3, 4]), rtol=1e-8)
     assert printed("layer_norm(1e8 + [1, 2, 3, 4], [1, 1, 1, 1], [0, 0, 0, 0])") == \
         "[-1.341635, -0.4472118, 0.4472118, 1.341635]"
 
 
 def test_layer_norm_of_a_tiny_spread_is_dominated_by_eps():
-    v = ev("layer_norm([0, 0.001], [1, 1], [0, 0])")
+    v = value_of("layer_norm([0, 0.001], [1, 1], [0, 0])")
     exact(v, layer_norm_reference([0, 0.001]))
     assert printed("layer_norm([0, 0.001], [1, 1], [0, 0])") == "[-0.1561738, 0.1561738]"
 
@@ -116,7 +101,7 @@ def attention_reference(q, k, v):
 
 
 def test_causal_attention():
-    out = ev("scaled_dot_product_attention(q, q, v, causal=true)", ATTN)
+    out = value_of("scaled_dot_product_attention(q, q, v, causal=true)", ATTN)
     q = np.array([[1.0, 0], [0, 1], [1, 1]])
     v = np.array([[1.0, 2], [3, 4], [5, 6]])
     exact(out, attention_reference(q, q, v))
@@ -126,8 +111,8 @@ def test_causal_attention():
 
 def test_a_huge_future_key_cannot_beat_the_causal_mask():
     setup = ATTN + "\nk = [1, 0; 0, 1; 1e10, 0]"
-    plain = ev("scaled_dot_product_attention(q, q, v, causal=true)", ATTN)
-    out = ev("scaled_dot_product_attention(q, k, v, causal=true)", setup)
+    plain = value_of("scaled_dot_product_attention(q, q, v, causal=true)", ATTN)
+    out = value_of("scaled_dot_product_attention(q, k, v, causal=true)", setup)
     assert out[:2].tolist() == plain[:2].tolist()        # rows 0 and 1 never see key 2
     assert out[2].tolist() == [5.0, 6.0]                  # row 2 sees it, and it dominates
     assert not np.any(np.isnan(out))
@@ -136,7 +121,7 @@ def test_a_huge_future_key_cannot_beat_the_causal_mask():
 # ---- gradients ---------------------------------------------------------------------------------
 def test_grad_of_a_cube_is_the_same_on_every_call():
     setup = "f = fn(x) -> sum(x * x * x)\nx = [1, 2, 3]"
-    results = ev("(grad(f, x), grad(f, x), grad(f, x), grad(f, [1, 2, 3]))", setup)
+    results = value_of("(grad(f, x), grad(f, x), grad(f, x), grad(f, [1, 2, 3]))", setup)
     for g in results:
         assert g.tolist() == [3.0, 12.0, 27.0]
     assert printed("grad(fn(x) -> sum(x * x * x), [1, 2, 3])") == "[3, 12, 27]"
@@ -144,13 +129,13 @@ def test_grad_of_a_cube_is_the_same_on_every_call():
 
 def test_grad_of_the_norm_at_zero_follows_the_documented_rule():
     # sqrt'(0) = inf, and in the backward pass 0 x inf = 0 (DESIGN/docs): the gradient is [0, 0]
-    g = ev("grad(fn(x) -> sqrt(sum(x^2)), [0, 0])")
+    g = value_of("grad(fn(x) -> sqrt(sum(x^2)), [0, 0])")
     assert g.tolist() == [0.0, 0.0]
-    assert ev("grad(fn(x) -> sqrt(x), 0)") == np.inf
-    exact(ev("grad(fn(x) -> sqrt(sum(x^2)), [3, 4])"), [0.6, 0.8], rtol=1e-15)
+    assert value_of("grad(fn(x) -> sqrt(x), 0)") == np.inf
+    exact(value_of("grad(fn(x) -> sqrt(sum(x^2)), [3, 4])"), [0.6, 0.8], rtol=1e-15)
 
 
 def test_gradients_at_kinks():
-    assert ev("grad(fn(x) -> abs(x), 0)") == 0.0
-    assert ev("grad(fn(x) -> relu(x), 0)") == 0.0
-    assert ev("grad(fn(x) -> max(x), [1, 3, 3])").tolist() == [0.0, 0.5, 0.5]
+    assert value_of("grad(fn(x) -> abs(x), 0)") == 0.0
+    assert value_of("grad(fn(x) -> relu(x), 0)") == 0.0
+    assert value_of("grad(fn(x) -> max(x), [1, 3, 3])").tolist() == [0.0, 0.5, 0.5]

@@ -4,22 +4,19 @@ reductions that square stay finite wherever the result is representable, round w
 layer_norm / rms_norm with eps = 0."""
 from __future__ import annotations
 
-import io
 import math
 import warnings
 from decimal import Decimal, ROUND_HALF_EVEN
 
 import numpy as np
 import pytest
-
-from conftest import page_of_square_with_vjp
 from hypothesis import assume, given, settings, strategies as st
 
 from tapeml.array import nn_ops, ops
 from tapeml.builtins.ml import attention as ml_attention
-from tapeml.evaluator.interpreter import Interpreter
 from tapeml.array.tape import raw
 from fd import grad
+from support import page_of_square_with_vjp, printed, run_ml, value_of
 
 try:
     import torch               # a reference only, never a dependency
@@ -30,43 +27,25 @@ needs_torch = pytest.mark.skipif(torch is None, reason="PyTorch is not installed
 INF = math.inf
 
 
-def ev(expr: str, setup: str = ""):
-    interp = Interpreter(out=io.StringIO())
-    interp.run(setup + "\n__result = " + expr + "\n", "<limits>")
-    return raw(interp.globals.vars["__result"])
-
-
-def printed(expr: str, setup: str = "") -> str:
-    out = io.StringIO()
-    Interpreter(out=out).run(setup + "\nprint(" + expr + ")\n", "<limits>")
-    return out.getvalue().rstrip("\n")
-
-
-@pytest.fixture(autouse=True)
-def float64_after():
-    yield
-    ops.set_dtype("float64")
-
-
 # ---- item 2 and 3: x ^ 0 and check_grad ------------------------------------------------------------
 def test_x_to_the_zero_has_gradient_zero_at_zero():
-    assert ev("grad(fn(x) -> x ^ 0, 0)") == 0.0
-    assert ev("grad(fn(x) -> sum(x ^ [0, 0]), [0, 1])").tolist() == [0.0, 0.0]
+    assert value_of("grad(fn(x) -> x ^ 0, 0)") == 0.0
+    assert value_of("grad(fn(x) -> sum(x ^ [0, 0]), [0, 1])").tolist() == [0.0, 0.0]
     assert printed("grad(fn(x) -> sum(x ^ [0, 0]), [0, 1])") == "[0, 0]"
 
 
 def test_check_grad_of_x_to_the_zero_is_zero_because_the_gradient_is_right():
-    assert ev("check_grad(fn(x) -> x ^ 0, 0)") == 0.0
+    assert value_of("check_grad(fn(x) -> x ^ 0, 0)") == 0.0
 
 
 def test_check_grad_reports_nan_never_zero():
     # tape inf, finite differences nan (sqrt of a negative): a failure, not 0
-    assert math.isnan(ev("check_grad(fn(x) -> sqrt(x), 0)"))
+    assert math.isnan(value_of("check_grad(fn(x) -> sqrt(x), 0)"))
     # one NaN among good elements is not hidden by Python's max
-    assert math.isnan(ev("check_grad(fn(x) -> sum(sqrt(x)), [0, 1, 4])"))
-    assert ev("check_grad(fn(x) -> sum(sqrt(x)), [0, 1, 4]) < 1e-6") is False
+    assert math.isnan(value_of("check_grad(fn(x) -> sum(sqrt(x)), [0, 1, 4])"))
+    assert value_of("check_grad(fn(x) -> sum(sqrt(x)), [0, 1, 4]) < 1e-6") is False
     # one leaf's nan does not leak into another leaf's error
-    errs = ev("check_grad(fn(w) -> sqrt(w.a) + sum(w.b ^ 2), {a = 0, b = [1, 2]})")
+    errs = value_of("check_grad(fn(w) -> sqrt(w.a) + sum(w.b ^ 2), {a = 0, b = [1, 2]})")
     assert math.isnan(errs.fields["a"]) and errs.fields["b"] < 1e-6
 
 
@@ -88,21 +67,21 @@ def test_docs_gradient_gate_fails_on_nan():
 
 # ---- item 4: +inf logits -----------------------------------------------------------------------------
 def test_softmax_of_plus_inf_logits():
-    assert ev("softmax([1 / 0, 1])").tolist() == [1.0, 0.0]            # was [nan, 0]
-    assert ev("softmax([1 / 0, 1 / 0, 1])").tolist() == [0.5, 0.5, 0.0]
-    assert ev("softmax([1 / 0, -1 / 0, 1 / 0, 7])").tolist() == [0.5, 0.0, 0.5, 0.0]
-    m = ev("softmax([1 / 0, 1, 2; 1, 2, 3], dim=-1)")
+    assert value_of("softmax([1 / 0, 1])").tolist() == [1.0, 0.0]            # was [nan, 0]
+    assert value_of("softmax([1 / 0, 1 / 0, 1])").tolist() == [0.5, 0.5, 0.0]
+    assert value_of("softmax([1 / 0, -1 / 0, 1 / 0, 7])").tolist() == [0.5, 0.0, 0.5, 0.0]
+    m = value_of("softmax([1 / 0, 1, 2; 1, 2, 3], dim=-1)")
     assert m[0].tolist() == [1.0, 0.0, 0.0]
     e = np.exp(np.array([1.0, 2, 3]) - 3)
     np.testing.assert_allclose(m[1], e / e.sum(), rtol=1e-15)
-    assert ev("softmax([1 / 0, 1; 1 / 0, 1 / 0], dim=0)").tolist() == [[0.5, 0.0], [0.5, 1.0]]
+    assert value_of("softmax([1 / 0, 1; 1 / 0, 1 / 0], dim=0)").tolist() == [[0.5, 0.0], [0.5, 1.0]]
     assert printed("softmax([1 / 0, 1])") == "[1, 0]"
 
 
 def test_log_softmax_of_plus_inf_logits():
-    v = ev("log_softmax([1 / 0, 1 / 0, 1])")
+    v = value_of("log_softmax([1 / 0, 1 / 0, 1])")
     assert v[0] == v[1] == -math.log(2) and v[2] == -INF
-    assert ev("log_softmax([1 / 0, 1])").tolist() == [0.0, -INF]
+    assert value_of("log_softmax([1 / 0, 1])").tolist() == [0.0, -INF]
 
 
 def test_plus_inf_rows_have_gradient_zero_and_other_rows_their_own():
@@ -116,10 +95,10 @@ def test_plus_inf_rows_have_gradient_zero_and_other_rows_their_own():
 
 
 def test_minus_inf_rows_keep_their_documented_behaviour():
-    assert ev("softmax([-1 / 0, -1 / 0])").tolist() == [0.0, 0.0]
-    assert ev("grad(fn(x) -> sum(softmax(x) * [1, 2]), [-1 / 0, -1 / 0])").tolist() == [0.0, 0.0]
-    assert ev("log_softmax([-1 / 0, -1 / 0])").tolist() == [-INF, -INF]
-    assert ev("softmax([-1 / 0, 0])").tolist() == [0.0, 1.0]
+    assert value_of("softmax([-1 / 0, -1 / 0])").tolist() == [0.0, 0.0]
+    assert value_of("grad(fn(x) -> sum(softmax(x) * [1, 2]), [-1 / 0, -1 / 0])").tolist() == [0.0, 0.0]
+    assert value_of("log_softmax([-1 / 0, -1 / 0])").tolist() == [-INF, -INF]
+    assert value_of("softmax([-1 / 0, 0])").tolist() == [0.0, 1.0]
     q = np.array([[1.0, 0], [0, 1]])
     mask = np.array([[True, False], [False, False]])
     out = ml_attention.attention(q, q, np.array([[1.0, 2], [3, 4]]), mask=mask)
@@ -131,19 +110,19 @@ def test_plus_inf_softmax_is_pytorchs_value_for_large_equal_logits():
     # the rows' values are those of PyTorch on finite logits t, t, 1 for t large
     t = torch.tensor([1e5, 1e5, 1.0], dtype=torch.float64)
     ref = torch.softmax(t, -1).tolist()
-    assert ev("softmax([1 / 0, 1 / 0, 1])").tolist() == ref
+    assert value_of("softmax([1 / 0, 1 / 0, 1])").tolist() == ref
 
 
 def test_cross_entropy_of_plus_inf_logits():
-    assert ev("cross_entropy([1 / 0, 1 / 0, 1], 0)") == math.log(2)
-    assert ev("cross_entropy([1 / 0, 1], 0)") == 0.0
-    assert ev("cross_entropy([1 / 0, 1 / 0, 1], 2)") == INF        # the target is not among the +inf logits
-    g = ev("grad(fn(z) -> cross_entropy(z, [0, 2]), [1 / 0, 1, 2; 0, 1, 2])")
+    assert value_of("cross_entropy([1 / 0, 1 / 0, 1], 0)") == math.log(2)
+    assert value_of("cross_entropy([1 / 0, 1], 0)") == 0.0
+    assert value_of("cross_entropy([1 / 0, 1 / 0, 1], 2)") == INF        # the target is not among the +inf logits
+    g = value_of("grad(fn(z) -> cross_entropy(z, [0, 2]), [1 / 0, 1, 2; 0, 1, 2])")
     assert g[0].tolist() == [0.0, 0.0, 0.0]
     z = np.array([0.0, 1, 2])
     p = np.exp(z - 2) / np.exp(z - 2).sum()
     np.testing.assert_allclose(g[1], (p - [0, 0, 1]) / 2, rtol=1e-15)
-    assert ev("grad(fn(z) -> cross_entropy(z, 2), [1 / 0, 1, 2])").tolist() == [0.0, 0.0, 0.0]
+    assert value_of("grad(fn(z) -> cross_entropy(z, 2), [1 / 0, 1, 2])").tolist() == [0.0, 0.0, 0.0]
 
 
 def sdpa_ref(q, k, v):
@@ -162,7 +141,7 @@ def sdpa_ref(q, k, v):
 def test_attention_whose_scores_overflow():
     a = np.array([[1e200, 0.0], [0.0, 1.0]])
     v = np.array([[1.0, 2.0], [3.0, 4.0]])
-    out = ev("scaled_dot_product_attention([1e200, 0; 0, 1], [1e200, 0; 0, 1], [1, 2; 3, 4])")
+    out = value_of("scaled_dot_product_attention([1e200, 0; 0, 1], [1e200, 0; 0, 1], [1, 2; 3, 4])")
     assert out[0].tolist() == [1.0, 2.0]                     # was [nan, nan]
     np.testing.assert_allclose(out, sdpa_ref(a, a, v), rtol=1e-15)
     # two keys overflow for one query: they share its weight
@@ -225,7 +204,7 @@ def test_multi_head_attention_with_overflowing_scores_fused_and_per_head(monkeyp
 
 # ---- item 5: reductions that square ---------------------------------------------------------------------
 def test_float32_layer_norm_of_large_values():
-    v = ev('layer_norm([1e20, 2e20, 3e20], ones(3), zeros(3))', 'set_dtype("float32")')
+    v = value_of('layer_norm([1e20, 2e20, 3e20], ones(3), zeros(3))', 'set_dtype("float32")')
     assert v.dtype == np.float32
     np.testing.assert_allclose(v, [-1.2247449, 0.0, 1.2247449], rtol=1e-6)      # was [0, 0, 0]
     assert printed('layer_norm([1e20, 2e20, 3e20], ones(3), zeros(3))', 'set_dtype("float32")') == \
@@ -343,30 +322,30 @@ def test_norms_match_pytorch_in_float64(scale):
 
 
 def test_grad_norm_of_large_and_tiny_gradients():
-    assert ev("grad_norm({w = [3e200, 0], b = 4e200})") == pytest.approx(5e200, rel=1e-15)
-    assert ev("grad_norm({w = [3e-200, 0], b = 4e-200})") == pytest.approx(5e-200, rel=1e-15)
-    assert ev("grad_norm({w = [3, 0], b = 4})") == 5.0
-    assert ev("grad_norm({w = zeros(0), b = 0})") == 0.0
-    assert ev("grad_norm({w = [1 / 0, 1]})") == INF
-    assert ev('grad_norm({w = [3e20, 0], b = 4e20})', 'set_dtype("float32")') == pytest.approx(5e20, rel=1e-6)
-    c = ev('clip_grad_norm({w = [3e20, 0], b = 4e20}, 1)', 'set_dtype("float32")')
+    assert value_of("grad_norm({w = [3e200, 0], b = 4e200})") == pytest.approx(5e200, rel=1e-15)
+    assert value_of("grad_norm({w = [3e-200, 0], b = 4e-200})") == pytest.approx(5e-200, rel=1e-15)
+    assert value_of("grad_norm({w = [3, 0], b = 4})") == 5.0
+    assert value_of("grad_norm({w = zeros(0), b = 0})") == 0.0
+    assert value_of("grad_norm({w = [1 / 0, 1]})") == INF
+    assert value_of('grad_norm({w = [3e20, 0], b = 4e20})', 'set_dtype("float32")') == pytest.approx(5e20, rel=1e-6)
+    c = value_of('clip_grad_norm({w = [3e20, 0], b = 4e20}, 1)', 'set_dtype("float32")')
     np.testing.assert_allclose(c.fields["w"], [0.6, 0.0], rtol=1e-6)
 
 
 # ---- item 7: round with any digits -----------------------------------------------------------------------
 def test_round_with_far_digits():
-    assert ev("round(1.5, 400)") == 1.5                  # was nan
-    assert ev("round(2.5, -400)") == 0.0                 # was nan
-    assert ev("round([1.5, 2.5], 400)").tolist() == [1.5, 2.5]
-    assert ev("round([1.5, 2.5], -400)").tolist() == [0.0, 0.0]
-    assert ev("round(5e-324, 400)") == 5e-324 and ev("round(5e-324, 323)") == 0.0
-    assert ev("round([5e-324, 1e-310], 323)").tolist() == [0.0, 1e-310]
-    assert ev("round(1e308, -308)") == 1e308 and ev("round(1.7e308, -309)") == 0.0
-    assert ev("round(1 / 0, 3)") == INF and math.isnan(ev("round(0 / 0, 3)"))
-    assert ev('round([1.5, 2.5], 400)', 'set_dtype("float32")').dtype == np.float32
+    assert value_of("round(1.5, 400)") == 1.5                  # was nan
+    assert value_of("round(2.5, -400)") == 0.0                 # was nan
+    assert value_of("round([1.5, 2.5], 400)").tolist() == [1.5, 2.5]
+    assert value_of("round([1.5, 2.5], -400)").tolist() == [0.0, 0.0]
+    assert value_of("round(5e-324, 400)") == 5e-324 and value_of("round(5e-324, 323)") == 0.0
+    assert value_of("round([5e-324, 1e-310], 323)").tolist() == [0.0, 1e-310]
+    assert value_of("round(1e308, -308)") == 1e308 and value_of("round(1.7e308, -309)") == 0.0
+    assert value_of("round(1 / 0, 3)") == INF and math.isnan(value_of("round(0 / 0, 3)"))
+    assert value_of('round([1.5, 2.5], 400)', 'set_dtype("float32")').dtype == np.float32
     # a 0-d value (zeros()) with digits that take the Python-round path, and with digits in range
-    assert ev("round(zeros(), 55296)") == 0.0 and ev("round(zeros() + 2.5, 30)") == 2.5
-    assert ev("round(zeros() + 1.25, 1)") == 1.2 and ev("round(zeros() + 1.5, -400)") == 0.0
+    assert value_of("round(zeros(), 55296)") == 0.0 and value_of("round(zeros() + 2.5, 30)") == 2.5
+    assert value_of("round(zeros() + 1.25, 1)") == 1.2 and value_of("round(zeros() + 1.5, -400)") == 0.0
 
 
 def py_round(x: float, d: int) -> float:
@@ -408,18 +387,18 @@ def test_round_matches_python_round_float32(xs, d):
 
 # ---- item 9: eps = 0 -------------------------------------------------------------------------------------
 def test_eps_zero_is_accepted_and_zero_variance_rows_give_beta():
-    v = ev("layer_norm([5, 5, 5; 1, 2, 3], [1, 1, 1], [0, 1, 2], eps=0)")
+    v = value_of("layer_norm([5, 5, 5; 1, 2, 3], [1, 1, 1], [0, 1, 2], eps=0)")
     assert v[0].tolist() == [0.0, 1.0, 2.0]
     np.testing.assert_allclose(v[1], np.array([-1, 0, 1]) * math.sqrt(1.5) + [0, 1, 2], rtol=1e-15)
     # a constant row whose mean rounds (0.1 * 3 / 3 != 0.1) is still exactly beta
-    assert ev("layer_norm([0.1, 0.1, 0.1], [1, 1, 1], [7, 8, 9], eps=0)").tolist() == [7.0, 8.0, 9.0]
-    assert ev("rms_norm([0, 0; 3, 4], [1, 1], eps=0)").tolist()[0] == [0.0, 0.0]
-    np.testing.assert_allclose(ev("rms_norm([0, 0; 3, 4], [1, 1], eps=0)")[1], [0.6 * math.sqrt(2), 0.8 * math.sqrt(2)],
+    assert value_of("layer_norm([0.1, 0.1, 0.1], [1, 1, 1], [7, 8, 9], eps=0)").tolist() == [7.0, 8.0, 9.0]
+    assert value_of("rms_norm([0, 0; 3, 4], [1, 1], eps=0)").tolist()[0] == [0.0, 0.0]
+    np.testing.assert_allclose(value_of("rms_norm([0, 0; 3, 4], [1, 1], eps=0)")[1], [0.6 * math.sqrt(2), 0.8 * math.sqrt(2)],
                                rtol=1e-15)
-    assert ev("grad(fn(x) -> sum(layer_norm(x, [1, 1, 1], [0, 0, 0], eps=0) * [1, 2, 4]), [0.1, 0.1, 0.1])").tolist() \
+    assert value_of("grad(fn(x) -> sum(layer_norm(x, [1, 1, 1], [0, 0, 0], eps=0) * [1, 2, 4]), [0.1, 0.1, 0.1])").tolist() \
         == [0.0, 0.0, 0.0]
-    assert ev("grad(fn(x) -> sum(rms_norm(x, [1, 1, 1], eps=0) * [1, 2, 4]), [0, 0, 0])").tolist() == [0.0, 0.0, 0.0]
-    g = ev("grad(fn(b) -> sum(layer_norm([2, 2], [1, 1], b, eps=0) * [1, 3]), [0, 0])")
+    assert value_of("grad(fn(x) -> sum(rms_norm(x, [1, 1, 1], eps=0) * [1, 2, 4]), [0, 0, 0])").tolist() == [0.0, 0.0, 0.0]
+    g = value_of("grad(fn(b) -> sum(layer_norm([2, 2], [1, 1], b, eps=0) * [1, 3]), [0, 0])")
     assert g.tolist() == [1.0, 3.0]
 
 
@@ -435,7 +414,6 @@ def test_eps_zero_matches_pytorch_where_the_variance_is_positive():
 
 
 def test_negative_eps_is_refused_and_the_blocks_keep_eps_positive():
-    from conftest import run_ml
     code, out = run_ml("layer_norm([1, 2], [1, 1], [0, 0], eps=-1)")
     assert code == 1 and "ValueError" in out and "eps" in out
     code, out = run_ml("rms_norm([1, 2], [1, 1], eps=-1e-9)")

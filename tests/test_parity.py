@@ -9,7 +9,6 @@ weight, all computed by tapeml's `grad` through the interpreter, must agree to 1
 The second test regenerates cases live when torch is importable.
 """
 import glob
-import io
 import json
 import os
 import re
@@ -17,8 +16,9 @@ import re
 import numpy as np
 import pytest
 
-from tapeml.evaluator.interpreter import Interpreter
 from tapeml.array.values import Record
+
+from support import fresh, variables_after
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REF = os.path.join(HERE, "reference")
@@ -89,19 +89,18 @@ def run_tapeml(arrays: dict):
     a decoder the gradient with respect to memory as {"memory": ...} in a fourth place."""
     config = json.loads(str(arrays["config"]))
     weights = record_from_paths({k[2:]: np.array(v) for k, v in arrays.items() if k.startswith("w.")})
-    interp = Interpreter(out=io.StringIO())
-    interp.globals.vars.update(X=np.array(arrays["x"]), R=np.array(arrays["R"]), W=weights)
+    interp, inputs = fresh(), dict(X=np.array(arrays["x"]), R=np.array(arrays["R"]), W=weights)
     extra = {}
     if config["kind"] == "decoder":
-        interp.globals.vars.update(M=np.array(arrays["memory"]), MASK=None, MMASK=None)
+        inputs.update(M=np.array(arrays["memory"]), MASK=None, MMASK=None)
         if config.get("mask"):
-            interp.globals.vars["MASK"] = np.array(arrays["mask"], dtype=bool)
+            inputs["MASK"] = np.array(arrays["mask"], dtype=bool)
         if config.get("memory_mask"):
-            interp.globals.vars["MMASK"] = np.array(arrays["memory_mask"], dtype=bool)
+            inputs["MMASK"] = np.array(arrays["memory_mask"], dtype=bool)
         opts = ", ".join(f"{k}={_ml(config[k])}" for k in ("norm_first", "causal", "activation", "eps"))
         call = "transformer_decoder_block({x}, {m}, {w}, " + opts + ", mask=MASK, memory_mask=MMASK)"
-        interp.run(f"GM = grad(fn(m) -> sum({call.format(x='X', m='m', w='W')} * R), M)\n", "<parity>")
-        extra["memory"] = interp.globals.vars["GM"]
+        extra["memory"] = variables_after(f"GM = grad(fn(m) -> sum({call.format(x='X', m='m', w='W')} * R), M)\n",
+                                          interp, **inputs)["GM"]
         call = call.replace("{m}", "M")
     elif config["kind"] == "rms_norm":
         call = "rms_norm({x}, {w}.gamma, eps={eps})".replace("{eps}", repr(config["eps"]))
@@ -109,10 +108,9 @@ def run_tapeml(arrays: dict):
         opts = ", ".join(f"{k}={_ml(config[k])}" for k in ("norm_first", "norm", "causal", "activation", "eps"))
         call = "transformer_block({x}, {w}, " + opts + ")"
     f = call.format(x="X", w="W")
-    interp.run(f"OUT = {f}\n"
-               f"GX = grad(fn(x) -> sum({call.format(x='x', w='W')} * R), X)\n"
-               f"GW = grad(fn(w) -> sum({call.format(x='X', w='w')} * R), W)\n", "<parity>")
-    g = interp.globals.vars
+    g = variables_after(f"OUT = {f}\n"
+                        f"GX = grad(fn(x) -> sum({call.format(x='x', w='W')} * R), X)\n"
+                        f"GW = grad(fn(w) -> sum({call.format(x='X', w='w')} * R), W)\n", interp, **inputs)
     return g["OUT"], g["GX"], flatten(g["GW"]), extra
 
 

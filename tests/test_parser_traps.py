@@ -2,26 +2,14 @@
 Error tests assert the kind, a message fragment and line:col."""
 from __future__ import annotations
 
-import io
 import subprocess
 import sys
 
 import pytest
 
 from tapeml.syntax.errors import LangError, LangSyntaxError
-from tapeml.evaluator.interpreter import Interpreter
 
-
-def out(source: str) -> str:
-    buf = io.StringIO()
-    Interpreter(out=buf).run(source, "<trap>")
-    return buf.getvalue()
-
-
-def error(source: str) -> LangError:
-    with pytest.raises(LangError) as info:
-        out(source)
-    return info.value
+from support import error_of, output_of
 
 
 def where(err: LangError) -> tuple:
@@ -35,45 +23,45 @@ def where(err: LangError) -> tuple:
 ])
 def test_power_and_sign_precedence(expr, shown):
     if shown is None:     # `[1 -2 + 3]`: the ambiguous sign is refused even inside a longer sum
-        assert error(f"x = 3\nprint({expr})").kind == "SyntaxError"
+        assert error_of(f"x = 3\nprint({expr})").kind == "SyntaxError"
         return
-    assert out(f"x = 3\nprint({expr})") == shown + "\n"
+    assert output_of(f"x = 3\nprint({expr})") == shown + "\n"
 
 
 def test_matrix_elements_need_commas():
-    err = error("x = [1 -2]")
+    err = error_of("x = [1 -2]")
     assert where(err) == ("SyntaxError", 1, 8)
     assert "matrix elements need commas" in err.message and "'[1, -...]'" in err.message \
         and "'[1 - ...]'" in err.message
-    err = error("a = 1\nb = 2\ny = [a -b]")
+    err = error_of("a = 1\nb = 2\ny = [a -b]")
     assert where(err) == ("SyntaxError", 3, 8)
     assert "[a, -...]" in err.message
-    err = error("y = [1 2]")
+    err = error_of("y = [1 2]")
     assert where(err) == ("SyntaxError", 1, 8) and "matrix elements need commas" in err.message
 
 
 def test_comparisons_do_not_chain():
-    err = error("print(3 > 2 > 1)")
+    err = error_of("print(3 > 2 > 1)")
     assert where(err) == ("SyntaxError", 1, 13)
     assert "comparisons do not chain" in err.message and "'a > b and b > c'" in err.message
-    assert out("print(3 > 2 and 2 > 1)") == "true\n"
+    assert output_of("print(3 > 2 and 2 > 1)") == "true\n"
 
 
 # ---- quotes ---------------------------------------------------------------------------------
 def test_double_transpose_is_the_matrix():
-    assert out("x = [1, 2; 3, 4]\nprint(x'')") == "[1, 2; 3, 4]\n"
-    assert out("x = [1, 2; 3, 4]\nprint(x')") == "[1, 3; 2, 4]\n"
-    assert out("print([1, 2]')") == "[1; 2]\n"
-    assert out("x = [1, 2]\nprint(x''')") == "[1; 2]\n"
+    assert output_of("x = [1, 2; 3, 4]\nprint(x'')") == "[1, 2; 3, 4]\n"
+    assert output_of("x = [1, 2; 3, 4]\nprint(x')") == "[1, 3; 2, 4]\n"
+    assert output_of("print([1, 2]')") == "[1; 2]\n"
+    assert output_of("x = [1, 2]\nprint(x''')") == "[1; 2]\n"
 
 
 def test_an_apostrophe_inside_a_string_is_text():
-    assert out('print("it\'s")') == "it's\n"
-    assert out('s = "it\'s"\nprint(len(s), "{s}!")') == "4 it's!\n"
+    assert output_of('print("it\'s")') == "it's\n"
+    assert output_of('s = "it\'s"\nprint(len(s), "{s}!")') == "4 it's!\n"
 
 
 def test_single_quoted_strings_are_refused():
-    err = error("s = 'abc'")
+    err = error_of("s = 'abc'")
     assert where(err) == ("SyntaxError", 1, 5) and "strings use double quotes" in err.message
 
 
@@ -85,14 +73,14 @@ def test_single_quoted_strings_are_refused():
     ("y = 2 \u00d7 3", "\u00d7", "U+00D7", 1, 7, "'*'"),
 ])
 def test_look_alike_characters_name_the_character_code_point_and_column(source, char, code, line, col, ascii_):
-    err = error(source)
+    err = error_of(source)
     assert where(err) == ("SyntaxError", line, col)
     assert f"'{char}' ({code}" in err.message and f"at column {col}" in err.message
     assert f"use {ascii_} instead" in err.message
 
 
 def test_look_alikes_inside_strings_are_kept():
-    assert out('print("1 \u2212 2 \uff03 \u201cq\u201d")') == "1 \u2212 2 \uff03 \u201cq\u201d\n"
+    assert output_of('print("1 \u2212 2 \uff03 \u201cq\u201d")') == "1 \u2212 2 \uff03 \u201cq\u201d\n"
 
 
 # ---- Unicode round trip ---------------------------------------------------------------------
@@ -103,7 +91,7 @@ UNICODE = ["h\u00e9llo", "\u2603 snow", "\U0001F600 emoji", "\u4e2d\u6587", "e\u
 @pytest.mark.parametrize("text", UNICODE)
 def test_unicode_in_strings_round_trips_through_print_and_interpolation(text):
     literal = text.replace("\t", "\\t")
-    result = out(f's = "{literal}"\nprint(s)\nprint("<{{s}}>")\nprint(("{literal}",), {{k = s}})')
+    result = output_of(f's = "{literal}"\nprint(s)\nprint("<{{s}}>")\nprint(("{literal}",), {{k = s}})')
     assert result == f'{text}\n<{text}>\n("{literal}",) {{k = "{literal}"}}\n'
     assert result.encode("utf-8") == (f'{text}\n<{text}>\n("{literal}",) {{k = "{literal}"}}\n').encode("utf-8")
 
@@ -120,12 +108,12 @@ def test_unicode_round_trips_byte_for_byte_through_the_cli(tmp_path):
 
 # ---- numbers and names ----------------------------------------------------------------------
 def test_non_ascii_digits_are_not_numbers():
-    err = error("x = \u00b2")           # superscript two: str.isdigit() says yes
+    err = error_of("x = \u00b2")           # superscript two: str.isdigit() says yes
     assert where(err) == ("SyntaxError", 1, 5) and "U+00B2" in err.message
-    err = error("x = \u0663")           # Arabic-Indic three
+    err = error_of("x = \u0663")           # Arabic-Indic three
     assert where(err) == ("SyntaxError", 1, 5) and "U+0663" in err.message
 
 
 def test_a_number_glued_to_a_name():
-    err = error("x = 2x")
+    err = error_of("x = 2x")
     assert where(err) == ("SyntaxError", 1, 6) and "did you mean 2 * x" in err.message

@@ -1,16 +1,14 @@
 """The printer and the parser agree (issue 17): the printed text of any array of rank 0-2,
 empty ones included, evaluates to the same shape, kind and values. A trailing ';' is a
 one-row matrix in both; a whole number below 2^53 prints every digit."""
-import io
-
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from tapeml.array import ops
-from tapeml.evaluator.interpreter import Interpreter
+from support import echoed, variables_after
+
 from tapeml.syntax.parser import parse
 from tapeml.syntax.unparse import unparse
 from tapeml.array.values import format_number, format_value
@@ -33,10 +31,9 @@ NUMERIC = SHAPES.flatmap(lambda s: hnp.arrays(np.float64, s, elements=EXACT))
 BOOLEAN = SHAPES.flatmap(lambda s: hnp.arrays(np.bool_, s))
 
 
-def evaluate(text: str, interp: Interpreter | None = None):
+def evaluate(text: str, interp=None):
     """The value of the expression `text`, as the REPL would echo it."""
-    got = []
-    (interp or Interpreter(out=io.StringIO())).run(text, "<printed>", echo=got.append)
+    got = echoed(text, interp)
     assert len(got) == 1, text
     return got[0]
 
@@ -67,14 +64,6 @@ def test_printed_bool_arrays_read_back(a):
     check_reads_back(a)
 
 
-@pytest.fixture
-def f32():
-    interp = Interpreter(out=io.StringIO())
-    interp.run('set_dtype("float32")', "<t>")
-    yield interp
-    ops.set_dtype("float64")
-
-
 F32_EXACT = st.one_of(st.integers(-2 ** 24, 2 ** 24).map(float),
                       st.integers(-1000, 1000).map(lambda k: k / 4),
                       st.integers(0, 2 ** 24).map(lambda k: float(np.float32(k * 1024.0 + 1.0))))
@@ -93,9 +82,9 @@ def test_float32_prints_the_stored_value_and_reads_back(f32, a):
 
 def test_empty_vectors_follow_float32_too(f32):
     """[] reads back in the session's float type, as do the other empty vectors (1:0, range(0))."""
-    f32.run("a = []\nb = 1:0\nc = range(0)\nd = range(5, 1)\ne = zeros(0)", "<t>")
+    g = variables_after("a = []\nb = 1:0\nc = range(0)\nd = range(5, 1)\ne = zeros(0)", f32)
     for name in "abcde":
-        assert f32.globals.vars[name].dtype == np.float32 and f32.globals.vars[name].shape == (0,), name
+        assert g[name].dtype == np.float32 and g[name].shape == (0,), name
 
 
 # ---- the rules, one value each ---------------------------------------------------------------

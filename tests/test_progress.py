@@ -10,26 +10,25 @@ import time
 import numpy as np
 import pytest
 
-from conftest import ROOT
-from test_repl import PROMPT, Pty, pty_env, tapeml_command
+from support import PROMPT, Terminal, error_of, fresh, run, tapeml_command
 
 from tapeml.evaluator import progress as PG
 from tapeml.syntax.errors import LangError
-from tapeml.evaluator.interpreter import Interpreter
 from tapeml.array.values import format_value
 
 
-def run(src, bars="log"):
-    """Run src; return (interpreter, stdout text, bar text). bars: "log" (a StringIO, so log
-    lines), "off", or "none" (progress_out left at its default)."""
-    out, err = io.StringIO(), io.StringIO()
-    interp = Interpreter(out=out)
-    if bars == "log":
-        interp.progress_out = err
-    elif bars == "off":
-        interp.progress_out = False
-    interp.run(src, "<test>")
-    return interp, out.getvalue(), err.getvalue()
+def logging_bars():
+    """A fresh interpreter whose bars write log lines to a StringIO: (the interpreter, the StringIO)."""
+    interp, bars = fresh(), io.StringIO()
+    interp.progress_out = bars
+    return interp, bars
+
+
+def run_logged(src):
+    """Run src with its bars logging: (the interpreter, what the program printed, what the bars wrote)."""
+    interp, bars = logging_bars()
+    run(src, interp)
+    return interp, interp.out.getvalue(), bars.getvalue()
 
 
 # Everything a for loop walks: the loop over progress(it) must see the very same items.
@@ -41,8 +40,8 @@ ITERABLES = ["1:5", "0:0.25:1", "5:-2:1", "1:0", "[3, 1, 2]", "[1, 2; 3, 4; 5, 6
 def test_items_and_side_effects_equal_the_bare_loop(it):
     body = ("seen = ()\nn = 0\nx = \"unset\"\nfor x in {0}\n    seen = append(seen, x)\n    n = n + 1\n    print(type(x), x)\n"
             "end\nlast = x\n")
-    bare, out_bare, _ = run(body.format(it))
-    prog, out_prog, bar = run(body.format(f"progress({it}, desc=\"t\")"))
+    bare, out_bare, _ = run_logged(body.format(it))
+    prog, out_prog, bar = run_logged(body.format(f"progress({it}, desc=\"t\")"))
     assert out_prog == out_bare
     for name in ("seen", "n", "last"):
         a, b = bare.globals.vars[name], prog.globals.vars[name]
@@ -54,16 +53,13 @@ def test_items_and_side_effects_equal_the_bare_loop(it):
 def test_break_continue_and_an_error_behave_as_in_the_bare_loop():
     src = ("s = 0\nfor i in {0}\n    if i == 2\n        continue\n    end\n    if i == 6\n        break\n    end\n"
            "    s = s + i\nend\n")
-    bare, _, _ = run(src.format("1:10"))
-    prog, _, bar = run(src.format("progress(1:10)"))
+    bare, _, _ = run_logged(src.format("1:10"))
+    prog, _, bar = run_logged(src.format("progress(1:10)"))
     assert bare.globals.vars["s"] == prog.globals.vars["s"] == 1 + 3 + 4 + 5
     assert bar.splitlines()[-1].startswith("50% 5/10 [")     # five steps done when the loop broke
-    err = io.StringIO()
-    interp = Interpreter(out=io.StringIO())
-    interp.progress_out = err
-    with pytest.raises(LangError) as e:
-        interp.run("k = 0\nfor i in progress(1:10, desc=\"e\")\n    k = i\n    y = [1, 2] + [1, 2, 3]\nend\n")
-    assert e.value.kind == "ShapeError" and interp.globals.vars["k"] == 1
+    interp, err = logging_bars()
+    e = error_of("k = 0\nfor i in progress(1:10, desc=\"e\")\n    k = i\n    y = [1, 2] + [1, 2, 3]\nend\n", interp)
+    assert e.kind == "ShapeError" and interp.globals.vars["k"] == 1
     assert err.getvalue().endswith("e:   0% 0/10 [00:00<?, ?it/s]\n")    # the line closed at the count
     assert interp.progress_bars == []
 
@@ -89,8 +85,8 @@ end
 gw = grad(f, W)
 gx = grad(rows, X)
 """
-    bare, _, _ = run(src.format("1:3", "x"))
-    prog, _, _ = run(src.format("progress(1:3)", "progress(x)"))
+    bare, _, _ = run_logged(src.format("1:3", "x"))
+    prog, _, _ = run_logged(src.format("progress(1:3)", "progress(x)"))
     for name in ("gw", "gx"):
         a, b = bare.globals.vars[name], prog.globals.vars[name]
         assert type(b) is np.ndarray and np.array_equal(a, b), name
@@ -113,23 +109,23 @@ gx = grad(rows, X)
 
 
 def test_notes_end_the_log_lines_and_do_nothing_outside_a_loop():
-    _, out, bar = run('progress_note("ignored")\nfor i in progress(1:4, desc="train")\n'
-                      '    progress_note("loss {1 / i}")\nend\nprogress_note(3)\n')
+    _, out, bar = run_logged('progress_note("ignored")\nfor i in progress(1:4, desc="train")\n'
+                             '    progress_note("loss {1 / i}")\nend\nprogress_note(3)\n')
     lines = bar.splitlines()
     assert len(lines) == 4 and lines[-1].startswith("train: 100% 4/4 [") and lines[-1].endswith(", loss 0.25]")
     assert all("\r" not in l for l in lines) and out == ""
 
 
 def test_nested_loops_note_the_innermost_bar():
-    _, _, bar = run('for e in progress(1:2, desc="epoch")\n    for b in progress(1:2, desc="batch")\n'
-                    '        progress_note("b{b}")\n    end\n    progress_note("e{e}")\nend\n')
+    _, _, bar = run_logged('for e in progress(1:2, desc="epoch")\n    for b in progress(1:2, desc="batch")\n'
+                           '        progress_note("b{b}")\n    end\n    progress_note("e{e}")\nend\n')
     assert [l.split(" [")[0] + " " + l.split(", ")[-1] for l in bar.splitlines()] == [
         "batch:  50% 1/2 b1]", "batch: 100% 2/2 b2]", "epoch:  50% 1/2 e1]",
         "batch:  50% 1/2 b1]", "batch: 100% 2/2 b2]", "epoch: 100% 2/2 e2]"]
 
 
 def test_log_lines_come_every_tenth_and_after_the_interval(monkeypatch):
-    _, _, bar = run("for i in progress(1:1000, desc=\"d\") end")
+    _, _, bar = run_logged("for i in progress(1:1000, desc=\"d\") end")
     assert [l.split(" [")[0] for l in bar.splitlines()] == [f"d: {10 * k:3d}% {100 * k}/1000" for k in range(1, 11)]
     clock = iter(range(0, 10000, 20))                   # each step takes 20 s of this clock
     monkeypatch.setattr(PG.time, "monotonic", lambda: next(clock))
@@ -142,12 +138,12 @@ def test_log_lines_come_every_tenth_and_after_the_interval(monkeypatch):
 
 
 def test_the_value_prints_and_bad_items_are_refused():
-    interp, out, _ = run('p = progress(1:10, desc="train")\nprint(p, type(p), progress((1,)))\n')
+    interp, out, _ = run_logged('p = progress(1:10, desc="train")\nprint(p, type(p), progress((1,)))\n')
     assert out == '<progress "train", 10 steps> progress <progress 1 step>\n'
     for bad, what in (("{a = 1}", "a record"), ("true", "a bool"), ("progress(1:3)", "a progress(...) loop"),
                       ("fn(x) -> x", "a function")):
         with pytest.raises(LangError) as e:
-            run(f"progress({bad})")
+            run_logged(f"progress({bad})")
         assert e.value.kind == "TypeError"
         assert e.value.message == (f"progress(): cannot loop over {what}; give a range, a matrix, "
                                    f"a tuple or a string")
@@ -155,15 +151,14 @@ def test_the_value_prints_and_bad_items_are_refused():
 
 def test_off_by_environment_in_the_docs_build_and_in_help(monkeypatch, capsys):
     monkeypatch.setenv("TAPEML_PROGRESS", "0")
-    _, _, bar = run("for i in progress(1:3) end")
+    _, _, bar = run_logged("for i in progress(1:3) end")
     assert bar == ""
     monkeypatch.delenv("TAPEML_PROGRESS")
     from tapeml.faces import docs as docgen
     res = docgen.run_code('s = 0\nfor i in progress(1:5, desc="x")\n    s = s + i\nend\ns', "<doc>")
     assert res.error is None and res.output == "15"
     from tapeml.builtins.help import help_text
-    from tapeml.evaluator.interpreter import Interpreter
-    assert "  ... loss\n  0.3333333" in help_text("progress_note", Interpreter(out=io.StringIO()))   # help runs the example, bar off
+    assert "  ... loss\n  0.3333333" in help_text("progress_note", fresh())   # help runs the example, bar off
     assert capsys.readouterr().err == ""
 
 
@@ -205,23 +200,16 @@ BAR_END = rb"train: 100%\|[^\r\n]*\| 40/40 \[[^\r\n]*loss 0\.025\]\r\n"
 def test_in_a_terminal_the_live_bar_ends_with_the_count(tmp_path):
     script = tmp_path / "p.ml"
     script.write_text(SCRIPT)
-    p = Pty(tapeml_command() + [str(script)], pty_env(tmp_path))
-    try:
+    with Terminal(tmp_path, str(script)) as p:
         p.expect(rb"\rtrain:   0%\|")                  # drawn in place from the start
         p.expect(rb"\rstep 20\r\n")                    # a printed line, whole, the bar cleared
         p.expect(rb"\rstep 40\r\n")
         p.expect(BAR_END + rb"sum 820\r\n")             # the bar's last drawing: n/n; its line ends
-        _, status = os.waitpid(p.pid, 0)
-        p.pid = 0
-        assert os.waitstatus_to_exitcode(status) == 0
-    finally:
-        if p.pid:
-            p.close()
+        assert p.exit_code() == 0
 
 
 def test_ctrl_c_during_a_bar_closes_its_line_and_keeps_the_session(tmp_path):
-    p = Pty(tapeml_command(), pty_env(tmp_path))
-    try:
+    with Terminal(tmp_path) as p:
         p.expect(PROMPT)
         p.send(b"k = 0\r")
         p.expect(PROMPT)
@@ -251,9 +239,4 @@ def test_ctrl_c_during_a_bar_closes_its_line_and_keeps_the_session(tmp_path):
         p.expect(rb"(?<![0-9.])3\r\n")
         p.expect(PROMPT)
         p.send(b"\x04")
-        _, status = os.waitpid(p.pid, 0)
-        p.pid = 0
-        assert os.waitstatus_to_exitcode(status) == 0
-    finally:
-        if p.pid:
-            p.close()
+        assert p.exit_code() == 0

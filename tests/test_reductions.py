@@ -15,23 +15,13 @@ import numpy as np
 import pytest
 
 from tapeml.array import ops
-from tapeml.builtins import REGISTRY
 from tapeml.builtins.autodiff import value_and_grad_impl
 from tapeml.array.tape import raw
 
-from conftest import run_ml
-from fd import PyInterp, fd_grad
+from support import run_cli, run_ml
+from fd import PyInterp, builtin as B, fd_grad, grad_array as grad
 
 HAS_TORCH = importlib.util.find_spec("torch") is not None
-
-
-def grad(f, x):
-    return np.asarray(raw(value_and_grad_impl(PyInterp(), f, x)[1]), dtype=np.float64)
-
-
-def B(name):
-    b = REGISTRY[name]
-    return lambda *args, **kw: b.fn(*b.bind(list(args), kw))
 
 
 def first(v):
@@ -380,7 +370,6 @@ def test_cumprod_second_order_batched_with_zeros_and_a_long_slice_first_order():
 
 
 def test_float32_stays_float32():
-    from conftest import run_cli
     code, out = run_cli(["--dtype", "float32", "-c",
                          "x = [3.5, 1, 2; 4, 5, 6]\nprint(dtype(sort(x)), dtype(median(x, dim=1)), dtype(var(x, dim=0)), "
                          "dtype(cumprod(x, dim=1)), dtype(logsumexp(x, dim=1)), dtype(quantile(x, 0.3, dim=1)), "

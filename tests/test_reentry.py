@@ -7,7 +7,6 @@ for with a language error, and two Sessions in two threads never see each other'
 Deep cases run the real `tapeml` command in a subprocess, so that a segfault would be seen."""
 from __future__ import annotations
 
-import io
 import os
 import re
 import subprocess
@@ -18,7 +17,8 @@ import time
 import numpy as np
 import pytest
 
-from kernel_support import execute
+from kernel_support import execute, installed_kernelspec, running_kernel
+from support import ROOT, TAPEML, error_of, fresh, output_of, run, run_file
 
 import tapeml
 from tapeml.array import context, ops
@@ -30,10 +30,6 @@ from tapeml.syntax.errors import LangError
 from tapeml.evaluator.interpreter import Interpreter
 from tapeml.evaluator.scope import MAX_DEPTH
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-TAPEML = [sys.executable, "-m", "tapeml.faces.cli"]
-
-
 def documented_limit_error(fn: str) -> str:
     """The RecursionError the docs show for a runaway recursion (tests/golden/recursion_runaway.out,
     docs/language.md), for the function `fn`."""
@@ -44,12 +40,6 @@ def documented_limit_error(fn: str) -> str:
     with open(os.path.join(ROOT, "docs", "language.md"), encoding="utf-8") as f:
         assert m.group(0) in f.read()
     return f"RecursionError: {m.group(1)} (in {fn}); {m.group(3)}"
-
-
-def run_file(tmp_path, source: str, timeout: float = 240):
-    path = tmp_path / "prog.ml"
-    path.write_text(source, encoding="utf-8")
-    return subprocess.run(TAPEML + ["prog.ml"], capture_output=True, text=True, timeout=timeout, cwd=tmp_path)
 
 
 def assert_limit_error(proc, col: int, fn: str = "f"):
@@ -98,7 +88,7 @@ def test_the_calling_builtins_are_the_ones_that_call_back(tmp_path, monkeypatch)
             continue
         for example in b.examples:
             try:
-                Interpreter(out=io.StringIO()).run(example, "<example>")
+                run(example)
             except LangError:
                 pass
     assert seen == set(names)
@@ -171,20 +161,17 @@ def test_ctrl_c_and_sigterm_stop_a_computation_on_the_deep_thread(tmp_path, sig,
 def test_hand_over_keeps_values_errors_and_traces_in_process():
     """In-process (the test's thread): a recursion past the hand-over depth returns the right
     value, and an error deep down keeps its place and its call chain."""
-    out = io.StringIO()
-    interp = Interpreter(out=out)
+    interp = fresh()
     old = sys.getrecursionlimit()
     sys.setrecursionlimit(stack.SHALLOW_LIMIT)
     bad = "    return [1, 2] @ [1]"
     try:
-        interp.run("fn f(n)\n  if n == 0\n    return [1, 2]\n  end\n  return f(n - 1) + 1\nend\n"
-                   f"print(f(3 * {stack.HOP_DEPTH}))\n", "<t>")
-        assert out.getvalue() == f"[{3 * stack.HOP_DEPTH + 1}, {3 * stack.HOP_DEPTH + 2}]\n"
-        with pytest.raises(LangError) as info:
-            interp.run(f"fn g(n)\n  if n == 0\n{bad}\n  end\n  return g(n - 1)\nend\ng(2500)\n", "<t>")
+        out = output_of("fn f(n)\n  if n == 0\n    return [1, 2]\n  end\n  return f(n - 1) + 1\nend\n"
+                        f"print(f(3 * {stack.HOP_DEPTH}))\n", interp)
+        assert out == f"[{3 * stack.HOP_DEPTH + 1}, {3 * stack.HOP_DEPTH + 2}]\n"
+        e = error_of(f"fn g(n)\n  if n == 0\n{bad}\n  end\n  return g(n - 1)\nend\ng(2500)\n", interp)
     finally:
         sys.setrecursionlimit(old)
-    e = info.value
     assert (e.kind, e.span.line, e.span.col) == ("ShapeError", 3, bad.index("@") + 1)
     assert e.trace[0][0] == "g" and len(e.trace) == 1000 and e.trace_truncated      # the cap of the chain
     assert interp.depth == 0
@@ -195,21 +182,8 @@ def test_hand_over_keeps_values_errors_and_traces_in_process():
 def kernel(tmp_path_factory):
     pytest.importorskip("jupyter_client", reason="the kernel tests need the jupyter extra")
     pytest.importorskip("ipykernel", reason="the kernel tests need the jupyter extra")
-    from jupyter_client.manager import start_new_kernel
-
-    from tapeml.faces import kernel as K
-    prefix = tmp_path_factory.mktemp("prefix")
-    assert K.main(["install", "--prefix", str(prefix)]) == 0
-    old = os.environ.get("JUPYTER_PATH")
-    os.environ["JUPYTER_PATH"] = os.path.join(str(prefix), "share", "jupyter")
-    km, kc = start_new_kernel(kernel_name="tapeml", startup_timeout=60)
-    yield km, kc
-    kc.stop_channels()
-    km.shutdown_kernel(now=True)
-    if old is None:
-        os.environ.pop("JUPYTER_PATH", None)
-    else:
-        os.environ["JUPYTER_PATH"] = old
+    with installed_kernelspec(tmp_path_factory.mktemp("prefix")), running_kernel() as kernel:
+        yield kernel
 
 
 def test_the_kernel_survives_runaway_recursion_through_map_and_keeps_variables(kernel):

@@ -8,15 +8,14 @@ a parameter covered by neither fails the coverage test.
 """
 from __future__ import annotations
 
-import io
-
 import pytest
 
 from tapeml.syntax import ast as A
 from tapeml.builtins import REGISTRY
 from tapeml.syntax.errors import LangError
-from tapeml.evaluator.interpreter import Interpreter
 from tapeml.syntax.parser import parse
+
+from support import fresh, run
 
 # (builtin, parameter) -> a program calling the builtin without that parameter
 EXTRA = {
@@ -68,22 +67,24 @@ def with_explicit_none(source, b, only=None):
     return "\n".join(lines), added
 
 
-def run(source):
-    out = io.StringIO()
+def shown(source):
+    """What `source` printed after seed(0), then "Kind: message" of the error that ended it if
+    one did; its figures are closed."""
+    interp = fresh()
     try:
-        Interpreter(out=out).run("seed(0)\n" + source + "\n", "<example>")
+        run("seed(0)\n" + source + "\n", interp)
     except LangError as e:
-        return out.getvalue() + f"{e.kind}: {e.message}"
+        return interp.out.getvalue() + f"{e.kind}: {e.message}"
     finally:
         import sys
         plot = sys.modules.get("tapeml.builtins.plot")
         if plot is not None:
             plot.close_all()
-    return out.getvalue()
+    return interp.out.getvalue()
 
 
 def cases():
-    Interpreter(out=io.StringIO())      # registers every builtin
+    fresh()                             # registers every builtin
     for name in sorted(REGISTRY):
         b = REGISTRY[name]
         if not none_params(b) or name == "show":
@@ -102,10 +103,10 @@ def test_explicit_none_is_the_default(name, source, only, tmp_path, monkeypatch)
     b = REGISTRY[name]
     explicit, added = with_explicit_none(source, b, only)
     assert added
-    omitted = run(source)
+    omitted = shown(source)
     if "{tmp}" in EXTRA.get((name, only), ""):
         (tmp_path / "t.csv").unlink()
-    assert run(explicit) == omitted, explicit
+    assert shown(explicit) == omitted, explicit
     assert "Error:" not in omitted, omitted
 
 
@@ -120,7 +121,7 @@ def test_every_none_default_is_exercised():
 
 def test_seed_none_draws_from_the_session_generator():
     """The reported call: seed=none is the documented default, the generator of seed(n)."""
-    a = run("seed(7)\nw = transformer_block_init(4, 2, seed=none)\nprint(w.w1)")
-    b = run("seed(7)\nw = transformer_block_init(4, 2)\nprint(w.w1)")
-    c = run("seed(8)\nw = transformer_block_init(4, 2, seed=none)\nprint(w.w1)")
+    a = shown("seed(7)\nw = transformer_block_init(4, 2, seed=none)\nprint(w.w1)")
+    b = shown("seed(7)\nw = transformer_block_init(4, 2)\nprint(w.w1)")
+    c = shown("seed(8)\nw = transformer_block_init(4, 2, seed=none)\nprint(w.w1)")
     assert a == b and a != c and "Error" not in a

@@ -7,11 +7,7 @@ Three layers, each tested with exact expected output:
 """
 import io
 import os
-import pty
 import re
-import select
-import shutil
-import signal
 import subprocess
 import sys
 import threading
@@ -19,9 +15,8 @@ import time
 
 import pytest
 
-from conftest import ROOT, SHARED
+from support import PROMPT, ROOT, Terminal, fresh, run, run_cli, tapeml_command
 
-from tapeml.evaluator.interpreter import Interpreter
 from tapeml.syntax.parser import is_complete
 from tapeml.faces import repl as R
 from tapeml.builtins.help import help_text
@@ -101,10 +96,8 @@ def test_validate_never_raises(text):
 
 @pytest.fixture
 def session_interp():
-    interp = Interpreter(out=io.StringIO())
-    interp.run('weights = {alpha = 1, beta = [1, 2], inner = {gain = 2.5}}\nwhich = 3\n'
-               'fn whistle(a, b=2)\n  return a\nend', "<test>")
-    return interp
+    return run('weights = {alpha = 1, beta = [1, 2], inner = {gain = 2.5}}\nwhich = 3\n'
+               'fn whistle(a, b=2)\n  return a\nend')
 
 
 def names(cands):
@@ -157,7 +150,7 @@ def test_vars_table(session_interp):
         "t        tuple        2 items   (1, \"a\")\n"
         "b        bool matrix  2         [false, true]\n"
         "s        string       3 chars   \"hey\"")
-    assert R.format_vars(Interpreter(out=io.StringIO())) == "(no variables)"
+    assert R.format_vars(fresh()) == "(no variables)"
 
 
 def test_history_path_env(monkeypatch, tmp_path):
@@ -171,7 +164,7 @@ def test_history_path_env(monkeypatch, tmp_path):
 
 def help_in_a_session(name):
     """help_text as a session shows it: the example run in a fresh interpreter, with its result."""
-    return help_text(name, Interpreter(out=io.StringIO()))
+    return help_text(name, fresh())
 
 
 def test_help_text_of_layer_norm():
@@ -203,8 +196,7 @@ def test_help_builtin_forms(ml):
 
 
 def test_help_of_a_user_function_shows_its_comment():
-    interp = Interpreter(out=io.StringIO())
-    interp.run("# Squares its argument.\n# Works on matrices too.\nfn sq(x)\n  return x^2\nend", "my.ml")
+    interp = run("# Squares its argument.\n# Works on matrices too.\nfn sq(x)\n  return x^2\nend", filename="my.ml")
     assert help_text("sq", interp) == ("sq(x)\n  Squares its argument.\n  Works on matrices too.\n"
                                        "  a tapeml function defined in my.ml:3:1")
     with pytest.raises(NameErr):
@@ -226,7 +218,7 @@ def drive(*chunks, interp=None, history="memory"):
     from prompt_toolkit.input import create_pipe_input
     from prompt_toolkit.output import DummyOutput
     buf = io.StringIO()
-    interp = interp or Interpreter()
+    interp = interp or fresh()
     interp.out = buf
     with create_pipe_input() as inp:
         session = R.make_session(interp, input=inp, output=DummyOutput(),
@@ -392,7 +384,6 @@ def test_i_keeps_the_file_variables(tmp_path, monkeypatch):
     monkeypatch.setattr(R, "run_repl", fake_run_repl)
     monkeypatch.setattr(sys, "stdin", io.StringIO(""))
     monkeypatch.setattr(sys.stdin, "isatty", lambda: True)      # a terminal: the session opens
-    from conftest import run_cli
     code, out = run_cli(["-i", str(script)])
     assert (code, out, seen) == (0, "loaded\n", {"k": 42.0})
 
@@ -410,79 +401,10 @@ def test_i_with_piped_input_runs_it_after_the_file(tmp_path):
 
 # ---- the real command: a pseudo-terminal and piped stdin ----------------------------------------
 
-def tapeml_command():
-    exe = os.path.join(os.path.dirname(sys.executable), "tapeml")
-    if os.path.exists(exe):
-        return [exe]
-    found = shutil.which("tapeml")
-    return [found] if found else [sys.executable, "-m", "tapeml.faces.cli"]
-
-
-class Pty:
-    """The real `tapeml` REPL in a pseudo-terminal (stdlib pty; pexpect is not needed)."""
-
-    def __init__(self, args, env):
-        self.t0 = time.monotonic()
-        self.pid, self.fd = pty.fork()
-        if self.pid == 0:  # the child: the pty is its controlling terminal, so ^C is SIGINT
-            try:
-                os.execve(args[0], args, env)
-            finally:
-                os._exit(127)
-        self.buf = b""
-        self.pos = 0
-
-    def expect(self, pattern, timeout=10.0):
-        """Read until `pattern` (a bytes regex) matches the output after the previous match."""
-        end = time.monotonic() + timeout
-        while True:
-            m = re.compile(pattern).search(self.buf, self.pos)
-            if m:
-                self.pos = m.end()
-                return m
-            if time.monotonic() > end:
-                break
-            r, _, _ = select.select([self.fd], [], [], 0.05)
-            if r:
-                try:
-                    data = os.read(self.fd, 65536)
-                except OSError:
-                    break
-                if not data:
-                    break
-                self.buf += data
-        raise AssertionError(f"no {pattern!r} within {timeout}s; output: {self.buf[self.pos:]!r}")
-
-    def send(self, data: bytes):
-        os.write(self.fd, data)
-
-    def close(self):
-        try:
-            os.kill(self.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        try:
-            os.waitpid(self.pid, 0)
-        except ChildProcessError:
-            pass
-        os.close(self.fd)
-
-
-def pty_env(tmp_path):
-    env = dict(os.environ, TERM="xterm", PROMPT_TOOLKIT_NO_CPR="1",
-               TAPEML_HISTORY=str(tmp_path / "history"))
-    env.pop("NO_COLOR", None)
-    return env
-
-
-PROMPT = rb"ml>"
-
-
 def test_ctrl_c_interrupts_a_long_loop_in_a_real_terminal(tmp_path):
-    p = Pty(tapeml_command(), pty_env(tmp_path))
-    try:
+    with Terminal(tmp_path) as p:
         p.expect(PROMPT)
-        startup = time.monotonic() - p.t0
+        startup = time.monotonic() - p.started
         p.send(b"x = 42\r")
         p.expect(PROMPT)
         p.send(b"while true\r")
@@ -503,34 +425,23 @@ def test_ctrl_c_interrupts_a_long_loop_in_a_real_terminal(tmp_path):
         p.expect(rb"(?<![0-9.])43\r\n")
         p.expect(PROMPT)
         p.send(b"\x04")                           # Ctrl-D leaves with status 0
-        _, status = os.waitpid(p.pid, 0)
-        assert os.waitstatus_to_exitcode(status) == 0
-        p.pid = 0
+        assert p.exit_code() == 0
         history = (tmp_path / "history").read_text()
         assert re.findall(r"^\+(.*)$", history, re.M) == ["x = 42", "while true", '    print("running")', "end",
                                                            "x", "x + 1"]
         print(f"time to first prompt: {startup:.2f}s")
-    finally:
-        if p.pid:
-            p.close()
 
 
 def test_i_opens_the_session_with_the_file_variables(tmp_path):
     script = tmp_path / "s.ml"
     script.write_text("k = 6 * 7\n")
-    p = Pty(tapeml_command() + ["-i", str(script)], pty_env(tmp_path))
-    try:
+    with Terminal(tmp_path, "-i", str(script)) as p:
         p.expect(PROMPT)
         p.send(b"k\r")
         p.expect(rb"(?<![0-9.])42\r\n")
         p.expect(PROMPT)
         p.send(b":quit\r")
-        _, status = os.waitpid(p.pid, 0)
-        p.pid = 0
-        assert os.waitstatus_to_exitcode(status) == 0
-    finally:
-        if p.pid:
-            p.close()
+        assert p.exit_code() == 0
 
 
 def run_piped(stdin_bytes):
@@ -569,7 +480,7 @@ def test_stdlib_functions_complete_and_have_help():
     table = stdlib_table()
     if "adam_step" not in table:
         pytest.skip("no stdlib documentation table")
-    interp = Interpreter(out=io.StringIO())
+    interp = fresh()
     cands = {c.text: c for c in R.completions("adam_s", interp)}
     assert cands["adam_step"].meta == f"{table['adam_step']['signature']}  {table['adam_step']['summary']}"
     text = help_text("adam_step", interp)

@@ -7,37 +7,23 @@ from __future__ import annotations
 import io
 import subprocess
 import sys
-import textwrap
+from textwrap import dedent
 
 import numpy as np
 import pytest
 
-from conftest import allocates_at_most
+from fd import fd_jacobian
+from support import allocates_at_most, error_of, fresh, output_of, run
 
 from tapeml.syntax.errors import LangError, TypeErr, ValueErr
-from tapeml.evaluator.interpreter import Interpreter
 from tapeml.array.ops import set_dtype
-
-
-def run(source: str, interp: Interpreter | None = None) -> str:
-    out = io.StringIO()
-    interp = interp or Interpreter(out=out)
-    interp.out = out
-    interp.run(textwrap.dedent(source), "<test>")
-    return out.getvalue()
-
-
-def error_of(source: str, interp: Interpreter | None = None) -> LangError:
-    with pytest.raises(LangError) as info:
-        run(source, interp)
-    return info.value
 
 
 def run_limited(source: str, tmp_path, address_space_gb: float = 2.0, timeout: float = 300):
     """Run `tapeml prog.ml` in a subprocess whose address space is capped: a program that asks
     for more memory fails there (MemoryError) instead of filling the machine."""
     path = tmp_path / "prog.ml"
-    path.write_text(textwrap.dedent(source), encoding="utf-8")
+    path.write_text(dedent(source), encoding="utf-8")
     limit = int(address_space_gb * 1024 ** 3)
     setup = ("import resource, sys; resource.setrlimit(resource.RLIMIT_AS, (%d, %d)); "
              "from tapeml.faces.cli import entry; sys.argv = ['tapeml', 'prog.ml']; entry()" % (limit, limit))
@@ -60,15 +46,14 @@ def run_limited(source: str, tmp_path, address_space_gb: float = 2.0, timeout: f
 ])
 def test_a_loop_over_1e8_with_a_break_makes_nothing_1e8_long(iterable, first):
     with allocates_at_most(5e6):
-        out = run(f"for item in {iterable}\n    print(item)\n    break\nend\n")
+        out = output_of(f"for item in {iterable}\n    print(item)\n    break\nend\n")
     assert out == first + "\n"
 
 
 def test_a_loop_over_an_existing_vector_makes_no_list_of_it():
-    interp = Interpreter(out=io.StringIO())
-    run("v = zeros(1e7)\nm = zeros(1e6, 2)\ns = \"ab\" * 1e6", interp)
+    interp = run("v = zeros(1e7)\nm = zeros(1e6, 2)\ns = \"ab\" * 1e6")
     with allocates_at_most(5e6):
-        out = run("""
+        out = output_of(dedent("""
             for x in v
                 print(x)
                 break
@@ -85,7 +70,7 @@ def test_a_loop_over_an_existing_vector_makes_no_list_of_it():
                 print(i, x)
                 break
             end
-        """, interp)
+        """), interp)
     assert out == "0\n[0, 0]\na\n0 0\n"
 
 
@@ -115,7 +100,7 @@ def test_a_walked_range_visits_the_elements_of_the_range_value(rng, dtype):
     # the loop's items are the vector's elements (value semantics), across chunk boundaries, with
     # the end snapped onto b; NumPy's arange gives the elements to within rounding
     set_dtype(dtype)
-    out = run(f"""
+    out = output_of(dedent(f"""
         r = {rng}
         k = 0
         same = true
@@ -124,13 +109,12 @@ def test_a_walked_range_visits_the_elements_of_the_range_value(rng, dtype):
             k += 1
         end
         print(same, k == len(r))
-    """)
+    """))
     assert out == "true true\n"
     a, s, b = (float(p) for p in (rng.split(":") if rng.count(":") == 2 else [rng.split(":")[0], 1,
                                                                                  rng.split(":")[1]]))
     ref = np.arange(a, b + s * 1e-6, s)
-    interp = Interpreter(out=io.StringIO())
-    run(f"r = {rng}", interp)
+    interp = run(f"r = {rng}")
     got = interp.globals.vars["r"]
     assert got.shape == ref.shape
     np.testing.assert_allclose(got, ref, rtol=1e-6 if dtype == "float32" else 1e-12, atol=1e-9)
@@ -138,7 +122,7 @@ def test_a_walked_range_visits_the_elements_of_the_range_value(rng, dtype):
 
 def test_a_tracked_range_carries_gradients_across_chunks():
     # sum over v = a + k (k = 0 .. 9999) of v^2; d/da = 2 * sum(v) = 2 * (10000 a + 49995000)
-    out = run("""
+    out = output_of(dedent("""
         fn f(a)
             t = 0
             for v in a:a + 9999
@@ -155,7 +139,7 @@ def test_a_tracked_range_carries_gradients_across_chunks():
             return t
         end
         print(grad(g, 2))
-    """)
+    """))
     assert out == f"{2 * (10000 * 1.5 + 49995000):.0f}\n{49995000}\n"
 
 
@@ -179,7 +163,7 @@ def test_walked_builtins_keep_their_errors_and_limits():
 
 
 def test_ranges_stay_values_and_shadowed_names_are_plain_calls():
-    out = run("""
+    out = output_of(dedent("""
         r = 2:4
         print(r, r[1], r * 2, sum(1:100), len(range(5)), enumerate(1:2), zip(1:2, "ab"))
         fn enumerate(x)
@@ -192,7 +176,7 @@ def test_ranges_stay_values_and_shadowed_names_are_plain_calls():
         for i in p
             print(i)
         end
-    """)
+    """))
     assert out == ("[2, 3, 4] 3 [4, 6, 8] 5050 5 ((0, 1), (1, 2)) ((1, \"a\"), (2, \"b\"))\n"
                    "[1, 2]\n[1, 2]\n1\n2\n3\n")
 
@@ -252,7 +236,7 @@ def test_values_20000_deep_are_walked(tmp_path):
 
 
 def test_the_display_shows_a_deep_record_briefly_and_refuses_past_the_limit(tmp_path):
-    script = textwrap.dedent("""
+    script = dedent("""
         import sys
         sys.setrecursionlimit(200000)
         from tapeml.array.values import Record, display_value
@@ -341,7 +325,7 @@ def test_a_huge_count_is_the_limits_error_before_allocating(source, message):
 ])
 def test_huge_counts_of_nothing_give_what_numpy_gives(source, reference):
     # a count that NumPy takes (within int64) on an empty input is an empty result, as NumPy's
-    interp = Interpreter(out=io.StringIO())
+    interp = fresh()
     with allocates_at_most(5e6):
         run(f"y = {source}", interp)
     got, ref = interp.globals.vars["y"], reference()
@@ -349,27 +333,15 @@ def test_huge_counts_of_nothing_give_what_numpy_gives(source, reference):
 
 
 def test_chunk_of_an_empty_axis_gives_n_empty_parts_and_their_gradient():
-    out = run("""
+    out = output_of(dedent("""
         p = chunk(zeros(2, 0), 3, dim=1)
         print(len(p), size(p[2]))
         print(grad(fn(x) -> sum(x) + sum(chunk(x[0:-1], 4)[3]), [1, 2]))
-    """)
+    """))
     assert out == "3 (2, 0)\n[1, 1]\n"
 
 
 # ---- jacobian: the cheaper loop of backward passes, and a bar when it is long -----------------------
-def num_jacobian(f, x, h=1e-6):
-    x = np.asarray(x, dtype=np.float64)
-    y0 = np.asarray(f(x))
-    J = np.zeros(y0.shape + x.shape)
-    for i in range(x.size):
-        xp, xm = x.copy(), x.copy()
-        xp.flat[i] += h
-        xm.flat[i] -= h
-        J[(...,) + np.unravel_index(i, x.shape)] = (np.asarray(f(xp)) - np.asarray(f(xm))) / (2 * h)
-    return J
-
-
 def _tapeml_fn(interp, name):
     """A tapeml function of the interpreter as a Python function of NumPy values."""
     f = interp.globals.vars[name]
@@ -381,8 +353,7 @@ def test_a_tall_jacobian_takes_one_pass_per_input_and_agrees_with_finite_differe
     passes = []
     real = autodiff.backward
     monkeypatch.setattr(autodiff, "backward", lambda *a, **k: passes.append(1) or real(*a, **k))
-    interp = Interpreter(out=io.StringIO())
-    run("""
+    interp = run(dedent("""
         W = reshape(sin(1:30), 5, 3, 2)
         fn tall(x)
             return tanh(W[:, :, 0] * x[0] + W[:, :, 1] * x[1] ^ 2)
@@ -400,21 +371,20 @@ def test_a_tall_jacobian_takes_one_pass_per_input_and_agrees_with_finite_differe
         Jw = jacobian(wide, [1, 2, 3])
         Js = jacobian(scalar_in, 0.5)
         Jc = jacobian(constant, [1, 2])
-    """, interp)
+    """))
     v = interp.globals.vars
     # tall: 15 outputs, 2 inputs: u'J recorded once, then one pass per input (3), not 15
     # wide: 2 outputs, 3 inputs: one pass per output (2); scalar_in: 1 + 1; constant: none
     assert len(passes) == 3 + 2 + 2
     assert v["J"].shape == (5, 3, 2) and v["Js"].shape == (4,) and v["Jc"].shape == (4, 2, 2)
-    np.testing.assert_allclose(v["J"], num_jacobian(_tapeml_fn(interp, "tall"), [0.4, -1.3]), rtol=1e-7, atol=1e-9)
-    np.testing.assert_allclose(v["Jw"], num_jacobian(_tapeml_fn(interp, "wide"), [1.0, 2.0, 3.0]), rtol=1e-7)
+    np.testing.assert_allclose(v["J"], fd_jacobian(_tapeml_fn(interp, "tall"), [0.4, -1.3]), rtol=1e-7, atol=1e-9)
+    np.testing.assert_allclose(v["Jw"], fd_jacobian(_tapeml_fn(interp, "wide"), [1.0, 2.0, 3.0]), rtol=1e-7)
     np.testing.assert_allclose(v["Js"], [np.cos(0.5), 3 * 0.25, 2.0, np.exp(0.5)], rtol=1e-15)
     assert not v["Jc"].any()
 
 
 def test_grad_flows_through_a_tall_jacobian():
-    interp = Interpreter(out=io.StringIO())
-    run("""
+    interp = run(dedent("""
         fn tall(x)
             return [sin(x[0] * x[1]), x[0] ^ 3, x[1] * x[0], exp(x[1]), x[0]]
         end
@@ -423,16 +393,16 @@ def test_grad_flows_through_a_tall_jacobian():
         end
         g = grad(loss, [0.3, 0.8])
         gv = grad(fn(x) -> sum(jacobian(fn(t) -> [t, t ^ 2, sin(t)], x)), 0.7)
-    """, interp)
+    """))
     loss = interp.globals.vars["loss"]
-    ref = num_jacobian(lambda x: np.float64(interp.call(loss, [x], {}, None)), [0.3, 0.8], h=1e-5)
+    ref = fd_jacobian(lambda x: np.float64(interp.call(loss, [x], {}, None)), [0.3, 0.8], h=1e-5)
     np.testing.assert_allclose(interp.globals.vars["g"], ref, rtol=1e-6)
     assert interp.globals.vars["gv"] == pytest.approx(2 - np.sin(0.7), rel=1e-14)
 
 
 def test_a_long_jacobian_shows_a_bar_and_a_short_one_says_nothing(monkeypatch):
     from tapeml.evaluator import progress
-    interp = Interpreter(out=io.StringIO())
+    interp = fresh()
     err = io.StringIO()
     interp.progress_out = err
     run("J = jacobian(fn(x) -> sin(x), [1, 2, 3])\nH = hessian(fn(x) -> sum(x ^ 3), [1, 2])", interp)

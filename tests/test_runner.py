@@ -8,14 +8,9 @@ import numpy as np
 import pytest
 
 from tapeml.builtins.help import help_text
-from tapeml.evaluator.interpreter import Interpreter
 from tapeml.faces import runner
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def fresh():
-    return Interpreter(out=io.StringIO())
+from support import ROOT, fresh
 
 
 def test_echo_shows_each_final_expression_value_and_keeps_the_last_in_ans():

@@ -11,29 +11,10 @@ from tapeml.array import ops
 from tapeml.builtins import REGISTRY
 from tapeml.array.tape import raw
 
-from conftest import run_ml
-from fd import fd_grad, grad, weighted
+from support import run_ml
+from fd import builtin as B, check_grads, fd_grad, grad
 
 HAS_TORCH = importlib.util.find_spec("torch") is not None
-
-
-def B(name):
-    b = REGISTRY[name]
-    return lambda *args, **kw: b.fn(*b.bind(list(args), kw))
-
-
-def check(f, *inputs, tol=1e-6):
-    loss = weighted(f, inputs)
-    for k in range(len(inputs)):
-        def lk(xk, k=k):
-            args = list(inputs)
-            args[k] = xk
-            return loss(*args)
-        tape = np.asarray(raw(grad(lk, inputs[k])), dtype=np.float64)
-        fd = fd_grad(lk, inputs[k])
-        assert tape.shape == np.shape(inputs[k])
-        err = np.max(np.abs(tape - fd) / np.maximum(1.0, np.abs(fd))) if fd.size else 0.0
-        assert err < tol, (k, err, tape, fd)
 
 
 rng = np.random.default_rng(20)
@@ -69,7 +50,7 @@ def test_elementwise_values_and_gradients(name):
     for shape in [(5,), (2, 3, 4)]:                  # a vector and a batched rank-3 input
         x = make(*shape)
         np.testing.assert_allclose(raw(f(x)), ref(x), rtol=1e-13, atol=1e-15)
-        check(f, x)
+        check_grads(f, x)
     assert REGISTRY[name].differentiable
 
 
@@ -77,8 +58,8 @@ def test_atan2_values_gradients_broadcasting_and_the_origin():
     f = B("atan2")
     y, x = rn(2, 3, 4), rn(2, 3, 4)
     np.testing.assert_allclose(raw(f(y, x)), np.arctan2(y, x), rtol=1e-14)
-    check(f, y, x)
-    check(f, rn(3, 1), rn(4))                           # broadcast: the gradient sums back
+    check_grads(f, y, x)
+    check_grads(f, rn(3, 1), rn(4))                           # broadcast: the gradient sums back
     gy = grad(lambda t: ops.sum_(f(t, np.array([0.0, 1.0]))), np.array([0.0, 0.0]))
     gx = grad(lambda t: ops.sum_(f(np.array([0.0, 1.0]), t)), np.array([0.0, 0.0]))
     assert raw(gy).tolist() == [0.0, 1.0]               # at the origin 0 (the kink convention)
@@ -95,7 +76,7 @@ def test_softplus_is_pytorchs_with_beta_and_threshold():
     x2 = rn(2, 3, 4) * 3
     np.testing.assert_allclose(raw(f(x2, beta=2.0, threshold=5.0)),
                                np.where(2 * x2 > 5, x2, np.logaddexp(0.0, 2 * x2) / 2), rtol=1e-14)
-    check(lambda t: f(t, beta=2.0, threshold=5.0), x2)
+    check_grads(lambda t: f(t, beta=2.0, threshold=5.0), x2)
     g = raw(grad(lambda t: ops.sum_(f(t)), np.array([0.0, 25.0, -800.0])))
     assert g.tolist() == [0.5, 1.0, 0.0]                 # sigmoid(0), 1 past the threshold, no nan
 
@@ -189,7 +170,7 @@ def test_shapes_match_numpy_and_finite_differences(label, call, ref, inputs):
             np.testing.assert_array_equal(raw(a), b)
     else:
         np.testing.assert_array_equal(raw(got), want)
-    check(call, *inputs)
+    check_grads(call, *inputs)
 
 
 def test_causal_mask_and_fused_qkv_in_the_language():

@@ -12,7 +12,8 @@ import sys
 
 import pytest
 
-from conftest import ROOT, run_cli, site_extra_missing
+from conftest import site_extra_missing
+from support import ROOT, run_cli
 
 from tapeml.faces.docs import all_entries
 

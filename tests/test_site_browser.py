@@ -22,7 +22,7 @@ import urllib.request
 
 import pytest
 
-from conftest import ROOT
+from support import ROOT
 
 ARTIFACTS = os.environ.get("TAPEML_TEST_ARTIFACTS") or os.path.join(ROOT, "build", "test-artifacts")
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",

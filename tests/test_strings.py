@@ -3,7 +3,6 @@
 their messages, and gradients through map/filter/reduce/zip against finite differences."""
 from __future__ import annotations
 
-import io
 import json
 import os
 
@@ -11,130 +10,118 @@ import numpy as np
 import pytest
 
 from tapeml.syntax.errors import IOErr, ShapeError, TypeErr, ValueErr
-from tapeml.evaluator.interpreter import Interpreter
 from tapeml.array.values import Dict, Record, format_value
 
-
-def run(src: str, **variables):
-    out = io.StringIO()
-    interp = Interpreter(out=out)
-    interp.globals.vars.update(variables)
-    interp.run(src, "<test>")
-    return interp, out.getvalue()
-
-
-def value(expr: str, **variables):
-    interp, _ = run(f"result = {expr}", **variables)
-    return interp.globals.vars["result"]
+from support import run, value_of, variables_after
 
 
 def shown(expr: str, **variables) -> str:
-    return format_value(value(expr, **variables), True)
+    return format_value(value_of(expr, **variables), True)
 
 
 # ---- strings ------------------------------------------------------------------------------------
 @pytest.mark.parametrize("s, sep", [("1,2,,3", ","), ("", ","), (",", ","), ("a->b->c", "->"),
                                     ("héllo wörld ✓", " "), ("no sep here", ";")])
 def test_split_with_sep_is_pythons(s, sep):
-    assert value("split(s, sep)", s=s, sep=sep) == tuple(s.split(sep))
+    assert value_of("split(s, sep)", s=s, sep=sep) == tuple(s.split(sep))
 
 
 @pytest.mark.parametrize("s", ["  the quick\tbrown\n fox ", "", "   ", "one", "a\u3000b\u00a0c"])
 def test_split_without_sep_splits_runs_of_whitespace(s):
-    assert value("split(s)", s=s) == tuple(s.split())
+    assert value_of("split(s)", s=s) == tuple(s.split())
 
 
 def test_join_is_the_inverse_of_split():
     for s in ["a,b,,c", "", "ü,✓"]:
-        assert value('join(split(s, ","), ",")', s=s) == s
-    assert value('join((), ",")') == ""
-    assert value('join(("x",), ", ")') == "x"
-    assert value('join(map(str, [1, 2.5, -3]), ";")') == "1;2.5;-3"
-    assert value('join(("a", "b"))') == "ab"
+        assert value_of('join(split(s, ","), ",")', s=s) == s
+    assert value_of('join((), ",")') == ""
+    assert value_of('join(("x",), ", ")') == "x"
+    assert value_of('join(map(str, [1, 2.5, -3]), ";")') == "1;2.5;-3"
+    assert value_of('join(("a", "b"))') == "ab"
 
 
 def test_string_functions_match_python():
     s = "  Straße, ÀÉÎ\tmixed Case \n"
-    assert value("upper(s)", s=s) == s.upper()          # ß -> SS: the string grows
-    assert value("lower(s)", s=s) == s.lower()
-    assert value("strip(s)", s=s) == s.strip()
-    assert value('strip("--a-b--", "-")') == "a-b"
-    assert value('strip("")') == ""
-    assert value('replace("a-b-c", "-", " + ")') == "a + b + c"
-    assert value('replace("aaa", "aa", "b")') == "ba"
-    assert value('replace("héllo", "é", "e")') == "hello"
-    assert value('replace("", "x", "y")') == ""
-    assert value('startswith("# c", "#")') is True and value('startswith("ab", "abc")') is False
-    assert value('startswith("ab", "")') is True and value('endswith("", "")') is True
-    assert value('endswith("data.csv", ".csv")') is True and value('endswith("data.csv", ".json")') is False
+    assert value_of("upper(s)", s=s) == s.upper()          # ß -> SS: the string grows
+    assert value_of("lower(s)", s=s) == s.lower()
+    assert value_of("strip(s)", s=s) == s.strip()
+    assert value_of('strip("--a-b--", "-")') == "a-b"
+    assert value_of('strip("")') == ""
+    assert value_of('replace("a-b-c", "-", " + ")') == "a + b + c"
+    assert value_of('replace("aaa", "aa", "b")') == "ba"
+    assert value_of('replace("héllo", "é", "e")') == "hello"
+    assert value_of('replace("", "x", "y")') == ""
+    assert value_of('startswith("# c", "#")') is True and value_of('startswith("ab", "abc")') is False
+    assert value_of('startswith("ab", "")') is True and value_of('endswith("", "")') is True
+    assert value_of('endswith("data.csv", ".csv")') is True and value_of('endswith("data.csv", ".json")') is False
 
 
 def test_contains_and_index_of():
-    assert value('contains("hello", "ell")') is True
-    assert value('contains("hello", "")') is True
-    assert value('contains("hello", "xyz")') is False
-    assert value('contains((1, "a", [2, 3]), [2, 3])') is True
-    assert value('contains((1, "a", [2, 3]), [2, 4])') is False
-    assert value('contains((1, "a"), 1)') is True
-    assert value('contains((1, 2), true)') is False          # true is not 1
-    assert value('contains(((1, 2), {a = 1}), {a = 1})') is True
-    assert value('contains([1, 2, 3], 2)') is True
-    assert value('contains([1, 2; 3, 4], 4)') is True        # every element, as NumPy's `in`
-    assert value('contains([1, 2, 3], "2")') is False
-    assert value('contains([1, 0 / 0], 0 / 0)') is False         # nan == nan is false
-    assert value('contains([], 1)') is False and value('contains((), 1)') is False
-    assert value('index_of("hello", "l")') == 2.0
-    assert value('index_of("naïve ✓ v", "v")') == 3.0       # characters, not bytes
-    assert value('index_of("hello", "z")') is None
-    assert value('index_of(("a", "b", "b"), "b")') == 1.0
-    assert value('index_of([5, 7, 5], 5)') == 0.0 and value('index_of([5, 7], 9)') is None
-    assert value('index_of([5, 7], 7)') == 1.0
+    assert value_of('contains("hello", "ell")') is True
+    assert value_of('contains("hello", "")') is True
+    assert value_of('contains("hello", "xyz")') is False
+    assert value_of('contains((1, "a", [2, 3]), [2, 3])') is True
+    assert value_of('contains((1, "a", [2, 3]), [2, 4])') is False
+    assert value_of('contains((1, "a"), 1)') is True
+    assert value_of('contains((1, 2), true)') is False          # true is not 1
+    assert value_of('contains(((1, 2), {a = 1}), {a = 1})') is True
+    assert value_of('contains([1, 2, 3], 2)') is True
+    assert value_of('contains([1, 2; 3, 4], 4)') is True        # every element, as NumPy's `in`
+    assert value_of('contains([1, 2, 3], "2")') is False
+    assert value_of('contains([1, 0 / 0], 0 / 0)') is False         # nan == nan is false
+    assert value_of('contains([], 1)') is False and value_of('contains((), 1)') is False
+    assert value_of('index_of("hello", "l")') == 2.0
+    assert value_of('index_of("naïve ✓ v", "v")') == 3.0       # characters, not bytes
+    assert value_of('index_of("hello", "z")') is None
+    assert value_of('index_of(("a", "b", "b"), "b")') == 1.0
+    assert value_of('index_of([5, 7, 5], 5)') == 0.0 and value_of('index_of([5, 7], 9)') is None
+    assert value_of('index_of([5, 7], 7)') == 1.0
 
 
 def test_lines_reverse_sort_by_fields():
     crlf = "a\r\nb\n\nc\n"
-    assert value("lines(s)", s=crlf) == ("a", "b", "", "c")
-    assert value('lines("")') == () and value('lines("x")') == ("x",)
-    assert value('lines("\\n")') == ("",)
-    assert value("lines(s)", s="a\rb\u2028c") == ("a\rb\u2028c",)      # only \n and \r\n end a line
-    assert value('reverse("stressed ✓")') == "✓ desserts"
-    assert value('reverse(())') == () and value('reverse("")') == ""
+    assert value_of("lines(s)", s=crlf) == ("a", "b", "", "c")
+    assert value_of('lines("")') == () and value_of('lines("x")') == ("x",)
+    assert value_of('lines("\\n")') == ("",)
+    assert value_of("lines(s)", s="a\rb\u2028c") == ("a\rb\u2028c",)      # only \n and \r\n end a line
+    assert value_of('reverse("stressed ✓")') == "✓ desserts"
+    assert value_of('reverse(())') == () and value_of('reverse("")') == ""
     assert shown('reverse((1, "a", [2]))') == '([2], "a", 1)'
-    np.testing.assert_array_equal(value("reverse([1, 2, 3])"), [3, 2, 1])
-    np.testing.assert_array_equal(value("reverse([1, 2; 3, 4])"), [[3, 4], [1, 2]])
-    assert value("reverse(5)") == 5.0
-    assert value('sort_by(("ccc", "a", "bb", "x"), len)') == ("a", "x", "bb", "ccc")   # stable
-    assert value("sort_by([3, -1, 2], fn(x) -> -x)") == (3.0, 2.0, -1.0)
-    assert value('sort_by(("b", "a", "c"), fn(s) -> s)') == ("a", "b", "c")
-    assert value("sort_by((), len)") == ()
+    np.testing.assert_array_equal(value_of("reverse([1, 2, 3])"), [3, 2, 1])
+    np.testing.assert_array_equal(value_of("reverse([1, 2; 3, 4])"), [[3, 4], [1, 2]])
+    assert value_of("reverse(5)") == 5.0
+    assert value_of('sort_by(("ccc", "a", "bb", "x"), len)') == ("a", "x", "bb", "ccc")   # stable
+    assert value_of("sort_by([3, -1, 2], fn(x) -> -x)") == (3.0, 2.0, -1.0)
+    assert value_of('sort_by(("b", "a", "c"), fn(s) -> s)') == ("a", "b", "c")
+    assert value_of("sort_by((), len)") == ()
     assert shown("sort_by(({n = 2}, {n = 1}), fn(r) -> r.n)") == "({n = 1}, {n = 2})"
-    assert value("fields({w = [1, 2], b = 0.5})") == ("w", "b")
-    assert value("fields({})") == ()
-    assert value('has_field({w = 1}, "w")') is True and value('has_field({w = 1}, "b")') is False
+    assert value_of("fields({w = [1, 2], b = 0.5})") == ("w", "b")
+    assert value_of("fields({})") == ()
+    assert value_of('has_field({w = 1}, "w")') is True and value_of('has_field({w = 1}, "b")') is False
 
 
 # ---- collections --------------------------------------------------------------------------------
 def test_map_filter_reduce_zip_enumerate_values():
-    assert value("map(fn(x) -> x ^ 2, [1, 2, 3])") == (1.0, 4.0, 9.0)
-    assert value("map(fn(x) -> x, ())") == () and value("map(fn(x) -> x, [])") == ()
-    assert value('map(upper, "ab")') == ("A", "B")                    # a string: its characters
-    assert value("map(fn(x) -> x + 1, 4)") == (5.0,)                  # a number: once, as for
-    rows = value("map(fn(r) -> r, [1, 2; 3, 4])")                     # a matrix: its rows, as for
+    assert value_of("map(fn(x) -> x ^ 2, [1, 2, 3])") == (1.0, 4.0, 9.0)
+    assert value_of("map(fn(x) -> x, ())") == () and value_of("map(fn(x) -> x, [])") == ()
+    assert value_of('map(upper, "ab")') == ("A", "B")                    # a string: its characters
+    assert value_of("map(fn(x) -> x + 1, 4)") == (5.0,)                  # a number: once, as for
+    rows = value_of("map(fn(r) -> r, [1, 2; 3, 4])")                     # a matrix: its rows, as for
     assert len(rows) == 2 and np.array_equal(rows[1], [3, 4])
-    assert value("map(fn(b) -> b, [true, false])") == (True, False)
-    assert value("filter(fn(x) -> x > 0, [3, -1, 2])") == (3.0, 2.0)
-    assert value('filter(fn(s) -> startswith(s, "a"), ("ab", "b", "ac"))') == ("ab", "ac")
-    assert value("filter(fn(x) -> true, ())") == ()
-    assert value("reduce(fn(a, x) -> a + x, [1, 2, 3], 0)") == 6.0
-    assert value("reduce(fn(a, x) -> a * x, (), 7)") == 7.0
-    assert value('reduce(fn(a, s) -> "{a}{s}", ("x", "y"), ">")') == ">xy"
-    assert value("reduce(fn(a, x) -> a - x, [1, 2, 3], 10)") == 4.0   # a left fold: ((10-1)-2)-3
-    assert value('zip([1, 2], ("a", "b"))') == ((1.0, "a"), (2.0, "b"))
-    assert value("zip((), [])") == ()
-    assert value("zip([1, 2])") == ((1.0,), (2.0,))
-    assert value('zip("ab", (1, 2), [3, 4])') == (("a", 1.0, 3.0), ("b", 2.0, 4.0))
-    assert value('enumerate(("a", "b"))') == ((0.0, "a"), (1.0, "b"))
-    assert value("enumerate(())") == ()
+    assert value_of("map(fn(b) -> b, [true, false])") == (True, False)
+    assert value_of("filter(fn(x) -> x > 0, [3, -1, 2])") == (3.0, 2.0)
+    assert value_of('filter(fn(s) -> startswith(s, "a"), ("ab", "b", "ac"))') == ("ab", "ac")
+    assert value_of("filter(fn(x) -> true, ())") == ()
+    assert value_of("reduce(fn(a, x) -> a + x, [1, 2, 3], 0)") == 6.0
+    assert value_of("reduce(fn(a, x) -> a * x, (), 7)") == 7.0
+    assert value_of('reduce(fn(a, s) -> "{a}{s}", ("x", "y"), ">")') == ">xy"
+    assert value_of("reduce(fn(a, x) -> a - x, [1, 2, 3], 10)") == 4.0   # a left fold: ((10-1)-2)-3
+    assert value_of('zip([1, 2], ("a", "b"))') == ((1.0, "a"), (2.0, "b"))
+    assert value_of("zip((), [])") == ()
+    assert value_of("zip([1, 2])") == ((1.0,), (2.0,))
+    assert value_of('zip("ab", (1, 2), [3, 4])') == (("a", 1.0, 3.0), ("b", 2.0, 4.0))
+    assert value_of('enumerate(("a", "b"))') == ((0.0, "a"), (1.0, "b"))
+    assert value_of("enumerate(())") == ()
 
 
 def _fd(f, x, h=1e-6):
@@ -163,13 +150,13 @@ def _fd(f, x, h=1e-6):
 ])
 def test_gradients_through_collections_match_finite_differences(src, ref):
     x = np.array([0.3, -1.2, 0.7, 2.1])
-    g = value(src, x=x)
+    g = value_of(src, x=x)
     np.testing.assert_allclose(g, _fd(ref, x), rtol=1e-6, atol=1e-8)
 
 
 def test_gradient_through_a_closure_captured_by_map():
     # the weight enters only through the function passed to map
-    g = value("grad(fn(w) -> reduce(fn(a, v) -> a + sum(v), map(fn(x) -> [x * w, x / w], [1, 2, 3]), 0), 0.5)")
+    g = value_of("grad(fn(w) -> reduce(fn(a, v) -> a + sum(v), map(fn(x) -> [x * w, x / w], [1, 2, 3]), 0), 0.5)")
     assert g == pytest.approx(6 - 6 / 0.25)
 
 
@@ -229,7 +216,7 @@ def test_write_csv_read_csv_round_trip_random_float64_bit_exact(tmp_path):
     m[1, :] = [np.nan, np.inf, -np.inf, 3.0, -2.0 ** 60]
     p = str(tmp_path / "m.csv")
     run("write_csv(p, m)", p=p, m=m)
-    back = value("read_csv(p)", p=p)
+    back = value_of("read_csv(p)", p=p)
     assert back.dtype == np.float64 and back.shape == m.shape
     assert back.tobytes() == m.tobytes()                     # bit for bit, -0.0 and nan included
     np.testing.assert_array_equal(np.loadtxt(p, delimiter=","), m)   # NumPy reads it too
@@ -239,36 +226,36 @@ def test_write_csv_header_vector_number_and_float32(tmp_path):
     p = str(tmp_path / "h.csv")
     run('write_csv(p, [1, 2; 3, 4.5], header=("w", "h, cm"))', p=p)
     assert open(p, encoding="utf-8").read() == 'w,"h, cm"\n1,2\n3,4.5\n'
-    assert value("csv_header(p)", p=p) == ("w", "h, cm")
-    np.testing.assert_array_equal(value("read_csv(p)", p=p), [[1, 2], [3, 4.5]])
+    assert value_of("csv_header(p)", p=p) == ("w", "h, cm")
+    np.testing.assert_array_equal(value_of("read_csv(p)", p=p), [[1, 2], [3, 4.5]])
     run("write_csv(p, [1, 2, 3])", p=p)                     # a vector is one column
     assert open(p).read() == "1\n2\n3\n"
-    assert value("read_csv(p)", p=p).shape == (3, 1)
+    assert value_of("read_csv(p)", p=p).shape == (3, 1)
     run("write_csv(p, 0.1)", p=p)
     assert open(p).read() == "0.1\n"
     f32 = np.array([[0.1, 1e-30]], dtype=np.float32)
     run("write_csv(p, m)", p=p, m=f32)
-    assert value("read_csv(p)", p=p).astype(np.float32).tobytes() == f32.tobytes()
+    assert value_of("read_csv(p)", p=p).astype(np.float32).tobytes() == f32.tobytes()
     run("write_csv(p, zeros(0, 3))", p=p)
-    assert open(p).read() == "" and value("read_csv(p)", p=p).shape == (0, 0)
+    assert open(p).read() == "" and value_of("read_csv(p)", p=p).shape == (0, 0)
 
 
 def test_read_csv_header_detection(tmp_path):
     p = tmp_path / "d.csv"
     p.write_text("\ufeffx, y\n1, 2\n\n3,4\n", encoding="utf-8")     # BOM, spaces, a blank line
-    np.testing.assert_array_equal(value("read_csv(p)", p=str(p)), [[1, 2], [3, 4]])
-    assert value("csv_header(p)", p=str(p)) == ("x", " y")
+    np.testing.assert_array_equal(value_of("read_csv(p)", p=str(p)), [[1, 2], [3, 4]])
+    assert value_of("csv_header(p)", p=str(p)) == ("x", " y")
     p.write_text("1,2\n3,4\n")
-    np.testing.assert_array_equal(value("read_csv(p)", p=str(p)), [[1, 2], [3, 4]])
-    np.testing.assert_array_equal(value("read_csv(p, header=true)", p=str(p)), [[3, 4]])
+    np.testing.assert_array_equal(value_of("read_csv(p)", p=str(p)), [[1, 2], [3, 4]])
+    np.testing.assert_array_equal(value_of("read_csv(p, header=true)", p=str(p)), [[3, 4]])
     p.write_text("a,b\n")
-    assert value("read_csv(p)", p=str(p)).shape == (0, 0)
+    assert value_of("read_csv(p)", p=str(p)).shape == (0, 0)
     p.write_text("")
-    assert value("read_csv(p)", p=str(p)).shape == (0, 0) and value("csv_header(p)", p=str(p)) == ()
+    assert value_of("read_csv(p)", p=str(p)).shape == (0, 0) and value_of("csv_header(p)", p=str(p)) == ()
     p.write_text("1,nan,inf,-1e-3\n")
-    np.testing.assert_array_equal(value("read_csv(p)", p=str(p)), [[1, np.nan, np.inf, -1e-3]])
+    np.testing.assert_array_equal(value_of("read_csv(p)", p=str(p)), [[1, np.nan, np.inf, -1e-3]])
     p.write_text("1,2\r\n3,4\r\n")                                     # Windows line endings
-    np.testing.assert_array_equal(value("read_csv(p)", p=str(p)), [[1, 2], [3, 4]])
+    np.testing.assert_array_equal(value_of("read_csv(p)", p=str(p)), [[1, 2], [3, 4]])
 
 
 def test_read_csv_errors_name_line_and_column(tmp_path):
@@ -351,7 +338,7 @@ def test_read_json_conversions(tmp_path):
            "mixed": ["a", 1], "ragged": [[1], [2, 3]], "bools": [True, False], "empty": [],
            "deep": {"k": [[[1], [2]]]}, "not-a-name": 1}
     p.write_text(json.dumps(doc), encoding="utf-8")
-    r = value("read_json(p)", p=str(p))
+    r = value_of("read_json(p)", p=str(p))
     # a key that is not a name ("not-a-name") makes the object a dictionary (issue 29); its inner
     # objects with name keys stay records
     assert isinstance(r, Dict) and r.keys() == tuple(doc)
@@ -362,17 +349,17 @@ def test_read_json_conversions(tmp_path):
     assert f["m"].shape == (2, 2) and f["deep"].fields["k"].shape == (1, 2, 1)
     assert f["mixed"] == ("a", 1.0) and f["bools"] == (True, False) and f["empty"] == ()
     assert len(f["ragged"]) == 2 and np.array_equal(f["ragged"][1], [2, 3])
-    assert value('contains(read_json(p), "not-a-name")', p=str(p)) is True
+    assert value_of('contains(read_json(p), "not-a-name")', p=str(p)) is True
     assert isinstance(f["deep"], Record)
     del doc["not-a-name"]
     p.write_text(json.dumps(doc), encoding="utf-8")
-    r = value("read_json(p)", p=str(p))
+    r = value_of("read_json(p)", p=str(p))
     assert isinstance(r, Record) and list(r.fields) == list(doc)
-    assert isinstance(value('read_json(p, objects="dict")', p=str(p)), Dict)
+    assert isinstance(value_of('read_json(p, objects="dict")', p=str(p)), Dict)
     p.write_text("[1, 2, 3]")
-    np.testing.assert_array_equal(value("read_json(p)", p=str(p)), [1, 2, 3])
+    np.testing.assert_array_equal(value_of("read_json(p)", p=str(p)), [1, 2, 3])
     p.write_text('"just a string"')
-    assert value("read_json(p)", p=str(p)) == "just a string"
+    assert value_of("read_json(p)", p=str(p)) == "just a string"
 
 
 def test_write_json_read_json_round_trip(tmp_path):
@@ -382,16 +369,16 @@ def test_write_json_read_json_round_trip(tmp_path):
     m[0, 0] = -0.0
     src = '{name = "run ✓", loss = 0.1, step = 3, w = m, v = [1e-300, 2], tags = ("a", true, none), ' \
           'nested = {inner = ((1, "x"), {q = [5;]})}, big = 2^60}'
-    interp, _ = run(f"r = {src}\nwrite_json(p, r)\nback = read_json(p)\nsame = back == r", p=p, m=m)
-    assert interp.globals.vars["same"] is True
-    back = interp.globals.vars["back"]
+    v = variables_after(f"r = {src}\nwrite_json(p, r)\nback = read_json(p)\nsame = back == r", p=p, m=m)
+    assert v["same"] is True
+    back = v["back"]
     assert back.fields["w"].tobytes() == m.tobytes()                 # bit for bit, -0.0 included
     text = open(p, encoding="utf-8").read()
     assert '"run ✓"' in text and '"step": 3,' in text and text.endswith("\n")
     assert json.loads(text)["nested"]["inner"][1]["q"] == [[5]]
     # the cases the format cannot tell apart, documented: a tuple of numbers comes back a vector
     run("write_json(p, (1, 2))", p=p)
-    np.testing.assert_array_equal(value("read_json(p)", p=p), [1, 2])
+    np.testing.assert_array_equal(value_of("read_json(p)", p=p), [1, 2])
 
 
 def test_json_errors(tmp_path):
@@ -403,7 +390,7 @@ def test_json_errors(tmp_path):
     with pytest.raises(IOErr, match=r"nests arrays or objects too deeply \(up to 1000 levels are always read\)"):
         run("read_json(p)", p=str(p))
     p.write_text('{"a": "[[[[", "b": ' + "[" * 999 + "]" * 999 + "}")   # brackets in strings do not count
-    assert len(value("read_json(p)", p=str(p)).fields) == 2
+    assert len(value_of("read_json(p)", p=str(p)).fields) == 2
     with pytest.raises(ValueErr, match="nests tuples and records more than 1000 deep"):
         run("t = 1\nfor i in 1:2000\n    t = (t,)\nend\nwrite_json(p, t)", p=str(p))
     p.write_text("1" * 400)
@@ -425,8 +412,7 @@ def test_safetensors_round_trip_keeps_order_dtype_and_bits(tmp_path):
     w = rng.standard_normal((3, 4))
     w32 = rng.standard_normal((2, 2)).astype(np.float32)
     src = "params = {zeta = w, alpha = ({wq = w32, wk = [1, 2]}, {wq = w32, wk = [3, 4]}), step = 3, on = true}"
-    interp, _ = run(f"{src}\nsave(p, params)\nback = load(p)\nsame = back == params", p=p, w=w, w32=w32)
-    back = interp.globals.vars["back"]
+    back = variables_after(f"{src}\nsave(p, params)\nback = load(p)\nsame = back == params", p=p, w=w, w32=w32)["back"]
     assert list(back.fields) == ["zeta", "alpha", "step", "on"]      # save order, not sorted
     assert back.fields["zeta"].tobytes() == w.tobytes()
     assert back.fields["alpha"][1].fields["wq"].dtype == np.float32
@@ -444,7 +430,7 @@ def test_safetensors_from_hugging_face_style_names_and_errors(tmp_path):
     save_file({"model.layers.0.q.weight": np.ones((2, 2), np.float16),
                "model.layers.1.q.weight": np.zeros((2, 2), np.float16),
                "model.emb": np.arange(3, dtype=np.int64)}, p)
-    r = value("load(p)", p=p)
+    r = value_of("load(p)", p=p)
     layers = r.fields["model"].fields["layers"]
     assert len(layers) == 2 and layers[0].fields["q"].fields["weight"].dtype == np.float64
     np.testing.assert_array_equal(r.fields["model"].fields["emb"], [0, 1, 2])
@@ -463,11 +449,11 @@ def test_safetensors_from_hugging_face_style_names_and_errors(tmp_path):
 
 def test_file_exists(tmp_path):
     f = tmp_path / "f.txt"
-    assert value("file_exists(p)", p=str(f)) is False
+    assert value_of("file_exists(p)", p=str(f)) is False
     f.write_text("x")
-    assert value("file_exists(p)", p=str(f)) is True
-    assert value("file_exists(p)", p=str(tmp_path)) is False           # a directory is not a file
-    assert value('file_exists("/dev/null")') is False
+    assert value_of("file_exists(p)", p=str(f)) is True
+    assert value_of("file_exists(p)", p=str(tmp_path)) is False           # a directory is not a file
+    assert value_of('file_exists("/dev/null")') is False
     with pytest.raises(TypeErr, match="path must be a string"):
         run("file_exists(1)")
 
@@ -480,7 +466,7 @@ def test_safetensors_bfloat16_is_widened_exactly(tmp_path):
     header = json.dumps({"w": {"dtype": "BF16", "shape": [2, 2], "data_offsets": [0, len(raw)]},
                          "b": {"dtype": "F32", "shape": [1], "data_offsets": [len(raw), len(raw) + 4]}}).encode()
     p.write_bytes(struct.pack("<Q", len(header)) + header + raw + np.float32(0.5).tobytes())
-    r = value("load(p)", p=str(p))
+    r = value_of("load(p)", p=str(p))
     np.testing.assert_array_equal(r.fields["w"], (want.view(np.uint32) & 0xFFFF0000).view(np.float32))
     assert r.fields["w"].dtype == np.float64 and r.fields["b"].dtype == np.float32
 

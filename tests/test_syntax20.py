@@ -4,20 +4,7 @@ variables against central finite differences."""
 import numpy as np
 import pytest
 
-from conftest import run_ml
-
-
-def out_of(source):
-    code, out = run_ml(source)
-    assert code == 0, out
-    return out
-
-
-def error_of(source):
-    code, out = run_ml(source)
-    assert code == 1, out
-    assert "Traceback" not in out
-    return out
+from support import cli_error, cli_output, run_ml
 
 
 # ---- for destructuring -------------------------------------------------------------------------
@@ -26,13 +13,13 @@ def test_for_enumerate_zip_and_tuples():
            'for a, b in zip((1, 2), ("x", "y"))\n    print(a, b)\nend\n'
            's = 0\nfor a, b, c in ((1, 2, 3), (4, 5, 6))\n    s += a * b + c\nend\nprint(s)\n'
            'for r, c in zip([1, 2; 3, 4], (5, 6))\n    print(r, c)\nend\n')
-    assert out_of(src) == "0 10\n1 20\n2 30\n1 x\n2 y\n31\n[1, 2] 5\n[3, 4] 6\n"
+    assert cli_output(src) == "0 10\n1 20\n2 30\n1 x\n2 y\n31\n[1, 2] 5\n[3, 4] 6\n"
 
 
 def test_for_destructuring_break_continue_and_scope():
     src = ('for i, v in enumerate((5, 6, 7, 8))\n    if i == 1\n        continue\n    end\n'
            '    if v == 8\n        break\n    end\n    print(v)\nend\nprint(i, v)\n')
-    assert out_of(src) == "5\n7\n3 8\n"
+    assert cli_output(src) == "5\n7\n3 8\n"
 
 
 def test_for_destructuring_under_progress():
@@ -54,13 +41,13 @@ def test_for_destructuring_under_progress():
     ("for a, true in ((1, 2),)\nend", "SyntaxError: expected a loop variable after ','", "1:8"),
 ])
 def test_for_destructuring_errors(source, message, where):
-    out = error_of(source)
+    out = cli_error(source)
     assert f":{where}: {message}" in out
 
 
 def test_assignment_and_loop_give_the_same_count_message():
-    a = error_of("a, b, c = (1, 2)")
-    b = error_of("for a, b, c in ((1, 2),)\nend")
+    a = cli_error("a, b, c = (1, 2)")
+    b = cli_error("for a, b, c in ((1, 2),)\nend")
     msg = "cannot unpack a tuple of 2 into 3 names"
     assert msg in a and msg in b
 
@@ -112,14 +99,14 @@ def test_tuple_concatenation_and_append():
            't = ()\nfor i in 0:2\n    t += (i ^ 2,)\nend\nprint(t)\n'
            'r = {items = (1,)}\nr.items += (2,)\nprint(r.items)\n'
            'print((1, 2) + (3,) == (1, 2, 3))\n')
-    assert out_of(src) == '(1, 2, 3)\n()\n(1, "a", [1, 2])\n(0, 1, 4)\n(1, 2)\ntrue\n'
+    assert cli_output(src) == '(1, 2, 3)\n()\n(1, "a", [1, 2])\n(0, 1, 4)\n(1, 2)\ntrue\n'
 
 
 def test_tuple_concatenation_keeps_the_tape():
     # d/dw sum of the third item of (w, 2w) + (3w,) = 3; through a loop-built tuple: sum_i (i+1) w
-    out = out_of('print(grad(fn(w) -> sum(((w, 2 * w) + (3 * w,))[2]), [1, 2]))\n'
-                 'fn f(w)\n    t = ()\n    for i in 0:2\n        t += ((i + 1) * w,)\n    end\n'
-                 '    return sum(reduce(fn(a, x) -> a + x, t, 0))\nend\nprint(grad(f, [5, 7]))\n')
+    out = cli_output('print(grad(fn(w) -> sum(((w, 2 * w) + (3 * w,))[2]), [1, 2]))\n'
+                     'fn f(w)\n    t = ()\n    for i in 0:2\n        t += ((i + 1) * w,)\n    end\n'
+                     '    return sum(reduce(fn(a, x) -> a + x, t, 0))\nend\nprint(grad(f, [5, 7]))\n')
     assert out == "[3, 3]\n[6, 6]\n"
 
 
@@ -131,7 +118,7 @@ def test_tuple_concatenation_keeps_the_tape():
     ("t = (1,)\nt *= (2,)", "TypeError: cannot apply '*' to a tuple of 1 and a tuple of 1", "2:1"),
 ])
 def test_other_tuple_arithmetic_stays_an_error(source, message, where):
-    assert f":{where}: {message}" in error_of(source)
+    assert f":{where}: {message}" in cli_error(source)
 
 
 # ---- format specs in interpolation ----------------------------------------------------------------
@@ -145,42 +132,42 @@ TYPED = [(3.14159, ".3f"), (42, "5d"), (-42, "06d"), (42, "+d"), (1234567, ",d")
 def test_typed_number_specs_are_pythons(x, spec):
     lit = {float("inf"): "1e999", -float("inf"): "-1e999"}.get(x, repr(float(x)))
     want = format(int(x) if spec[-1] in "dboxX" else float(x), spec if spec[-1] != "3" else spec + "g")
-    assert out_of(f'print("[{{{lit}:{spec}}}]")') == f"[{want}]\n"
+    assert cli_output(f'print("[{{{lit}:{spec}}}]")') == f"[{want}]\n"
 
 
 def test_number_without_a_type_keeps_the_printers_digits():
     src = ('x = 3.14159265\nprint("[{x}] [{x:10}] [{x:<10}] [{x:^11}] [{x:+}] [{-x:010}]")\n'
            'print("[{0:3}] [{1234567:,}] [{1e20:>6}] [{1/3:12}] [{2^60:,}] [{1e999 - 1e999:>5}]")\n')
-    assert out_of(src) == ("[3.141593] [  3.141593] [3.141593  ] [ 3.141593  ] [+3.141593] [-03.141593]\n"
-                           "[  0] [1,234,567] [  1e20] [   0.3333333] [1.152922e18] [  nan]\n")
+    assert cli_output(src) == ("[3.141593] [  3.141593] [3.141593  ] [ 3.141593  ] [+3.141593] [-03.141593]\n"
+                               "[  0] [1,234,567] [  1e20] [   0.3333333] [1.152922e18] [  nan]\n")
 
 
 def test_strings_bools_and_none_take_alignment_width_and_precision():
     src = ('s = "tape"\nprint("[{s:>8}] [{s:<8}] [{s:*^8}] [{s:.2}] [{s:>6.3}] [{s:s}] [{s:3}]")\n'
            'print("[{true:>6}] [{false:<6}] [{none:^6}] [{"é":>3}]")\n')
-    assert out_of(src) == "[    tape] [tape    ] [**tape**] [ta] [   tap] [tape] [tape]\n[  true] [false ] [ none ] [  é]\n"
+    assert cli_output(src) == "[    tape] [tape    ] [**tape**] [ta] [   tap] [tape] [tape]\n[  true] [false ] [ none ] [  é]\n"
 
 
 def test_matrices_take_the_spec_elementwise_in_the_printers_layout():
     src = ('m = [1, 2.5; -3, 4]\nprint("{m:.2f}")\nprint("{m:6.1f}")\nprint("{[1, 2, 3]:03d}")\n'
            'print("{[1, 2] > 1:>5}")\nprint("{zeros(0):.2f} {zeros(2, 0):.1f}")\nprint("{[7;]:+.1e}")\n'
            'print("{reshape(1:8, 2, 2, 2):.1f}")\nprint("{grad(fn(w) -> sum(w ^ 2), [0.5, 1]):.3f}")\n')
-    assert out_of(src) == ("[1.00, 2.50; -3.00, 4.00]\n[   1.0,    2.5;   -3.0,    4.0]\n[001, 002, 003]\n"
-                           "[false,  true]\n[] zeros(2, 0)\n[+7.0e+00;]\n"
-                           "2x2x2 array\n[0, :, :] = [1.0, 2.0; 3.0, 4.0]\n[1, :, :] = [5.0, 6.0; 7.0, 8.0]\n"
-                           "[1.000, 2.000]\n")
+    assert cli_output(src) == ("[1.00, 2.50; -3.00, 4.00]\n[   1.0,    2.5;   -3.0,    4.0]\n[001, 002, 003]\n"
+                               "[false,  true]\n[] zeros(2, 0)\n[+7.0e+00;]\n"
+                               "2x2x2 array\n[0, :, :] = [1.0, 2.0; 3.0, 4.0]\n[1, :, :] = [5.0, 6.0; 7.0, 8.0]\n"
+                               "[1.000, 2.000]\n")
 
 
 def test_a_big_matrix_is_summarized_as_without_a_spec():
-    out = out_of('print("{reshape(1:10000, 100, 100):.1f}")')
-    plain = out_of('print("{reshape(1:10000, 100, 100)}")')
+    out = cli_output('print("{reshape(1:10000, 100, 100):.1f}")')
+    plain = cli_output('print("{reshape(1:10000, 100, 100)}")')
     assert out.count("...") == plain.count("...") > 0 and "10000.0" in out and "1.0, 2.0, 3.0" in out
 
 
 def test_a_top_level_colon_starts_the_spec_and_a_range_needs_parentheses():
     src = ('x = [5, 6, 7, 8]\nfn f(r) -> sum(r)\nprint("{(0:3)} {x[1:2]} {x[end]:4} {f(1:2)}")\n'
            'print("{0:3}|{(1:2):.1f}|{ {a = 1}.a :>3}|{"a:b":>5}|{x:}")\n')
-    assert out_of(src) == "[0, 1, 2, 3] [6, 7]    8 3\n  0|[1.0, 2.0]|  1|  a:b|[5, 6, 7, 8]\n"
+    assert cli_output(src) == "[0, 1, 2, 3] [6, 7]    8 3\n  0|[1.0, 2.0]|  1|  a:b|[5, 6, 7, 8]\n"
 
 
 @pytest.mark.parametrize("source, message, where", [
@@ -212,6 +199,6 @@ def test_a_top_level_colon_starts_the_spec_and_a_range_needs_parentheses():
     ('"{undefined_name:.2f}"', "NameError: undefined name 'undefined_name'", "1:3"),
 ])
 def test_format_spec_errors(source, message, where):
-    out = error_of(source)
+    out = cli_error(source)
     assert f":{where}: {message}" in out
     assert "Invalid format specifier" not in out and "format_spec" not in out

@@ -7,7 +7,6 @@ The optimizer fixture tests/reference/optim.npz comes from PyTorch
 from __future__ import annotations
 
 import glob
-import io
 import math
 import os
 import re
@@ -16,36 +15,22 @@ import numpy as np
 import pytest
 
 from tapeml.syntax.errors import IOErr, IndexErr, LangError, ShapeError, ValueErr
-from tapeml.evaluator.interpreter import Interpreter
 from tapeml.array.values import Record, format_value
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from support import ROOT, run, run_example, value_of, variables_after
+
 REF = os.path.join(ROOT, "tests", "reference", "optim.npz")
-
-
-def run(src: str, **variables):
-    """Run tapeml source with some variables preset; return (interpreter, printed text)."""
-    out = io.StringIO()
-    interp = Interpreter(out=out)
-    interp.globals.vars.update(variables)
-    interp.run(src, "<test>")
-    return interp, out.getvalue()
-
-
-def value(src: str, name: str = "result", **variables):
-    interp, _ = run(src, **variables)
-    return interp.globals.vars[name]
 
 
 # ---- cross_entropy ----------------------------------------------------------------------------
 def test_cross_entropy_huge_equal_logits_is_ln2():
-    assert abs(value("result = cross_entropy([1e8, 1e8], 0)") - math.log(2)) < 1e-12
+    assert abs(value_of("cross_entropy([1e8, 1e8], 0)") - math.log(2)) < 1e-12
 
 
 def test_cross_entropy_far_apart_logits_value_and_gradient():
-    v = value("result = cross_entropy([-431, 279, 427], 0)")
+    v = value_of("cross_entropy([-431, 279, 427], 0)")
     assert v == 858.0
-    g = value("result = grad(fn(z) -> cross_entropy(z, 0), [-431, 279, 427])")
+    g = value_of("grad(fn(z) -> cross_entropy(z, 0), [-431, 279, 427])")
     assert np.all(np.isfinite(g))
     assert g[0] == -1.0 and g[2] == 1.0
     assert abs(g[1] - 5.3017187e-65) < 1e-7 * 5.3017187e-65
@@ -59,9 +44,9 @@ def test_cross_entropy_matches_numpy_on_a_batch():
     m = z.max(-1, keepdims=True)
     lp = z - m - np.log(np.exp(z - m).sum(-1, keepdims=True))
     want = -np.mean(np.take_along_axis(lp, t.astype(int)[..., None], -1))
-    got = value("result = cross_entropy(z, t)", z=z, t=t)
+    got = value_of("cross_entropy(z, t)", z=z, t=t)
     assert abs(got - want) < 1e-13
-    g = value("result = grad(fn(z) -> cross_entropy(z, t), z)", z=z, t=t)
+    g = value_of("grad(fn(z) -> cross_entropy(z, t), z)", z=z, t=t)
     p = np.exp(lp)
     onehot = np.eye(7)[t.astype(int)]
     np.testing.assert_allclose(g, (p - onehot) / 10, rtol=1e-12, atol=1e-15)
@@ -79,15 +64,15 @@ def test_cross_entropy_errors():
 # ---- embedding ------------------------------------------------------------------------------------
 def test_embedding_gathers_rows_and_accumulates_repeated_ids():
     table = np.arange(12.0).reshape(4, 3)
-    out = value("result = embedding(table, [3, 0, 3])", table=table)
+    out = value_of("embedding(table, [3, 0, 3])", table=table)
     np.testing.assert_array_equal(out, table[[3, 0, 3]])
-    g = value("result = grad(fn(t) -> sum(embedding(t, [3, 0, 3; 3, 1, 0]) * w), table)",
-              table=table, w=np.array([1.0, 10.0, 100.0]))
+    g = value_of("grad(fn(t) -> sum(embedding(t, [3, 0, 3; 3, 1, 0]) * w), table)",
+                 table=table, w=np.array([1.0, 10.0, 100.0]))
     want = np.zeros((4, 3))
     for i in [3, 0, 3, 3, 1, 0]:
         want[i] += [1.0, 10.0, 100.0]
     np.testing.assert_array_equal(g, want)
-    assert value("result = size(embedding(table, 2))", table=table) == (3,)
+    assert value_of("size(embedding(table, 2))", table=table) == (3,)
 
 
 def test_embedding_checks_ids():
@@ -101,18 +86,18 @@ def test_embedding_checks_ids():
 
 # ---- sample, tree_map, text ----------------------------------------------------------------------
 def test_sample_follows_probabilities_and_never_picks_zero_weight():
-    ids = value("seed(0)\nresult = sample(repeat)", repeat=np.tile([0.2, 0.0, 0.8], (4000, 1)))
+    ids = value_of("sample(repeat)", "seed(0)", repeat=np.tile([0.2, 0.0, 0.8], (4000, 1)))
     assert set(np.unique(ids)) <= {0.0, 2.0}
     assert abs(np.mean(ids == 2.0) - 0.8) < 0.03
-    a = value("seed(5)\nresult = [sample([0.3, 0.7]), sample([0.3, 0.7]), sample([0.3, 0.7])]")
-    b = value("seed(5)\nresult = [sample([0.3, 0.7]), sample([0.3, 0.7]), sample([0.3, 0.7])]")
+    a = value_of("[sample([0.3, 0.7]), sample([0.3, 0.7]), sample([0.3, 0.7])]", "seed(5)")
+    b = value_of("[sample([0.3, 0.7]), sample([0.3, 0.7]), sample([0.3, 0.7])]", "seed(5)")
     np.testing.assert_array_equal(a, b)
     with pytest.raises(ValueErr, match="positive sum"):
         run("sample([0, 0])")
 
 
 def test_tree_map_over_several_trees_and_mismatch():
-    r = value("result = tree_map(fn(p, g) -> p - 0.5 * g, {w = [1, 2], b = (3, 4)}, {w = [2, 2], b = (2, 0)})")
+    r = value_of("tree_map(fn(p, g) -> p - 0.5 * g, {w = [1, 2], b = (3, 4)}, {w = [2, 2], b = (2, 0)})")
     assert format_value(r) == "{w = [0, 1], b = (2, 4)}"
     with pytest.raises(ValueErr, match=r"tree 1 differs from tree 0 at the leaf or subtree \.b"):
         run("tree_map(fn(a, b) -> a, {w = 1, b = (1, 2)}, {w = 1, b = (1,)})")
@@ -126,8 +111,7 @@ def test_tree_map_over_several_trees_and_mismatch():
 
 
 def test_char_tokenizer_round_trip_and_unknown_character():
-    interp, _ = run('v = char_vocab("the cat sat")\nids = encode(v, "a cat")\nback = decode(v, ids)')
-    g = interp.globals.vars
+    g = variables_after('v = char_vocab("the cat sat")\nids = encode(v, "a cat")\nback = decode(v, ids)')
     assert g["v"] == " acehst"
     np.testing.assert_array_equal(g["ids"], [1, 0, 2, 1, 6])
     assert g["back"] == "a cat"
@@ -140,14 +124,14 @@ def test_char_tokenizer_round_trip_and_unknown_character():
 def test_generate_greedy_and_temperature():
     # A bigram "model": the logits of the next id are a row of a table.
     table = np.array([[0, 5, 0], [0, 0, 5], [5, 0, 4.9]], dtype=np.float64)
-    ids = value("result = generate(fn(p, ids) -> p[ids, :], table, [0], 6, temperature = 0)", table=table)
+    ids = value_of("generate(fn(p, ids) -> p[ids, :], table, [0], 6, temperature = 0)", table=table)
     np.testing.assert_array_equal(ids, [0, 1, 2, 0, 1, 2, 0])
-    tiny = value("result = generate(fn(p, ids) -> p[ids, :], table, [0], 6, temperature = 1e-9)", table=table)
+    tiny = value_of("generate(fn(p, ids) -> p[ids, :], table, [0], 6, temperature = 1e-9)", table=table)
     np.testing.assert_array_equal(tiny, ids)
-    k1 = value("seed(1)\nresult = generate(fn(p, ids) -> p[ids, :], table, [2], 3, temperature = 5, top_k = 1)",
-               table=table)
+    k1 = value_of("generate(fn(p, ids) -> p[ids, :], table, [2], 3, temperature = 5, top_k = 1)", "seed(1)",
+                  table=table)
     np.testing.assert_array_equal(k1, [2, 0, 1, 2])
-    assert format_value(value("result = top_k_filter([1, 5, 3, 4], 2)")) == "[-inf, 5, -inf, 4]"
+    assert format_value(value_of("top_k_filter([1, 5, 3, 4], 2)")) == "[-inf, 5, -inf, 4]"
     with pytest.raises(ValueErr, match="n_new is the number of tokens to add and cannot be negative, got -1"):
         run("generate(fn(p, ids) -> p[ids, :], table, [0], -1)", table=table)
     with pytest.raises(ValueErr, match="top_k must be at least 1, got 0"):
@@ -156,9 +140,8 @@ def test_generate_greedy_and_temperature():
 
 # ---- schedules ---------------------------------------------------------------------------------------
 def test_noam_lr_matches_the_formula_and_the_card():
-    interp, _ = run("a = noam_lr(1, 512, 4000)\nb = noam_lr(4000, 512, 4000)\nc = noam_lr(16000, 512, 4000)\n"
-                    "z = noam_lr(0, 512, 4000)")
-    g = interp.globals.vars
+    g = variables_after("a = noam_lr(1, 512, 4000)\nb = noam_lr(4000, 512, 4000)\nc = noam_lr(16000, 512, 4000)\n"
+                        "z = noam_lr(0, 512, 4000)")
     assert g["a"] == pytest.approx(512 ** -0.5 * 4000 ** -1.5, rel=1e-14)
     assert g["b"] == pytest.approx(512 ** -0.5 * 4000 ** -0.5, rel=1e-14)
     assert g["c"] == pytest.approx(512 ** -0.5 * 16000 ** -0.5, rel=1e-14)
@@ -171,10 +154,9 @@ def test_noam_lr_matches_the_formula_and_the_card():
 
 
 def test_cosine_lr():
-    interp, _ = run("w = cosine_lr(5, 110, 1, 0.1, 10)\np = cosine_lr(10, 110, 1, 0.1, 10)\n"
-                    "m = cosine_lr(60, 110, 1, 0.1, 10)\ne = cosine_lr(110, 110, 1, 0.1, 10)\n"
-                    "after = cosine_lr(500, 110, 1, 0.1, 10)")
-    g = interp.globals.vars
+    g = variables_after("w = cosine_lr(5, 110, 1, 0.1, 10)\np = cosine_lr(10, 110, 1, 0.1, 10)\n"
+                        "m = cosine_lr(60, 110, 1, 0.1, 10)\ne = cosine_lr(110, 110, 1, 0.1, 10)\n"
+                        "after = cosine_lr(500, 110, 1, 0.1, 10)")
     assert (g["w"], g["p"]) == (0.5, 1.0)
     assert g["m"] == pytest.approx(0.55, abs=1e-15)
     assert g["e"] == pytest.approx(0.1, abs=1e-15) and g["after"] == pytest.approx(0.1, abs=1e-15)
@@ -214,9 +196,9 @@ for i in 1:5
     history = append(history, p)
 end
 """
-    interp, _ = run(src, X=ref["X"], y=ref["y"], w0=ref["w0"], b0=ref["b0"])
-    hist = interp.globals.vars["history"]
-    assert interp.globals.vars["state"].fields["step"] == 5
+    v = variables_after(src, X=ref["X"], y=ref["y"], w0=ref["w0"], b0=ref["b0"])
+    hist = v["history"]
+    assert v["state"].fields["step"] == 5
     for k in range(5):
         np.testing.assert_allclose(hist[k].fields["w"], ref[f"{name}/w"][k], rtol=1e-12, atol=1e-14)
         np.testing.assert_allclose(hist[k].fields["b"], ref[f"{name}/b"][k], rtol=1e-12, atol=1e-14)
@@ -224,10 +206,9 @@ end
 
 def test_default_hyperparameters_are_pytorchs():
     # adamw's default weight decay is 0.01 and lr 1e-3; adam's weight decay 0; sgd's lr 1e-3
-    interp, _ = run("p = {w = [1.0, -2.0]}\ng = {w = [0.5, 0.5]}\n"
-                    "a, s = adamw_step(p, g, adamw_init(p))\nb, s2 = adam_step(p, g, adam_init(p))\n"
-                    "c, s3 = sgd_step(p, g, sgd_init(p))")
-    v = interp.globals.vars
+    v = variables_after("p = {w = [1.0, -2.0]}\ng = {w = [0.5, 0.5]}\n"
+                        "a, s = adamw_step(p, g, adamw_init(p))\nb, s2 = adam_step(p, g, adam_init(p))\n"
+                        "c, s3 = sgd_step(p, g, sgd_init(p))")
     w = np.array([1.0, -2.0])
     np.testing.assert_allclose(v["a"].fields["w"], w * (1 - 1e-3 * 0.01) - 1e-3 * 0.5 / (0.5 + 1e-8), rtol=1e-15)
     np.testing.assert_allclose(v["b"].fields["w"], w - 1e-3 * 0.5 / (0.5 + 1e-8), rtol=1e-15)
@@ -244,8 +225,7 @@ g = grad(loss, {w = w0, b = b0})
 clipped = clip_grad_norm(g, max_norm)
 norm = grad_norm(g)
 """
-    interp, _ = run(src, X=ref["X"], y=ref["y"], w0=ref["w0"], b0=ref["b0"], max_norm=max_norm)
-    v = interp.globals.vars
+    v = variables_after(src, X=ref["X"], y=ref["y"], w0=ref["w0"], b0=ref["b0"], max_norm=max_norm)
     key = f"clip{max_norm:g}"
     np.testing.assert_allclose(v["clipped"].fields["w"], ref[f"{key}/w"], rtol=1e-12)
     np.testing.assert_allclose(v["clipped"].fields["b"], ref[f"{key}/b"], rtol=1e-12)
@@ -273,14 +253,14 @@ def test_save_load_round_trip_is_exact(tmp_path):
                    "step": 7.0, "flag": True, "mask": np.array([[True, False]]), "cube": rng.standard_normal((2, 2, 2)),
                    "pair": (1.5, (np.ones(1),))})
     path = str(tmp_path / "ck.npz")
-    interp, _ = run("save(path, tree)\nresult = load(path)", path=path, tree=tree)
-    assert _tree_equal(tree, interp.globals.vars["result"])
+    v = variables_after("save(path, tree)\nresult = load(path)", path=path, tree=tree)
+    assert _tree_equal(tree, v["result"])
     with np.load(path, allow_pickle=False) as d:
         assert d.files == ["tok", "heads[0].wq", "heads[0].bq", "heads[1].wq", "heads[1].bq", "step", "flag",
                            "mask", "cube", "pair[0]", "pair[1][0]"]
     t = (np.arange(3.0), Record({"a": 2.0}))
-    interp, _ = run("save(path, t)\nresult = load(path)", path=path, t=t)
-    assert _tree_equal(t, interp.globals.vars["result"])
+    v = variables_after("save(path, t)\nresult = load(path)", path=path, t=t)
+    assert _tree_equal(t, v["result"])
 
 
 def test_save_is_atomic(tmp_path, monkeypatch):
@@ -303,8 +283,8 @@ def test_save_is_atomic(tmp_path, monkeypatch):
     monkeypatch.undo()
     assert open(path, "rb").read() == before
     assert os.listdir(tmp_path) == ["ck.npz"]          # no temporary file left behind
-    interp, _ = run("result = load(path)", path=path)
-    assert _tree_equal(good, interp.globals.vars["result"])
+    v = variables_after("result = load(path)", path=path)
+    assert _tree_equal(good, v["result"])
 
 
 def test_load_errors_are_clear(tmp_path):
@@ -333,13 +313,13 @@ def test_load_errors_are_clear(tmp_path):
 def test_read_text(tmp_path):
     f = tmp_path / "t.txt"
     f.write_text("héllo\nworld", encoding="utf-8")
-    assert value("result = read_text(p)", p=str(f)) == "héllo\nworld"
+    assert value_of("read_text(p)", p=str(f)) == "héllo\nworld"
     with pytest.raises(IOErr, match="no file"):
         run("read_text(p)", p=str(tmp_path / "none.txt"))
     out = tmp_path / "out.txt"
     run('write_text(p, "a\\nb")', p=str(out))
     assert out.read_bytes() == b"a\nb" and sorted(os.listdir(tmp_path)) == ["out.txt", "t.txt"]
-    assert value("result = read_text(p)", p=str(out)) == "a\nb"
+    assert value_of("read_text(p)", p=str(out)) == "a\nb"
     with pytest.raises(IOErr, match="does not exist"):
         run('write_text(p, "x")', p=str(tmp_path / "no" / "dir.txt"))
 
@@ -362,35 +342,22 @@ def test_every_stdlib_function_is_documented_and_its_examples_run():
 # ---- a short minigpt run --------------------------------------------------------------------------------
 def test_short_minigpt_run_learns_and_checkpoints(tmp_path):
     ckpt = str(tmp_path / "mini.npz")
-    src = open(os.path.join(ROOT, "examples", "minigpt.ml"), encoding="utf-8").read()
-    out = io.StringIO()
-    interp = Interpreter(out=out)
-    interp.prelude.vars["ARGS"] = ("steps=30", "every=10", "batch=4", "context=24", "seed=0", "samples=20",
-                                   "lr=3e-3", "warmup=10", f"checkpoint={ckpt}", "plot=none")
-    interp.run(src, os.path.join(ROOT, "examples", "minigpt.ml"))
-    text = out.getvalue()
-    g = interp.globals.vars
+    interp = run_example("minigpt.ml", "steps=30", "every=10", "batch=4", "context=24", "seed=0", "samples=20",
+                         "lr=3e-3", "warmup=10", f"checkpoint={ckpt}", "plot=none")
+    text = interp.out.getvalue()
+    g = interp.variables()
     losses = g["losses"]
     assert len(losses) == 30
     assert np.mean(losses[-5:]) < np.mean(losses[:5]) - 0.3, losses
     assert "round-trips exactly: true" in text
-    restored = value("result = load(p)", p=ckpt)
+    restored = value_of("load(p)", p=ckpt)
     assert _tree_equal(g["params"], restored)
     assert "--- greedy ---" in text and "--- temperature 0.8 ---" in text
 
 
 # ---- the other two examples -------------------------------------------------------------------------
-def _run_example(name, *args):
-    path = os.path.join(ROOT, "examples", name)
-    out = io.StringIO()
-    interp = Interpreter(out=out)
-    interp.prelude.vars["ARGS"] = tuple(args)
-    interp.run(open(path, encoding="utf-8").read(), path)
-    return out.getvalue()
-
-
 def test_warmup_schedule_example_prints_the_card_values():
-    text = _run_example("warmup_schedule.ml", "plot=none")
+    text = run_example("warmup_schedule.ml", "plot=none").out.getvalue()
     assert "  step 4000: 0.0006987712  (100% of the peak)" in text
     assert "  step 12000: 0.0004034358  (57.74% of the peak)" in text
     assert "  step 16000: 0.0003493856  (50% of the peak)" in text
@@ -398,7 +365,7 @@ def test_warmup_schedule_example_prints_the_card_values():
 
 
 def test_pre_vs_post_ln_example_checks_the_claim():
-    text = _run_example("pre_vs_post_ln.ml", "plot=none")
+    text = run_example("pre_vs_post_ln.ml", "plot=none").out.getvalue()
     assert "Pre-LN's top gradient shrinks with depth: true" in text
     assert "Post-LN's top gradient is larger at every depth: true" in text
     rows = [line.split() for line in text.splitlines() if re.match(r"^(2|4|8|12)\s", line)]
