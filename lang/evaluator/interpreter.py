@@ -239,6 +239,13 @@ class Interpreter(Statements, Calls, Indexing):
             return self.eval_name(node, env)
         raise self.unknown_name(name, node.span, env)
 
+    def set_diagnostics(self, **modes):
+        """Turn the session's diagnostics on or off (check_nan=bool, profiler=Profiler or None,
+        recorder=list or None: lang/array/diagnostics.py); while any is on, this interpreter is
+        their span source (lang/evaluator/instrument.py). Returns the session's Diagnostics."""
+        from tapeml.evaluator import instrument
+        return instrument.set_modes(self, **modes)
+
     def work_bar(self, total: int, desc: str):
         """A progress bar for a builtin's own long loop (jacobian's backward passes), drawn as
         a progress(...) loop's is, once it has run a while (lang/evaluator/progress.py, work_bar)."""
