@@ -121,8 +121,11 @@ class Diagnostics:
         if p is not None:
             if w[3] is not p.cur:
                 p.switch(w[3])
-            if f is None and type(node) in STATEMENTS:
-                p.runs[w[1]] = p.runs.get(w[1], 0) + 1
+            if f is None:
+                if type(node) in STATEMENTS:
+                    p.runs[w[1]] = p.runs.get(w[1], 0) + 1
+                elif w[2] is not None:          # an operator: counted as a call
+                    p.calls[w[3]] = p.calls.get(w[3], 0) + 1
         return prev
 
     def leave(self, prev) -> None:
@@ -266,8 +269,8 @@ class Recorded:
         if verdict is None:
             return
         d = self.diag
-        by = d.where[0]
-        ran = f"; the backward pass ran for the call at {by.span}" if by is not None and by.span else ""
+        by = d.frame.top if d.frame is not None else None
+        ran = f"; {by.name} at {by.span} ran the backward pass" if by is not None and by.span else ""
         what = self.name if self.op in (None, self.name) or self.op.startswith("operator") else \
             f"{self.name} (in {self.op})"
         raise NaNErr(f"the backward pass of {what} {verdict}; this line recorded {self.name} in the "

@@ -17,7 +17,10 @@ span source: it calls `enter`/`leave` around what it runs for a node, only while
 """
 from __future__ import annotations
 
+import contextlib
 import weakref
+
+from numpy import isfinite, ndarray
 
 from tapeml.array import diagnostics
 from tapeml.array.values import Callable, Function
@@ -52,6 +55,21 @@ def set_modes(interp, check_nan=_NOT_GIVEN, profiler=_NOT_GIVEN, recorder=_NOT_G
         detach(interp)
     _operator_checks(any(x.check_nan for x in diagnostics._ACTIVE))
     return d
+
+
+@contextlib.contextmanager
+def profiling(interp):
+    """Profile what runs in `interp` inside the block; yields the diagnostics.Profiler (stopped,
+    its times complete, once the block ends)."""
+    d = diagnostics.current()
+    outer = d.profiler
+    prof = diagnostics.Profiler()
+    set_modes(interp, profiler=prof)
+    try:
+        yield prof
+    finally:
+        prof.stop()
+        set_modes(interp, profiler=outer)
 
 
 def attach(interp, d) -> None:
@@ -124,6 +142,13 @@ def _checked(sym, op):
 
     def checked(a, b):
         r = op(a, b)
+        t = type(r)
+        if t is float:
+            if r - r == 0.0:            # finite (inf - inf and nan - nan are nan)
+                return r
+        elif t is ndarray:
+            if r.dtype.kind != "f" or isfinite(r).all():
+                return r
         if not finite(r):
             current().check_operator(sym, r, a, b)
         return r
