@@ -17,7 +17,7 @@ import sys
 import numpy as np
 
 from tapeml.syntax import ast as A
-from tapeml.array import limits, ops
+from tapeml.array import diagnostics, limits, ops
 from tapeml.evaluator.calls import Calls
 from tapeml.array.context import Context
 from tapeml.array.formatting import apply_spec
@@ -81,6 +81,10 @@ class Interpreter(Statements, Calls, Indexing):
         # The stdlib is run into the prelude on the first name no scope has (eval_name): most
         # programs and every start-up pay nothing for it until then.
         self.stdlib_pending = load_prelude
+        # diagnostics (check_nan, the profiler, show_tape) belong to the session: an interpreter
+        # made while one is on is their span source from the start (lang/evaluator/instrument.py)
+        if diagnostics._ACTIVE and diagnostics.current().active:
+            self.set_diagnostics()
 
     # ---- the variables, for the faces and the Session (they never reach into the scopes) ----
     def variables(self) -> dict:

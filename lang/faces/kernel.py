@@ -19,6 +19,9 @@ module answers the requests with the existing pieces of the language:
     inspect       builtins.help.help_text (the page `?name` shows: a cell `?name` returns it as
                   a pager payload, as IPython does)
     is_complete   parser.is_complete
+    %%profile     a cell whose first line is `%%profile [FILE]` runs the rest under the profiler
+                  and prints its tables below the cell (time per source line and per builtin,
+                  forward and backward), writing FILE in speedscope's format when given
     interrupt     stops the running cell, and each cell sent before the interrupt that had not
                   started; the variables set so far are kept (see "Interrupts" below)
 
