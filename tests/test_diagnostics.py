@@ -66,6 +66,17 @@ def test_a_nan_made_only_in_the_backward_names_the_forward_line_and_the_grad():
     assert text.split("\n")[1:3] == ["  3 |   r = sqrt(x)", "    |       ^^^^^^^"]
 
 
+def test_a_bad_cotangent_that_a_later_vjp_takes_away_is_not_flagged():
+    """The gradient of sqrt(sum(v^2)) at v = 0 is 0 (a zero factor wins in every VJP): sqrt's VJP
+    makes inf, pow's takes it away. The error names the VJP whose inf reached the gradient."""
+    src = ("\nfn norm2(v) -> sqrt(sum(v^2))\nprint(grad(fn(w) -> norm2(w - [1, 2]), [1, 2]))\n"
+           "x = [0, 1, 4]\nprint(grad(fn(x) -> sum(where(x > 0, sqrt(x), 0)), x))\n"
+           "g = grad(fn(x) -> norm2(x - x) + sum(sqrt(x)), x)")
+    interp, e, _ = checked_run(src)
+    assert interp.out.getvalue() == "[0, 0]\n[0, 0.5, 0.25]\n"
+    assert (e.line, e.column) == (6, 38) and e.message.startswith("the backward pass of sqrt made inf")
+
+
 def test_without_the_check_the_same_programs_run_and_give_nan_and_inf():
     out = io.StringIO()
     interp = Interpreter(out=out)

@@ -76,6 +76,7 @@ class Diagnostics:
         self._cache: dict = {}                          # node -> its `where` in the user's code
         self._buckets: dict = {}                        # interned profile buckets
         self.calls = 0                                  # frames made (show_tape's group ids)
+        self.suspects: list = []                        # [NaNErr, ids of the nodes its bad cotangent reached]
 
     @property
     def active(self) -> bool:
@@ -174,6 +175,27 @@ class Diagnostics:
             p.switch(self.where[3])
 
     # ---- checks -----------------------------------------------------------------------------
+    def absorbed(self, node) -> None:
+        """The VJP of `node` took a bad incoming cotangent and made finite ones."""
+        for s in self.suspects:
+            s[1].discard(node)
+
+    def carried(self, node, targets) -> None:
+        """The VJP of `node` passed a bad incoming cotangent on to `targets`."""
+        for s in self.suspects:
+            if node in s[1]:
+                s[1].discard(node)
+                s[1] |= targets
+
+    def settle(self, outer, result) -> None:
+        """A builtin that may have run a backward pass returns `result`: raise the first suspect
+        whose bad cotangent reached the result (or the first one, when the result is not finite
+        and none can be followed there); forget them all when the result is finite."""
+        suspects, self.suspects = self.suspects, outer
+        if suspects and not finite(result):
+            live = [s for s in suspects if s[1]] or suspects
+            raise live[0][0]
+
     def deliberate(self) -> bool:
         """The node evaluated now is written with literals only (`0 / 0`, `log(0)`)."""
         return constant(self.where[0])
@@ -220,13 +242,16 @@ def current() -> Diagnostics:
 class Recorded:
     """A recorded node's primitive while a mode is on (tape.Box.prim): the real primitive, where
     the node was recorded, and its VJP timed and checked. `group` is the builtin call that
-    recorded it (a Frame), None in the user's own code."""
-    __slots__ = ("prim", "name", "diag", "span", "line", "op", "group", "phase", "bwd_bucket")
+    recorded it (a Frame), None in the user's own code; `node` and `parents` are the ids of its
+    Box and of its parents' Boxes by argument, which the check follows a bad cotangent along."""
+    __slots__ = ("prim", "name", "diag", "span", "line", "op", "group", "phase", "bwd_bucket", "node",
+                 "parents")
 
-    def __init__(self, prim, diag, span, line, op, group, phase):
+    def __init__(self, prim, diag, span, line, op, group, phase, node=0, parents=()):
         self.prim, self.name, self.diag = prim, prim.name, diag
         self.span, self.line, self.op, self.group, self.phase = span, line, op, group, phase
         self.bwd_bucket = diag.bucket(line, BWD, op)
+        self.node, self.parents = node, parents
 
     def vjp(self, g, ans, saved, tracked, *args, **kw):
         return self._run(self.prim.vjp, g, ans, saved, tracked, args, kw)
@@ -258,8 +283,19 @@ class Recorded:
         return grads
 
     def _check(self, grads, g, ans, args):
-        if finite(grads):
+        """A VJP that makes a NaN or infinity is a suspect, not yet an error: a later VJP may take
+        the bad cotangent away (a zero factor wins: zmul(0, inf) = 0, so the gradient of
+        sqrt(sum(x^2)) at 0 is 0). The suspect's bad cotangents are followed to the nodes they
+        reach; the builtin that ran the backward pass (grad) raises the first suspect whose bad
+        cotangent reached its result (Diagnostics.settle)."""
+        d = self.diag
+        bad = [i for i, gi in enumerate(grads) if gi is not None and not finite(gi)]
+        g_bad = not finite(g)
+        if not bad:
+            if g_bad:
+                d.absorbed(self.node)
             return
+        targets = {pid for i, pid in self.parents if i in bad}
         one = len(args) == 1
         inputs = [("the incoming gradient", g), ("the forward result", ans)]
         inputs += [("the argument" if one else f"argument {i + 1}", a) for i, a in enumerate(args)]
@@ -267,14 +303,17 @@ class Recorded:
                    for i, gi in enumerate(grads) if gi is not None]
         verdict = judge(None, inputs, "values", outputs)
         if verdict is None:
+            if g_bad:
+                d.carried(self.node, targets)
             return
-        d = self.diag
+        if g_bad:
+            d.absorbed(self.node)       # this VJP made something new: it is the one to blame
         by = d.frame.top if d.frame is not None else None
         ran = f"; {by.name} at {by.span} ran the backward pass" if by is not None and by.span else ""
         what = self.name if self.op in (None, self.name) or self.op.startswith("operator") else \
             f"{self.name} (in {self.op})"
-        raise NaNErr(f"the backward pass of {what} {verdict}; this line recorded {self.name} in the "
-                     f"forward pass{ran}", self.span)
+        d.suspects.append([NaNErr(f"the backward pass of {what} {verdict}; this line recorded {self.name} "
+                                  f"in the forward pass{ran}", self.span), targets])
 
 
 class RecordedNoPlain(Recorded):
@@ -300,7 +339,8 @@ def on_node(box) -> None:
             span, group = (getattr(node, "op_span", None) or node.span) if node is not None else None, None
         phase = FWD
     cls = Recorded if box.prim.vjp_plain is not None else RecordedNoPlain
-    box.prim = cls(box.prim, d, span, line, op, group, phase)
+    box.prim = cls(box.prim, d, span, line, op, group, phase, id(box),
+                   tuple((i, id(p)) for i, p in box.parents))
     if d.recorder is not None:
         d.recorder.append(box)
 

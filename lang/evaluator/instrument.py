@@ -119,12 +119,16 @@ def _wrap_call(interp, d):
             return plain(fn, args, kwargs, span)        # the error of calling a non-function
         token = d.enter_call(fn, span, False, False)
         frame = d.frame
+        suspects, d.suspects = d.suspects, []
         try:
             result = plain(fn, args, kwargs, span)
-            if d.check_nan and not frame.called_back:
-                d.check_call(fn, args, kwargs, result, span or frame.span)
+            if d.check_nan:
+                d.settle(suspects, result)          # the backward pass it ran, if any (grad)
+                if not frame.called_back:
+                    d.check_call(fn, args, kwargs, result, span or frame.span)
             return result
         finally:
+            d.suspects = suspects
             d.leave_call(token)
     return call
 
