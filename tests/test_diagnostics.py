@@ -228,7 +228,7 @@ by source line (all 4 lines):
   line      runs    forward  share   backward  share    nodes  source
   p.ml:2       1          ·      ·          ·      ·        6  fn f(p) -> sum(p.a @ p.b)
   p.ml:4       3          ·      ·          ·      ·        0  g = grad(f, x)
-  p.ml:1       1          ·      ·          ·      ·        0  x = {a = randn(3, 3), b = randn(3,...
+  p.ml:1       1          ·      ·          ·      ·        0  x = {a = randn(3, 3), b = randn(3, 3)}
   p.ml:3       1          ·      ·          ·      ·        0  for i in 1:3
 
 by builtin and operator (all 5 operations; (tapeml code) is the evaluator's own work):

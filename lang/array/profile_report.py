@@ -68,7 +68,7 @@ class Report:
     def _share(self, s, times):
         return "·" if not times else "-" if s == 0 or self.total <= 0 else f"{100 * s / self.total:.1f}%"
 
-    def table(self, top: int | None = 15, times: bool = True, width: int = 100) -> str:
+    def table(self, top: int | None = 15, times: bool = True, width: int = 120) -> str:
         """The two tables as text (see the module's docstring); `top` rows each (None: all)."""
         out = []
         attributed = self.total - self.unattributed

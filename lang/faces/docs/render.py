@@ -325,6 +325,10 @@ def build(root: str, source_root: str | None = None) -> list[DocsError]:
         for fname in sorted(os.listdir(src_docs)) if os.path.isdir(src_docs) else []:
             if fname.endswith(".ml"):      # modules the docs' blocks import
                 shutil.copy(os.path.join(src_docs, fname), scratch)
+        examples = os.path.join(source_root, "examples")
+        if os.path.isdir(examples):        # blocks run examples/*.ml as from the checkout's root
+            shutil.copytree(examples, os.path.join(scratch, "examples"),
+                            ignore=shutil.ignore_patterns("*.ipynb", "*.out", "__pycache__"))
         for fname in md_files:
             bar.note(fname)
             with open(os.path.join(src_docs, fname), encoding="utf-8") as f:

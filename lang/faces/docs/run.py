@@ -47,6 +47,8 @@ def fresh_interpreter(out):
     interp = Interpreter(out=out, load_prelude=False)
     interp.progress_out = False      # examples draw no progress bar: the pages stay reproducible
     interp.share_stdlib(t)
+    # an example that turned check_nan on (or raised inside show_tape) leaves it to no other
+    interp.set_diagnostics(check_nan=False, profiler=None, recorder=None)
     return interp
 
 
