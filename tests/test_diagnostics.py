@@ -400,3 +400,14 @@ def test_layout_dot_reads_graphvizs_positions(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", str(tmp_path))
     _, g = graph_of("\nfn f(x) -> sum(x * 2)", "f", np.array([1.0, 2.0]))
     assert tapeview.dot_layout(g) == {0: (0.0, 0), 1: (0.0, 1), 2: (0.0, 2)}
+
+
+def test_help_runs_check_nans_examples_without_turning_the_check_on():
+    from tapeml.builtins.help import help_text
+    interp = Interpreter(out=io.StringIO())
+    page = help_text("check_nan", interp)
+    assert "check_nan(true)" in page and "missing = 0 / 0" in page
+    assert not diagnostics.current().check_nan and not instrument.attached(interp)
+    interp.set_diagnostics(check_nan=True)
+    help_text("check_nan", interp)
+    assert diagnostics.current().check_nan and instrument.attached(interp)

@@ -169,6 +169,9 @@ def test_profile_cell_prints_the_tables_after_the_cell_and_keeps_line_numbers(ke
     reply, out = execute(kc, "x + 1")         # the profiler is off again, the variables kept
     assert out == [("execute_result", {"execution_count": reply["execution_count"],
                                        "data": {"text/plain": "2"}, "metadata": {}})]
+    reply, out = execute(kc, "show_tape(fn(x) -> sum(x * 2), [1, 2])")      # the picture, inline
+    pngs = [c["data"]["image/png"] for kind, c in out if kind == "display_data"]
+    assert reply["status"] == "ok" and len(pngs) == 1 and base64.b64decode(pngs[0]).startswith(PNG)
 
 
 def test_figures_are_inline_pngs_one_each_none_left_open(kernel):

@@ -24,8 +24,12 @@ non-finite when it arrives (read from a file, or made on purpose) is not flagged
 operation it passes through, and an expression written with literals only (`0 / 0`, `-1 / 0`,
 `log(0)`) is a NaN or infinity written on purpose. Inside a builtin, the builtin is judged as a
 whole by its arguments and result (a step inside it may make an infinity that a later step
-absorbs, as softmax's masked entries do); in the backward pass each VJP is judged by its
-incoming gradient, the forward values and the gradients it made.
+absorbs, as softmax's masked entries do). In the backward pass each VJP is judged by its
+incoming gradient, the forward values and the gradients it made; one that made a NaN or an
+infinity is a suspect whose bad cotangent is followed through the VJPs after it, since a zero
+factor takes it away (zmul(0, inf) = 0: the gradient of sqrt(sum(x^2)) at 0 is 0). When the
+builtin that ran the backward pass (grad) returns a result that is not finite, the first
+suspect whose bad cotangent reached it is the error; when its result is finite, none is.
 """
 from __future__ import annotations
 
