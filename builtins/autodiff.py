@@ -524,7 +524,7 @@ def check_nan(ctx, on):
                  "ValueError when file does not end in .png or .svg"],
          examples=["show_tape(fn(x) -> sum(x * 2), [1, 2, 3])",
                    "x = [1, 2; 3, 4; 5, 6]\nfn loss(w) -> mean((tanh(x @ w.a) @ w.b - 1)^2)\n"
-                   "show_tape(loss, {a = ones(2, 3), b = ones(3, 1)})"])
+                   "w = {a = ones(2, 3), b = ones(3, 1)}\nshow_tape(loss, w)"])
 def show_tape(ctx, f, x, file, expand, max_nodes, layout):
     import tapeml.builtins.plot as plot
     import tapeml.builtins.tapeview as tapeview
