@@ -326,6 +326,10 @@ def build(root: str, source_root: str | None = None) -> list[DocsError]:
             if fname.endswith(".ml"):      # modules the docs' blocks import
                 shutil.copy(os.path.join(src_docs, fname), scratch)
         examples = os.path.join(source_root, "examples")
+        if not os.path.isdir(examples):    # a root holding docs/ only: the checkout's examples
+            import tapeml
+            examples = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(tapeml.__file__))),
+                                    "examples")
         if os.path.isdir(examples):        # blocks run examples/*.ml as from the checkout's root
             shutil.copytree(examples, os.path.join(scratch, "examples"),
                             ignore=shutil.ignore_patterns("*.ipynb", "*.out", "__pycache__"))
