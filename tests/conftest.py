@@ -42,6 +42,17 @@ def _float64_after_each_test():
     ops.set_dtype("float64")
 
 
+@pytest.fixture(autouse=True)
+def _diagnostics_off_after_each_test():
+    """check_nan, the profiler and show_tape's recorder are session state too (the process
+    default's, in-process): a test that turns one on must not leave it to the next."""
+    yield
+    from tapeml.array import diagnostics
+    if diagnostics._ACTIVE:
+        from tapeml.evaluator.interpreter import Interpreter
+        Interpreter(load_prelude=False).set_diagnostics(check_nan=False, profiler=None, recorder=None)
+
+
 @contextlib.contextmanager
 def allocates_at_most(limit_bytes):
     """Fail when the block's peak allocation (NumPy arrays included: NumPy reports to

@@ -20,13 +20,6 @@ from tapeml.syntax import ast as A
 from tapeml.syntax.errors import LangError, render
 
 
-@pytest.fixture(autouse=True)
-def _modes_off():
-    """Every mode off after each test (they are the default state's, shared in-process)."""
-    yield
-    Interpreter(load_prelude=False).set_diagnostics(check_nan=False, profiler=None, recorder=None)
-
-
 def checked_run(source, name="t.ml", check=True):
     interp = Interpreter(out=io.StringIO())
     interp.set_diagnostics(check_nan=check)

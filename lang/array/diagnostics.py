@@ -273,17 +273,17 @@ class Recorded:
         d.vjp_site = self
         try:
             grads = fn(g, ans, saved, tracked, *args, **kw)
+            if grads is not None:
+                if p is not None:
+                    p.nodes[self.bwd_bucket] = p.nodes.get(self.bwd_bucket, 0) + 1
+                if d.check_nan and outer is None:
+                    self._check(grads, g, ans, args)
         finally:
             d.vjp_site = outer
             if p is not None:
                 # between VJPs the tape walks (a heap, sums of cotangents): charged to the backward
                 # of the line that runs the backward pass (the grad call)
                 p.switch(before if before[1] == BWD else d.bucket(before[0], BWD, before[2]))
-        if grads is not None:
-            if p is not None:
-                p.nodes[self.bwd_bucket] = p.nodes.get(self.bwd_bucket, 0) + 1
-            if d.check_nan and outer is None:
-                self._check(grads, g, ans, args)
         return grads
 
     def _check(self, grads, g, ans, args):

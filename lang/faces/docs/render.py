@@ -240,6 +240,7 @@ def run_markdown(text: str, fname: str, img_dir: str, failures: list) -> str:
             out.append("")
         for img in save_figures(res.figures, img_dir, f"{stem}-{block}"):
             out.extend([f"![figure drawn by block {block} of {fname}](img/{img})", ""])
+    interp.set_diagnostics(check_nan=False, profiler=None, recorder=None)    # the page's, not the next one's
     return "\n".join(out).rstrip("\n") + "\n"
 
 

@@ -68,7 +68,8 @@ def run_code(source: str, filename: str, interp=None, shown: str | None = None) 
     from tapeml.builtins import plot
     from tapeml.faces import runner
     buf = io.StringIO()
-    if interp is None:
+    fresh = interp is None
+    if fresh:
         interp = fresh_interpreter(buf)
         reset_random()
     else:
@@ -80,6 +81,8 @@ def run_code(source: str, filename: str, interp=None, shown: str | None = None) 
 
     with contextlib.redirect_stdout(buf):
         outcome = runner.run_cell(interp, source, filename, show=echo, ans=False, shown=shown)
+    if fresh:       # an example that turned check_nan on leaves it to no other (nor to the builder)
+        interp.set_diagnostics(check_nan=False, profiler=None, recorder=None)
     if outcome.status in (runner.INTERRUPTED, runner.TERMINATED):     # stops the build
         raise outcome.exception
     if outcome.status in (runner.MEMORY, runner.BROKEN_PIPE):   # a bug in tapeml or in the example's builtin
