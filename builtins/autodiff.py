@@ -13,7 +13,7 @@ import gc
 import numpy as np
 
 from tapeml.array import ops
-from tapeml.builtins.registry import P, builtin, positive
+from tapeml.builtins.registry import P, builtin, one_of, positive
 from tapeml.builtins.util import tree_leaves, tree_map
 from tapeml.syntax.errors import ShapeError, TypeErr, ValueErr
 from tapeml.array.tape import NO_KW, Box, backward, new_level, raw
@@ -460,3 +460,82 @@ def jvp(ctx, f, x, v):
         if gc_was_on:
             gc.enable()
     return (_strip(out, level), t)
+
+
+# ---- diagnostics: check_nan and show_tape (issue 30; lang/array/diagnostics.py) ----------------
+@builtin("check_nan", CAT, "Stop at the first operation that makes a NaN or an infinity, in the forward or the backward pass.",
+         [P("on", "bool", True, doc="true turns the check on for the rest of the session, false turns it off")],
+         returns="none", context=True,
+         what="An anomaly mode for hunting NaNs by source line. While it is on, every operator, builtin call and "
+              "VJP of the backward pass is checked: the first one whose result holds a NaN where none of its "
+              "inputs held one (or an infinity where they were all finite) stops the program with a NaNError "
+              "that names the operation, the first bad index and value, and the inputs' values there, at the "
+              "line that ran it. A NaN made by the backward pass points at the line that recorded the "
+              "operation in the forward pass, and says which call ran the backward pass. A NaN written on "
+              "purpose with literals only (`0 / 0`, `-1 / 0`, `log(0)`) is not flagged, nor is a value that "
+              "was already NaN or infinite when it arrived (read from a file, made on purpose): only the step "
+              "where finite numbers first turned bad. `tapeml --check-nan script.ml` and "
+              "`Session(check_nan=True)` turn it on from the start. Off, it costs nothing.",
+         how="The evaluator tells the session which node runs and the tape keeps, on each node it records, the "
+             "line that recorded it (only while the check is on); operators and builtins are judged by their "
+             "inputs and result, each VJP by its incoming gradient, the forward values and the gradients it "
+             "made. PyTorch's `torch.autograd.detect_anomaly` checks the backward pass only and names a Python "
+             "frame; JAX's `jax_debug_nans` re-runs the failing function op by op.",
+         errors=["NaNError (while on) at the first operation that makes a NaN or an infinity",
+                 "TypeError when on is not true or false"],
+         examples=["# raises: log makes -inf at index 1\ncheck_nan(true)\nx = [1, 0, 4]\ny = log(x)",
+                   "# raises: the backward pass of sqrt makes inf (sqrt's slope at 0)\ncheck_nan(true)\n"
+                   "fn f(x) -> sum(sqrt(x))\ngrad(f, [0, 1, 4])",
+                   "check_nan(true)\nmissing = 0 / 0      # written on purpose: not flagged\n"
+                   "print(missing + 1)\ncheck_nan(false)"])
+def check_nan(ctx, on):
+    ctx.set_diagnostics(check_nan=on)
+
+
+@builtin("show_tape", CAT, "Draw the graph that grad(f, x) records: one node per primitive, with its shape and source line.",
+         [P("f", "function", doc="a function of one argument returning a number or a matrix"),
+          P("x", "tree", doc="where to record: a number, matrix, or a tuple/record of them, nested"),
+          P("file", "string", None, doc="also write the picture to this .png or .svg file"),
+          P("expand", "any", False, doc="true shows the primitives inside every builtin call; a builtin's "
+                                        "name (or a tuple of names) shows those; false collapses each call "
+                                        "that recorded several primitives into one node"),
+          P("max_nodes", "int", 60, check=lambda v: None if v >= 3 else "must be >= 3", constraint=">= 3",
+            doc="the most nodes drawn; those farthest from the result are folded into one"),
+          P("layout", "string", "python", check=one_of("python", "dot"), constraint='one of "python", "dot"',
+            doc='"python" (a layered layout in pure Python) or "dot" (graphviz\'s dot, when on PATH)')],
+         returns="none", context=True,
+         what="A picture of what the tape recorded for f at x: the inputs (each leaf of x, named by its path) at "
+              "the top, one node per recorded primitive with its shape and the line that recorded it, and the "
+              "result at the bottom (red border). The gradient flows back along the red edges; a node the "
+              "result does not use is grey. A builtin call that recorded several primitives "
+              "(`transformer_block`, `cross_entropy`) is one green node unless expand names it; a chain of "
+              "equal calls (one block after another) is one node `name ×k`; inputs read by the same nodes "
+              "are one node named by their common path; past max_nodes the nodes farthest from the result are "
+              "folded. The caption says what was folded. In a notebook the picture shows below the cell; in "
+              "a script, give file= or call savefig; in the REPL, show().",
+         how="f runs once on x with every leaf tracked, as in grad, while the tape keeps on each node the "
+             "source line and builtin call that recorded it (diagnostics' recorder: the spans exist only "
+             "while show_tape runs). The layout is layered (Sugiyama's scheme): each node a row below its "
+             "lowest parent, the order in a row by the mean position of its parents and children; matplotlib "
+             "draws it. torchviz draws PyTorch's autograd graph with graphviz, without source lines.",
+         errors=["TypeError naming the path of a string, bool or function inside x",
+                 "ValueError when f's result does not depend on x (nothing recorded), or is not a number or matrix",
+                 'ValueError when layout="dot" and graphviz\'s dot is not on PATH',
+                 "ValueError when file does not end in .png or .svg"],
+         examples=["show_tape(fn(x) -> sum(x * 2), [1, 2, 3])",
+                   "x = [1, 2; 3, 4; 5, 6]\nfn loss(w) -> mean((tanh(x @ w.a) @ w.b - 1)^2)\n"
+                   "w = {a = ones(2, 3), b = ones(3, 1)}\nshow_tape(loss, w)"])
+def show_tape(ctx, f, x, file, expand, max_nodes, layout):
+    import tapeml.builtins.plot as plot
+    import tapeml.builtins.tapeview as tapeview
+    if not isinstance(raw(expand), (bool, str, tuple)) or (isinstance(raw(expand), tuple)
+                                                          and not all(isinstance(e, str) for e in raw(expand))):
+        raise TypeErr(f"show_tape(): expand must be true, false, a builtin's name or a tuple of names, "
+                      f"got {describe(expand)}")
+    graph = tapeview.fold(tapeview.record(ctx, f, x, _root_name(ctx)), raw(expand), max_nodes)
+
+    def draw():
+        fig = tapeview.draw(graph, layout)
+        if file is not None:
+            tapeview.save(fig, file)
+    plot._holding_figures(draw)()

@@ -85,8 +85,10 @@ def example_output(example: str, interp) -> str | None:
     from tapeml.syntax.errors import LangError
     if interp is None:
         return None
-    from tapeml.array import context
+    from tapeml.array import context, diagnostics
     buf = io.StringIO()
+    d = diagnostics.current()
+    modes = {"check_nan": d.check_nan, "profiler": d.profiler, "recorder": d.recorder}
     try:
         # in a session state of its own: an example's seed(0) or notes(false) leaves the asking
         # session's generator and settings as they were
@@ -98,6 +100,8 @@ def example_output(example: str, interp) -> str | None:
             interp.run(example, "<example>", echo=lambda v: buf.write(display_value(v) + "\n"))
     except (LangError, RecursionError, MemoryError, ArithmeticError, ValueError, TypeError):
         return None
+    finally:        # an example that turns check_nan on or off does it in the example only
+        interp.set_diagnostics(**modes)
     return buf.getvalue().rstrip("\n")
 
 

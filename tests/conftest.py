@@ -32,6 +32,17 @@ def f32():
     return run('set_dtype("float32")', fresh())
 
 
+@pytest.fixture(autouse=True)
+def _diagnostics_off_after_each_test():
+    """check_nan, the profiler and show_tape's recorder are session state too (the process
+    default's, in-process): a test that turns one on must not leave it to the next."""
+    yield
+    from tapeml.array import diagnostics
+    if diagnostics._ACTIVE:
+        from tapeml.evaluator.interpreter import Interpreter
+        Interpreter(load_prelude=False).set_diagnostics(check_nan=False, profiler=None, recorder=None)
+
+
 SITE_EXTRA = ("mkdocs", "material", "pymdownx", "latex2mathml")
 
 

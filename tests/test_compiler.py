@@ -211,3 +211,14 @@ def test_compiled_bodies_are_cached_per_body():
     f = interp.get_variable("f")
     assert callable(f.code) and compiler.code_for(f) is f.code
     assert "def tapeml_f(I, E, v0)" in f.code.source
+
+
+def test_diagnostics_walk_the_bodies_they_watch():
+    """check_nan sees every operation of a compiled function: while a mode is on the walker runs
+    it (its nodes pass the diagnostics' wrappers), and compiled code runs again afterwards."""
+    src = "fn f(a, b)\n  return a * b\nend\nf(1, 2)\ncheck_nan(true)\nf(1e200, 1e200)"
+    out, err = run(src)
+    assert "<test>:2:12: NaNError" in err and "inf" in err, err
+    interp = Interpreter(out=io.StringIO())
+    interp.run("fn f(a, b) -> a * b\ncheck_nan(true)\nf(1, 2)\ncheck_nan(false)")
+    assert interp.compiled and callable(interp.get_variable("f").code)

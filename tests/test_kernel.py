@@ -140,6 +140,27 @@ def test_error_reply_is_the_cli_message(kernel):
     assert out[0][1]["data"]["text/plain"] == "[1, 2, 3]"
 
 
+def test_profile_cell_prints_the_tables_after_the_cell_and_keeps_line_numbers(kernel, tmp_path):
+    km, kc = kernel
+    path = tmp_path / "cell.json"
+    reply, out = execute(kc, f"%%profile {path}\nw = [1, 2; 3, 4]\ng = grad(fn(w) -> sum(w @ w), w)\ng[0, 0]")
+    assert reply["status"] == "ok"
+    assert out[0][0] == "execute_result" and out[0][1]["data"]["text/plain"] == "7"
+    text = "".join(c["text"] for kind, c in out if kind == "stream")
+    assert text.startswith("profile: ") and f"In[{reply['execution_count']}]:3 " in text
+    assert "  operator @ " in text and f"profile written to {path}" in text
+    assert path.exists()
+    reply, out = execute(kc, "%%profile\nx = 1\ny = [1, 2] @ [1]")
+    assert reply["status"] == "error" and reply["traceback"][0].startswith(f"In[{reply['execution_count']}]:3:")
+    assert any(kind == "stream" and "by source line" in c["text"] for kind, c in out)
+    reply, out = execute(kc, "x + 1")         # the profiler is off again, the variables kept
+    assert out == [("execute_result", {"execution_count": reply["execution_count"],
+                                       "data": {"text/plain": "2"}, "metadata": {}})]
+    reply, out = execute(kc, "show_tape(fn(x) -> sum(x * 2), [1, 2])")      # the picture, inline
+    pngs = [c["data"]["image/png"] for kind, c in out if kind == "display_data"]
+    assert reply["status"] == "ok" and len(pngs) == 1 and base64.b64decode(pngs[0]).startswith(PNG)
+
+
 def test_figures_are_inline_pngs_one_each_none_left_open(kernel):
     km, kc = kernel
     reply, out = execute(kc, "plot([1, 2, 3])\nshow()\nhist([1, 2, 2, 3])")

@@ -336,7 +336,7 @@ def test_vars_reset_and_quit():
                    "r     record  1 fields  {w = 1}\n"
                    "cleared 3 variables\n"
                    "(no variables)\n"
-                   "unknown command ':nope'; the commands are :vars, :reset, :help, :quit\n")
+                   "unknown command ':nope'; the commands are :vars, :reset, :profile, :help, :quit\n")
 
 
 def test_ctrl_c_at_the_prompt_clears_the_line_and_ctrl_d_exits():

@@ -178,6 +178,8 @@ class Context:
                directory in -c and the REPL)
     work_bar(total, desc)   a bar for a builtin's own long loop (lang/evaluator/progress.py)
     note_progress(text)     the note beside the innermost progress(...) loop's bar, if any
+    set_diagnostics(check_nan=, profiler=, recorder=)   turn the session's diagnostics on or off
+                       (lang/array/diagnostics.py); the evaluator is their span source while any is on
     """
     __slots__ = ("_interp",)
 
@@ -217,6 +219,9 @@ class Context:
 
     def work_bar(self, total: int, desc: str):
         return self._interp.work_bar(total, desc)
+
+    def set_diagnostics(self, **modes):
+        return self._interp.set_diagnostics(**modes)
 
     def note_progress(self, text: str) -> None:
         bars = self._interp.progress_bars

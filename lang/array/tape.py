@@ -15,6 +15,11 @@ first order, when `first_order` (the one test) finds no Box in sight (nothing to
 `backward` walks Boxes newest first (creation order is a topological order) with a dict of
 pending cotangents: no recursion, no mutation of the tape, so it is idempotent and safe on
 graphs of any depth. `toposort` is kept for tools that list a tape's nodes.
+
+Diagnostics (check_nan, the profiler, show_tape: lang/array/diagnostics.py) attach to the tape in
+one place, `set_node_hook`: while a hook is set, each recorded Box is handed to it once made
+(it may replace `box.prim` by a stand-in that times and checks the VJP). With no hook set,
+nothing here differs: the hook swaps `Box.__init__` and puts the plain one back.
 """
 from __future__ import annotations
 
@@ -50,6 +55,23 @@ class Box:
 
 
 _counter = itertools.count()
+_PLAIN_INIT = Box.__init__
+
+
+def set_node_hook(hook) -> None:
+    """Hand every recorded Box (one with a primitive) to `hook(box)` once it is made; None
+    stops. The one place diagnostics attach to the tape (where a node is made); off, `Box`
+    is exactly the class above (its own `__init__`), so the tape pays nothing for it."""
+    if hook is None:
+        Box.__init__ = _PLAIN_INIT
+        return
+    plain = _PLAIN_INIT
+
+    def __init__(self, value, level, prim, args, kw, saved, parents, tracked):
+        plain(self, value, level, prim, args, kw, saved, parents, tracked)
+        if prim is not None:
+            hook(self)
+    Box.__init__ = __init__
 _NDARRAY = np.ndarray
 NO_KW: dict = {}
 TRACKED_0 = (True, False)

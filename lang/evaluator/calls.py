@@ -44,6 +44,8 @@ class Calls:
         code = fn.code
         if code is None:
             code = fn.code = compiler.code_for(fn) or False
+        if not self.compiled:           # a diagnostics mode is on: walk (lang/evaluator/instrument.py)
+            code = False
         if len(args) > len(params):
             bind_arguments(fn, args, kwargs, {}, span)      # raises the binder's "takes n arguments"
         if code and not kwargs and len(args) == len(params):

@@ -17,7 +17,7 @@ import sys
 import numpy as np
 
 from tapeml.syntax import ast as A
-from tapeml.array import limits, ops
+from tapeml.array import diagnostics, limits, ops
 from tapeml.evaluator import compiler
 from tapeml.evaluator.calls import Calls
 from tapeml.array.context import Context
@@ -78,6 +78,7 @@ class Interpreter(Statements, Calls, Indexing):
         self.globals = Env(self.prelude)
         self.end_stack: list = []
         self.current_call = None
+        self.compiled = True            # run compiled bodies (false while a diagnostics mode is on)
         self.dir_stack: list[str] = []
         self.progress_out = None        # where progress bars draw (lang/evaluator/progress.py: stream_for)
         self.progress_bars: list = []   # the bars of the progress(...) loops running, innermost last
@@ -86,6 +87,10 @@ class Interpreter(Statements, Calls, Indexing):
         # The stdlib is run into the prelude on the first name no scope has (eval_name): most
         # programs and every start-up pay nothing for it until then.
         self.stdlib_pending = load_prelude
+        # diagnostics (check_nan, the profiler, show_tape) belong to the session: an interpreter
+        # made while one is on is their span source from the start (lang/evaluator/instrument.py)
+        if diagnostics._ACTIVE and diagnostics.current().active:
+            self.set_diagnostics()
 
     # ---- the variables, for the faces and the Session (they never reach into the scopes) ----
     def variables(self) -> dict:
@@ -176,7 +181,7 @@ class Interpreter(Statements, Calls, Indexing):
                             raise e.with_span(stmt.span) from None
                 elif type(stmt) is A.For or type(stmt) is A.While:
                     # a top-level loop runs compiled over this scope (lang/evaluator/compiler.py)
-                    code = compiler.code_for_loop(stmt)
+                    code = compiler.code_for_loop(stmt) if self.compiled else None
                     if code is None:
                         self.exec_stmt(stmt, env)
                     else:
@@ -250,6 +255,13 @@ class Interpreter(Statements, Calls, Indexing):
             self.load_stdlib()
             return self.eval_name(node, env)
         raise self.unknown_name(name, node.span, env)
+
+    def set_diagnostics(self, **modes):
+        """Turn the session's diagnostics on or off (check_nan=bool, profiler=Profiler or None,
+        recorder=list or None: lang/array/diagnostics.py); while any is on, this interpreter is
+        their span source (lang/evaluator/instrument.py). Returns the session's Diagnostics."""
+        from tapeml.evaluator import instrument
+        return instrument.set_modes(self, **modes)
 
     def work_bar(self, total: int, desc: str):
         """A progress bar for a builtin's own long loop (jacobian's backward passes), drawn as

@@ -19,14 +19,15 @@ import sys
 
 from tapeml.faces.runner import Terminated   # (re-exported: the signal handlers raise it)
 
-USAGE = """usage: tapeml [--debug] [--dtype float32|float64] FILE.ml [ARGS...]
-       tapeml [--debug] [--dtype float32|float64] -c CODE
-       tapeml [--debug] [--dtype float32|float64] -i FILE.ml
+USAGE = """usage: tapeml [OPTIONS] FILE.ml [ARGS...]
+       tapeml [OPTIONS] -c CODE
+       tapeml [OPTIONS] -i FILE.ml
        tapeml [--dtype float32|float64]   (interactive session)
        tapeml docs build|check [--root DIR] [--kernel NAME|none]
        tapeml docs site [--root DIR] [--out DIR] | tapeml docs serve [--root DIR] [--addr HOST:PORT]
        tapeml kernel install [--user | --sys-prefix | --prefix DIR]
-       tapeml -h | --help | -V | --version"""
+       tapeml -h | --help | -V | --version
+options: --debug, --dtype float32|float64, --check-nan, --profile, --profile-out FILE, --profile-top N"""
 
 HELP = USAGE + """
 
@@ -46,6 +47,13 @@ Arguments:
 
 Options (before FILE, -c or -i; later ones are passed to the program in ARGS):
   --dtype float32|float64   the floating-point type of matrices (default float64)
+  --check-nan               stop at the first operation that makes a NaN or an infinity, forward
+                            or backward, naming it and its source line (check_nan(true) in code)
+  --profile                 print, on stderr when the program ends, the time per source line and
+                            per builtin, each split into forward and backward
+  --profile-out FILE        --profile, and write the profile to FILE in speedscope's format
+                            (open it at https://www.speedscope.app)
+  --profile-top N           the rows of each profile table (default 15)
   --debug                   show the Python traceback of an internal error
   -h, --help                this help, then exit
   -V, --version             the version, then exit
@@ -134,10 +142,16 @@ def main(argv: list[str] | None = None) -> int:
     sys.setrecursionlimit(max(sys.getrecursionlimit(), SHALLOW_LIMIT))
     debug = False
     dtype = None
+    diag = Diagnose()
     while argv and (argv[0].startswith("--") or argv[0] in ("-h", "-V")):
         flag = argv.pop(0)
         if flag == "--debug":
             debug = True
+        elif flag in ("--check-nan", "--profile", "--profile-out", "--profile-top") or \
+                flag.startswith(("--profile-out=", "--profile-top=")):
+            problem = diag.option(flag, argv)
+            if problem:
+                return _usage_error(problem)
         elif flag in ("--version", "-V"):
             from tapeml import __version__
             print(f"tapeml {__version__}")
@@ -176,12 +190,12 @@ def main(argv: list[str] | None = None) -> int:
         interp = Interpreter()
         _warn_late_options(argv[2:])
         interp.set_arguments(tuple(argv[2:]))
-        return exit_code(run_source(interp, argv[1], "<string>", debug))
+        return exit_code(diag.run(interp, lambda: run_source(interp, argv[1], "<string>", debug)))
     if argv and argv[0] == "-i":
         if len(argv) < 2:
             return _usage_error("-i needs a file")
         interp = Interpreter()
-        code = run_file(interp, argv[1], argv[2:], debug)
+        code = diag.run(interp, lambda: run_file(interp, argv[1], argv[2:], debug))
         if code == 2:
             return code
         if not sys.stdin.isatty():     # piped input: run it after the script, with its names
@@ -193,13 +207,75 @@ def main(argv: list[str] | None = None) -> int:
         return _usage_error(f"unknown option '{argv[0]}'")
     if argv:
         interp = Interpreter()
-        return exit_code(run_file(interp, argv[0], argv[1:], debug))
+        return exit_code(diag.run(interp, lambda: run_file(interp, argv[0], argv[1:], debug)))
     interp = Interpreter()
     if not sys.stdin.isatty():
         source = _stdin_source()
-        return exit_code(1 if source is None else run_source(interp, source, "<stdin>", debug))
+        return exit_code(1 if source is None else
+                         diag.run(interp, lambda: run_source(interp, source, "<stdin>", debug)))
+    if diag.check_nan:
+        interp.set_diagnostics(check_nan=True)
     from tapeml.faces.repl import run_repl
     return run_repl(interp)
+
+
+class Diagnose:
+    """The command line's diagnostics options (--check-nan, --profile, --profile-out FILE,
+    --profile-top N) and running a program under them."""
+
+    def __init__(self):
+        self.check_nan = False
+        self.profile = False
+        self.out = None
+        self.top = 15
+
+    def option(self, flag: str, argv: list) -> str | None:
+        """Take one option (its value from argv when not given with '='); a usage problem or None."""
+        name, eq, value = flag.partition("=")
+        if name == "--check-nan":
+            self.check_nan = True
+            return None
+        self.profile = True
+        if name == "--profile":
+            return None
+        if not eq:
+            if not argv:
+                return f"{name} needs {'a file name' if name == '--profile-out' else 'a number of rows'}"
+            value = argv.pop(0)
+        if name == "--profile-out":
+            self.out = value
+            return None
+        if not value.isdigit() or int(value) < 1:
+            return f"--profile-top needs a whole number of rows >= 1, got '{value}'"
+        self.top = int(value)
+        return None
+
+    def run(self, interp, go) -> int:
+        """go() under the options: the check turned on first; the profile printed on stderr (and
+        written to --profile-out) however the program ends."""
+        if self.check_nan:
+            interp.set_diagnostics(check_nan=True)
+        if not self.profile:
+            return go()
+        from tapeml.array.profile_report import Report
+        from tapeml.evaluator.instrument import profiling
+        code = 2
+        with profiling(interp) as prof:
+            code = go()
+        if code == 2:           # the file could not be read: nothing ran
+            return code
+        report = Report(prof, interp.sources)
+        sys.stdout.flush()
+        print(report.table(top=self.top), file=sys.stderr)
+        if self.out is not None:
+            try:
+                report.save(self.out)
+            except OSError as e:
+                print(f"tapeml: cannot write the profile to '{self.out}': {e.strerror or e}", file=sys.stderr)
+                return code or 1
+            print(f"profile written to {self.out} (speedscope's format: https://www.speedscope.app)",
+                  file=sys.stderr)
+        return code
 
 
 def _warn_late_options(args: list[str]) -> None:
@@ -207,7 +283,7 @@ def _warn_late_options(args: list[str]) -> None:
     `tapeml run.ml --dtype float32` otherwise runs in float64 without a word."""
     for a in args:
         name = a.split("=", 1)[0]
-        if name in ("--dtype", "--debug"):
+        if name in ("--dtype", "--debug", "--check-nan", "--profile", "--profile-out", "--profile-top"):
             print(f"tapeml: warning: '{a}' comes after the script, so it is passed to the script in ARGS; "
                   f"put tapeml's options first: tapeml {name} ... FILE.ml", file=sys.stderr)
 

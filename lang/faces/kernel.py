@@ -19,6 +19,9 @@ module answers the requests with the existing pieces of the language:
     inspect       builtins.help.help_text (the page `?name` shows: a cell `?name` returns it as
                   a pager payload, as IPython does)
     is_complete   parser.is_complete
+    %%profile     a cell whose first line is `%%profile [FILE]` runs the rest under the profiler
+                  and prints its tables below the cell (time per source line and per builtin,
+                  forward and backward), writing FILE in speedscope's format when given
     interrupt     stops the running cell, and each cell sent before the interrupt that had not
                   started; the variables set so far are kept (see "Interrupts" below)
 
@@ -314,12 +317,42 @@ def _kernel_class():
             return {"status": "error", **content}
 
         def _run_cell(self, code):
-            """Run a cell: (error or None, payload); an error is (ename, evalue, traceback text)."""
+            """Run a cell: (error or None, payload); an error is (ename, evalue, traceback text).
+            A cell whose first line is `%%profile [FILE]` runs the rest under the profiler and
+            prints its tables after it (and writes FILE in speedscope's format)."""
+            profile = PROFILE_LINE.match(code)
+            if profile:
+                return self._profile_cell(code, profile.group(1))
             try:
                 outcome = runner.run_cell(self.interp, code, f"In[{self.execution_count}]",
                                           show=self._echo, help=True)
             finally:
                 self._flush()
+            return self._result(outcome)
+
+        def _profile_cell(self, code, path):
+            from tapeml.array.profile_report import Report
+            from tapeml.evaluator.instrument import profiling
+            body = "\n" + code.split("\n", 1)[1] if "\n" in code else ""    # lines keep their numbers
+            try:
+                with profiling(self.interp) as prof:
+                    outcome = runner.run_cell(self.interp, body, f"In[{self.execution_count}]",
+                                              show=self._echo)
+            finally:
+                self._flush()
+            report = Report(prof, self.interp.sources)
+            if not self.silent:
+                print(report.table(top=15))
+                if path:
+                    try:
+                        report.save(path)
+                        print(f"profile written to {path} (speedscope's format: https://www.speedscope.app)")
+                    except OSError as e:
+                        print(f"cannot write the profile to '{path}': {e.strerror or e}", file=sys.stderr)
+                self._flush()
+            return self._result(outcome)
+
+        def _result(self, outcome):
             if outcome.status == runner.OK:
                 return None, []
             if outcome.status == runner.HELP:
@@ -430,6 +463,9 @@ def _kernel_class():
             return {"status": status}
 
     return TapemlKernel
+
+
+PROFILE_LINE = re.compile(r"^%%profile(?:[ \t]+(\S.*?))?[ \t]*(?:\n|$)")
 
 
 def _word_at(code: str, cursor: int) -> str:

@@ -41,6 +41,7 @@ DEDENTERS = BLOCK_END                          # a line starting with one moves 
 COMMANDS = {
     ":vars": "list the session's variables with kind, shape and value",
     ":reset": "clear the session's variables",
+    ":profile": ":profile CODE runs CODE, then prints its time per line and builtin (forward, backward)",
     ":help": "keys and commands of the session",
     ":quit": "leave the session (Ctrl-D too)",
 }
@@ -528,9 +529,24 @@ class Repl:
             self.write(self.out, f"cleared {n} variable{'s' * (n != 1)}")
         elif word == ":help":
             self.write(self.out, KEYS_HELP)
+        elif word == ":profile":
+            self.profile(rest)
         else:
             self.error(f"unknown command '{word}'; the commands are {', '.join(COMMANDS)}")
         return True
+
+    def profile(self, code: str) -> None:
+        """:profile CODE: run CODE as an entry while the profiler runs, then print its tables."""
+        from tapeml.array.profile_report import Report
+        from tapeml.evaluator.instrument import profiling
+        if not code.strip():
+            self.error(":profile needs the code to run, e.g. :profile grad(loss, w)")
+            return
+        self.count += 1
+        with profiling(self.interp) as prof:
+            self.execute(code, f"REPL[{self.count}]")
+        self.flush()
+        self.write(self.out, Report(prof, self.interp.sources).table(top=15))
 
     def show_help(self, name: str) -> None:
         outcome = runner.show_help(self.interp, name)

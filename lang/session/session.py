@@ -30,6 +30,7 @@ so a tuple nested 100,000 deep crosses; a value that contains itself is refused.
 """
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import sys
@@ -81,18 +82,26 @@ class _Stdout:
 class Session:
     """An independent tapeml session: its own variables, float type, random generator and figures.
 
-    Session(dtype="float64", seed=None, out=None, prelude=True)
+    Session(dtype="float64", seed=None, out=None, prelude=True, check_nan=False)
       dtype   "float64" (default) or "float32": the float type of every new matrix
       seed    a whole number >= 0 for repeatable random draws (as `seed(n)`), or None (OS entropy)
       out     a text stream for print (default: sys.stdout at the time of writing)
       prelude load the standard library (softmax, mse, ...) on first use (default True)
+      check_nan  stop at the first operation that makes a NaN or an infinity, forward or
+              backward, with a NaNError naming it and its line (as `check_nan(true)`; the
+              attribute `s.check_nan` turns it on and off later)
+
+    `with s.profile() as p:` profiles what the Session runs inside the block; then
+    `p.table()` is the time per source line and per builtin (forward and backward) and
+    `p.save(path)` writes it in speedscope's format.
 
     Raises ValueError for an unknown dtype or a seed that is not a whole number >= 0. Language
     errors in code that a Session runs raise `tapeml.LangError` (with .kind, .message, .line,
     .column, .file).
     """
 
-    def __init__(self, dtype: str = "float64", seed: int | None = None, out=None, prelude: bool = True):
+    def __init__(self, dtype: str = "float64", seed: int | None = None, out=None, prelude: bool = True,
+                 check_nan: bool = False):
         if not isinstance(dtype, str) or dtype not in DTYPES:
             raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
         if seed is not None and not _whole_seed(seed):
@@ -102,6 +111,8 @@ class Session:
         if seed is not None:
             values["rng"] = np.random.default_rng(int(seed))
         self.state = context.State(**values)
+        if check_nan:
+            self.check_nan = True
 
     # ---- running code ------------------------------------------------------------------------
     def run(self, source: str, filename: str = "<string>") -> None:
@@ -111,14 +122,51 @@ class Session:
         with running(self.state):
             self.interp.run(source, filename)
 
-    def run_file(self, path) -> None:
-        """Run the .ml file at `path` (its imports resolve next to it). Raises OSError when it
-        cannot be read, LangError when it fails (with .file the path)."""
+    def run_file(self, path, args=None) -> None:
+        """Run the .ml file at `path` (its imports resolve next to it); `args`, a list of
+        strings, are the script's ARGS (as after the file name on the command line). Raises
+        OSError when it cannot be read, LangError when it fails (with .file the path)."""
         path = os.fspath(path)
+        if args is not None:
+            if isinstance(args, str) or not all(isinstance(a, str) for a in args):
+                raise TypeError(f"args must be a list of strings, got {args!r}")
+            self.interp.set_arguments(tuple(args))
         with open(path, encoding="utf-8") as fh:
             source = fh.read()
         with running(self.state):
             self.interp.run(source, path)
+
+    # ---- diagnostics -------------------------------------------------------------------------
+    @property
+    def check_nan(self) -> bool:
+        """Whether the Session stops at the first operation that makes a NaN or an infinity."""
+        from tapeml.array import diagnostics
+        with running(self.state):
+            return diagnostics.current().check_nan
+
+    @check_nan.setter
+    def check_nan(self, on: bool) -> None:
+        if not isinstance(on, bool):
+            raise TypeError(f"check_nan must be True or False, got {on!r}")
+        with running(self.state):
+            self.interp.set_diagnostics(check_nan=on)
+
+    @contextlib.contextmanager
+    def profile(self):
+        """`with s.profile() as p:` profile what the Session runs in the block; p (a Profile)
+        holds the tables once the block ends."""
+        from tapeml.evaluator.instrument import profiling
+        handle = Profile()
+        block = profiling(self.interp)
+        with running(self.state):
+            prof = block.__enter__()
+        try:
+            yield handle
+        finally:
+            with running(self.state):
+                block.__exit__(None, None, None)
+            from tapeml.array.profile_report import Report
+            handle.report = Report(prof, dict(self.interp.sources))
 
     def eval(self, source: str):
         """Run `source` and return the value of its last expression statement (one not ended
@@ -201,6 +249,33 @@ class Session:
 
     def __repr__(self):
         return f"<tapeml.Session dtype={np.dtype(self.state_dtype()).name}, {len(self.interp.variables())} variables>"
+
+
+class Profile:
+    """What `Session.profile()` measured (complete once its block has ended)."""
+
+    def __init__(self):
+        self.report = None
+
+    def _done(self):
+        if self.report is None:
+            raise RuntimeError("the profile is complete when its `with s.profile()` block has ended")
+        return self.report
+
+    def table(self, top: int | None = 15, times: bool = True) -> str:
+        """Time per source line and per builtin or operator, each split into forward and backward
+        (`top` rows each, None for all); times=False leaves the times out (rows ranked by the
+        nodes they recorded), for output that must not change from run to run."""
+        return self._done().table(top=top, times=times)
+
+    def save(self, path) -> None:
+        """Write the profile in speedscope's format (https://www.speedscope.app)."""
+        self._done().save(os.fspath(path))
+
+    def __repr__(self):
+        if self.report is None:
+            return "<tapeml profile, running>"
+        return f"<tapeml profile of {self.report.total:.3g} s over {len(self.report.lines)} source lines>"
 
 
 def _check_source(source, method: str) -> None:

@@ -120,6 +120,11 @@ class IOErr(LangError):
     kind = "IOError"
 
 
+class NaNErr(LangError):
+    """check_nan is on and an operation made a NaN or an infinity (lang/array/diagnostics.py)."""
+    kind = "NaNError"
+
+
 class Interrupted(LangError):
     kind = "Interrupted"
 

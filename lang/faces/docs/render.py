@@ -240,6 +240,7 @@ def run_markdown(text: str, fname: str, img_dir: str, failures: list) -> str:
             out.append("")
         for img in save_figures(res.figures, img_dir, f"{stem}-{block}"):
             out.extend([f"![figure drawn by block {block} of {fname}](img/{img})", ""])
+    interp.set_diagnostics(check_nan=False, profiler=None, recorder=None)    # the page's, not the next one's
     return "\n".join(out).rstrip("\n") + "\n"
 
 
@@ -325,6 +326,14 @@ def build(root: str, source_root: str | None = None) -> list[DocsError]:
         for fname in sorted(os.listdir(src_docs)) if os.path.isdir(src_docs) else []:
             if fname.endswith(".ml"):      # modules the docs' blocks import
                 shutil.copy(os.path.join(src_docs, fname), scratch)
+        examples = os.path.join(source_root, "examples")
+        if not os.path.isdir(examples):    # a root holding docs/ only: the checkout's examples
+            import tapeml
+            examples = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(tapeml.__file__))),
+                                    "examples")
+        if os.path.isdir(examples):        # blocks run examples/*.ml as from the checkout's root
+            shutil.copytree(examples, os.path.join(scratch, "examples"),
+                            ignore=shutil.ignore_patterns("*.ipynb", "*.out", "__pycache__"))
         for fname in md_files:
             bar.note(fname)
             with open(os.path.join(src_docs, fname), encoding="utf-8") as f:

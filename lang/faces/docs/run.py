@@ -47,6 +47,8 @@ def fresh_interpreter(out):
     interp = Interpreter(out=out, load_prelude=False)
     interp.progress_out = False      # examples draw no progress bar: the pages stay reproducible
     interp.share_stdlib(t)
+    # an example that turned check_nan on (or raised inside show_tape) leaves it to no other
+    interp.set_diagnostics(check_nan=False, profiler=None, recorder=None)
     return interp
 
 
@@ -67,7 +69,8 @@ def run_code(source: str, filename: str, interp=None, shown: str | None = None) 
     from tapeml.faces import runner
     from tapeml.array import context
     buf = io.StringIO()
-    if interp is None:
+    fresh = interp is None
+    if fresh:
         interp = fresh_interpreter(buf)
         reset_random()
     else:
@@ -81,6 +84,8 @@ def run_code(source: str, filename: str, interp=None, shown: str | None = None) 
 
     with contextlib.redirect_stdout(buf):
         outcome = runner.run_cell(interp, source, filename, show=echo, ans=False, shown=shown)
+    if fresh:       # an example that turned check_nan on leaves it to no other (nor to the builder)
+        interp.set_diagnostics(check_nan=False, profiler=None, recorder=None)
     if outcome.status in (runner.INTERRUPTED, runner.TERMINATED):     # stops the build
         raise outcome.exception
     if outcome.status in (runner.MEMORY, runner.BROKEN_PIPE):   # a bug in tapeml or in the example's builtin
