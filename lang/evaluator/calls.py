@@ -40,8 +40,25 @@ class Calls:
     def call_function(self, fn: Function, args, kwargs, span):
         """Run a user function's body: compiled once (lang/evaluator/compiler.py) and called with
         its arguments, or walked in a new scope below the one it was defined in."""
-        params = fn.params
         code = fn.code
+        if code and not kwargs and self.compiled and len(args) == len(fn.params):
+            # the hot path, compiled and called with its positional arguments (the same steps as below)
+            depth = self.depth = self.depth + 1
+            if depth <= MAX_DEPTH and depth % HOP_DEPTH:
+                try:
+                    return code(self, fn.env, *args)
+                except LangError as e:
+                    if span is None:
+                        e.pending_fn = fn.name
+                    else:
+                        e.add_call(fn.name, span)
+                    raise
+                except RecursionError:
+                    raise RecursionErr(f"the computation nests too deeply (in {fn.name})", span) from None
+                finally:
+                    self.depth -= 1 if self.depth > 0 else 0
+            self.depth -= 1
+        params = fn.params
         if code is None:
             code = fn.code = compiler.code_for(fn) or False
         if not self.compiled:           # a diagnostics mode is on: walk (lang/evaluator/instrument.py)

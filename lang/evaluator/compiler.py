@@ -108,7 +108,7 @@ HELPERS = {"_U": _UNSET, "_look": _look, "_snap": _snapshot, "_unpack": _unpack,
            "_unpack_item": loop_item_unpacked, "_loop": _loop, "_function": _function, "Env": Env, "_bin": semantics.binary,
            "_cond": semantics.condition_value, "_unary": semantics.unary, "_field": semantics.field,
            "_transpose": semantics.transpose, "_is_mask": semantics.is_mask,
-           "_mask": semantics.logical_mask, "Record": Record}
+           "_mask": semantics.logical_mask, "Record": Record, "Function": Function}
 
 # operators whose two-float result is Python's own operator (the primitives' scalar forms)
 INLINE = {"+", "-", "*", "<", "<=", ">", ">=", "==", "!="}
@@ -511,7 +511,10 @@ class _Compiler:
         out = self.temp()
         self.emit(f"I.current_call = {self.const(node)}")
         kw = "{" + ", ".join(f"{k!r}: {v}" for k, v in kwargs) + "}"
-        self.emit(f"{out} = I.call({f}, [{', '.join(args)}], {kw}, {self.const(node.span)})")
+        call = f"({f}, [{', '.join(args)}], {kw}, {self.const(node.span)})"
+        # a user function straight to call_function (Interpreter.call's first test), unless a
+        # diagnostics mode has wrapped I.call meanwhile (then I.compiled is false)
+        self.emit(f"{out} = I.call_function{call} if type({f}) is Function and I.compiled else I.call{call}")
         return out
 
     def logical(self, node) -> str:
