@@ -222,3 +222,23 @@ def test_diagnostics_walk_the_bodies_they_watch():
     interp = Interpreter(out=io.StringIO())
     interp.run("fn f(a, b) -> a * b\ncheck_nan(true)\nf(1, 2)\ncheck_nan(false)")
     assert interp.compiled and callable(interp.get_variable("f").code)
+
+
+def test_blocks_of_constants_only_compile():
+    """Found by the long fuzz run: a branch holding only a constant (`3.0;`) emitted no Python
+    line, and the compiled source did not parse."""
+    src = "k = 0\nwhile k < 2\n  k += 1\n  if k == 1\n    3.0;\n  else\n    \"s\"\n  end\nend\nfn f()\n  if true\n    none\n  end\nend\nprint(k, f())"
+    assert both(src) == ("2 none\n", None)
+
+
+def test_what_cpythons_compiler_refuses_is_walked():
+    """Twelve nested loops are more statically nested blocks than CPython compiles (20): the body
+    is walked, with the same answer."""
+    depth = 12
+    body = "".join("  " * i + f"for i{i} in 1:1\n" for i in range(1, depth + 1))
+    body += "  " * (depth + 1) + "n += 1\n" + "".join("  " * i + "end\n" for i in range(depth, 0, -1))
+    src = "fn f()\n  n = 0\n" + "\n".join("  " + line for line in body.splitlines()) + "\n  return n\nend\nprint(f())"
+    assert both(src) == ("1\n", None)
+    assert code_of(src, "f") is None
+    deep = "fn g(x) -> " + "(" * 60 + "x" + " + 1)" * 60 + "\nprint(g(0))"
+    assert both(deep) == ("60\n", None)

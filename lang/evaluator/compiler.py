@@ -141,7 +141,9 @@ def _cached(key, make):
         return hit[1]
     try:
         code = make()
-    except Declined:
+    except (Declined, SyntaxError, RecursionError, MemoryError):
+        # what the compiler leaves to the walker, and what CPython's compiler refuses: more than
+        # 20 statically nested blocks, an expression nested past its recursion limit
         code = None
     _CACHE[id(key)] = (key, code)
     return code
@@ -292,10 +294,11 @@ class _Compiler:
 
     # ---- statements ------------------------------------------------------------------------
     def stmts(self, body):
-        if not body:
-            self.emit("pass")
+        start = len(self.lines)
         for s in body:
             self.stmt(s)
+        if len(self.lines) == start:        # an empty block, or one of constants only (`3.0;`)
+            self.emit("pass")
 
     def stmt(self, s):
         t = type(s)

@@ -19,6 +19,7 @@ three entries ago still shows that entry's line under its caret.
 """
 from __future__ import annotations
 
+import gc
 import os
 import re
 import sys
@@ -471,6 +472,10 @@ class Repl:
             except EOFError:            # Ctrl-D on an empty line
                 self.write(self.out, "")
                 return 0
+            # The prompt's asyncio event loop is garbage now; collected later, in the middle of a
+            # computation, its __del__ could be where Ctrl-C lands, and Python would print
+            # "Exception ignored ... KeyboardInterrupt" and let the loop run on.
+            gc.collect()
             try:
                 going_on = self.handle(text)
             except KeyboardInterrupt:   # Ctrl-C outside the computation: a help page being made,
