@@ -17,6 +17,19 @@ from tapeml.array.tape import raw
 from tapeml.array.values import Callable, Function, Record, bind_arguments, describe
 
 
+def _called_from(e: LangError, fn: Function, span) -> LangError:
+    """An error leaving fn's body, with the call site added to its chain."""
+    if span is None:          # called by a builtin (grad, tree_map): the builtin's site is used
+        e.pending_fn = fn.name
+    else:
+        e.add_call(fn.name, span)
+    return e
+
+
+def _too_deep(fn: Function, span) -> RecursionErr:
+    return RecursionErr(f"the computation nests too deeply (in {fn.name})", span)
+
+
 class Calls:
     """Interpreter methods for calls and imports (mixed into Interpreter)."""
 
@@ -48,13 +61,9 @@ class Calls:
                 try:
                     return code(self, fn.env, *args)
                 except LangError as e:
-                    if span is None:
-                        e.pending_fn = fn.name
-                    else:
-                        e.add_call(fn.name, span)
-                    raise
+                    raise _called_from(e, fn, span)
                 except RecursionError:
-                    raise RecursionErr(f"the computation nests too deeply (in {fn.name})", span) from None
+                    raise _too_deep(fn, span) from None
                 finally:
                     self.depth -= 1 if self.depth > 0 else 0
             self.depth -= 1
@@ -98,13 +107,9 @@ class Calls:
                 return None
             return self.eval(body, local)
         except LangError as e:
-            if span is None:          # called by a builtin (grad, tree_map): the builtin's site is used
-                e.pending_fn = fn.name
-            else:
-                e.add_call(fn.name, span)
-            raise
+            raise _called_from(e, fn, span)
         except RecursionError:
-            raise RecursionErr(f"the computation nests too deeply (in {fn.name})", span) from None
+            raise _too_deep(fn, span) from None
         finally:
             self.depth -= 1 if self.depth > 0 else 0
 

@@ -55,12 +55,10 @@ class Declined(Exception):
 def _look(interp, env, name, span, local_names, local_values):
     """A name that is not (yet) one of the function's locals: the enclosing scopes, the standard
     library on first need, else the walker's NameError (with the locals set so far as candidates)."""
-    e = env
-    while e is not None:
-        v = e.vars
-        if name in v:
-            return v[name]
-        e = e.parent
+    try:
+        return env.lookup(name)
+    except KeyError:
+        pass
     if interp.stdlib_pending:
         interp.load_stdlib()
         return _look(interp, env, name, span, local_names, local_values)
