@@ -2,7 +2,9 @@
 
     python tests/perf/bench.py [--quick] [--write docs/performance.md]
 
-Every figure is the median of repeated runs after warm-up, measured in this one run. The hand
+Every figure is the median of repeated runs after warm-up, measured in this one run, except the
+last section (the language against CPython and GNU Octave: the minimum of CPU time over alternating
+rounds, with the spread; Octave's column when `octave-cli` or `octave` is on PATH). The hand
 NumPy block's gradients are checked against tapeml's before anything is timed.
 """
 from __future__ import annotations
@@ -238,6 +240,100 @@ def fib(n):
     return n if n < 2 else fib(n - 1) + fib(n - 2)
 
 
+OCTAVE_PROGRAM = """1;
+function r = fib(n)
+  if n < 2
+    r = n;
+  else
+    r = fib(n - 1) + fib(n - 2);
+  end
+end
+function s = loop(n)
+  s = 0;
+  for i = 1:n
+    s = s + i;
+  end
+end
+fib(12); loop(1000);
+t = cputime; fib(%(fib)d); printf("fib %%.9g\\n", cputime - t);
+t = cputime; loop(%(loop)d); printf("loop %%.9g\\n", cputime - t);
+"""
+
+
+def octave_command():
+    """GNU Octave's command-line interpreter when one is on PATH (octave-cli, else octave), or None."""
+    import shutil
+    found = shutil.which("octave-cli") or shutil.which("octave")
+    return [found, "--no-gui", "--norc", "--quiet", "--no-window-system"] if found else None
+
+
+def octave_times(cmd, path, n_fib, n_loop):
+    """CPU seconds of fib(n_fib) and of the scalar loop in one fresh Octave process (its `cputime`)."""
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(OCTAVE_PROGRAM % {"fib": n_fib, "loop": n_loop})
+    out = subprocess.run(cmd + [path], check=True, capture_output=True, text=True).stdout
+    times = dict(line.split() for line in out.splitlines() if line.split()[:1] in (["fib"], ["loop"]))
+    return float(times["fib"]), float(times["loop"])
+
+
+def cpu_time(fn):
+    t0 = time.process_time()
+    fn()
+    return time.process_time() - t0
+
+
+def language_rows(out, quick):
+    """The interpreter against CPython (always) and GNU Octave (when on PATH) on two programs
+    users write: a scalar loop and a recursive fib. CPU time, the minimum over alternating rounds
+    (one run of each side per round, the order reversed every other round; Octave in a fresh
+    process each round), with each side's spread (its slowest round over its fastest, less one)."""
+    import tempfile
+    rounds = 4 if quick else 6
+    n = 1_000_000 if not quick else 200_000
+    fib_src = "fn fib(n)\n  if n < 2\n    return n\n  end\n  return fib(n - 1) + fib(n - 2)\nend\n"
+    cases = [(f"`s = s + i`, {n:,} iterations", "loop",
+              ml_bench(f"fn bench()\n  s = 0\n  for i in 1:{n}\n    s = s + i\n  end\n  return s\nend"),
+              lambda: python_loop(n)),
+             ("recursive fib(20)", "fib", ml_bench(fib_src + "fn bench() -> fib(20)"), lambda: fib(20)),
+             ("recursive fib(22)", None, ml_bench(fib_src + "fn bench() -> fib(22)"), lambda: fib(22))]
+    octave = octave_command()
+    times = {(c[0], side): [] for c in cases for side in ("tapeml", "CPython", "Octave")}
+    with tempfile.TemporaryDirectory() as tmp:
+        script = os.path.join(tmp, "bench_octave.m")
+        for _, _, a, b in cases:      # warm-up
+            a(), b()
+        for r in range(rounds):
+            jobs = [(c[0], "tapeml", c[2]) for c in cases] + [(c[0], "CPython", c[3]) for c in cases]
+            if octave is not None:
+                jobs.append((None, "Octave", None))
+            for label, side, fn in (jobs if r % 2 == 0 else jobs[::-1]):
+                if side == "Octave":
+                    t_fib, t_loop = octave_times(octave, script, 20, n)
+                    for c in cases:
+                        if c[1] is not None:
+                            times[(c[0], "Octave")].append(t_fib if c[1] == "fib" else t_loop)
+                else:
+                    times[(label, side)].append(cpu_time(fn))
+    out()
+    out("## The language against CPython and GNU Octave")
+    out()
+    out(f"CPU time (`time.process_time`, Octave's `cputime`), the minimum of {rounds} alternating rounds; "
+        "in brackets each side's spread (its slowest round over its fastest, less one). "
+        + ("GNU Octave: " + subprocess.run(octave + ["--version"], capture_output=True, text=True).stdout.splitlines()[0]
+           if octave is not None else "GNU Octave: not on PATH, its column is skipped") + ".")
+    out()
+    out("| program | tapeml | CPython | tapeml / CPython | GNU Octave | tapeml / Octave |")
+    out("| --- | --- | --- | --- | --- | --- |")
+
+    def cell(ts):
+        return "—" if not ts else f"{fmt(min(ts))} (+{max(ts) / min(ts) - 1:.0%})"
+    for label, kind, _, _ in cases:
+        t, p, o = times[(label, "tapeml")], times[(label, "CPython")], times[(label, "Octave")]
+        out(f"| {label} | {cell(t)} | {cell(p)} | {ratio(min(t), min(p))} | "
+            f"{cell(o) if o else ('—' if octave is not None else 'not on PATH')} | "
+            f"{ratio(min(t), min(o)) if o else '—'} |")
+
+
 def startup(cmds, repeat=9):
     """Wall times of fresh processes, one of each command per round; bytecode caching on, as
     in a normal install (the warm-up round writes the .pyc files)."""
@@ -397,15 +493,6 @@ fn bench() -> grad(f, x)
         f"{(t_tape - t_plain) / 3e-6:.2f}x |")
     out(f"| the loop on untracked values inside a grad that ignores them | {fmt(t_ignored)} | "
         f"without grad {fmt(t_plain)} | {ratio(t_ignored, t_plain)} |")
-    stage("s = s + i")
-    n = 1_000_000 if not args.quick else 200_000
-    t_loop, t_py = interleaved([ml_bench(f"fn bench()\n  s = 0\n  for i in 1:{n}\n    s = s + i\n  end\n  return s\nend"),
-                                lambda: python_loop(n)], 5, 1)
-    out(f"| `s = s + i`, {n:,} iterations | {fmt(t_loop)} | CPython {fmt(t_py)} | {ratio(t_loop, t_py)} |")
-    stage("fib")
-    t_fib, t_pyfib = interleaved([ml_bench("fn fib(n)\n  if n < 2\n    return n\n  end\n  return fib(n - 1) + fib(n - 2)\nend\nfn bench() -> fib(22)"),
-                                  lambda: fib(22)], 5, 1)
-    out(f"| recursive fib(22) | {fmt(t_fib)} | CPython {fmt(t_pyfib)} | {ratio(t_fib, t_pyfib)} |")
     stage("minigpt step")
     t_gpt, t_tgpt = interleaved([ml_bench(MINIGPT_STEP), torch_minigpt_step() if torch is not None else None],
                                 5 if not args.quick else 3, 2)
@@ -430,6 +517,8 @@ fn bench() -> grad(f, x)
                                    "step, _ = bench.tapeml_setup(W, x, R)\nfor _ in range(3): step()")
         out(f"| peak resident memory, T=512 D=512 fwd+bwd | {tml_rss / 1024:.0f} MB | hand NumPy "
             f"{hand_rss / 1024:.0f} MB | {tml_rss / hand_rss:.2f}x |")
+    stage("the language against CPython and Octave")
+    language_rows(out, args.quick)
     stage("done")
     bar.close()
     out()
