@@ -18,12 +18,12 @@ import sys
 
 from tapeml.faces.runner import Terminated   # (re-exported: the signal handlers raise it)
 
-USAGE = """usage: tapeml [--debug] [--dtype float32|float64] FILE.ml [ARGS...]
-       tapeml [--debug] [--dtype float32|float64] -c CODE
-       tapeml [--debug] [--dtype float32|float64] -i FILE.ml
-       tapeml [--dtype float32|float64]   (interactive session)
+USAGE = """usage: tapeml [--debug] [--dtype float32|float64] [--threads N] FILE.ml [ARGS...]
+       tapeml [--debug] [--dtype float32|float64] [--threads N] -c CODE
+       tapeml [--debug] [--dtype float32|float64] [--threads N] -i FILE.ml
+       tapeml [--dtype float32|float64] [--threads N]   (interactive session)
        tapeml docs build|check [--root DIR] [--kernel NAME|none]
-       tapeml kernel install [--user | --sys-prefix | --prefix DIR]
+       tapeml kernel install [--user | --sys-prefix | --prefix DIR] [--threads N]
        tapeml -h | --help | -V | --version"""
 
 HELP = USAGE + """
@@ -38,10 +38,13 @@ Arguments:
   (none)              the interactive session; with piped input, run the program read from stdin
   docs build|check    regenerate docs/ from the builtin registry / check that it is up to date
                       and prints the same on another machine (--kernel: its OpenBLAS kernel)
-  kernel install      install the Jupyter kernel "tapeml" (needs the extra tapeml[jupyter])
+  kernel install      install the Jupyter kernel "tapeml" (needs the extra tapeml[jupyter]);
+                      --threads N: the kernel's BLAS threads
 
 Options (before FILE, -c or -i; later ones are passed to the program in ARGS):
   --dtype float32|float64   the floating-point type of matrices (default float64)
+  --threads N               run matrix products (BLAS) on N threads (default 1: the fastest on a
+                            busy machine; more pays for large matrices on idle cores)
   --debug                   show the Python traceback of an internal error
   -h, --help                this help, then exit
   -V, --version             the version, then exit
@@ -59,6 +62,8 @@ Environment:
   TAPEML_HISTORY    the interactive session's history file (default ~/.tapeml_history)
   TAPEML_PROGRESS   0, off, false or no turns progress bars off
   TAPEML_MALLOC     'default' keeps glibc's malloc settings (tapeml tunes them for NumPy)
+  TAPEML_THREADS    BLAS threads when --threads is not given; without either, a count set
+                    for BLAS itself (OPENBLAS_NUM_THREADS, OMP_NUM_THREADS, ...) is kept, else 1
   NO_COLOR          set: no colour in the session's error messages
   MPLBACKEND        a matplotlib backend to use instead of Agg for figures
   COLUMNS, LINES    the width and height the session lays matrices out for when the terminal
@@ -128,6 +133,7 @@ def main(argv: list[str] | None = None) -> int:
     sys.setrecursionlimit(max(sys.getrecursionlimit(), SHALLOW_LIMIT))
     debug = False
     dtype = None
+    n_threads = None
     while argv and (argv[0].startswith("--") or argv[0] in ("-h", "-V")):
         flag = argv.pop(0)
         if flag == "--debug":
@@ -146,14 +152,31 @@ def main(argv: list[str] | None = None) -> int:
                 dtype = argv.pop(0)
             else:
                 dtype = flag.split("=", 1)[1]
+        elif flag == "--threads" or flag.startswith("--threads="):
+            if flag == "--threads":
+                if not argv:
+                    return _usage_error("--threads needs a whole number >= 1")
+                text = argv.pop(0)
+            else:
+                text = flag.split("=", 1)[1]
+            from tapeml.array import threads
+            try:
+                n_threads = threads.parse(text)
+            except ValueError as e:
+                return _usage_error(str(e))
         else:
             return _usage_error(f"unknown option '{flag}'")
-    if argv and argv[0] == "docs":
-        from .docs.check import main
-        return main(argv[1:])
     if argv and argv[0] == "kernel":
         from tapeml.faces.kernel import main as kernel_main
         return kernel_main(argv[1:])
+    from tapeml.array import threads
+    try:
+        threads.apply(n_threads)        # BLAS threads: lang/array/threads.py
+    except ValueError as e:             # a bad TAPEML_THREADS
+        return _usage_error(str(e))
+    if argv and argv[0] == "docs":
+        from .docs.check import main
+        return main(argv[1:])
     from tapeml.evaluator.interpreter import Interpreter
     if dtype is not None:
         from tapeml.array import ops
@@ -198,7 +221,7 @@ def _warn_late_options(args: list[str]) -> None:
     `tapeml run.ml --dtype float32` otherwise runs in float64 without a word."""
     for a in args:
         name = a.split("=", 1)[0]
-        if name in ("--dtype", "--debug"):
+        if name in ("--dtype", "--debug", "--threads"):
             print(f"tapeml: warning: '{a}' comes after the script, so it is passed to the script in ARGS; "
                   f"put tapeml's options first: tapeml {name} ... FILE.ml", file=sys.stderr)
 
