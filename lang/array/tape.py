@@ -252,24 +252,35 @@ def toposort(end_node) -> list:
 
 _add_reduce = np.add.reduce
 _isfinite = math.isfinite
+_SMALL = 4096       # elements: a matrix this small is summed with the others (all_finite)
 # how `_walk` picks a node's VJP: the recorded form always, the plain form where `first_order`
 # finds no Box (per node), or the plain form everywhere (a tape known to hold no other level's Box)
 RECORDED, TESTED, PLAIN = 0, 1, 2
 
 
 def all_finite(cotangents) -> bool:
-    """Whether every cotangent (a number or matrix, possibly boxed) is finite: one reduction each
-    (an overflowing sum of finite elements is a false alarm, which only costs a careful pass)."""
+    """Whether every cotangent (a number or matrix, possibly boxed) is finite: a sum of its
+    elements is, unless one is inf or NaN (an overflowing sum of finite elements is a false
+    alarm, which only costs a careful pass). Small matrices are summed as one (one reduction
+    instead of one per leaf, which costs more than their elements)."""
+    small = []
+    n_small = 0
     for v in cotangents:
         while type(v) is Box:
             v = v.value
         t = type(v)
         if t is _NDARRAY:
-            if v.size and not _isfinite(_add_reduce(v, None)):
+            n = v.size
+            if n <= _SMALL:
+                small.append(v.ravel())
+                n_small += n
+            elif not _isfinite(_add_reduce(v, None)):
                 return False
         elif t is float and not _isfinite(v):
             return False
-    return True
+    if len(small) > 1 and n_small:
+        return _isfinite(_add_reduce(np.concatenate(small), None))
+    return not small or _isfinite(_add_reduce(small[0], None))
 
 
 def backward(out: Box, g, add, shape_of) -> dict:
