@@ -16,7 +16,7 @@ from tapeml.array import ops
 from tapeml.builtins.registry import P, builtin, one_of, positive
 from tapeml.builtins.util import tree_leaves, tree_map
 from tapeml.syntax.errors import ShapeError, TypeErr, ValueErr
-from tapeml.array.tape import NO_KW, Box, backward, new_level, raw
+from tapeml.array.tape import NO_KW, Box, backward, close_level, new_level, open_level, raw
 from tapeml.array.values import Dict, Record, describe, shape_text
 
 CAT = "Autodiff"
@@ -29,7 +29,7 @@ def _root_name(ctx, default="x"):
 
 def value_and_grad_impl(ctx, f, x, root="x", name="grad"):
     """(f(x), gradient of f at x shaped like x)."""
-    level = new_level()
+    level = open_level()        # its backward pass tests for other levels' Boxes once (tape.backward)
     boxes = []
 
     def box(v):
@@ -39,18 +39,19 @@ def value_and_grad_impl(ctx, f, x, root="x", name="grad"):
         t = type(r)
         if not ((t is np.ndarray and r.dtype != np.bool_) or t is float or t is np.float64):
             tree_leaves(x, root)   # a TypeError naming the path of a non-differentiable leaf
-        b = Box(v, level, None, (), NO_KW, None, (), ())     # a leaf (tape.leaf, inlined)
+        b = Box(v, level, None, (), NO_KW, None, ())     # a leaf (tape.leaf, inlined)
         boxes.append(b)
         return b
 
-    boxed = tree_map(box, x, f"{name}(): {root}")
     # The tape holds no reference cycles (nodes point only to their parents), so reference
     # counting frees it; the cyclic collector would only rescan the growing tape.
     gc_was_on = gc.isenabled()
     gc.disable()
     try:
+        boxed = tree_map(box, x, f"{name}(): {root}")
         return _run_and_backward(ctx, f, x, boxed, boxes, level, name)
     finally:
+        close_level(level)
         if gc_was_on:
             gc.enable()
 
@@ -241,7 +242,7 @@ def _trace(call, x, fname):
     """Run call(x) (a Python function of one value) on x as the leaf of a new tape level:
     (leaf, output, output shape, level)."""
     level = new_level()
-    bx = Box(x, level, None, (), NO_KW, None, (), ())
+    bx = Box(x, level, None, (), NO_KW, None, ())
     out = call(bx)
     r = raw(out)
     if isinstance(r, bool) or not (isinstance(r, float) or (isinstance(r, np.ndarray) and r.dtype.kind == "f")):
@@ -316,7 +317,7 @@ def jacobian_impl(call, x, fname="jacobian", ctx=None):
             return ops.as_float(np.zeros(oshape + xshape))
         if n + 1 < m:
             u0 = ops.as_float(np.zeros(oshape)) if oshape else 0.0
-            bu = Box(u0, lu, None, (), NO_KW, None, (), ())
+            bu = Box(u0, lu, None, (), NO_KW, None, ())
             ut_j = _pull(out, bx, level, bu, xshape)       # u' J, recorded on level lu
             cols = []
             with _bar(ctx, n, f"{fname}, {n} backward passes") as bar:
@@ -445,7 +446,7 @@ def jvp(ctx, f, x, v):
     try:
         bx, out, oshape, level = _trace(_caller(ctx, f), x, "jvp")
         u0 = ops.as_float(np.zeros(oshape)) if oshape else 0.0
-        bu = Box(u0, lu, None, (), NO_KW, None, (), ())
+        bu = Box(u0, lu, None, (), NO_KW, None, ())
         ut_j = _pull(out, bx, level, bu, xshape)          # u' J, recorded on level lu
         s = ops.sum_(ops.mul(ut_j, v)) if xshape else ops.mul(ut_j, v)
         if type(s) is Box and s.level == lu:

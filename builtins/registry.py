@@ -6,7 +6,9 @@
     def layer_norm(x, gamma, beta, eps): ...
 
 The one binder (values.bind_arguments), the REPL's completion and help, and the docs builder all
-read this one table (DESIGN.md rule 8). A builtin that needs the session (where print writes,
+read this one table (DESIGN.md rule 8). Each builtin's binder is built from its declaration once,
+at registration (`_binder`: the parameters' positions, defaults and conversions looked up then);
+a call it does not take as it stands goes to the general binder, which words every error. A builtin that needs the session (where print writes,
 the float type, the random generator, calling a function value, the call site, the running
 file's directory, the progress bars) declares `context=True` and receives a
 `tapeml.array.context.Context` first: the one surface between builtins and the evaluator.
@@ -120,6 +122,7 @@ class Builtin(Callable):
     def __post_init__(self):
         # the binder's per-builtin facts, found once at registration (values.bind_arguments reads them)
         self.variadic_at = next((i for i, p in enumerate(self.params) if p.variadic), None)
+        self._bind = _binder(self)
 
     def signature(self) -> str:
         return call_text(self.name, self.params)
@@ -139,7 +142,13 @@ class Builtin(Callable):
 
     def bind(self, args: list, kwargs: dict) -> list:
         """Match positional and keyword arguments to parameters, apply defaults, check kinds
-        and constraints. Raises TypeErr / ValueErr that name the builtin and the parameter."""
+        and constraints. Raises TypeErr / ValueErr that name the builtin and the parameter.
+        The binder was built once, at registration (`_binder`)."""
+        return self._bind(args, kwargs)
+
+    def bind_slowly(self, args: list, kwargs: dict) -> list:
+        """`bind` by the one general binder (values.bind_arguments), parameter by parameter:
+        what the built binder does, and the one that says what is wrong with a call."""
         bound = bind_arguments(self, args, kwargs, {})
         return [bound[p.name] for p in self.params]
 
@@ -148,7 +157,7 @@ class Builtin(Callable):
         `lazy`: run the lazy form (the call is what a for loop walks; lang/evaluator/statements.py)."""
         bound = ()
         try:
-            bound = self.bind(args, kwargs)
+            bound = self._bind(args, kwargs)
             fn = self.walk if lazy else self.fn
             if self.interp:
                 return fn(interp, *bound)
@@ -171,6 +180,111 @@ class Builtin(Callable):
             err = ValueErr(f"{self.name}(): {e}", span)
             err.python_text = True      # a Python exception's words: the fuzz suite counts these
             raise err from e
+
+
+# ---- the binder of one builtin, built at registration -----------------------------------------
+_UNSET = object()      # a parameter nothing was bound to yet
+_NO = object()         # a fast test that does not take the value: the general conversion decides
+
+
+def _take_array(v):
+    t = type(v)
+    return v if t is np.ndarray or t is float else _NO
+
+
+def _take_int(v):
+    if type(v) is float and v.is_integer() and -INT_BOUND <= v <= INT_BOUND:
+        return int(v)
+    return _NO
+
+
+# per kind, the values `convert` passes through unchanged (or converts without a question), taken
+# without its tests; anything else goes to `convert`, which converts it or says what is wrong
+_FAST = {
+    "any": lambda v: _NO if type(v) is Box else v,      # a check sees the plain value: convert_argument
+    "array": _take_array,
+    "number": lambda v: v if type(v) is float else _NO,
+    "int": _take_int,
+    "bool": lambda v: v if v is True or v is False else _NO,
+    "string": lambda v: v if type(v) is str else _NO,
+}
+
+
+def _converter(b: "Builtin", p: P):
+    """The conversion of parameter p's argument, as Builtin.convert_argument makes it, with the
+    commonest values of its kind taken at once; None where there is nothing to do."""
+    if p.variadic:
+        if p.kind == "any":
+            return None
+        return lambda v: b.convert_argument(p, v)
+    take, check = _FAST.get(p.kind), p.check
+    if take is None:
+        return lambda v: b.convert_argument(p, v)
+    if check is None:
+        if p.kind == "any":
+            return None
+
+        def conv(v):
+            r = take(v)
+            return b.convert_argument(p, v) if r is _NO else r
+        return conv
+
+    def conv_checked(v):
+        r = take(v)
+        if r is _NO or r is None or check(r):      # a value the check refuses: convert_argument says so
+            return b.convert_argument(p, v)
+        return r
+    return conv_checked
+
+
+def _binder(b: "Builtin"):
+    """`bind(args, kwargs) -> list` for builtin b, built once: positional arguments, keywords,
+    defaults and each parameter's conversion, with the parameters' facts looked up here rather
+    than at every call. A call it does not take as it stands (too many arguments, an unknown or
+    repeated keyword, a missing argument) goes to the general binder (`bind_slowly`), which says
+    what is wrong in the same words, in the same order, as for every callable."""
+    params = b.params
+    n = len(params)
+    rest = b.variadic_at
+    defaults = [REQUIRED if p.variadic else p.default for p in params]
+    convs = [_converter(b, p) for p in params]
+    keyword_at = {p.name: i for i, p in enumerate(params) if i != rest}
+    slow = b.bind_slowly
+    todo = [i for i in range(n) if convs[i] is not None or i != rest]
+
+    def bind(args, kwargs):
+        na = len(args)
+        if rest is None:
+            if na > n:
+                return slow(args, kwargs)
+            out = list(args)
+            if na < n:
+                out += [_UNSET] * (n - na)
+        elif na > rest:
+            out = list(args[:rest])
+            out.append(tuple(args[rest:]))
+            out += [_UNSET] * (n - rest - 1)
+        else:
+            out = list(args) + [_UNSET] * (rest - na) + [()] + [_UNSET] * (n - rest - 1)
+        if kwargs:
+            for k, v in kwargs.items():
+                i = keyword_at.get(k)
+                if i is None or out[i] is not _UNSET:
+                    return slow(args, kwargs)
+                out[i] = v
+        for i in todo:
+            v = out[i]
+            if v is _UNSET:
+                v = defaults[i]
+                if v is REQUIRED:
+                    return slow(args, kwargs)
+                out[i] = v
+            else:
+                c = convs[i]
+                if c is not None:
+                    out[i] = c(v)
+        return out
+    return bind
 
 
 def _is_number(v) -> bool:

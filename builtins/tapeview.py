@@ -80,7 +80,7 @@ def record(ctx, f, x, root: str = "x") -> Graph:
     boxes = []
 
     def box(v):
-        b = Box(v, level, None, (), NO_KW, None, (), ())
+        b = Box(v, level, None, (), NO_KW, None, ())
         boxes.append(b)
         return b
 
@@ -113,8 +113,8 @@ def record(ctx, f, x, root: str = "x") -> Graph:
         line = rec.line[1] if rec.line is not None else None
         ids[b] = len(ids)
         g.nodes[ids[b]] = Node(ids[b], "op", rec.name, ops.shape_of(b.value), line, group=group)
-        for _, p in b.parents:
-            if p in ids:
+        for p in b.parents:                 # one per argument: its Box on this tape, or None
+            if p is not None and p in ids:
                 g.edges.add((ids[p], ids[b]))
     g.recorded = len(g.nodes) - len(boxes)
     g.nodes[ids[out]].output = True

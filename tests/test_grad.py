@@ -365,6 +365,44 @@ def test_the_tape_takes_the_plain_vjp_only_at_first_order(monkeypatch):
     assert not any(seen)
 
 
+
+def test_the_first_order_test_is_made_once_per_pass_and_an_outer_box_anywhere_keeps_it_per_node(monkeypatch):
+    """Issue 28: a tape that holds no Box of another level takes the plain VJPs without testing
+    each node; one application that holds an outer level's Box (here the last one, c * ...)
+    makes the whole pass test each node again, so grad of grad still records where it must."""
+    from tapeml.array import tape
+    calls = []
+    real = tape.first_order
+    monkeypatch.setattr(tape, "first_order", lambda *a: calls.append(1) or real(*a))
+    gm, bt = r(4), r(4)
+    x = r(3, 4)
+    grad(lambda t: ops.sum_(ops.layer_norm(t, gm, bt)), x)
+    assert calls == []                              # one test for the pass: no Box of another level
+    R, W = r(3, 4), r(3, 4)
+    inner = lambda c: (lambda t: ops.mul(c, ops.sum_(ops.mul(ops.layer_norm(t, gm, bt), R))))
+    d2 = grad(lambda c: ops.sum_(ops.mul(grad(inner(c), x), W)), 1.5)   # d/dc of c * (grad_x f . W)
+    assert calls                                    # the inner pass tested its nodes
+    want = fd_grad(inner(1.0), x)
+    assert abs(d2) > 0.1
+    assert d2 == pytest.approx(float(np.sum(want * W)), rel=1e-6)
+
+
+def test_zero_times_inf_in_a_backward_product_is_zero_with_one_finiteness_test_per_pass():
+    """Issue 28: the plain VJPs multiply matrices without zmatmul's test of each product; a pass
+    whose leaves are not all finite runs again with the careful products. A zero cotangent that
+    meets an infinite weight gives 0 (not NaN) as before, and a finite pass is the careful one's."""
+    w = np.array([[1.0, 2.0], [3.0, 4.0]])
+    x = np.array([[np.inf, 1.0], [2.0, 3.0]])
+    m = np.array([[0.0, 1.0], [0.0, 1.0]])          # the cotangent of w @ x is 0 in the column of inf
+    g = grad(lambda t: ops.sum_(ops.mul(ops.matmul(t, x), m)), w)
+    np.testing.assert_array_equal(g, m @ np.where(np.isinf(x), 0.0, x).T)   # [[1, 3], [1, 3]], no NaN
+    gb = grad(lambda t: ops.sum_(ops.mul(ops.dense(x, t, None), m)), w)      # dense's plain VJP: x' g
+    np.testing.assert_array_equal(gb, [[0.0, np.inf], [0.0, 4.0]])          # 0 x inf = 0; inf x 1 stays inf
+    y = r(3, 4)
+    careful = ops.TABLE["matmul"].vjp(np.ones((3, 3)), None, None, [True, True], y, y.T)
+    fast = grad(lambda t: ops.sum_(ops.matmul(t, y.T)), y)
+    np.testing.assert_array_equal(fast, careful[0])
+
 def test_fully_masked_row_gives_zeros_forward_and_backward():
     q, k, v = r(3, 2), r(3, 2), r(3, 2)
     mask = np.array([[False, False, False], [True, False, True], [True, True, True]])

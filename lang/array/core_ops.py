@@ -7,18 +7,24 @@ import operator
 
 import numpy as np
 
-from tapeml.array.primitive_table import FLOAT, bools_as_floats, primitive, python_scalar, shape_of
+from tapeml.array.primitive_table import FLOAT, bools_as_floats, primitive, python_scalar, shape_of, size_refusal
 
 
 # ---- elementwise arithmetic -------------------------------------------------------------
 _BOOL = np.dtype(bool)     # NumPy's one bool dtype: `dtype is _BOOL` is the cheapest test
 _NDARRAY, _INF = np.ndarray, math.inf     # module names: one lookup on the hot paths instead of two
+_add_reduce = np.add.reduce               # ndarray.sum without its Python wrapper (numpy/_core/_methods.py)
 
 
-def _arith(op, keep_bool=False):
+def _arith(name, op, keep_bool=False):
     """NumPy's operator, with booleans taking part as 0 and 1 (bool + bool is 2, not 'or').
-    With keep_bool, two bool matrices give a bool matrix (mask * mask is still a mask)."""
+    With keep_bool, two bool matrices give a bool matrix (mask * mask is still a mask). The size
+    guard's test is made here (primitive_table.size_refusal), not in a wrapper around it."""
+    big, refuse = size_refusal(name)
+
     def impl(a, b):
+        if type(a) is _NDARRAY and type(b) is _NDARRAY and a.size * b.size > big:
+            refuse((a, b))
         try:
             r = op(a, b)
         except TypeError:          # NumPy refuses bool - bool
@@ -33,12 +39,13 @@ def _arith(op, keep_bool=False):
         if t is np.float64 or t is np.float32:     # a 0-d operand: the scalar as a Python float
             return float(r)
         return op(bools_as_floats(a), bools_as_floats(b))    # Python ints from bools
+    impl.guards_size = True
     return impl
 
 
-_add = _arith(operator.add)
-_sub = _arith(operator.sub)
-_mul = _arith(operator.mul, keep_bool=True)
+_add = _arith("add", operator.add)
+_sub = _arith("sub", operator.sub)
+_mul = _arith("mul", operator.mul, keep_bool=True)
 
 
 def _div(a, b):
@@ -85,6 +92,11 @@ def unbroadcast(g, shape):
 
 
 def _vjp_add(g, ans, saved, tracked, a, b):
+    if type(g) is _NDARRAY:       # the commonest case first: plain matrices of the same shape
+        if not tracked[1] and type(a) is _NDARRAY and g.shape == a.shape:
+            return g, None
+        if not tracked[0] and type(b) is _NDARRAY and g.shape == b.shape:
+            return None, g
     return (unbroadcast(g, shape_of(a)) if tracked[0] else None,
             unbroadcast(g, shape_of(b)) if tracked[1] else None)
 
@@ -142,7 +154,7 @@ def _zmul(a, b):
         return python_scalar(a * b)   # a finite, nonzero number: no 0 x inf (a is a cotangent)
     r = bools_as_floats(a) * bools_as_floats(b)
     if type(r) is np.ndarray:
-        if not math.isfinite(r.sum()):     # one reduction; a false alarm (the sum overflows) only costs time
+        if not math.isfinite(_add_reduce(r, None)):     # one reduction; a false alarm (the sum overflows) only costs time
             r = np.where((a == 0) | (b == 0), 0.0, r)
     elif not math.isfinite(r) and (a == 0 or b == 0):
         r = 0.0
@@ -478,7 +490,7 @@ amin = primitive("min", _amin, _vjp_extreme, arity=1)
 # ---- linear algebra -------------------------------------------------------------------------
 def _rows(a):
     """a [..., n] as a matrix [rows, n] (sizes spelled out: -1 is ambiguous for an empty array)."""
-    return a.reshape(int(np.prod(a.shape[:-1])), a.shape[-1])
+    return a.reshape(math.prod(a.shape[:-1]), a.shape[-1])
 
 
 def _matmul(a, b):
@@ -493,14 +505,15 @@ def _matmul(a, b):
 
 
 def _vjp_matmul_plain(g, ans, saved, tracked, a, b):
-    """First order, float matrices against one matrix: the products directly, a batch folded."""
+    """First order, float matrices against one matrix: the products directly, a batch folded,
+    without zmatmul's finiteness test of each product (the tape tests the pass's result once:
+    tape.backward)."""
     if type(g) is np.ndarray and type(a) is np.ndarray and type(b) is np.ndarray and b.ndim == 2 \
             and a.ndim >= 2 and a.dtype.kind == "f" and b.dtype.kind == "f":
-        ga = _zmatmul(g, b.T) if tracked[0] else None
+        ga = np.matmul(g, b.T) if tracked[0] else None
         gb = None
         if tracked[1]:
-            gb = _zmatmul(a.T, g) if a.ndim == 2 else \
-                _zmatmul(_rows(a).T, _rows(g))
+            gb = np.matmul(a.T, g) if a.ndim == 2 else np.matmul(_rows(a).T, _rows(g))
         return ga, gb
     return None
 
@@ -548,7 +561,7 @@ def _zmatmul(a, b):
     else:
         r = _matmul(a, b)
     if type(r) is np.ndarray:
-        if math.isfinite(r.sum()):      # one reduction: an inf or nan anywhere makes the sum non-finite
+        if math.isfinite(_add_reduce(r, None)):      # one reduction: an inf or nan anywhere makes the sum non-finite
             return r
     elif math.isfinite(r):
         return r

@@ -344,7 +344,7 @@ def on_node(box) -> None:
         phase = FWD
     cls = Recorded if box.prim.vjp_plain is not None else RecordedNoPlain
     box.prim = cls(box.prim, d, span, line, op, group, phase, id(box),
-                   tuple((i, id(p)) for i, p in box.parents))
+                   tuple((i, id(p)) for i, p in enumerate(box.parents) if p is not None))
     if d.recorder is not None:
         d.recorder.append(box)
 

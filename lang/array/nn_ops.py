@@ -9,7 +9,7 @@ import numpy as np
 from tapeml.array.tape import raw
 from tapeml.array.primitive_table import FLOAT, bools_as_floats, primitive, python_scalar, shape_of
 from tapeml.array.core_ops import (
-    _matmul, _rows, _vjp_matmul, _vjp_matmul_plain, _zmatmul, _zmul, add, binary_exponents, div, exp,
+    _matmul, _rows, _vjp_matmul, _vjp_matmul_plain, _zmul, add, binary_exponents, div, exp,
     matmul, mul, reshape, safe_floor, sqrt, sub, sum_, transpose, unbroadcast, where, zmatmul, zmul,
 )
 
@@ -495,12 +495,12 @@ def _vjp_sdpa_plain(g, ans, saved, tracked, q, k, v, bias=None, mask=None, causa
         return None
     gq = gk = gv = None
     if tracked[2]:
-        gv = unbroadcast(zmatmul(transpose(p), g), shape_of(v))
+        gv = unbroadcast(np.matmul(np.swapaxes(p, -1, -2), g), v.shape)
     if tracked[0] or tracked[1]:
         if not (math.isfinite(v.sum()) and math.isfinite(g.sum())) and \
                 not (np.isfinite(v).all() and np.isfinite(g).all()):
             return None
-        ds = _zmatmul(g, np.swapaxes(v, -1, -2))
+        ds = np.matmul(g, np.swapaxes(v, -1, -2))
         if p.shape[-1] <= v.shape[-1]:      # as few keys as value features: the direct form is as cheap
             corr = _zmul(ds, p).sum(axis=-1, keepdims=True)
         else:
@@ -513,9 +513,9 @@ def _vjp_sdpa_plain(g, ans, saved, tracked, q, k, v, bias=None, mask=None, causa
         if rows is not None:
             ds = np.where(rows, 0.0, ds)
         if tracked[0]:
-            gq = unbroadcast(_zmatmul(ds, k), q.shape)
+            gq = unbroadcast(np.matmul(ds, k), q.shape)
         if tracked[1]:
-            gk = unbroadcast(_zmatmul(np.swapaxes(ds, -1, -2), q), k.shape)
+            gk = unbroadcast(np.matmul(np.swapaxes(ds, -1, -2), q), k.shape)
     return gq, gk, gv, None
 
 

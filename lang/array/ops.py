@@ -23,7 +23,9 @@ Conventions at kinks, shared with docs/language.md:
   permutation: at ties, to the element the stable order put there; prod's gradient is the product
   of the others (exact at zeros, no division); logsumexp's rows of +-inf follow softmax's rule;
 - in the backward pass a zero factor wins: `zmul(0, inf) = zmul(0, nan) = 0`, and `zmatmul` is the
-  matrix product with the same rule. Every VJP multiplies through them (tests/test_vjp_sweep.py runs
+  matrix product with the same rule (a first-order `vjp_plain` multiplies plainly, and the tape
+  takes the VJPs written with zmul and zmatmul where its pass gives a cotangent that is not finite:
+  tape.backward). Every VJP multiplies through them (tests/test_vjp_sweep.py runs
   each primitive's VJP at 0, +-inf and its kinks), so a branch that `where` did not take (cotangent 0)
   never brings a NaN or inf into the gradient, d/dx x^0 at 0 is 0, and grad(sqrt(sum(x^2))) at x = 0
   is 0 (the subgradient, like `norm`);

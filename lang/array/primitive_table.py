@@ -41,7 +41,7 @@ def primitive(name, impl, vjp=None, fwd=None, nondiff=False, arity=None, scalar=
     for plain numbers (they are never tracked, so nothing is lost for the tape).
     `vjp_plain` is the VJP on plain arrays that the tape takes at first order (tape.Primitive).
     A primitive named in GROWS runs behind the size guard (lang/array/limits.py)."""
-    if name in GROWS:
+    if name in GROWS and not getattr(impl, "guards_size", False):
         impl = _size_guarded(name, impl, GROWS[name], arity)
         if fwd is not None:
             fwd = _size_guarded(name, fwd, GROWS[name], None)
@@ -72,12 +72,14 @@ GROWS.update({"matmul": _matmul_shape, "zmatmul": _matmul_shape, "dense": _matmu
               "attention_weights": _scores_shape})
 
 
-def _size_guarded(name, impl, out_shape, arity):
-    """`impl` behind the size guard: when the operands' sizes multiply past the element limit
-    (a bound on any broadcast or product result), the result's shape is worked out and refused
-    before anything is allocated."""
+def size_refusal(name):
+    """The size guard's two halves for a primitive in GROWS: the element limit `big`, and
+    `refuse(args)`, called when the operands' sizes multiply past it, which works out the
+    result's shape and raises if it is past the limit. `_size_guarded` puts them around an impl;
+    an impl that makes the test itself (one Python call less on the commonest operators:
+    core_ops._arith) says so with `impl.guards_size = True`."""
     from tapeml.array import limits
-    big = limits.MAX_ELEMENTS
+    out_shape = GROWS[name]
     nd = np.ndarray
 
     def refuse(args):
@@ -87,6 +89,15 @@ def _size_guarded(name, impl, out_shape, arity):
         except (ValueError, TypeError, IndexError):
             return                      # operands that do not fit: impl says so
         limits.check_operands(name, out, *shapes)
+    return limits.MAX_ELEMENTS, refuse
+
+
+def _size_guarded(name, impl, out_shape, arity):
+    """`impl` behind the size guard: when the operands' sizes multiply past the element limit
+    (a bound on any broadcast or product result), the result's shape is worked out and refused
+    before anything is allocated."""
+    big, refuse = size_refusal(name)
+    nd = np.ndarray
 
     if arity == 2:
         def guarded2(a, b):

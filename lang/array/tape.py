@@ -10,7 +10,8 @@ never mix (the scheme of HIPS autograd).
 VJPs are written with primitives (see ops.py), so the backward pass of an inner `grad` is
 itself recorded while an outer `grad` runs: grad of grad works (DESIGN.md rule 4). A primitive
 may also declare `vjp_plain`, the same VJP on plain NumPy arrays; `backward` takes it only at
-first order, when `first_order` (the one test) finds no Box in sight (nothing to record).
+first order, when `first_order` (the one test) finds no Box in sight (nothing to record): once
+for the pass on a tape that recorded no Box of another level, else at each node.
 
 `backward` walks Boxes newest first (creation order is a topological order) with a dict of
 pending cotangents: no recursion, no mutation of the tape, so it is idempotent and safe on
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import math
 
 import numpy as np
 
@@ -34,12 +36,14 @@ from tapeml.syntax.errors import InternalError
 class Box:
     """A value tracked by the `grad` call of level `level`, and the tape node it came from: the
     recorded application `prim(*args, **kw) = value`, with `saved` kept by the forward for the
-    VJP and the parent Boxes of the tracked arguments as (argnum, Box). A leaf (a `grad` input)
-    has no prim and no parents. `idx` grows with creation, so a Box's parents always have
-    smaller indices. One object per recorded op: the node is not a separate allocation."""
-    __slots__ = ("value", "level", "prim", "args", "kw", "saved", "parents", "tracked", "idx")
+    VJP. `parents` holds one entry per positional argument: the Box of this level the argument
+    came from, or None where it is not tracked here; it is also the `tracked` a VJP receives (a
+    Box is true, None false). A leaf (a `grad` input) has no prim and no parents. `idx` grows
+    with creation, so a Box's parents always have smaller indices. One object per recorded op:
+    the node is not a separate allocation."""
+    __slots__ = ("value", "level", "prim", "args", "kw", "saved", "parents", "idx")
 
-    def __init__(self, value, level: int, prim, args, kw, saved, parents, tracked):
+    def __init__(self, value, level: int, prim, args, kw, saved, parents):
         self.value = value
         self.level = level
         self.prim = prim
@@ -47,7 +51,6 @@ class Box:
         self.kw = kw
         self.saved = saved
         self.parents = parents
-        self.tracked = tracked      # tracked[i]: argument i is tracked at this level
         self.idx = next(_counter)
 
     def __repr__(self):
@@ -67,15 +70,13 @@ def set_node_hook(hook) -> None:
         return
     plain = _PLAIN_INIT
 
-    def __init__(self, value, level, prim, args, kw, saved, parents, tracked):
-        plain(self, value, level, prim, args, kw, saved, parents, tracked)
+    def __init__(self, value, level, prim, args, kw, saved, parents):
+        plain(self, value, level, prim, args, kw, saved, parents)
         if prim is not None:
             hook(self)
     Box.__init__ = __init__
 _NDARRAY = np.ndarray
 NO_KW: dict = {}
-TRACKED_0 = (True, False)
-TRACKED_1 = (False, True)
 
 
 class Primitive:
@@ -86,8 +87,11 @@ class Primitive:
 
     `vjp_plain`, when given, is the same VJP written directly in NumPy for first order (no Box
     anywhere: nothing to record); it may return None for a case it does not take, and `vjp`
-    runs instead. `backward` picks between them with `first_order` (the one test);
-    `pullback` is the same choice for a single application.
+    runs instead. Its matrix products need no 0 x inf test: where a cotangent comes out
+    non-finite, `backward` (for the whole pass) and `pullback` (for one application) take `vjp`,
+    whose products are zmatmul's. `backward` picks between them with `first_order` (the one
+    test, once per pass on a tape opened with `open_level`); `pullback` is the same choice for
+    a single application.
     tests/test_grad.py checks every primitive that declares a vjp_plain against its vjp.
 
     `fwd`, when given, is `impl` that also returns what the VJP may reuse: (ans, saved), on plain
@@ -116,9 +120,9 @@ class Primitive:
             def call(x, **kw):
                 if type(x) is Box:
                     v = x.value
-                    if plain and type(v) is not Box:
+                    if plain and type(v) is not Box and (not kw or Box not in map(type, kw.values())):
                         ans = impl(v, **kw)
-                        return Box(ans, x.level, prim, (v,), kw or NO_KW, None, ((0, x),), TRACKED_0)
+                        return Box(ans, x.level, prim, (v,), kw or NO_KW, None, (x,))
                     return traced((x,), kw)
                 return impl(x, **kw)
         elif arity == 2:
@@ -127,13 +131,13 @@ class Primitive:
                     v = a.value
                     if plain and type(b) is not Box and type(v) is not Box:
                         ans = impl(v, b)
-                        return Box(ans, a.level, prim, (v, b), NO_KW, None, ((0, a),), TRACKED_0)
+                        return Box(ans, a.level, prim, (v, b), NO_KW, None, (a, None))
                     return traced((a, b), {})
                 if type(b) is Box:
                     v = b.value
                     if plain and type(v) is not Box:
                         ans = impl(a, v)
-                        return Box(ans, b.level, prim, (a, v), NO_KW, None, ((1, b),), TRACKED_1)
+                        return Box(ans, b.level, prim, (a, v), NO_KW, None, (None, b))
                     return traced((a, b), {})
                 return impl(a, b)
         else:
@@ -150,10 +154,11 @@ class Primitive:
         return self.call(*args, **kw)
 
     def pullback(self, g, ans, saved, tracked, *args, **kw):
-        """The cotangents of one application, as `backward` computes them (vjp_plain at first order)."""
+        """The cotangents of one application, as `backward` computes them: vjp_plain at first
+        order, kept when every cotangent it gives is finite (its products have no 0 x inf test)."""
         if self.vjp_plain is not None and first_order(g, ans, args, kw):
             grads = self.vjp_plain(g, ans, saved, tracked, *args, **kw)
-            if grads is not None:
+            if grads is not None and all_finite(c for c in grads if c is not None):
                 return grads
         return self.vjp(g, ans, saved, tracked, *args, **kw)
 
@@ -165,29 +170,28 @@ class Primitive:
             if type(a) is Box and a.level > top:
                 top = a.level
         unboxed = list(args)
-        parents = []
+        parents = [None] * len(args)
         lower = False
         i = 0
         for a in args:
             if type(a) is Box:
                 if a.level == top:
                     v = unboxed[i] = a.value
-                    parents.append((i, a))
+                    parents[i] = a
                     if type(v) is Box:
                         lower = True
                 else:
                     lower = True
             i += 1
+        if (lower or (kw and Box in map(type, kw.values()))) and top in _pure:
+            _pure[top] = False      # this tape now holds a Box of another level (backward's test)
         if lower:
             ans, saved = self.call(*unboxed, **kw), None     # records on the lower tapes too
         elif self.fwd is not None:
             ans, saved = self.fwd(*unboxed, **kw)
         else:
             ans, saved = self.impl(*unboxed, **kw), None
-        tracked = [False] * len(args)
-        for i, _ in parents:
-            tracked[i] = True
-        return Box(ans, top, self, unboxed, kw, saved, parents, tracked)
+        return Box(ans, top, self, unboxed, kw, saved, parents)
 
     def __repr__(self):
         return f"<primitive {self.name}>"
@@ -195,7 +199,8 @@ class Primitive:
 
 def first_order(g, ans, args, kw) -> bool:
     """Whether no outer `grad` records a backward step: no Box in the cotangent, the value or the
-    arguments. The one test that lets the tape take a primitive's `vjp_plain`."""
+    arguments. The one test that lets the tape take a primitive's `vjp_plain` on a tape that may
+    hold Boxes of outer levels (`backward` skips it on a tape known to hold none: `open_level`)."""
     if type(g) is Box or type(ans) is Box:
         return False
     for a in args:
@@ -212,6 +217,12 @@ def raw(v):
 
 
 _levels = [0]
+# Levels opened with `open_level`, each True while nothing on its tape holds a Box of another
+# level (no outer `grad` tracks anything this one records): `Primitive.traced` clears it when it
+# records such an application. A tape known to hold none runs its backward pass at first order
+# with one test for the whole pass instead of one per node (`backward`). A level not listed (one
+# from `new_level`, or one already closed) gets the test at every node.
+_pure: dict = {}
 
 
 def new_level() -> int:
@@ -219,8 +230,20 @@ def new_level() -> int:
     return _levels[0]
 
 
+def open_level() -> int:
+    """A new level whose tape `backward` may find free of other levels' Boxes; close it with
+    `close_level` when its last backward pass has run."""
+    level = new_level()
+    _pure[level] = True
+    return level
+
+
+def close_level(level: int) -> None:
+    _pure.pop(level, None)
+
+
 def leaf(value, level: int) -> Box:
-    return Box(value, level, None, (), NO_KW, None, (), ())
+    return Box(value, level, None, (), NO_KW, None, ())
 
 
 def toposort(end_node) -> list:
@@ -233,18 +256,53 @@ def toposort(end_node) -> list:
             child_counts[node] += 1
             continue
         child_counts[node] = 1
-        stack.extend(p for _, p in node.parents)
+        stack.extend(p for p in node.parents if p is not None)
     order = []
     ready = [end_node]
     while ready:
         node = ready.pop()
         order.append(node)
-        for _, parent in node.parents:
+        for parent in node.parents:
+            if parent is None:
+                continue
             if child_counts[parent] == 1:
                 ready.append(parent)
             else:
                 child_counts[parent] -= 1
     return order
+
+
+_add_reduce = np.add.reduce
+_isfinite = math.isfinite
+_SMALL = 4096       # elements: a matrix this small is summed with the others (all_finite)
+# how `_walk` picks a node's VJP: the recorded form always, the plain form where `first_order`
+# finds no Box (per node), or the plain form everywhere (a tape known to hold no other level's Box)
+RECORDED, TESTED, PLAIN = 0, 1, 2
+
+
+def all_finite(cotangents) -> bool:
+    """Whether every cotangent (a number or matrix, possibly boxed) is finite: a sum of its
+    elements is, unless one is inf or NaN (an overflowing sum of finite elements is a false
+    alarm, which only costs a careful pass). Small matrices are summed as one (one reduction
+    instead of one per leaf, which costs more than their elements)."""
+    small = []
+    n_small = 0
+    for v in cotangents:
+        while type(v) is Box:
+            v = v.value
+        t = type(v)
+        if t is _NDARRAY:
+            n = v.size
+            if n <= _SMALL:
+                small.append(v.ravel())
+                n_small += n
+            elif not _isfinite(_add_reduce(v, None)):
+                return False
+        elif t is float and not _isfinite(v):
+            return False
+    if len(small) > 1 and n_small:
+        return _isfinite(_add_reduce(np.concatenate(small), None))
+    return not small or _isfinite(_add_reduce(small[0], None))
 
 
 def backward(out: Box, g, add, shape_of) -> dict:
@@ -253,7 +311,23 @@ def backward(out: Box, g, add, shape_of) -> dict:
     Boxes are visited newest first (a heap on the creation index), so each cotangent is
     complete before its VJP runs; only Boxes that receive a cotangent are visited. A chain
     (one parent, nothing else pending) goes straight to the parent without the heap. `add`
-    accumulates cotangents (a primitive, so that nested tapes record it)."""
+    accumulates cotangents (a primitive, so that nested tapes record it).
+
+    The trust checks cost once per pass: the first-order test is made once for a tape known to
+    hold no other level's Box (`open_level`), and the plain VJPs multiply matrices without a
+    finiteness test of each product. A product can only differ from the careful one (zmatmul's
+    0 x inf = 0) where it is NaN, and a NaN reaches a leaf unless a VJP drops that element
+    whatever its value; so when every leaf's cotangent is finite the pass is the careful one's,
+    and otherwise the pass runs again with the VJPs written with primitives (zmul and zmatmul at
+    every product): the answers of a careful pass at the price of one test per leaf."""
+    mode = PLAIN if type(g) is not Box and _pure.get(out.level) else TESTED
+    leaves = _walk(out, g, add, shape_of, mode)
+    if all_finite(leaves.values()):
+        return leaves
+    return _walk(out, g, add, shape_of, RECORDED)
+
+
+def _walk(out: Box, g, add, shape_of, mode) -> dict:
     pending: dict = {}
     heap: list = []
     leaves = {}
@@ -268,14 +342,23 @@ def backward(out: Box, g, add, shape_of) -> dict:
             kw = node.kw
             grads = None
             vjp_plain = prim.vjp_plain
-            if vjp_plain is not None and type(g) is not Box and first_order(g, node.value, args, kw):
-                grads = vjp_plain(g, node.value, node.saved, node.tracked, *args, **kw)
-            if grads is None:
-                grads = prim.vjp(g, node.value, node.saved, node.tracked, *args, **kw)
-            nxt = None
             parents = node.parents
-            chain = not heap and len(parents) == 1
-            for i, parent in parents:
+            if vjp_plain is not None and mode and (mode == PLAIN or first_order(g, node.value, args, kw)):
+                if kw:
+                    grads = vjp_plain(g, node.value, node.saved, parents, *args, **kw)
+                else:
+                    grads = vjp_plain(g, node.value, node.saved, parents, *args)
+            if grads is None:
+                if kw:
+                    grads = prim.vjp(g, node.value, node.saved, parents, *args, **kw)
+                else:
+                    grads = prim.vjp(g, node.value, node.saved, parents, *args)
+            nxt = None
+            i = -1
+            for parent in parents:
+                i += 1
+                if parent is None:
+                    continue
                 gi = grads[i]
                 if gi is None:
                     continue
@@ -291,9 +374,8 @@ def backward(out: Box, g, add, shape_of) -> dict:
                     prev = leaves.get(parent)
                     leaves[parent] = gi if prev is None else add(prev, gi)
                     continue
-                if chain:
-                    nxt = parent      # a chain: the parent is the only Box left to visit
-                    g = gi
+                if nxt is None and not heap:
+                    nxt, gnxt = parent, gi      # nothing else pending so far: maybe a chain
                     continue
                 prev = pending.get(parent)
                 if prev is None:
@@ -302,8 +384,15 @@ def backward(out: Box, g, add, shape_of) -> dict:
                 else:
                     pending[parent] = add(prev, gi)
             if nxt is not None:
-                node = nxt
-                continue
+                if not heap:      # a chain: the parent is the only Box left to visit
+                    node, g = nxt, gnxt
+                    continue
+                prev = pending.get(nxt)
+                if prev is None:
+                    pending[nxt] = gnxt
+                    push(heap, (-nxt.idx, nxt))
+                else:
+                    pending[nxt] = add(prev, gnxt)
         if not heap:
             return leaves
         node = pop(heap)[1]

@@ -25,9 +25,9 @@ USAGE = """usage: tapeml [OPTIONS] FILE.ml [ARGS...]
        tapeml [--dtype float32|float64]   (interactive session)
        tapeml docs build|check [--root DIR] [--kernel NAME|none]
        tapeml docs site [--root DIR] [--out DIR] | tapeml docs serve [--root DIR] [--addr HOST:PORT]
-       tapeml kernel install [--user | --sys-prefix | --prefix DIR]
+       tapeml kernel install [--user | --sys-prefix | --prefix DIR] [--threads N]
        tapeml -h | --help | -V | --version
-options: --debug, --dtype float32|float64, --check-nan, --profile, --profile-out FILE, --profile-top N"""
+options: --debug, --dtype float32|float64, --threads N, --check-nan, --profile, --profile-out FILE, --profile-top N"""
 
 HELP = USAGE + """
 
@@ -43,10 +43,13 @@ Arguments:
                       and prints the same on another machine (--kernel: its OpenBLAS kernel)
   docs site|serve     build the docs website from docs/ into build/site (--out DIR) / preview it
                       on http://127.0.0.1:8000 (needs the extra tapeml[docs])
-  kernel install      install the Jupyter kernel "tapeml" (needs the extra tapeml[jupyter])
+  kernel install      install the Jupyter kernel "tapeml" (needs the extra tapeml[jupyter]);
+                      --threads N: the kernel's BLAS threads
 
 Options (before FILE, -c or -i; later ones are passed to the program in ARGS):
   --dtype float32|float64   the floating-point type of matrices (default float64)
+  --threads N               run matrix products (BLAS) on N threads (default 1: the fastest on a
+                            busy machine; more pays for large matrices on idle cores)
   --check-nan               stop at the first operation that makes a NaN or an infinity, forward
                             or backward, naming it and its source line (check_nan(true) in code)
   --profile                 print, on stderr when the program ends, the time per source line and
@@ -73,6 +76,8 @@ Environment:
   TAPEML_NOTES      0, off, false or no turns off the one-time notes on standard error (as
                     notes(false) does), such as the one for P[0:n-1, ys] (see take_along)
   TAPEML_MALLOC     'default' keeps glibc's malloc settings (tapeml tunes them for NumPy)
+  TAPEML_THREADS    BLAS threads when --threads is not given; without either, a count set
+                    for BLAS itself (OPENBLAS_NUM_THREADS, OMP_NUM_THREADS, ...) is kept, else 1
   NO_COLOR          set: no colour in the session's error messages
   MPLBACKEND        a matplotlib backend to use instead of Agg for figures
   COLUMNS, LINES    the width and height the session lays matrices out for when the terminal
@@ -143,6 +148,7 @@ def main(argv: list[str] | None = None) -> int:
     debug = False
     dtype = None
     diag = Diagnose()
+    n_threads = None
     while argv and (argv[0].startswith("--") or argv[0] in ("-h", "-V")):
         flag = argv.pop(0)
         if flag == "--debug":
@@ -166,17 +172,34 @@ def main(argv: list[str] | None = None) -> int:
                 dtype = argv.pop(0)
             else:
                 dtype = flag.split("=", 1)[1]
+        elif flag == "--threads" or flag.startswith("--threads="):
+            if flag == "--threads":
+                if not argv:
+                    return _usage_error("--threads needs a whole number >= 1")
+                text = argv.pop(0)
+            else:
+                text = flag.split("=", 1)[1]
+            from tapeml.array import threads
+            try:
+                n_threads = threads.parse(text)
+            except ValueError as e:
+                return _usage_error(str(e))
         else:
             return _usage_error(f"unknown option '{flag}'")
+    if argv and argv[0] == "kernel":
+        from tapeml.faces.kernel import main as kernel_main
+        return kernel_main(argv[1:])
+    from tapeml.array import threads
+    try:
+        threads.apply(n_threads)        # BLAS threads: lang/array/threads.py
+    except ValueError as e:             # a bad TAPEML_THREADS
+        return _usage_error(str(e))
     if argv and argv[0] == "docs":
         if argv[1:2] in (["site"], ["serve"]):
             from .docs.site import main as site_main
             return site_main(argv[1:])
         from .docs.check import main
         return main(argv[1:])
-    if argv and argv[0] == "kernel":
-        from tapeml.faces.kernel import main as kernel_main
-        return kernel_main(argv[1:])
     from tapeml.evaluator.interpreter import Interpreter
     if dtype is not None:
         from tapeml.array import ops
@@ -283,7 +306,7 @@ def _warn_late_options(args: list[str]) -> None:
     `tapeml run.ml --dtype float32` otherwise runs in float64 without a word."""
     for a in args:
         name = a.split("=", 1)[0]
-        if name in ("--dtype", "--debug", "--check-nan", "--profile", "--profile-out", "--profile-top"):
+        if name in ("--dtype", "--debug", "--check-nan", "--profile", "--profile-out", "--profile-top", "--threads"):
             print(f"tapeml: warning: '{a}' comes after the script, so it is passed to the script in ARGS; "
                   f"put tapeml's options first: tapeml {name} ... FILE.ml", file=sys.stderr)
 

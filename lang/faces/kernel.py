@@ -1,6 +1,6 @@
 """The Jupyter kernel: tapeml in notebooks (JupyterLab, Notebook, VS Code).
 
-    tapeml kernel install [--user | --sys-prefix | --prefix DIR]   install the kernelspec "tapeml"
+    tapeml kernel install [--user | --sys-prefix | --prefix DIR] [--threads N]   install the kernelspec "tapeml"
     python -m tapeml.faces.kernel -f CONNECTION_FILE                      what Jupyter starts
 
 A wrapper kernel on ipykernel's `Kernel` base class: ipykernel owns the protocol (ZeroMQ
@@ -485,16 +485,22 @@ def _word_at(code: str, cursor: int) -> str:
 
 # ---- install ------------------------------------------------------------------------------------
 
-INSTALL_USAGE = "usage: tapeml kernel install [--user | --sys-prefix | --prefix DIR] [--name NAME]"
+INSTALL_USAGE = "usage: tapeml kernel install [--user | --sys-prefix | --prefix DIR] [--name NAME] [--threads N]"
 
 
-def kernel_spec() -> dict:
-    return {"argv": [sys.executable, "-m", "tapeml.faces.kernel", "-f", "{connection_file}"],
+def kernel_spec(threads: int | None = None) -> dict:
+    """The kernelspec; `threads`: the kernel's BLAS threads (TAPEML_THREADS in its environment;
+    without it the kernel runs on the command line's default: lang/array/threads.py)."""
+    spec = {"argv": [sys.executable, "-m", "tapeml.faces.kernel", "-f", "{connection_file}"],
             "display_name": DISPLAY_NAME, "language": "tapeml",
             "interrupt_mode": "signal", "metadata": {"debugger": False}}
+    if threads is not None:
+        spec["env"] = {"TAPEML_THREADS": str(threads)}
+    return spec
 
 
-def install(user: bool = False, prefix: str | None = None, name: str = KERNEL_NAME) -> str:
+def install(user: bool = False, prefix: str | None = None, name: str = KERNEL_NAME,
+            threads: int | None = None) -> str:
     """Install the kernelspec through jupyter_client's KernelSpecManager; returns its folder."""
     import json
     import tempfile
@@ -502,7 +508,7 @@ def install(user: bool = False, prefix: str | None = None, name: str = KERNEL_NA
     from jupyter_client.kernelspec import KernelSpecManager
     with tempfile.TemporaryDirectory() as tmp:
         with open(os.path.join(tmp, "kernel.json"), "w", encoding="utf-8") as f:
-            json.dump(kernel_spec(), f, indent=1)
+            json.dump(kernel_spec(threads), f, indent=1)
         return KernelSpecManager().install_kernel_spec(tmp, name, user=user, prefix=prefix)
 
 
@@ -511,7 +517,7 @@ def main(argv: list[str]) -> int:
     if not argv or argv[0] != "install":
         print(INSTALL_USAGE, file=sys.stderr)
         return 2
-    user, prefix, name = False, None, KERNEL_NAME
+    user, prefix, name, threads = False, None, KERNEL_NAME, None
     args = argv[1:]
     while args:
         flag = args.pop(0)
@@ -523,6 +529,13 @@ def main(argv: list[str]) -> int:
             prefix = args.pop(0)
         elif flag == "--name" and args:
             name = args.pop(0)
+        elif flag == "--threads" and args:
+            from tapeml.array.threads import parse
+            try:
+                threads = parse(args.pop(0))
+            except ValueError as e:
+                print(f"tapeml: kernel install: {e}\n{INSTALL_USAGE}", file=sys.stderr)
+                return 2
         elif flag in ("-h", "--help"):
             print(INSTALL_USAGE)
             return 0
@@ -539,7 +552,7 @@ def main(argv: list[str]) -> int:
         print("tapeml: the kernel needs the jupyter extra: pip install 'tapeml[jupyter]'", file=sys.stderr)
         return 1
     try:
-        path = install(user=user, prefix=prefix, name=name)
+        path = install(user=user, prefix=prefix, name=name, threads=threads)
     except OSError as e:
         print(f"tapeml: cannot install the kernel: {e.strerror or e} (try --user)", file=sys.stderr)
         return 1
@@ -556,6 +569,12 @@ def launch() -> None:
         sys.exit(1)
     from tapeml.evaluator.stack import SHALLOW_LIMIT       # (deeper calls continue on a big-stack thread: lang/evaluator/stack.py)
     sys.setrecursionlimit(max(sys.getrecursionlimit(), SHALLOW_LIMIT))
+    from tapeml.array import threads
+    try:
+        threads.apply()         # BLAS threads: TAPEML_THREADS (kernel install --threads) or the default
+    except ValueError as e:
+        print(f"tapeml: {e}", file=sys.stderr)
+        sys.exit(2)
     IPKernelApp.launch_instance(kernel_class=_kernel_class())
 
 

@@ -39,6 +39,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from tapeml.array import context
+from tapeml.array import threads as blas_threads
 from tapeml.syntax.errors import LangError, NameErr, TypeErr, ValueErr
 from tapeml.evaluator.interpreter import Interpreter
 from tapeml.syntax.lexer import KEYWORDS
@@ -82,7 +83,7 @@ class _Stdout:
 class Session:
     """An independent tapeml session: its own variables, float type, random generator and figures.
 
-    Session(dtype="float64", seed=None, out=None, prelude=True, check_nan=False)
+    Session(dtype="float64", seed=None, out=None, prelude=True, check_nan=False, threads=None)
       dtype   "float64" (default) or "float32": the float type of every new matrix
       seed    a whole number >= 0 for repeatable random draws (as `seed(n)`), or None (OS entropy)
       out     a text stream for print (default: sys.stdout at the time of writing)
@@ -90,22 +91,29 @@ class Session:
       check_nan  stop at the first operation that makes a NaN or an infinity, forward or
               backward, with a NaNError naming it and its line (as `check_nan(true)`; the
               attribute `s.check_nan` turns it on and off later)
+      threads the BLAS threads of matrix products while the Session's run, run_file, eval and
+              call run (the host program's count is put back after): a whole number >= 1, or
+              None for TAPEML_THREADS, else the count the environment gives BLAS
+              (OPENBLAS_NUM_THREADS, ...), else 1 (lang/array/threads.py)
 
     `with s.profile() as p:` profiles what the Session runs inside the block; then
     `p.table()` is the time per source line and per builtin (forward and backward) and
     `p.save(path)` writes it in speedscope's format.
 
-    Raises ValueError for an unknown dtype or a seed that is not a whole number >= 0. Language
-    errors in code that a Session runs raise `tapeml.LangError` (with .kind, .message, .line,
-    .column, .file).
+    Raises ValueError for an unknown dtype, a seed that is not a whole number >= 0 or a thread
+    count that is not a whole number >= 1. Language errors in code that a Session runs raise
+    `tapeml.LangError` (with .kind, .message, .line, .column, .file).
     """
 
     def __init__(self, dtype: str = "float64", seed: int | None = None, out=None, prelude: bool = True,
-                 check_nan: bool = False):
+                 check_nan: bool = False, threads: int | None = None):
         if not isinstance(dtype, str) or dtype not in DTYPES:
             raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
         if seed is not None and not _whole_seed(seed):
             raise ValueError(f"seed must be a whole number >= 0 or None, got {seed!r}")
+        if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
+            raise ValueError(f"threads must be a whole number >= 1 or None, got {threads!r}")
+        self.threads = blas_threads.wanted(threads)
         self.interp = Interpreter(out=out if out is not None else _Stdout(), load_prelude=prelude)
         values = {"dtype": DTYPES[dtype]}
         if seed is not None:
@@ -119,7 +127,7 @@ class Session:
         """Run a program (statements, as in a .ml file). Its variables stay in the Session.
         Raises LangError (SyntaxError, ShapeError, ...) with the line and column in `filename`."""
         _check_source(source, "run")
-        with running(self.state):
+        with _computing(self):
             self.interp.run(source, filename)
 
     def run_file(self, path, args=None) -> None:
@@ -133,7 +141,7 @@ class Session:
             self.interp.set_arguments(tuple(args))
         with open(path, encoding="utf-8") as fh:
             source = fh.read()
-        with running(self.state):
+        with _computing(self):
             self.interp.run(source, path)
 
     # ---- diagnostics -------------------------------------------------------------------------
@@ -174,7 +182,7 @@ class Session:
         `s.eval("x @ w")` -> a NumPy array of the product's shape. Raises LangError."""
         _check_source(source, "eval")
         last = []
-        with running(self.state):
+        with _computing(self):
             self.interp.run(source, "<string>", echo=last.append)
             return to_python(self, last[-1]) if last else None
 
@@ -183,7 +191,7 @@ class Session:
         arguments, converted as for `s[name] = value`; returns its result as a Python value.
         `s.call("softmax", np.array([[1., 2.]]))` -> array of shape (1, 2).
         Raises LangError (NameError when there is no such function, TypeError when it is not one)."""
-        with running(self.state):
+        with _computing(self):
             fn = self._lookup(name)
             if not isinstance(fn, Callable):
                 raise TypeErr(f"{name} is {describe(fn)}, not a function")
@@ -654,6 +662,31 @@ def _py_leaf(session, v):
     return v
 
 
+class _computing:
+    """`with _computing(session):` a Session's method that computes: `running` (its state is the
+    thread's current one, lang/evaluator/stack.py) with BLAS on the Session's thread count."""
+    __slots__ = ("run", "blas")
+
+    def __init__(self, session: Session):
+        self.run = running(session.state)
+        self.blas = blas_threads.limited(session.threads)
+
+    def __enter__(self):
+        self.blas.__enter__()
+        try:
+            self.run.__enter__()
+        except BaseException:
+            self.blas.__exit__(None, None, None)
+            raise
+        return self
+
+    def __exit__(self, *exc):
+        try:
+            return self.run.__exit__(*exc)
+        finally:
+            self.blas.__exit__(*exc)
+
+
 class SessionFunction:
     """A tapeml function handed to Python: calling it converts the arguments and runs it in
     its Session (`f(x)` is `session.call` of that function)."""
@@ -662,7 +695,7 @@ class SessionFunction:
         self.session, self.fn = session, fn
 
     def __call__(self, *args, **kwargs):
-        with running(self.session.state):
+        with _computing(self.session):
             return self.session._call(self.fn, args, kwargs, self.fn.name)
 
     def __repr__(self):

@@ -1,6 +1,6 @@
 """Two tapeml installs side by side, by CPU time: before/after figures for a change.
 
-    python tests/perf/ab.py PYTHON_A PYTHON_B [--rounds 5] [--quick]
+    python tests/perf/ab_sessions.py PYTHON_A PYTHON_B [--rounds 5] [--quick]
 
 PYTHON_A and PYTHON_B are the interpreters of two virtual environments, each with tapeml installed
 (for example one from a worktree at the commit before the change). Each workload runs in a fresh

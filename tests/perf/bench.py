@@ -2,7 +2,9 @@
 
     python tests/perf/bench.py [--quick] [--write docs/performance.md]
 
-Every figure is the median of repeated runs after warm-up, measured in this one run. The hand
+Every figure is the median of repeated runs after warm-up, measured in this one run, except the
+last section (the language against CPython and GNU Octave: the minimum of CPU time over alternating
+rounds, with the spread; Octave's column when `octave-cli` or `octave` is on PATH). The hand
 NumPy block's gradients are checked against tapeml's before anything is timed.
 """
 from __future__ import annotations
@@ -238,6 +240,118 @@ def fib(n):
     return n if n < 2 else fib(n - 1) + fib(n - 2)
 
 
+OCTAVE_PROGRAM = """1;
+function r = fib(n)
+  if n < 2
+    r = n;
+  else
+    r = fib(n - 1) + fib(n - 2);
+  end
+end
+function s = loop(n)
+  s = 0;
+  for i = 1:n
+    s = s + i;
+  end
+end
+fib(12); loop(1000);
+t = cputime; fib(%(fib)d); printf("fib %%.9g\\n", cputime - t);
+t = cputime; loop(%(loop)d); printf("loop %%.9g\\n", cputime - t);
+"""
+
+
+def octave_command():
+    """GNU Octave's command-line interpreter when one is on PATH (octave-cli, else octave), or None."""
+    import shutil
+    found = shutil.which("octave-cli") or shutil.which("octave")
+    return [found, "--no-gui", "--norc", "--quiet", "--no-window-system"] if found else None
+
+
+def octave_times(cmd, path, n_fib, n_loop):
+    """CPU seconds of fib(n_fib) and of the scalar loop in one fresh Octave process (its `cputime`)."""
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(OCTAVE_PROGRAM % {"fib": n_fib, "loop": n_loop})
+    out = subprocess.run(cmd + [path], check=True, capture_output=True, text=True).stdout
+    times = dict(line.split() for line in out.splitlines() if line.split()[:1] in (["fib"], ["loop"]))
+    return float(times["fib"]), float(times["loop"])
+
+
+def cpu_rounds(fns, rounds, warmup=1):
+    """CPU time of each function in `fns`, one call each per round, the order reversed every other
+    round: a list of times per function."""
+    for _ in range(warmup):
+        for f in fns:
+            f()
+    times = [[] for _ in fns]
+    order = list(range(len(fns)))
+    for r in range(rounds):
+        for i in (order if r % 2 == 0 else order[::-1]):
+            times[i].append(cpu_time(fns[i]))
+    return times
+
+
+def cpu_cell(ts):
+    """The minimum of a side's rounds and its spread (slowest over fastest, less one)."""
+    return "—" if not ts else f"{fmt(min(ts))} (+{max(ts) / min(ts) - 1:.0%})"
+
+
+def cpu_time(fn):
+    t0 = time.process_time()
+    fn()
+    return time.process_time() - t0
+
+
+def language_rows(out, quick):
+    """The interpreter against CPython (always) and GNU Octave (when on PATH) on two programs
+    users write: a scalar loop and a recursive fib. CPU time, the minimum over alternating rounds
+    (one run of each side per round, the order reversed every other round; Octave in a fresh
+    process each round), with each side's spread (its slowest round over its fastest, less one)."""
+    import tempfile
+    rounds = 4 if quick else 6
+    n = 1_000_000 if not quick else 200_000
+    fib_src = "fn fib(n)\n  if n < 2\n    return n\n  end\n  return fib(n - 1) + fib(n - 2)\nend\n"
+    cases = [(f"`s = s + i`, {n:,} iterations", "loop",
+              ml_bench(f"fn bench()\n  s = 0\n  for i in 1:{n}\n    s = s + i\n  end\n  return s\nend"),
+              lambda: python_loop(n)),
+             ("recursive fib(20)", "fib", ml_bench(fib_src + "fn bench() -> fib(20)"), lambda: fib(20)),
+             ("recursive fib(22)", None, ml_bench(fib_src + "fn bench() -> fib(22)"), lambda: fib(22))]
+    octave = octave_command()
+    times = {(c[0], side): [] for c in cases for side in ("tapeml", "CPython", "Octave")}
+    with tempfile.TemporaryDirectory() as tmp:
+        script = os.path.join(tmp, "bench_octave.m")
+        for _, _, a, b in cases:      # warm-up
+            a(), b()
+        for r in range(rounds):
+            jobs = [(c[0], "tapeml", c[2]) for c in cases] + [(c[0], "CPython", c[3]) for c in cases]
+            if octave is not None:
+                jobs.append((None, "Octave", None))
+            for label, side, fn in (jobs if r % 2 == 0 else jobs[::-1]):
+                if side == "Octave":
+                    t_fib, t_loop = octave_times(octave, script, 20, n)
+                    for c in cases:
+                        if c[1] is not None:
+                            times[(c[0], "Octave")].append(t_fib if c[1] == "fib" else t_loop)
+                else:
+                    times[(label, side)].append(cpu_time(fn))
+    out()
+    out("## The language against CPython and GNU Octave")
+    out()
+    out(f"CPU time (`time.process_time`, Octave's `cputime`), the minimum of {rounds} alternating rounds; "
+        "in brackets each side's spread (its slowest round over its fastest, less one). "
+        + ("GNU Octave: " + subprocess.run(octave + ["--version"], capture_output=True, text=True).stdout.splitlines()[0]
+           if octave is not None else "GNU Octave: not on PATH, its column is skipped") + ".")
+    out()
+    out("| program | tapeml | CPython | tapeml / CPython | GNU Octave | tapeml / Octave |")
+    out("| --- | --- | --- | --- | --- | --- |")
+
+    cell = cpu_cell
+    for label, kind, _, _ in cases:
+        t, p, o = times[(label, "tapeml")], times[(label, "CPython")], times[(label, "Octave")]
+        out(f"| {label} | {cell(t)} | {cell(p)} | {ratio(min(t), min(p))} | "
+            f"{cell(o) if o else ('—' if octave is not None else 'not on PATH')} | "
+            f"{ratio(min(t), min(o)) if o else '—'} |")
+
+
 def startup(cmds, repeat=9):
     """Wall times of fresh processes, one of each command per round; bytecode caching on, as
     in a normal install (the warm-up round writes the .pyc files)."""
@@ -354,27 +468,19 @@ def main():
     out("| case | tapeml | reference | ratio |")
     out("| --- | --- | --- | --- |")
     n_ops = 10000 if not args.quick else 2000
-    loop = f"""
+
+    def loop(op, recorded, ignored=False):
+        return ml_bench(f"""
 x = [1, 2; 3, 4]
 fn f(x)
-  y = x
+  y = {"[1, 2; 3, 4]" if ignored else "x"}
   for i in 1:{n_ops}
-    y = y * 1.0001
+    y = y {op} 1.0001
   end
-  return sum(y)
+  return sum({"x" if ignored else "y"})
 end
-"""
-    ignored = f"""
-x = [1, 2; 3, 4]
-fn f(x)
-  y = [1, 2; 3, 4]
-  for i in 1:{n_ops}
-    y = y * 1.0001
-  end
-  return sum(x)
-end
-fn bench() -> grad(f, x)
-"""
+fn bench() -> {"grad(f, x)" if recorded else "f(x)"}
+""")
     stage("tape loop")
     torch_ops = None
     if torch is not None:
@@ -384,28 +490,25 @@ fn bench() -> grad(f, x)
             for _ in range(n_ops):
                 y = y * 1.0001
             y.sum().backward()
-    t_tape, t_plain, t_ignored, ref = interleaved(
-        [ml_bench(loop + "fn bench() -> grad(f, x)\n"),    # every op recorded
-         ml_bench(loop + "fn bench() -> f(x)\n"),          # nothing recorded
-         ml_bench(ignored), torch_ops], 15, 1)
-    t_tape, t_plain, t_ignored = t_tape / n_ops, t_plain / n_ops, t_ignored / n_ops
-    ref = ref / n_ops if ref is not None else None
-    out(f"| tape: one 2x2 elementwise op, forward + backward (.ml loop) | {fmt(t_tape)} | "
-        f"PyTorch {fmt(ref)} | {ratio(t_tape, ref)} (the issue's 3 µs against PyTorch's 4.8: 0.63x) |")
-    out(f"| the same loop without grad (nothing recorded) | {fmt(t_plain)} | | |")
-    out(f"| the tape's share: recorded minus not recorded | {fmt(t_tape - t_plain)} | target 3 µs | "
-        f"{(t_tape - t_plain) / 3e-6:.2f}x |")
-    out(f"| the loop on untracked values inside a grad that ignores them | {fmt(t_ignored)} | "
-        f"without grad {fmt(t_plain)} | {ratio(t_ignored, t_plain)} |")
-    stage("s = s + i")
-    n = 1_000_000 if not args.quick else 200_000
-    t_loop, t_py = interleaved([ml_bench(f"fn bench()\n  s = 0\n  for i in 1:{n}\n    s = s + i\n  end\n  return s\nend"),
-                                lambda: python_loop(n)], 5, 1)
-    out(f"| `s = s + i`, {n:,} iterations | {fmt(t_loop)} | CPython {fmt(t_py)} | {ratio(t_loop, t_py)} |")
-    stage("fib")
-    t_fib, t_pyfib = interleaved([ml_bench("fn fib(n)\n  if n < 2\n    return n\n  end\n  return fib(n - 1) + fib(n - 2)\nend\nfn bench() -> fib(22)"),
-                                  lambda: fib(22)], 5, 1)
-    out(f"| recursive fib(22) | {fmt(t_fib)} | CPython {fmt(t_pyfib)} | {ratio(t_fib, t_pyfib)} |")
+    sides = [loop("*", True), loop("*", False), loop("+", True), loop("+", False), loop("*", True, True)]
+    if torch_ops is not None:
+        sides.append(torch_ops)
+    ts = [[t / n_ops for t in col] for col in cpu_rounds(sides, 8 if not args.quick else 4)]
+    mul_rec, mul_plain, add_rec, add_plain, ignored = ts[:5]
+    ref = ts[5] if torch_ops is not None else None
+
+    def share(rec, plain):
+        per_round = [a - b for a, b in zip(rec, plain)]
+        return min(rec) - min(plain), per_round
+    out(f"| tape: one 2x2 `*` forward + backward (.ml loop; CPU time, minima of {len(mul_rec)} alternating rounds) | "
+        f"{cpu_cell(mul_rec)} | PyTorch {cpu_cell(ref)} | {ratio(min(mul_rec), min(ref) if ref else None)} |")
+    out(f"| the same loop without grad (nothing recorded) | {cpu_cell(mul_plain)} | | |")
+    for sym, rec, plain in (("*", mul_rec, mul_plain), ("+", add_rec, add_plain)):
+        d, per_round = share(rec, plain)
+        out(f"| the tape's share of one recorded 2x2 `{sym}`: recorded minus not recorded (per-round "
+            f"differences {fmt(min(per_round))} to {fmt(max(per_round))}) | {fmt(d)} | target 1.5 µs | {d / 1.5e-6:.2f}x |")
+    out(f"| the loop on untracked values inside a grad that ignores them | {cpu_cell(ignored)} | "
+        f"without grad {cpu_cell(mul_plain)} | {ratio(min(ignored), min(mul_plain))} |")
     stage("minigpt step")
     t_gpt, t_tgpt = interleaved([ml_bench(MINIGPT_STEP), torch_minigpt_step() if torch is not None else None],
                                 5 if not args.quick else 3, 2)
@@ -430,6 +533,8 @@ fn bench() -> grad(f, x)
                                    "step, _ = bench.tapeml_setup(W, x, R)\nfor _ in range(3): step()")
         out(f"| peak resident memory, T=512 D=512 fwd+bwd | {tml_rss / 1024:.0f} MB | hand NumPy "
             f"{hand_rss / 1024:.0f} MB | {tml_rss / hand_rss:.2f}x |")
+    stage("the language against CPython and Octave")
+    language_rows(out, args.quick)
     stage("done")
     bar.close()
     out()
