@@ -13,6 +13,7 @@ import gc
 import numpy as np
 
 from tapeml.array import ops
+from tapeml.builtins.files import resolve_path
 from tapeml.builtins.registry import P, builtin, one_of, positive
 from tapeml.builtins.util import tree_leaves, tree_map
 from tapeml.syntax.errors import ShapeError, TypeErr, ValueErr
@@ -538,5 +539,5 @@ def show_tape(ctx, f, x, file, expand, max_nodes, layout):
     def draw():
         fig = tapeview.draw(graph, layout)
         if file is not None:
-            tapeview.save(fig, file)
+            tapeview.save(fig, resolve_path(ctx, file))   # relative: next to the script, as every writer
     plot._holding_figures(draw)()

@@ -19,7 +19,7 @@ import threading
 import numpy as np
 
 from tapeml.array import context
-from tapeml.builtins.files import WRITER_ERRORS, WRITER_HOW, atomic_write
+from tapeml.builtins.files import WRITER_ERRORS, WRITER_HOW, atomic_write, resolve_path
 from tapeml.builtins.registry import REGISTRY, P, builtin, one_of, positive
 from tapeml.syntax.errors import ShapeError, TypeErr, ValueErr
 from tapeml.array.tape import raw
@@ -416,8 +416,8 @@ def subplot(rows, cols, index):
              "metadata, so saving the same drawing twice gives the same bytes. " + WRITER_HOW,
          errors=[WRITER_ERRORS,
                  "ValueError when the name ends in another extension (.jpg, .pdf, ...)"],
-         examples=['plot([1, 2, 3])\nsavefig("line.png")'])
-def savefig(path):
+         examples=['plot([1, 2, 3])\nsavefig("line.png")'], context=True)
+def savefig(ctx, path):
     if _after_show:     # show() saved and closed the figures: the current one would be blank
         where = ", ".join(_after_show)
         sys.stderr.write(f"warning: savefig(): the figure was already shown (show() saved it to {where} "
@@ -429,6 +429,7 @@ def savefig(path):
                        f"instead of '{path}'")
     if not ext:
         path += ".png"
+    path = resolve_path(ctx, path)      # a relative path starts at the script's directory, as every writer's
     fig = plt().gcf()
     try:
         atomic_write("savefig", path, lambda f: save_png(fig, f), binary=True)

@@ -15,7 +15,7 @@ from tapeml.builtins.registry import P, builtin
 from tapeml.syntax.errors import KeyErr, LangError, TypeErr, ValueErr
 from tapeml.array.ranges import EnumerateWalk, ValueWalk, Walk, ZipWalk, walkable
 from tapeml.array.tape import Box, raw
-from tapeml.array.values import _ABSENT, Dict, Record, describe, format_value
+from tapeml.array.values import _ABSENT, Dict, Record, describe, key_text
 from tapeml.builtins.lookup import checked_key, dict_arg, dict_key, index_of_any
 
 CAT = "Strings & collections"
@@ -545,7 +545,7 @@ def remove(d, key):
     r = dict_arg("remove", d)
     k = checked_key("remove", key)
     if not r.has(k):
-        raise KeyErr(f"remove(): the dictionary has no key {format_value(k, True)}")
+        raise KeyErr(f"remove(): the dictionary has no key {key_text(k)}")
     return r.without(k)
 
 

@@ -13,8 +13,8 @@
 # Options (name=value): steps, batch, context, every (print interval), seed, lr (peak),
 # warmup (steps), dropout, weight_decay, samples (characters to generate), data, checkpoint (.npz path, or
 # "none"), plot (PNG path, or "none").
-# read_text, save and load take relative paths from this script's directory (as import does);
-# savefig takes them from the current directory.
+# read_text, save, load and savefig take relative paths from this script's directory (as import
+# does).
 
 steps = num(script_arg("steps", "1000"))
 batch = num(script_arg("batch", "16"))

@@ -466,3 +466,18 @@ def test_a_vector_unpacks_into_names():
 def test_unpacking_errors(src, kind, message, where):
     err = error(src)
     assert isinstance(err, kind) and message in err.message and place(err) == where, err
+
+
+def test_number_keys_print_in_full_so_two_keys_never_print_alike():
+    """Found by a newcomer: 0.123456789 and 0.12345679 both printed as 0.1234568, and the
+    KeyError listed two equal-looking keys; 2^53 printed as 9.007199e15. Keys print as the
+    shortest text that reads back as that key, and the printed dictionary reads back equal."""
+    from support import run
+    interp = run('d = {0.123456789: "a", 0.12345679: "b", 2^53: 3, (1.5, 1e300): 4, 1e-7: 5}\n'
+                 'print(d)\ne = {0.123456789: "a", 0.12345679: "b", 9007199254740992: 3, (1.5, 1e300): 4, 1e-7: 5}\n'
+                 'print(d == e)')
+    assert interp.out.getvalue() == ('{0.123456789: "a", 0.12345679: "b", 9007199254740992: 3, (1.5, 1e300): 4, '
+                                     '1e-7: 5}\ntrue\n')
+    from support import error_of
+    msg = str(error_of('d = {0.123456789: "a", 0.12345679: "b"}\nd[0.1234568]'))
+    assert "no key 0.1234568 (2 keys: 0.123456789, 0.12345679)" in msg

@@ -609,3 +609,19 @@ def test_an_array_of_strings_is_refused_before_it_is_read(tmp_path):
         err = error_of("load(p)", p=str(p))
     assert isinstance(err, IOErr)
     assert err.message == f"load(): 'w' in {p} has dtype <U100000000; checkpoints hold numbers"
+
+
+def test_savefig_and_show_tape_write_next_to_the_script(tmp_path):
+    """Found by a newcomer: savefig and show_tape(file=) wrote relative paths into the current
+    directory while every other writer writes next to the script."""
+    import subprocess
+    import sys
+    sub, cwd = tmp_path / "sub", tmp_path / "cwd"
+    sub.mkdir()
+    cwd.mkdir()
+    (sub / "w.ml").write_text('write_text("a.txt", "x")\nplot([1, 2, 3])\nsavefig("a.png")\n'
+                              'show_tape(fn(x) -> sum(x * x), [1, 2], file="tape.png")\n')
+    out = subprocess.run([sys.executable, "-m", "tapeml", "../sub/w.ml"], cwd=cwd, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert sorted(p.name for p in sub.iterdir()) == ["a.png", "a.txt", "tape.png", "w.ml"]
+    assert list(cwd.iterdir()) == []

@@ -437,6 +437,24 @@ def quote(s: str) -> str:
     return '"' + s.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n").replace("\t", "\\t") + '"'
 
 
+def key_text(k) -> str:
+    """A dictionary key as the literal that makes it, numbers in full: two different keys never
+    print alike (0.123456789 and 0.12345679; 2^53 as 9007199254740992)."""
+    if type(k) is float:
+        if k.is_integer() and abs(k) < 2.0 ** 63:
+            return str(int(k))
+        if k != k or abs(k) == float("inf"):
+            return format_value(k)
+        text = repr(k)          # the shortest text that reads back as k
+        if "e" in text:
+            mantissa, exponent = text.split("e")
+            text = f"{mantissa}e{int(exponent)}"
+        return text
+    if type(k) is tuple:
+        return "(" + ", ".join(key_text(x) for x in k) + ("," if len(k) == 1 else "") + ")"
+    return format_value(k, True)
+
+
 def format_value(v, nested: bool = False, depth: int = 0) -> str:
     """The printed form of any value (LANGUAGE.md, Printing). `depth`: how many tuples and
     records hold v (a value nested past limits.MAX_NESTING is refused, not walked)."""
@@ -467,7 +485,7 @@ def format_value(v, nested: bool = False, depth: int = 0) -> str:
         items = v.items()
         if not items:
             return "{:}"
-        return "{" + ", ".join([f"{format_value(k, True, depth)}: {format_value(x, True, depth)}"
+        return "{" + ", ".join([f"{key_text(k)}: {format_value(x, True, depth)}"
                                 for k, x in items]) + "}"
     if isinstance(v, Function):
         return f"<fn {v.signature()}>"

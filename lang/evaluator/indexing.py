@@ -14,7 +14,7 @@ from tapeml.array import context, limits, ops
 from tapeml.syntax.unparse import unparse
 from tapeml.syntax.errors import IndexErr, KeyErr, LangError, TypeErr, ValueErr, caret_lines
 from tapeml.array.tape import raw
-from tapeml.array.values import _ABSENT, Dict, Record, describe, dict_key, format_value, shape_text
+from tapeml.array.values import _ABSENT, Dict, Record, describe, dict_key, format_value, key_text, shape_text
 
 
 def _number(text: str):
@@ -96,8 +96,8 @@ class Indexing:
                 hint = f"; it has the number key {format_value(_number(key))}"
         elif type(key) is float and format_value(key) in keys:
             hint = f"; it has the string key \"{format_value(key)}\""
-        shown = ", ".join(format_value(k, True) for k in keys[:5]) + (", ..." if len(keys) > 5 else "")
-        return KeyErr(f"the dictionary has no key {format_value(key, True)}{hint} "
+        shown = ", ".join(key_text(k) for k in keys[:5]) + (", ..." if len(keys) > 5 else "")
+        return KeyErr(f"the dictionary has no key {key_text(key)}{hint} "
                       f"({len(keys)} key{'s' * (len(keys) != 1)}{': ' + shown if keys else ''}); "
                       f"get(d, key, default) reads a key that may be missing", span)
 
