@@ -76,6 +76,8 @@ Environment:
   TAPEML_NOTES      0, off, false or no turns off the one-time notes on standard error (as
                     notes(false) does), such as the one for P[0:n-1, ys] (see take_along)
   TAPEML_MALLOC     'default' keeps glibc's malloc settings (tapeml tunes them for NumPy)
+  TAPEML_COMPILE    0 runs every function body and loop on the tree-walking evaluator instead of
+                    compiling it once to Python (the reference the compiled form is tested against)
   TAPEML_THREADS    BLAS threads when --threads is not given; without either, a count set
                     for BLAS itself (OPENBLAS_NUM_THREADS, OMP_NUM_THREADS, ...) is kept, else 1
   NO_COLOR          set: no colour in the session's error messages
