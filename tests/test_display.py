@@ -172,7 +172,9 @@ def test_trace_lines_collapse_runs_and_cycles():
     assert trace_lines([a, a]) == ["  called from x.ml:5:3 in f"] * 2
     assert trace_lines([a] * 981 + [b]) == ["  called from x.ml:5:3 in f", "  ... the same call 980 more times",
                                             "  called from x.ml:9:1 in g"]
-    assert trace_lines([a] * 1000, truncated=True)[-1] == "  ... the same call more than 999 more times"
+    assert trace_lines([a] * 1000, dropped=19000)[-1] == \
+        "  ... the same call 999 more times, and 19000 more calls further out"
+    assert trace_lines([a, b], dropped=1)[-1] == "  called from x.ml:9:1 in g, and 1 more call further out"
     assert trace_lines([a, c] * 4 + [b]) == ["  called from x.ml:5:3 in f", "  called from x.ml:2:2 in h",
                                              "  ... the same 2 calls 3 more times", "  called from x.ml:9:1 in g"]
     distinct = [(f"f{i}", f"x.ml:{i}:1") for i in range(25)]
