@@ -209,3 +209,14 @@ def test_grid_display_in_a_real_terminal_of_its_size(tmp_path):
         p.expect(PROMPT)
         p.send(b":quit\r")
         assert p.exit_code() == 0
+
+
+def test_the_repl_pages_display_example_is_what_an_80x24_terminal_shows():
+    """docs/repl.md shows sin(reshape(1:600, 20, 30)) as the session lays it out (issue 29 item 6)."""
+    from pathlib import Path
+    from support import run
+    page = (Path(__file__).resolve().parent.parent / "docs" / "repl.md").read_text(encoding="utf-8")
+    prompt = "ml> sin(reshape(1:600, 20, 30))\n"
+    shown = page[page.index(prompt) + len(prompt):page.index("ml> transformer_block_init")]
+    value = run("x = sin(reshape(1:600, 20, 30))").get_variable("x")
+    assert shown == display_value(value, 80, 24) + "\n"
