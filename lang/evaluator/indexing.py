@@ -169,8 +169,9 @@ class Indexing:
                                        f"axis of length {n}", item.span)
                     out.append(np.flatnonzero(v))
                     continue
-                if v.ndim > 1:
-                    raise IndexErr(f"an index vector must be a vector, got {describe(v)}", item.span)
+                if v.ndim > 1:      # PyTorch's C[X]: a row of C per id of the matrix X
+                    raise IndexErr(f"an index vector must be a vector, got {describe(v)}; for a row per id "
+                                   f"(PyTorch's C[X] with a matrix X) write embedding(C, X)", item.span)
                 ints = np.asarray(v, dtype=np.float64)
                 if ints.size and (not np.all(np.isfinite(ints)) or np.any(ints != np.floor(ints))):
                     raise IndexErr("indices must be whole numbers", item.span)

@@ -25,7 +25,7 @@ FLOAT_OPS = {sym: ops.TABLE[name].scalar for sym, name in
               (">=", "ge"), ("==", "eq"), ("!=", "ne"))}
 OP_WORDS = {"+": "add", "-": "subtract", "*": "multiply elementwise", "/": "divide", "%": "take the remainder of",
             "^": "raise", "==": "compare", "!=": "compare", "<": "compare", "<=": "compare", ">": "compare",
-            ">=": "compare"}
+            ">=": "compare", "and": "combine with 'and'", "or": "combine with 'or'"}
 
 
 def binary(op, a, b, span, note=""):
