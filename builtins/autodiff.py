@@ -100,7 +100,7 @@ def _run_and_backward(ctx, f, x, boxed, boxes, level, name):
              "topological sort with a dict of pending cotangents (HIPS autograd's scheme). Leaves f does "
              "not use get zeros.",
          errors=["ValueError when f returns something other than a number (the shape is named)",
-                 "TypeError naming the path of a string, bool or function inside x",
+                 "TypeError naming the path (x.a, x[1]) of a string, bool or function inside x",
                  "ValueError when x nests tuples and records more than 20000 deep"],
          examples=["grad(fn(x) -> x^2, 3)", "grad(fn(x) -> sum(x * x * x), [1, 2, 3])",
                    "w = {a = 2, b = [1, 2]}\ngrad(fn(w) -> w.a * sum(w.b), w)",
@@ -116,7 +116,7 @@ def grad(ctx, f, x):
          how="As grad: reverse-mode differentiation, one forward pass recording primitives on a tape and one "
              "backward pass (JAX's `jax.value_and_grad`), returning the value computed on the way.",
          errors=["ValueError when f returns something other than a number (the shape is named)",
-                 "TypeError naming the path of a string, bool or function inside x",
+                 "TypeError naming the path (x.a, x[1]) of a string, bool or function inside x",
                  "TypeError when f is not a function",
                  "ValueError when x nests tuples and records more than 20000 deep"],
          examples=["value_and_grad(fn(x) -> sum(x^2), [1, 2])",
@@ -170,7 +170,7 @@ def _worse(a: float, b: float) -> float:
               "just left and right of x, and gives the largest relative error of each leaf. The docs build "
               "runs it on every differentiable builtin and fails above 1e-6.",
          errors=["ValueError when f returns something other than a number",
-                 "TypeError naming the path of a string, bool or function inside x",
+                 "TypeError naming the path (x.a, x[1]) of a string, bool or function inside x",
                  "ValueError when h or samples is not > 0"],
          how="For each checked element i: fd = (f(x + h e_i) - f(x - h e_i)) / 2h, and the error is "
              "|grad_i - fd| / max(|grad_i|, |fd|, 1), the test of PyTorch's `torch.autograd.gradcheck`. Leaves larger than `samples` are checked on a fixed "
@@ -183,7 +183,8 @@ def _worse(a: float, b: float) -> float:
          examples=["check_grad(fn(x) -> sum(sin(x) * x), [0.5, 1, 2]) < 1e-6",
                    "check_grad(fn(x) -> sqrt(x), 0)  # tape inf, finite differences nan: a failure",
                    "errs = check_grad(fn(w) -> sum(w.a @ w.b), {a = [1, 2; 3, 4], b = [1; 2]})\n"
-                   "tree_map(fn(e) -> e < 1e-6, errs)  # one error per leaf, compared: its digits are noise"])
+                   "tree_map(fn(e) -> e < 1e-6, errs)  # one error per leaf, compared: its digits are noise",
+                   "# raises: f must give one number\ncheck_grad(fn(x) -> x * 2, [1, 2])"])
 def check_grad(ctx, f, x, h, samples):
     root = _root_name(ctx)
     _, g = value_and_grad_impl(ctx, f, x, root, "check_grad")
@@ -520,7 +521,7 @@ def check_nan(ctx, on):
              "while show_tape runs). The layout is layered (Sugiyama's scheme): each node a row below its "
              "lowest parent, the order in a row by the mean position of its parents and children; matplotlib "
              "draws it. torchviz draws PyTorch's autograd graph with graphviz, without source lines.",
-         errors=["TypeError naming the path of a string, bool or function inside x",
+         errors=["TypeError naming the path (x.a, x[1]) of a string, bool or function inside x",
                  "ValueError when f's result does not depend on x (nothing recorded), or is not a number or matrix",
                  'ValueError when layout="dot" and graphviz\'s dot is not on PATH',
                  "ValueError when file does not end in .png or .svg"],

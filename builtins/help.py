@@ -11,11 +11,10 @@ stdlib/*.ml, read by the doc model the docs builder uses too (tapeml.faces.docs.
 """
 from __future__ import annotations
 
-import difflib
 import textwrap
 
 from tapeml.builtins.registry import CATEGORIES, FOREIGN_NAMES, REGISTRY, REQUIRED, Builtin, P, SourceText, builtin
-from tapeml.syntax.errors import NameErr, TypeErr
+from tapeml.syntax.errors import NameErr, TypeErr, close_names
 from tapeml.array.tape import raw
 from tapeml.array.values import Function, describe, display_value, format_value
 
@@ -238,8 +237,9 @@ def help_text(name: str | None = None, interp=None) -> str:
         return f"{name} is a variable: {describe(value)} ({format_value(value, True)[:60]})"
     if name in FOREIGN_NAMES:        # another library's name: lead to tapeml's
         text, target = FOREIGN_NAMES[name]
-        return f"'{name}' is not a tapeml name; tapeml writes {text}.\n\n" + help_text(target, interp)
-    close = difflib.get_close_matches(name, known_names(interp), 3)
+        lead = f"'{name}' is not a tapeml name; tapeml writes {text}."
+        return lead if target is None else lead + "\n\n" + help_text(target, interp)
+    close = close_names(name, known_names(interp), 3)
     hint = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
     raise NameErr(f"help: no builtin or function named '{name}'{hint} (help() lists them all)")
 

@@ -34,10 +34,11 @@ INT_BOUND = 2 ** 53           # "int" parameters: whole numbers a float64 holds 
 # Keyword names other libraries use for a parameter tapeml names differently (NumPy's axis,
 # PyTorch's keepdim, Hugging Face's num_heads): the error suggests tapeml's name.
 SYNONYMS = {"axis": "dim", "keepdim": "keepdims", "num_heads": "n_heads", "nhead": "n_heads",
-            "epsilon": "eps", "is_causal": "causal", "attn_mask": "mask", "p": "dropout"}
+            "epsilon": "eps", "is_causal": "causal", "attn_mask": "mask", "p": "dropout", "ddof": "correction"}
 
 # Names other libraries use for what tapeml does under another name: name -> (what tapeml writes, the
-# builtin whose help `help(name)` shows). The undefined-name error and help() lead there. Never a
+# builtin whose help `help(name)` shows, or None for an operator). The undefined-name error and
+# help() lead there. Never a
 # name tapeml has (PyTorch's scatter is put_along, but tapeml's scatter is a plot).
 FOREIGN_NAMES = {
     "gather": ("take_along(x, ids, dim) (PyTorch's gather(x, dim, ids), one element per position along dim)",
@@ -50,6 +51,34 @@ FOREIGN_NAMES = {
     "scatter_add": ("x = add_along(x, ids, values, dim) (PyTorch's scatter_add(x, dim, ids, values), a new value)",
                     "add_along"),
     "multinomial": ("sample(p, n) (PyTorch's multinomial(p, n, replacement=True))", "sample"),
+    "matmul": ("a @ b (the matrix product)", None),
+    "dot": ("a @ b (the matrix product; for two vectors, their dot product), or sum(a * b)", None),
+    "mm": ("a @ b (the matrix product)", None),
+    "bmm": ("a @ b (a batch of matrix products: '@' works on the last two axes)", None),
+    "clamp": ("clip(x, lo, hi) (PyTorch's clamp(x, min, max))", "clip"),
+    "masked_fill": ("where(mask, value, x) (PyTorch's x.masked_fill(mask, value))", "where"),
+    "hstack": ("concat(a, b, dim=1) for matrices, concat(a, b) for vectors (NumPy's hstack)", "concat"),
+    "vstack": ("concat(a, b) (along axis 0; stack(a, b) makes a new axis)", "concat"),
+    "cat": ("concat(xs..., dim=0) (PyTorch's cat(xs, dim))", "concat"),
+    "concatenate": ("concat(xs..., dim=0) (NumPy's concatenate(xs, axis))", "concat"),
+    "arange": ("a range: 0:n-1, or range(n) (both are 0, 1, ..., n-1; a:b includes b)", "range"),
+    "int": ("floor(x) or round(x) (every number is a float); num(s) reads a number from a string", "num"),
+    "float": ("x itself (every number is a float); num(s) reads a number from a string", "num"),
+    "attention": ("scaled_dot_product_attention(q, k, v) (one head), or multi_head_attention(x, heads, "
+                  "n_heads) (a layer)", "scaled_dot_product_attention"),
+    "unsqueeze": ("expand_dims(x, dim) (PyTorch's unsqueeze(x, dim))", "expand_dims"),
+}
+
+# Attributes and methods of other libraries' arrays (x.T, x.shape, x.sum()): what tapeml writes
+# instead, with x for the receiver. A name not here that is a builtin is written name(x, ...).
+FOREIGN_FIELDS = {
+    "T": "x' (the transpose)", "mT": "x' (the transpose of the last two axes)",
+    "shape": "size(x) (a tuple; size(x, d) for one axis)", "ndim": "len(size(x))",
+    "item": "x itself (a 1-element result is a number already)", "tolist": "x itself",
+    "clone": "y = x (assignment copies: values are never shared)", "copy": "y = x (assignment copies: values are never shared)",
+    "detach": "stop_gradient(x)", "unsqueeze": "expand_dims(x, dim)", "view": "reshape(x, dims...)",
+    "backward": "grad(loss_fn, params) (the gradient of a function)", "matmul": "x @ y", "dot": "x @ y",
+    "masked_fill": "where(mask, value, x)", "clamp": "clip(x, lo, hi)",
 }
 
 CATEGORIES = ["Core", "Math", "Reductions & sorting", "Arrays", "Linear algebra", "Statistics & ML", "Autodiff", "Random", "Plotting",

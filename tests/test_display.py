@@ -172,7 +172,9 @@ def test_trace_lines_collapse_runs_and_cycles():
     assert trace_lines([a, a]) == ["  called from x.ml:5:3 in f"] * 2
     assert trace_lines([a] * 981 + [b]) == ["  called from x.ml:5:3 in f", "  ... the same call 980 more times",
                                             "  called from x.ml:9:1 in g"]
-    assert trace_lines([a] * 1000, truncated=True)[-1] == "  ... the same call more than 999 more times"
+    assert trace_lines([a] * 1000, dropped=19000)[-1] == \
+        "  ... the same call 999 more times, and 19000 more calls further out"
+    assert trace_lines([a, b], dropped=1)[-1] == "  called from x.ml:9:1 in g, and 1 more call further out"
     assert trace_lines([a, c] * 4 + [b]) == ["  called from x.ml:5:3 in f", "  called from x.ml:2:2 in h",
                                              "  ... the same 2 calls 3 more times", "  called from x.ml:9:1 in g"]
     distinct = [(f"f{i}", f"x.ml:{i}:1") for i in range(25)]
@@ -207,3 +209,14 @@ def test_grid_display_in_a_real_terminal_of_its_size(tmp_path):
         p.expect(PROMPT)
         p.send(b":quit\r")
         assert p.exit_code() == 0
+
+
+def test_the_repl_pages_display_example_is_what_an_80x24_terminal_shows():
+    """docs/repl.md shows sin(reshape(1:600, 20, 30)) as the session lays it out (issue 29 item 6)."""
+    from pathlib import Path
+    from support import run
+    page = (Path(__file__).resolve().parent.parent / "docs" / "repl.md").read_text(encoding="utf-8")
+    prompt = "ml> sin(reshape(1:600, 20, 30))\n"
+    shown = page[page.index(prompt) + len(prompt):page.index("ml> transformer_block_init")]
+    value = run("x = sin(reshape(1:600, 20, 30))").get_variable("x")
+    assert shown == display_value(value, 80, 24) + "\n"

@@ -47,6 +47,7 @@ def test_deeply_nested_operators_and_postfix_in_the_cli(tmp_path):
     proc = run_file(tmp_path, source)
     assert proc.returncode == 1 and "Traceback" not in proc.stderr
     assert "prog.ml:1:1: RecursionError: the computation nests too deeply" in proc.stderr
+    assert "split it into several statements" in proc.stderr and "Python" not in proc.stderr
     old = sys.getrecursionlimit()
     sys.setrecursionlimit(1000)           # Python's default in-process (the CLI raises it)
     try:

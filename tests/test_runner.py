@@ -80,7 +80,8 @@ class Boom(Exception):
     (RuntimeError("boom"), runner.INTERNAL, "InternalError", "InternalError: RuntimeError: boom"),
     (BrokenPipeError(32, "Broken pipe"), runner.BROKEN_PIPE, "InternalError",
      "InternalError: BrokenPipeError: [Errno 32] Broken pipe"),
-    (RecursionError("deep"), runner.RECURSION, "RecursionError", "RecursionError: the program nests too deeply"),
+    (RecursionError("deep"), runner.RECURSION, "RecursionError", "RecursionError: the program nests too deeply: split a long expression into several statements, "
+     "or give a recursion a base case"),
     (MemoryError(), runner.MEMORY, "MemoryError", "MemoryError: the computation ran out of memory"),
     (KeyboardInterrupt(), runner.INTERRUPTED, "KeyboardInterrupt", ""),
     (runner.Terminated(1), runner.TERMINATED, "Terminated", ""),

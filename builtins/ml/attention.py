@@ -284,7 +284,7 @@ CROSS_ATTENTION_EXAMPLE = (
              "serves every query or every batch element, and a mask with one more axis than x, "
              "B x H x T x S (or B x 1 x T x S, the Annotated Transformer's layout), holds one per head; "
              "PyTorch's nn.MultiheadAttention and nn.Transformer* read a boolean attn_mask the other way "
-             "round (true = masked out), so pass ~their_mask. mask and causal combine (both must allow "
+             "round (true = masked out), so pass not their_mask. mask and causal combine (both must allow "
              "a pair); a query row with every key masked gives zeros. return_weights = true returns "
              "(output, weights) with the weights of every head, [H, T, S] or [B, H, T, S] (PyTorch's "
              "need_weights with average_attn_weights = False; mean(w, 0) averages the heads): each row "

@@ -9,13 +9,12 @@ Tracked values (tape.Box) print and behave as the value they hold.
 """
 from __future__ import annotations
 
-import difflib
 import math
 import threading
 
 import numpy as np
 
-from tapeml.syntax.errors import InternalError, TypeErr, ValueErr
+from tapeml.syntax.errors import InternalError, TypeErr, ValueErr, close_names
 from tapeml.array.tape import Box, raw
 
 
@@ -228,7 +227,7 @@ def bind_arguments(fn: Callable, args: list, kwargs: dict, bound: dict, span=Non
         for k, v in kwargs.items():
             if k not in names:
                 close = ([fn.synonyms[k]] if fn.synonyms.get(k) in names
-                         else difflib.get_close_matches(k, names, 1))
+                         else close_names(k, names))
                 hint = f"; did you mean '{close[0]}'?" if close else ""
                 raise TypeErr(fn.UNKNOWN.format(name=fn.name, key=k, hint=hint, signature=fn.signature(),
                                                 names=", ".join(names) or "none"), span)

@@ -428,7 +428,12 @@ class _Compiler:
             a = self.expr(node.left)
             b = self.expr(node.right)
             out = self.temp()
-            self.emit(f"{out} = {self.binary_code(node.op, a, b, self.const(node.op_span or node.span))}")
+            note = semantics.range_note(node.left, node.right)
+            if note:            # an operand indexed by a range: its shape error says ranges include their end
+                self.emit(f"{out} = _bin({node.op!r}, {a}, {b}, {self.const(node.op_span or node.span)}, "
+                          f"{note!r})")
+            else:
+                self.emit(f"{out} = {self.binary_code(node.op, a, b, self.const(node.op_span or node.span))}")
             return out
         if t is A.Call:
             return self.call(node)

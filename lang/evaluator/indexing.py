@@ -89,7 +89,7 @@ class Indexing:
         keys = d.keys()
         hint = ""
         if type(key) is str:
-            close = difflib.get_close_matches(key, [k for k in keys if type(k) is str], 1)
+            close = difflib.get_close_matches(key, [k for k in keys if type(k) is str], 1)   # data, not names
             if close:
                 hint = f"; did you mean {format_value(close[0], True)}?"
             elif _number(key) is not None and _number(key) in keys:
@@ -169,8 +169,9 @@ class Indexing:
                                        f"axis of length {n}", item.span)
                     out.append(np.flatnonzero(v))
                     continue
-                if v.ndim > 1:
-                    raise IndexErr(f"an index vector must be a vector, got {describe(v)}", item.span)
+                if v.ndim > 1:      # PyTorch's C[X]: a row of C per id of the matrix X
+                    raise IndexErr(f"an index vector must be a vector, got {describe(v)}; for a row per id "
+                                   f"(PyTorch's C[X] with a matrix X) write embedding(C, X)", item.span)
                 ints = np.asarray(v, dtype=np.float64)
                 if ints.size and (not np.all(np.isfinite(ints)) or np.any(ints != np.floor(ints))):
                     raise IndexErr("indices must be whole numbers", item.span)
@@ -248,7 +249,7 @@ class Indexing:
         if not math.isfinite(v) or not float(v).is_integer():
             raise IndexErr(f"indices must be whole numbers, got {format_value(v)}", span)
         if v < 0 or v > n - 1:
-            hint = " (indices start at 0; the last is 'end')" if v == n or v < 0 else ""
+            hint = negative_hint(v) if v < 0 else " (indices start at 0; the last is 'end')" if v == n else ""
             raise IndexErr(f"index {format_value(v)} is out of range for {self.axis_text(arr, axis)}{hint}", span)
         return int(v)
 
@@ -264,11 +265,17 @@ class Indexing:
         start, stop, step = int(start), int(stop), int(step)
         empty = (stop < start) if step > 0 else (stop > start)
         if empty:
+            if stop < 0 <= start and step > 0 and negative_literal(item.stop):     # Python's x[1:-1]
+                lines = (self.sources.get(item.span.file) or "").splitlines()
+                a = self.written(item.start, lines)
+                raise IndexErr(f"the range {a}:{stop} is empty: tapeml does not count from the end; "
+                               f"Python's [{a}:{stop}] is [{a}:end{stop}] here (a:b includes b)", item.span)
             return slice(0, 0)
         for v in (start, stop):
             if v < 0 or v > n - 1:
                 raise IndexErr(f"index {format_value(float(v))} is out of range for {describe(arr)}"
-                               + (" (indices start at 0; the last is 'end')" if v == n else ""), item.span)
+                               + (negative_hint(v) if v < 0 else
+                                  " (indices start at 0; the last is 'end')" if v == n else ""), item.span)
         end = stop + 1 if step > 0 else (stop - 1 if stop > 0 else None)
         return slice(start, end, step)
 
@@ -282,3 +289,15 @@ class Indexing:
 
     def eval_colon(self, node, env):
         raise IndexErr("a bare ':' only means a whole axis inside brackets", node.span)
+
+
+def negative_hint(v) -> str:
+    """Said with a negative index: tapeml does not count from the end (Python's x[-1] is x[end])."""
+    back = -int(v) - 1
+    return (f" (indices start at 0 and do not count from the end: Python's [{int(v)}] is "
+            f"[end{f'-{back}' if back else ''}] here)")
+
+
+def negative_literal(node) -> bool:
+    """A written negative number (-1), as a range's end is in Python's x[1:-1]."""
+    return type(node) is A.Unary and node.op == "-" and type(node.operand) is A.Number

@@ -10,7 +10,6 @@ and control-flow signals in lang/evaluator/scope.py.
 """
 from __future__ import annotations
 
-import difflib
 import os
 import sys
 
@@ -23,7 +22,7 @@ from tapeml.evaluator.calls import Calls
 from tapeml.array.context import Context
 from tapeml.array.formatting import apply_spec
 from tapeml.syntax.formatspec import spec_of
-from tapeml.syntax.errors import (STDLIB_PREFIX, InternalError, LangError, NameErr, RecursionErr,
+from tapeml.syntax.errors import (STDLIB_PREFIX, close_names, InternalError, LangError, NameErr, RecursionErr,
                      ShapeError, TypeErr, ValueErr)
 from tapeml.builtins.registry import FOREIGN_NAMES
 from tapeml.evaluator.indexing import Indexing
@@ -38,7 +37,7 @@ from tapeml.array.values import Dict, Function, Record, describe, dict_key, form
 
 _STDLIB_TREES: dict = {}    # (file name, text) -> parsed Program, shared by all interpreters
 
-from tapeml.evaluator.semantics import (BINARY, FLOAT_OPS, binary, condition_value, field, is_mask,
+from tapeml.evaluator.semantics import (BINARY, FLOAT_OPS, binary, condition_value, field, is_mask, range_note,
                                         logical_mask, transpose, unary)
 
 
@@ -191,8 +190,9 @@ class Interpreter(Statements, Calls, Indexing):
         except RecursionError:
             # deep nesting outside any function call (those convert it themselves)
             self.depth = 0
-            raise RecursionErr("the computation nests too deeply (an expression or a value "
-                               "nested beyond Python's stack)", stmt.span if stmt else None) from None
+            raise RecursionErr("the computation nests too deeply: an expression or a value here nests "
+                               "deeper than tapeml can follow; split it into several statements "
+                               "(name the parts) or build the value in a loop", stmt.span if stmt else None) from None
         finally:
             self.dir_stack.pop()
 
@@ -276,8 +276,7 @@ class Interpreter(Statements, Calls, Indexing):
         if name.lower() in ("nan", "inf", "infinity"):    # printed as words, but not literals
             return NameErr(f"undefined name '{name}'; tapeml has no {name} literal: write "
                            f"{'0 / 0' if name.lower() == 'nan' else '1 / 0'}", span)
-        names = env.names()
-        close = difflib.get_close_matches(name, names, 1, 0.7)
+        close = close_names(name, env.names())
         hint = f"; did you mean '{close[0]}'?" if close else ""
         return NameErr(f"undefined name '{name}'{hint}", span)
 
@@ -349,7 +348,7 @@ class Interpreter(Statements, Calls, Indexing):
                 return BINARY[node.op](a, b)
             except Exception:
                 pass               # binary() repeats it and says what went wrong
-        return binary(node.op, a, b, node.op_span or node.span)
+        return binary(node.op, a, b, node.op_span or node.span, range_note(left, right))
 
     def eval_transpose(self, node, env):
         return transpose(self.eval(node.operand, env), node.span)

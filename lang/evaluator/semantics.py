@@ -4,13 +4,14 @@ calls them from its nodes; a compiled evaluator calls the same ones, so the lang
 and messages live here once."""
 from __future__ import annotations
 
-import difflib
 import math
 
 import numpy as np
 
 from tapeml.array import limits, ops
-from tapeml.syntax.errors import LangError, NameErr, ShapeError, TypeErr, ValueErr
+from tapeml.syntax import ast as A
+from tapeml.builtins.registry import FOREIGN_FIELDS, REGISTRY
+from tapeml.syntax.errors import LangError, NameErr, ShapeError, TypeErr, ValueErr, close_names
 from tapeml.array.tape import Box, raw
 from tapeml.array.values import Function, Record, describe, format_gb, format_value, is_numeric, shape_text, values_equal
 
@@ -24,18 +25,19 @@ FLOAT_OPS = {sym: ops.TABLE[name].scalar for sym, name in
               (">=", "ge"), ("==", "eq"), ("!=", "ne"))}
 OP_WORDS = {"+": "add", "-": "subtract", "*": "multiply elementwise", "/": "divide", "%": "take the remainder of",
             "^": "raise", "==": "compare", "!=": "compare", "<": "compare", "<=": "compare", ">": "compare",
-            ">=": "compare"}
+            ">=": "compare", "and": "combine with 'and'", "or": "combine with 'or'"}
 
 
-def binary(op, a, b, span):
-    """`a op b` for any two values; errors carry `span` (the operator's place)."""
+def binary(op, a, b, span, note=""):
+    """`a op b` for any two values; errors carry `span` (the operator's place); `note` ends a
+    shape error's message (range_note)."""
     ta, tb = type(a), type(b)
     if ((ta is float or ta is np.ndarray or ta is Box) and (tb is float or tb is np.ndarray or tb is Box)) \
             or (is_numeric(a) and is_numeric(b)):
         try:
             return BINARY[op](a, b)
         except (ValueError, TypeError) as e:
-            raise shape_error(op, a, b, span) from e
+            raise shape_error(op, a, b, span, note) from e
         except MemoryError:
             raise memory_error(op, a, b, span) from None
         except LangError as e:          # the size guard (lang/array/limits.py)
@@ -104,7 +106,28 @@ def memory_error(op, a, b, span) -> LangError:
     return ValueErr(f"not enough memory for '{op}' of {shape_text(sa)} and {shape_text(sb)}: "
                     f"{need} does not fit", span)
 
-def shape_error(op, a, b, span) -> LangError:
+def range_note(*nodes) -> str:
+    """The end of a shape error's message when an operand is indexed by a range a:b: tapeml's
+    ranges include their end, so Python's a[1:3] (two elements) is three here."""
+    for node in nodes:
+        if type(node) is not A.Index:
+            continue
+        for it in node.indices:
+            if type(it) is A.Range and it.step is None and type(it.stop) is not A.End:
+                if type(it.start) is A.Number and type(it.stop) is A.Number:
+                    a, b = it.start.value, it.stop.value
+                    return (f"; tapeml's ranges include their end: {_num(a)}:{_num(b)} picks "
+                            f"{_num(b - a + 1)} elements (Python's [{_num(a)}:{_num(b)}] is "
+                            f"[{_num(a)}:{_num(b - 1)}] here)")
+                return "; tapeml's ranges include their end: a:b picks b too (Python's [a:b] is [a:b-1] here)"
+    return ""
+
+
+def _num(v) -> str:
+    return str(int(v)) if float(v).is_integer() else format_value(v)
+
+
+def shape_error(op, a, b, span, note="") -> LangError:
     """The error for an operator whose operands' shapes do not fit together."""
     sa, sb = np.shape(raw(a)), np.shape(raw(b))
     if op == "@":
@@ -114,11 +137,11 @@ def shape_error(op, a, b, span) -> LangError:
         inner_a = sa[-1]
         inner_b = sb[0] if len(sb) == 1 else sb[-2]
         return ShapeError(f"matrix product {shape_text(sa)} @ {shape_text(sb)}: the inner sizes "
-                          f"{inner_a} and {inner_b} differ", span)
+                          f"{inner_a} and {inner_b} differ{note}", span)
     msg = f"cannot {OP_WORDS.get(op, op)} {shape_text(sa)} and {shape_text(sb)}: the shapes do not broadcast"
     if op == "*" and len(sa) == 2 and len(sb) == 2 and sa[1] == sb[0]:
         msg += "; for the matrix product use '@'"
-    return ShapeError(msg, span)
+    return ShapeError(msg + note, span)
 
 
 def condition_value(v, span, what: str) -> bool:
@@ -179,8 +202,24 @@ def field(obj, name, span):
         try:
             return r.fields[name]
         except KeyError:
-            close = difflib.get_close_matches(name, list(r.fields), 1)
+            close = close_names(name, r.fields)
             hint = f"; did you mean '{close[0]}'?" if close else ""
             raise NameErr(f"the record has no field '{name}'{hint} "
                           f"(fields: {', '.join(r.fields) or 'none'})", span) from None
-    raise TypeErr(f"cannot read field '{name}' of {describe(obj)}; only records have fields", span)
+    raise TypeErr(f"cannot read field '{name}' of {describe(obj)}" + foreign_field(name), span)
+
+
+def foreign_field(name) -> str:
+    """The end of the message for x.name on a value that is not a record: what tapeml writes for
+    another library's attribute or method (x.T, x.shape, x.sum()), from the FOREIGN_FIELDS table,
+    else a builtin of that name called with x first."""
+    if name in FOREIGN_FIELDS:
+        return f"; for x.{name} tapeml writes {FOREIGN_FIELDS[name]}"
+    b = REGISTRY.get(name)
+    if b is not None and b.params and b.params[0].kind in ("any", "array", "numbers", "tree"):
+        if any(p.name == "dim" for p in b.params):
+            return f"; tapeml has no methods: x.{name}() is {name}(x), x.{name}(d) is {name}(x, dim=d)"
+        if len(b.params) == 1:
+            return f"; tapeml has no methods: x.{name}() is {name}(x)"
+        return f"; tapeml has no methods: x.{name}(...) is {name}(x, ...)"
+    return "; only records have fields"

@@ -15,7 +15,7 @@ from tapeml.array.ranges import ValueWalk, Walk, walk_items, walkable
 from tapeml.evaluator.scope import BreakSignal, ContinueSignal, ReturnSignal
 from tapeml.array.tape import raw
 from tapeml.array.values import Dict, Function, Progress, Record, describe, is_numeric, shape_text
-from tapeml.evaluator.semantics import binary, condition_value
+from tapeml.evaluator.semantics import binary, condition_value, range_note
 
 
 def unpacked(value, n: int, kind_span, count_span, what: str):
@@ -119,7 +119,8 @@ class Statements:
                 shape = np.shape(c[idx])
                 part = ("a single element" if shape == () else f"a part that is {shape_text(shape)}"
                         if len(shape) == 1 else f"a part of shape {shape_text(shape)}")
-                raise ShapeError(f"cannot assign {describe(value)} to {part}", target.span) from e
+                raise ShapeError(f"cannot assign {describe(value)} to {part}{range_note(target)}",
+                                 target.span) from e
             self.assign(target.obj, new, env)
         else:
             raise InternalError(f"assignment to {t.__name__}")

@@ -30,7 +30,8 @@ RECURSION = "recursion"     # Python's RecursionError (the evaluator converts th
 MEMORY = "memory"           # MemoryError
 INTERNAL = "internal"       # any other exception: a bug in tapeml
 
-RECURSION_MESSAGE = "the program nests too deeply"
+RECURSION_MESSAGE = ("the program nests too deeply: split a long expression into several statements, "
+                     "or give a recursion a base case")
 MEMORY_MESSAGE = "the computation ran out of memory"
 
 _HELP = re.compile(r"\?\s*[A-Za-z_]\w*|[A-Za-z_]\w*\?")        # ?name, name?

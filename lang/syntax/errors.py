@@ -44,14 +44,20 @@ class LangError(Exception):
         self.message = message
         self.span = span
         self.trace: list[tuple[str, Span]] = []   # (function name, call site), innermost first
-        self.trace_truncated = False               # more calls than MAX_TRACE: the rest not kept
+        self.trace_dropped = 0                     # calls past MAX_TRACE: counted, not kept
 
     def add_call(self, name: str, span: "Span") -> None:
-        """Record a call the error passed through (innermost first): the first MAX_TRACE only."""
+        """Record a call the error passed through (innermost first): the first MAX_TRACE only;
+        the rest are counted."""
         if len(self.trace) < MAX_TRACE:
             self.trace.append((name, span))
         else:
-            self.trace_truncated = True
+            self.trace_dropped += 1
+
+    @property
+    def trace_truncated(self) -> bool:
+        """More calls than MAX_TRACE: the outer ones were counted, not kept."""
+        return self.trace_dropped > 0
 
     @property
     def line(self) -> int | None:
@@ -183,25 +189,25 @@ def render(error: LangError, sources: dict[str, str] | str | None = None) -> str
         out.extend(caret_lines(error.span, source_of(error.span)))
     else:
         out.append(f"{error.kind}: {error.message}")
-    out.extend(trace_lines(trace, getattr(error, "trace_truncated", False)))
+    out.extend(trace_lines(trace, getattr(error, "trace_dropped", 0)))
     return "\n".join(out)
 
 
 TRACE_LINES = 20        # the most call-chain lines an error shows
 
 
-def trace_lines(trace, truncated: bool = False) -> list[str]:
+def trace_lines(trace, dropped: int = 0) -> list[str]:
     """The call chain, innermost first. A recursion's repeated frames (the same call, or the
     same cycle of up to 4 calls, as in mutual recursion) show once, then '... the same call N
-    more times'; past TRACE_LINES lines the rest is counted. `truncated`: the interpreter
-    stopped recording, so the true count is larger ('more than')."""
+    more times'; past TRACE_LINES lines the rest is counted. `dropped`: the calls further out
+    that the error counted but did not keep (past MAX_TRACE), said with their true number."""
     keys = [(name, str(site)) for name, site in trace]
     lines, i, n = [], 0, len(trace)
-    more = "more than " if truncated else ""
+    further = f", and {dropped} more call{'s' * (dropped != 1)} further out" if dropped else ""
     while i < n:
         if len(lines) >= TRACE_LINES:
-            lines.append(f"  ... and {more}{n - i} more call{'s' * (n - i != 1)}")
-            break
+            lines.append(f"  ... and {n - i + dropped} more call{'s' * (n - i + dropped != 1)}")
+            return lines
         period, reps = 1, 1
         for p in range(1, 5):
             r = 1
@@ -214,11 +220,12 @@ def trace_lines(trace, truncated: bool = False) -> list[str]:
         if reps >= 3:
             again = reps - 1
             what = "the same call" if period == 1 else f"the same {period} calls"
-            at_end = i + reps * period >= n - (n - i) % period if truncated else False
-            lines.append(f"  ... {what} {more if at_end else ''}{again} more time{'s' * (again != 1)}")
+            lines.append(f"  ... {what} {again} more time{'s' * (again != 1)}")
             i += reps * period
         else:
             i += period
+    if dropped:
+        lines[-1] += further
     return lines
 
 
@@ -234,3 +241,27 @@ def _first_user_call(error: LangError) -> int | None:
 
 
 STDLIB_PREFIX = "<stdlib>"
+
+
+def close_names(word: str, names, n: int = 1) -> list[str]:
+    """Up to n of `names` that `word` looks like a typo of, best first: difflib's similar names
+    (ratio 0.75 or more) within a small edit distance (one edit for a name of up to five letters, two up to eight,
+    three beyond; a swap of neighbours is one edit), so 'sofmax' finds 'softmax' but 'int' finds
+    neither 'print' nor 'inv', and 'foo' not 'floor'. Every "did you mean" of the language asks here."""
+    import difflib
+    limit = 1 if len(word) <= 5 else 2 if len(word) <= 8 else 3
+    return [c for c in difflib.get_close_matches(word, list(names), max(n, 5), 0.75)
+            if _edit_distance(word.lower(), c.lower()) <= limit][:n]
+
+
+def _edit_distance(a: str, b: str) -> int:
+    """Optimal string alignment distance: insertions, deletions, substitutions, adjacent swaps."""
+    prev2, prev = None, list(range(len(b) + 1))
+    for i in range(1, len(a) + 1):
+        cur = [i] + [0] * len(b)
+        for j in range(1, len(b) + 1):
+            cur[j] = min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] != b[j - 1]))
+            if i > 1 and j > 1 and a[i - 1] == b[j - 2] and a[i - 2] == b[j - 1]:
+                cur[j] = min(cur[j], prev2[j - 2] + 1)
+        prev2, prev = prev, cur
+    return prev[len(b)]

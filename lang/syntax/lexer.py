@@ -55,18 +55,26 @@ LOOKALIKES = {
 # ASCII spellings from other languages, with what tapeml writes instead
 FOREIGN = {"**": "^", "&&": "and", "||": "or", "~=": "!=", ".*": "*", "./": "/", ".^": "^",
            "!": "not", "&": "and", "|": "or", "~": "not", "'": None}
+# what each means on masks: said with the replacement ('~mask' is 'not mask', elementwise)
+FOREIGN_MASK = {"!": "not mask", "~": "not mask", "&": "a and b", "|": "a or b"}
 
 
 def _digit(ch: str) -> bool:
     """An ASCII digit (str.isdigit also accepts '²' and other scripts' digits)."""
     return "0" <= ch <= "9"
 
+# Python's string prefixes: f"..." r"..." b"..." (tapeml's strings interpolate without one)
+STRING_PREFIXES = {"f", "r", "b", "u", "rb", "br", "fr", "rf"}
+
 # Names from other languages, with what tapeml writes instead.
 FOREIGN_WORDS = {"True": "'true'", "False": "'false'", "None": "'none'", "null": "'none'", "nil": "'none'",
                    "def": "'fn name(args) ... end'", "function": "'fn name(args) ... end'",
                    "lambda": "'fn(x) -> expression'", "elseif": "'elif'", "endif": "'end'",
                    "endfor": "'end'", "endwhile": "'end'", "endfunction": "'end'", "pass": "nothing (an empty block)",
-                   "self": "no methods: pass the record as an argument", "np": "builtins directly (zeros, sum, ...)"}
+                   "self": "no methods: pass the record as an argument", "np": "builtins directly (zeros, sum, ...)",
+                   "numpy": "builtins directly (zeros, sum, ...)", "torch": "builtins directly (zeros, sum, ...)",
+                   "then": "nothing after the condition: the block starts on the next line",
+                   "do": "nothing after the condition: the block starts on the next line"}
 
 
 def char_text(ch: str) -> str:
@@ -220,6 +228,10 @@ class Lexer:
             while not self.at_end() and self.peek().isascii() and (self.peek().isalnum() or self.peek() == "_"):
                 self.advance()
             text = self.src[start:self.pos]
+            if self.peek() == '"' and text.lower() in STRING_PREFIXES:     # Python's f"...", r"..."
+                raise self.error(f"tapeml strings take no prefix: write \"...\" without the '{text}'"
+                                 + ("; every string interpolates: \"{x}\" (and \"{{\" for a brace)"
+                                    if "f" in text.lower() else ""), self.span_from(line, col))
             self.add(text if text in KEYWORDS else NAME, text, text, line, col, space)
         elif ch == '"':
             self.scan_string(line, col, space)
@@ -391,7 +403,9 @@ class Lexer:
                 break
         else:
             if ch in FOREIGN and FOREIGN[ch]:
-                raise self.error(f"'{ch}' is not a tapeml operator; write '{FOREIGN[ch]}'")
+                raise self.error(f"'{ch}' is not a tapeml operator; write '{FOREIGN[ch]}'"
+                                 + (f" (on bool matrices it works elementwise: {FOREIGN_MASK[ch]})"
+                                    if ch in FOREIGN_MASK else ""))
             raise self.error(f"unexpected character {char_text(ch)}"
                              + ("" if ch.isascii() and ch.isprintable() else " outside a string"))
         if op in ("+", "-") and self.brackets and self.brackets[-1].text == "[" and space \

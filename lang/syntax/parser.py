@@ -239,11 +239,14 @@ class Parser:
         self.open(if_tok)
         branches = []
         cond = self.expression()
+        self.no_foreign_opener("then", if_tok)
         branches.append((cond, tuple(self.block())))
         orelse = None
         while True:
             if self.match("elif"):
+                elif_tok = self.previous()
                 cond = self.expression()
+                self.no_foreign_opener("then", elif_tok)
                 branches.append((cond, tuple(self.block())))
             elif self.match("else"):
                 orelse = tuple(self.block())
@@ -254,6 +257,15 @@ class Parser:
         end = self.close_block(if_tok)
         self.end_statement()
         return A.If(if_tok.span.to(end.span), tuple(branches), orelse)
+
+    def no_foreign_opener(self, word: str, opener: Token) -> None:
+        """`if c then`, `while c do`, `for x in xs do` (Lua, Ruby, shell): tapeml's block starts
+        on the next line; said at the word, whether or not the block would run."""
+        tok = self.peek()
+        if tok.kind == NAME and tok.text == word and tok.span.line == self.previous().span.end_line:
+            raise LangSyntaxError(f"'{word}' is not tapeml: '{opener.text}' needs nothing after its "
+                                  f"{'condition' if opener.text != 'for' else 'range'}; the block starts on "
+                                  f"the next line and closes with 'end'", tok.span)
 
     def for_stmt(self) -> A.Node:
         for_tok = self.advance()
@@ -274,6 +286,7 @@ class Parser:
             self.consume("in", "expected 'in' after the loop variable")
             var = var.text
         iterable = self.expression()
+        self.no_foreign_opener("do", for_tok)
         body = self.block()
         end = self.close_block(for_tok)
         self.end_statement()
@@ -283,6 +296,7 @@ class Parser:
         tok = self.advance()
         self.open(tok)
         cond = self.expression()
+        self.no_foreign_opener("do", tok)
         body = self.block()
         end = self.close_block(tok)
         self.end_statement()
