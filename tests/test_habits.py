@@ -116,3 +116,13 @@ def test_the_hinted_forms_run():
                     "print(var([1, 2, 3, 4], correction=0), x[end, :], [1, 2, 3, 4][1:end-1], range(3))\n")
     assert out == ("[1, 3; 2, 4] (2, 2) 10 [2, 3] [0, 2]\n[0, 2] [1, 2, 5; 3, 4, 6]\n"
                    "1.25 [3, 4] [2, 3] [0, 1, 2]\n")
+
+
+def test_a_quote_escaped_right_after_a_brace_says_how_to_write_a_brace():
+    """Found by a newcomer writing JSON text: "{\\"a\\": 1}" opened an interpolation at '{' and the
+    error named only the backslash."""
+    from support import error_of
+    e = error_of('print("{\\"a\\": 1}")')
+    assert (e.span.line, e.span.col) == (1, 9)
+    assert e.message == ("unexpected character '\\'; inside a string '{' starts an interpolation: "
+                         "write '{{' for a literal brace")

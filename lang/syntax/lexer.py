@@ -406,8 +406,11 @@ class Lexer:
                 raise self.error(f"'{ch}' is not a tapeml operator; write '{FOREIGN[ch]}'"
                                  + (f" (on bool matrices it works elementwise: {FOREIGN_MASK[ch]})"
                                     if ch in FOREIGN_MASK else ""))
+            hint = ""
+            if ch == "\\" and self.nesting > 0:     # "{\"a\": 1}": the brace opened an interpolation
+                hint = "; inside a string '{' starts an interpolation: write '{{' for a literal brace"
             raise self.error(f"unexpected character {char_text(ch)}"
-                             + ("" if ch.isascii() and ch.isprintable() else " outside a string"))
+                             + ("" if ch.isascii() and ch.isprintable() else " outside a string") + hint)
         if op in ("+", "-") and self.brackets and self.brackets[-1].text == "[" and space \
                 and self.peek(1) not in (" ", "\t", "\n", "") and self.prev_ends_value():
             prev = self.tokens[-1].text
