@@ -481,3 +481,14 @@ def test_number_keys_print_in_full_so_two_keys_never_print_alike():
     from support import error_of
     msg = str(error_of('d = {0.123456789: "a", 0.12345679: "b"}\nd[0.1234568]'))
     assert "no key 0.1234568 (2 keys: 0.123456789, 0.12345679)" in msg
+
+
+def test_a_record_indexed_by_one_of_its_field_names_says_write_the_field():
+    """Found by a newcomer: read_json gives a record for an inner object whose keys are names, and
+    c["gpt2-medium"]["n_layer"] failed pointing only at the dictionary literal."""
+    from support import error_of
+    e = error_of('c = {gpt = {n_layer = 2}}\nc["gpt"]')
+    assert e.message == "records are read by field name (r.name), not by index; this record has the field: write .gpt"
+    assert (e.span.line, e.span.col) == (2, 1)
+    e = error_of('c = {gpt = 1}\nc["x"]')
+    assert 'from Python: a tapeml.Dict; read_json(path, objects="dict")' in e.message

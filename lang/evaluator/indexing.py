@@ -59,9 +59,15 @@ class Indexing:
             idx = self.index_tuple(np.zeros(1), node, env)
             return ops.index(ops.reshape(obj, shape=(1,)), idx=idx)
         if isinstance(r, Record):
-            raise TypeErr("records are read by field name (r.name), not by index"
-                          + ("; a dictionary, read by key, is written {\"key\": value}" if r.fields else ""),
-                          node.span)
+            first = node.indices[0] if len(node.indices) == 1 else None
+            if type(first) is A.String and len(first.parts) == 1 and first.parts[0] in r.fields:
+                hint = f"; this record has the field: write .{first.parts[0]}"
+            elif r.fields:
+                hint = ("; a dictionary, read by key, is written {\"key\": value} (from Python: a "
+                        "tapeml.Dict; read_json(path, objects=\"dict\") reads every object as one)")
+            else:
+                hint = ""
+            raise TypeErr("records are read by field name (r.name), not by index" + hint, node.span)
         raise TypeErr(f"cannot index {describe(obj)}", node.span)
 
     def dict_key_of(self, node, env):

@@ -94,7 +94,8 @@ class Statements:
             if not isinstance(c, np.ndarray):
                 hint = ""
                 if isinstance(c, Record):
-                    hint = ("; {} is an empty record: an empty dictionary is {:} (or dict())" if not c.fields
+                    hint = ("; {} is an empty record: an empty dictionary is {:} (or dict()), from "
+                            "Python a tapeml.Dict()" if not c.fields
                             else "; a record's fields are set by name: r.name = value")
                 raise TypeErr(f"cannot assign into {describe(container)} by index{hint}", target.span)
             if c.ndim == 0:        # zeros(): written as a 1-vector, then given back its shape ()
