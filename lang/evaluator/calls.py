@@ -11,23 +11,10 @@ import numpy as np
 from tapeml.syntax.errors import IOErr, LangError, RecursionErr, TypeErr, ValueErr
 from tapeml.syntax.lexer import decode_source
 from tapeml.evaluator import compiler
-from tapeml.evaluator.scope import MAX_DEPTH, Env, ReturnSignal
+from tapeml.evaluator.scope import MAX_DEPTH, Env, ReturnSignal, called_from, too_deep
 from tapeml.evaluator.stack import HOP_DEPTH, run_deep
 from tapeml.array.tape import raw
 from tapeml.array.values import Callable, Function, Record, bind_arguments, describe
-
-
-def _called_from(e: LangError, fn: Function, span) -> LangError:
-    """An error leaving fn's body, with the call site added to its chain."""
-    if span is None:          # called by a builtin (grad, tree_map): the builtin's site is used
-        e.pending_fn = fn.name
-    else:
-        e.add_call(fn.name, span)
-    return e
-
-
-def _too_deep(fn: Function, span) -> RecursionErr:
-    return RecursionErr(f"the computation nests too deeply (in {fn.name})", span)
 
 
 class Calls:
@@ -61,9 +48,9 @@ class Calls:
                 try:
                     return code(self, fn.env, *args)
                 except LangError as e:
-                    raise _called_from(e, fn, span)
+                    raise called_from(e, fn, span)
                 except RecursionError:
-                    raise _too_deep(fn, span) from None
+                    raise too_deep(fn, span) from None
                 finally:
                     self.depth -= 1 if self.depth > 0 else 0
             self.depth -= 1
@@ -107,9 +94,9 @@ class Calls:
                 return None
             return self.eval(body, local)
         except LangError as e:
-            raise _called_from(e, fn, span)
+            raise called_from(e, fn, span)
         except RecursionError:
-            raise _too_deep(fn, span) from None
+            raise too_deep(fn, span) from None
         finally:
             self.depth -= 1 if self.depth > 0 else 0
 

@@ -38,10 +38,11 @@ from tapeml.syntax.lexer import KEYWORDS
 from tapeml.array.values import Function, Progress, Record
 from tapeml.evaluator import semantics
 from tapeml.evaluator.progress import loop_bar
-from tapeml.evaluator.scope import Env
+from tapeml.evaluator.scope import MAX_DEPTH, Env, called_from, too_deep
+from tapeml.evaluator.stack import HOP_DEPTH
 from tapeml.evaluator.statements import loop_item_unpacked, unpacked
 from tapeml.array.ranges import Walk, walk_items, walkable
-from tapeml.syntax.errors import TypeErr
+from tapeml.syntax.errors import LangError, TypeErr
 from tapeml.array.values import describe
 
 _UNSET = object()          # a local not assigned yet
@@ -106,7 +107,9 @@ HELPERS = {"_U": _UNSET, "_look": _look, "_snap": _snapshot, "_unpack": _unpack,
            "_unpack_item": loop_item_unpacked, "_loop": _loop, "_function": _function, "Env": Env, "_bin": semantics.binary,
            "_cond": semantics.condition_value, "_unary": semantics.unary, "_field": semantics.field,
            "_transpose": semantics.transpose, "_is_mask": semantics.is_mask,
-           "_mask": semantics.logical_mask, "Record": Record, "Function": Function}
+           "_mask": semantics.logical_mask, "Record": Record, "Function": Function,
+           "_MAX_DEPTH": MAX_DEPTH, "_HOP_DEPTH": HOP_DEPTH, "_LangError": LangError,
+           "_called_from": called_from, "_too_deep": too_deep}
 
 # operators whose two-float result is Python's own operator (the primitives' scalar forms)
 INLINE = {"+", "-", "*", "<", "<=", ">", ">=", "==", "!="}
@@ -517,10 +520,34 @@ class _Compiler:
         out = self.temp()
         self.emit(f"I.current_call = {self.const(node)}")
         kw = "{" + ", ".join(f"{k!r}: {v}" for k, v in kwargs) + "}"
-        call = f"({f}, [{', '.join(args)}], {kw}, {self.const(node.span)})"
-        # a user function straight to call_function (Interpreter.call's first test), unless a
-        # diagnostics mode has wrapped I.call meanwhile (then I.compiled is false)
-        self.emit(f"{out} = I.call_function{call} if type({f}) is Function and I.compiled else I.call{call}")
+        span = self.const(node.span)
+        call = f"({f}, [{', '.join(args)}], {kw}, {span})"
+        if kwargs:
+            # a user function straight to call_function (Interpreter.call's first test), unless a
+            # diagnostics mode has wrapped I.call meanwhile (then I.compiled is false)
+            self.emit(f"{out} = I.call_function{call} if type({f}) is Function and I.compiled else I.call{call}")
+            return out
+        # A compiled function called with its positional arguments: call_function's hot path
+        # inline (the same depth, hand-over and error steps); anything else goes through it.
+        code, depth = self.temp(), self.temp()
+        self.emit(f"{code} = {f}.code if type({f}) is Function and I.compiled and "
+                  f"len({f}.params) == {len(args)} else None")
+        self.emit(f"if {code}:")
+        self.emit(f"    {depth} = I.depth = I.depth + 1")
+        self.emit(f"    if {depth} <= _MAX_DEPTH and {depth} % _HOP_DEPTH:")
+        self.emit("        try:")
+        self.emit(f"            {out} = {code}(I, {f}.env{''.join(', ' + a for a in args)})")
+        self.emit("        except _LangError as e:")
+        self.emit(f"            raise _called_from(e, {f}, {span})")
+        self.emit("        except RecursionError:")
+        self.emit(f"            raise _too_deep({f}, {span}) from None")
+        self.emit("        finally:")
+        self.emit("            I.depth -= 1 if I.depth > 0 else 0")
+        self.emit("    else:")
+        self.emit("        I.depth -= 1")
+        self.emit(f"        {out} = I.call_function{call}")
+        self.emit("else:")
+        self.emit(f"    {out} = I.call_function{call} if type({f}) is Function and I.compiled else I.call{call}")
         return out
 
     def logical(self, node) -> str:

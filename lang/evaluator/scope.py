@@ -1,6 +1,9 @@
-"""Scopes and the control-flow signals of the evaluator: an Env per call (closures), and the
-exceptions that carry break, continue and return out of a block."""
+"""Scopes and the control-flow signals of the evaluator: an Env per call (closures), the
+exceptions that carry break, continue and return out of a block, and what an error leaving a
+function call gets (the call site in its chain; the too-deep error)."""
 from __future__ import annotations
+
+from tapeml.syntax.errors import LangError, RecursionErr
 
 MAX_DEPTH = 20000       # tapeml call depth before a RecursionError
 
@@ -41,3 +44,16 @@ class Env:
             out.update(env.vars)
             env = env.parent
         return out
+
+
+def called_from(e: LangError, fn, span) -> LangError:
+    """An error leaving fn's body, with the call site added to its chain."""
+    if span is None:          # called by a builtin (grad, tree_map): the builtin's site is used
+        e.pending_fn = fn.name
+    else:
+        e.add_call(fn.name, span)
+    return e
+
+
+def too_deep(fn, span) -> RecursionErr:
+    return RecursionErr(f"the computation nests too deeply (in {fn.name})", span)
