@@ -85,14 +85,7 @@ class Calls:
                 return code(self, fn.env, *values)
             if self.depth % HOP_DEPTH == 0:
                 return run_deep(self.run_body, fn, local)
-            body = fn.body
-            if type(body) is tuple:
-                try:
-                    self.exec_block(body, local)
-                except ReturnSignal as r:
-                    return r.value
-                return None
-            return self.eval(body, local)
+            return self.run_body(fn, local)
         except LangError as e:
             raise called_from(e, fn, span)
         except RecursionError:
@@ -101,7 +94,7 @@ class Calls:
             self.depth -= 1 if self.depth > 0 else 0
 
     def run_body(self, fn: Function, local: Env):
-        """A user function's body in its bound scope (call_function's own lines, for the deep thread)."""
+        """A user function's body walked in its bound scope (here or on a deep thread)."""
         body = fn.body
         if type(body) is tuple:
             try:

@@ -143,6 +143,13 @@ def tune_runtime() -> None:
     gc.freeze()
 
 
+def _option_value(flag: str, argv: list) -> str | None:
+    """The value of `--name VALUE` (taken from argv) or `--name=VALUE`; None when it is missing."""
+    if "=" in flag:
+        return flag.split("=", 1)[1]
+    return argv.pop(0) if argv else None
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     from tapeml.evaluator.stack import SHALLOW_LIMIT       # (deeper calls continue on a big-stack thread: lang/evaluator/stack.py)
@@ -168,19 +175,13 @@ def main(argv: list[str] | None = None) -> int:
             print(HELP, end="")
             return 0
         elif flag == "--dtype" or flag.startswith("--dtype="):
-            if flag == "--dtype":
-                if not argv:
-                    return _usage_error("--dtype needs float32 or float64")
-                dtype = argv.pop(0)
-            else:
-                dtype = flag.split("=", 1)[1]
+            dtype = _option_value(flag, argv)
+            if dtype is None:
+                return _usage_error("--dtype needs float32 or float64")
         elif flag == "--threads" or flag.startswith("--threads="):
-            if flag == "--threads":
-                if not argv:
-                    return _usage_error("--threads needs a whole number >= 1")
-                text = argv.pop(0)
-            else:
-                text = flag.split("=", 1)[1]
+            text = _option_value(flag, argv)
+            if text is None:
+                return _usage_error("--threads needs a whole number >= 1")
             from tapeml.array import threads
             try:
                 n_threads = threads.parse(text)
