@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import sys
 
+from tapeml.faces import runner
 from tapeml.faces.runner import Terminated   # (re-exported: the signal handlers raise it)
 
 USAGE = """usage: tapeml [OPTIONS] FILE.ml [ARGS...]
@@ -94,7 +95,6 @@ def _usage_error(message: str) -> int:
 
 def run_source(interp, source: str, filename: str, debug: bool = False) -> int:
     """Run one program; print a language error the way users see it. Returns the exit code."""
-    from tapeml.faces import runner
     tune_runtime()
     outcome = runner.run_cell(interp, source, filename, raise_internal=debug)
     status = outcome.status
@@ -354,12 +354,21 @@ def exit_code(code: int) -> int:
 
 
 def _on_sigterm(signum, frame):
+    runner.note_signal()
     raise Terminated(signum)
+
+
+def _on_sigint(signum, frame):
+    runner.note_signal()
+    raise KeyboardInterrupt
 
 
 def entry() -> None:
     import signal
+    sys.unraisablehook = runner.quiet_after_signal
     signal.signal(signal.SIGTERM, _on_sigterm)
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+        signal.signal(signal.SIGINT, _on_sigint)
     # the terminal closed: unwind as for SIGTERM, unless SIGHUP is ignored (nohup keeps it so)
     if hasattr(signal, "SIGHUP") and signal.getsignal(signal.SIGHUP) is signal.SIG_DFL:
         signal.signal(signal.SIGHUP, _on_sigterm)

@@ -474,8 +474,10 @@ class Repl:
                 return 0
             # The prompt's asyncio event loop is garbage now; collected later, in the middle of a
             # computation, its __del__ could be where Ctrl-C lands, and Python would print
-            # "Exception ignored ... KeyboardInterrupt" and let the loop run on.
+            # "Exception ignored ... KeyboardInterrupt" and let the loop run on. The garbage of
+            # an entry interrupted before is collected here too, its finalizers quiet.
             gc.collect()
+            runner.settle()
             try:
                 going_on = self.handle(text)
             except KeyboardInterrupt:   # Ctrl-C outside the computation: a help page being made,

@@ -14,7 +14,9 @@ on, the kernel sends the protocol's messages, the docs builder records the text)
 """
 from __future__ import annotations
 
+import gc
 import re
+import sys
 from dataclasses import dataclass
 
 ANS = "ans"                 # the variable holding the last echoed value
@@ -50,6 +52,35 @@ class Terminated(BaseException):
     @property
     def name(self) -> str:
         return "SIGHUP" if self.signum == 1 else "SIGTERM"
+
+
+# A signal lands wherever Python is, inside a library's constructor too (zipfile.ZipFile's
+# __init__ before it sets `_writing`): the half-built object's finalizer then fails when the
+# unwinding frees it, and Python would print "Exception ignored in ..." with a traceback under the
+# one line a face prints for the signal. From a signal until the face settles (collects what the
+# interrupted run left), such finalizer failures are quiet; any other time they print as usual.
+_signalled = False
+
+
+def note_signal() -> None:
+    """Called by the faces' signal handlers (SIGINT, SIGTERM, SIGHUP) before they raise."""
+    global _signalled
+    _signalled = True
+
+
+def settle() -> None:
+    """After an interrupted or terminated run has been reported: collect its garbage (quietly)
+    and let later finalizer failures print again."""
+    global _signalled
+    if _signalled:
+        gc.collect()
+        _signalled = False
+
+
+def quiet_after_signal(unraisable, _default=sys.unraisablehook) -> None:
+    """sys.unraisablehook for the faces: silent between a signal and settle(), else Python's."""
+    if not _signalled:
+        _default(unraisable)
 
 
 @dataclass
