@@ -129,6 +129,39 @@ def set_dtype(name):
     return None
 
 
+@builtin("set_device", "Core", "Choose where this session's matrices live and compute: \"numpy\" (default), "
+         "\"torch:cpu\", \"torch:cuda\", \"torch:cuda:N\" or \"torch:mps\".",
+         [P("name", "string", doc='"numpy", "torch:cpu", "torch:cuda", "torch:cuda:N" or "torch:mps"')],
+         returns="none",
+         errors=["ValueError when the device is unknown, PyTorch is not installed, the machine lacks it, or a "
+                 "matrix already exists in this session", "TypeError when name is not a string"],
+         what="Call it at the top of a script, before any matrix is made: from then on literals, ranges, "
+              "constructors and loaded files make PyTorch tensors on that device, and every operation, "
+              "gradient and print is the same as on NumPy (tapeml's tape does the backward pass on every "
+              "device). `tapeml --device torch:cuda script.ml` does the same for a whole script. "
+              "torch:mps holds float32 only.",
+         how="Sets the session's backend (lang/array/backend.py). Matrices made before cannot move, so a "
+             "second device after the first matrix is refused rather than mixing two.",
+         examples=['set_device("numpy")\nprint(device())'])
+def set_device(name):
+    from tapeml.array import backend
+    be = backend.make(name)
+    if be is not backend.current() and backend.made_any():
+        raise ValueError(f"set_device(\"{name}\"): this session already made matrices on {backend.current().name}; "
+                         f"call set_device before the first matrix (or run with tapeml --device {name})")
+    backend.set_current(be)
+    return None
+
+
+@builtin("device", "Core", "The device this session's new matrices are made on: \"numpy\", \"torch:cpu\", ...",
+         [], returns="string",
+         what="The backend chosen by set_device, tapeml --device or tapeml.Session(device=...).",
+         examples=['print(device())'])
+def device():
+    from tapeml.array import backend
+    return backend.current().name
+
+
 @builtin("dtype", "Core", "The float type of a matrix: \"float64\", \"float32\" or \"bool\".",
          [P("x", "array")], returns="string",
          what="Tells how a matrix is stored: \"float64\" (the default), \"float32\" after set_dtype(\"float32\"), "

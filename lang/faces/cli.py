@@ -23,12 +23,12 @@ from tapeml.faces.runner import Terminated   # (re-exported: the signal handlers
 USAGE = """usage: tapeml [OPTIONS] FILE.ml [ARGS...]
        tapeml [OPTIONS] -c CODE
        tapeml [OPTIONS] -i FILE.ml
-       tapeml [--dtype float32|float64]   (interactive session)
+       tapeml [--dtype float32|float64] [--device DEVICE]   (interactive session)
        tapeml docs build|check [--root DIR] [--kernel NAME|none]
        tapeml docs site [--root DIR] [--out DIR] | tapeml docs serve [--root DIR] [--addr HOST:PORT]
        tapeml kernel install [--user | --sys-prefix | --prefix DIR] [--threads N]
        tapeml -h | --help | -V | --version
-options: --debug, --dtype float32|float64, --threads N, --check-nan, --profile, --profile-out FILE, --profile-top N"""
+options: --debug, --dtype float32|float64, --device DEVICE, --threads N, --check-nan, --profile, --profile-out FILE, --profile-top N"""
 
 HELP = USAGE + """
 
@@ -49,6 +49,9 @@ Arguments:
 
 Options (before FILE, -c or -i; later ones are passed to the program in ARGS):
   --dtype float32|float64   the floating-point type of matrices (default float64)
+  --device DEVICE           where matrices live and compute: numpy (default), torch:cpu,
+                            torch:cuda, torch:cuda:N or torch:mps (PyTorch tensors, needs the
+                            extra tapeml[torch]); the same programs, the same tape, the same output
   --threads N               run matrix products (BLAS) on N threads (default 1: the fastest on a
                             busy machine; more pays for large matrices on idle cores)
   --check-nan               stop at the first operation that makes a NaN or an infinity, forward
@@ -158,6 +161,7 @@ def main(argv: list[str] | None = None) -> int:
     dtype = None
     diag = Diagnose()
     n_threads = None
+    device = None
     while argv and (argv[0].startswith("--") or argv[0] in ("-h", "-V")):
         flag = argv.pop(0)
         if flag == "--debug":
@@ -178,6 +182,10 @@ def main(argv: list[str] | None = None) -> int:
             dtype = _option_value(flag, argv)
             if dtype is None:
                 return _usage_error("--dtype needs float32 or float64")
+        elif flag == "--device" or flag.startswith("--device="):
+            device = _option_value(flag, argv)
+            if device is None:
+                return _usage_error("--device needs numpy, torch:cpu, torch:cuda[:N] or torch:mps")
         elif flag == "--threads" or flag.startswith("--threads="):
             text = _option_value(flag, argv)
             if text is None:
@@ -189,6 +197,13 @@ def main(argv: list[str] | None = None) -> int:
                 return _usage_error(str(e))
         else:
             return _usage_error(f"unknown option '{flag}'")
+    if device is not None:
+        from tapeml.array import backend
+        try:
+            backend.set_current(backend.make(device))
+        except backend.DeviceError as e:
+            return _usage_error(str(e))
+        os.environ["TAPEML_DEVICE"] = device       # the kernel, and the docs' example runners, too
     if argv and argv[0] == "kernel":
         from tapeml.faces.kernel import main as kernel_main
         return kernel_main(argv[1:])

@@ -83,8 +83,11 @@ class _Stdout:
 class Session:
     """An independent tapeml session: its own variables, float type, random generator and figures.
 
-    Session(dtype="float64", seed=None, out=None, prelude=True, check_nan=False, threads=None)
+    Session(dtype="float64", seed=None, out=None, prelude=True, check_nan=False, threads=None, device=None)
       dtype   "float64" (default) or "float32": the float type of every new matrix
+      device  where the Session's matrices live: "numpy" (default), "torch:cpu", "torch:cuda[:N]"
+              or "torch:mps" (PyTorch tensors; the extra tapeml[torch]); values come back to
+              Python as NumPy arrays on every device
       seed    a whole number >= 0 for repeatable random draws (as `seed(n)`), or None (OS entropy)
       out     a text stream for print (default: sys.stdout at the time of writing)
       prelude load the standard library (softmax, mse, ...) on first use (default True)
@@ -100,13 +103,14 @@ class Session:
     `p.table()` is the time per source line and per builtin (forward and backward) and
     `p.save(path)` writes it in speedscope's format.
 
-    Raises ValueError for an unknown dtype, a seed that is not a whole number >= 0 or a thread
+    Raises ValueError for an unknown dtype or device (or one this machine lacks), a seed that is not a whole number >= 0 or a thread
     count that is not a whole number >= 1. Language errors in code that a Session runs raise
     `tapeml.LangError` (with .kind, .message, .line, .column, .file).
     """
 
     def __init__(self, dtype: str = "float64", seed: int | None = None, out=None, prelude: bool = True,
-                 check_nan: bool = False, threads: int | None = None):
+                 check_nan: bool = False, threads: int | None = None, device: str | None = None):
+        from tapeml.array import backend
         if not isinstance(dtype, str) or dtype not in DTYPES:
             raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
         if seed is not None and not _whole_seed(seed):
@@ -116,6 +120,8 @@ class Session:
         self.threads = blas_threads.wanted(threads)
         self.interp = Interpreter(out=out if out is not None else _Stdout(), load_prelude=prelude)
         values = {"dtype": DTYPES[dtype]}
+        if device is not None:
+            values["backend"] = backend.make(device)     # DeviceError (a ValueError) says why not
         if seed is not None:
             values["rng"] = np.random.default_rng(int(seed))
         self.state = context.State(**values)

@@ -1,0 +1,310 @@
+"""The backend seam: where the matrices of a session live (NumPy on the CPU, or PyTorch tensors on
+the CPU or a GPU), and everything about them that differs between the two, in one place.
+
+    from tapeml.array import backend as B
+    be = B.current()                 # the session's backend: the one that makes new matrices
+    x = be.asarray([[1, 2], [3, 4]], be.float_dtype())
+    xp = B.xp_of(a, b)               # the namespace that computes on a and b
+    B.is_array(x)                    # a matrix of any backend (type(x) in B.ARRAYS, inline)
+    B.to_numpy(x)                    # the one boundary: printing, files, plots, the Python API
+
+A `Backend` knows
+- its array type and how to recognise it (`array_type`; `ARRAYS` holds every loaded backend's);
+- its namespace `xp`: the NumPy module itself for NumPy (NumPy 2 follows the array API standard
+  in the names the portable code uses), array-api-compat's wrapper of torch for PyTorch;
+- the dtype table: the session's float type is named the NumPy way (`context.LIVE["dtype"]` is
+  np.float64 or np.float32 on every backend); `dtype(np_type)` gives the backend's own;
+- creation from Python or NumPy data on its device (`asarray`) and conversion back (`to_numpy`);
+- floating-point error state (`errstate()`: NumPy's warnings off; torch has none);
+- the operations the standard lacks (`add_at`, ...), each written once per backend;
+- how much memory its device has (the size guard's limit).
+
+The NumPy backend is the default and imports nothing more; the PyTorch one is made on first use
+of a `torch:...` device (torch is an optional extra, `pip install tapeml[torch]`), with torch's
+autograd never asked for: tapeml's tape is the only autodiff on every backend.
+
+A session's backend is the slot "backend" (lang/array/context.py): `tapeml --device`,
+`tapeml.Session(device=...)` and `set_device(...)` choose it; TAPEML_DEVICE sets the default
+of the process (the tests run the suite on `torch:cpu` that way).
+"""
+from __future__ import annotations
+
+import os
+import re
+
+import numpy as np
+
+from tapeml.array import context
+
+ARRAYS: set = {np.ndarray}          # the array types of every backend loaded so far
+_BY_TYPE: dict = {}                 # array type -> the Backend that computes on it
+
+
+class DeviceError(ValueError):
+    """A device that cannot be used: an unknown name, torch missing, no GPU."""
+
+
+class Backend:
+    """NumPy on the CPU: the default backend."""
+    name = "numpy"
+    device = "cpu"
+    array_type = np.ndarray
+    xp = np
+    # what a failed factorization raises (np.linalg.LinAlgError; torch's own for torch)
+    linalg_errors: tuple = (np.linalg.LinAlgError,)
+    # what a shape mismatch raises inside a primitive (torch says RuntimeError)
+    shape_errors: tuple = (ValueError,)
+
+    def __repr__(self):
+        return f"<tapeml backend {self.name}>"
+
+    # ---- dtypes -------------------------------------------------------------------------------
+    def dtype(self, np_type):
+        """The backend's dtype for a NumPy scalar type or dtype (np.float64, np.bool_, ...)."""
+        return np.dtype(np_type)
+
+    def float_dtype(self):
+        """The session's float type, as this backend names it."""
+        return self.dtype(context.LIVE["dtype"])
+
+    def np_dtype(self, dtype) -> np.dtype:
+        """The NumPy dtype of one of this backend's dtypes."""
+        return np.dtype(dtype)
+
+    def is_bool(self, a) -> bool:
+        return a.dtype == np.bool_
+
+    def is_float(self, a) -> bool:
+        return a.dtype.kind == "f"
+
+    # ---- crossing -----------------------------------------------------------------------------
+    def asarray(self, obj, dtype=None):
+        """A matrix of this backend from Python numbers, nested lists, NumPy arrays or this
+        backend's own arrays (`dtype` a NumPy type or None to keep the data's)."""
+        context.LIVE["made"] = True
+        return np.asarray(obj, dtype=dtype)
+
+    def to_numpy(self, a) -> np.ndarray:
+        return a
+
+    def item(self, a):
+        """A 0-d array's value as a Python float or bool."""
+        v = a[()] if type(a) is np.ndarray else a
+        return bool(v) if isinstance(v, (bool, np.bool_)) else float(v)
+
+    # ---- state --------------------------------------------------------------------------------
+    def errstate(self):
+        """A context where overflow, 0/0 and invalid operations give inf and NaN quietly."""
+        return np.errstate(all="ignore")
+
+    def memory_bytes(self) -> int | None:
+        """The memory of the device the arrays live on (None: the host's, as limits.py reads it)."""
+        return None
+
+    def synchronize(self) -> None:
+        """Wait for the device's queued work (timing); nothing to wait for on the CPU."""
+
+    # ---- beyond the array API standard --------------------------------------------------------
+    def add_at(self, target, index, values):
+        """A copy of `target` with `values` added at `index` (repeated positions add up):
+        np.add.at; `index` an integer array or a tuple of them."""
+        out = target.copy()
+        np.add.at(out, index, values)
+        return out
+
+
+NUMPY = Backend()
+_BY_TYPE[np.ndarray] = NUMPY
+
+
+# ---- PyTorch --------------------------------------------------------------------------------
+_TORCH = {}         # device string -> TorchBackend
+
+
+class TorchBackend(Backend):
+    """PyTorch tensors on one device (cpu, cuda:N, mps). torch's autograd is never asked for:
+    no tensor is made with requires_grad, and the tape records the operations itself."""
+
+    def __init__(self, device: str):
+        import torch
+        import array_api_compat.torch as xp
+        self.torch = torch
+        self.xp = xp
+        self.device = device
+        self.name = f"torch:{device}"
+        self.array_type = torch.Tensor
+        self.linalg_errors = (torch.linalg.LinAlgError, np.linalg.LinAlgError)
+        self.shape_errors = (ValueError, RuntimeError)
+        self._dtypes = {np.dtype(np.float64): torch.float64, np.dtype(np.float32): torch.float32,
+                        np.dtype(np.bool_): torch.bool, np.dtype(np.int64): torch.int64,
+                        np.dtype(np.int32): torch.int32, np.dtype(np.uint8): torch.uint8,
+                        np.dtype(np.float16): torch.float16, np.dtype(np.int8): torch.int8,
+                        np.dtype(np.int16): torch.int16, np.dtype(np.complex128): torch.complex128}
+        self._np = {v: k for k, v in self._dtypes.items()}
+
+    def dtype(self, np_type):
+        if isinstance(np_type, self.torch.dtype):
+            return np_type
+        try:
+            t = self._dtypes[np.dtype(np_type)]
+        except KeyError:
+            raise DeviceError(f"{self.name} has no {np.dtype(np_type).name} matrices") from None
+        if t is self.torch.float64 and self.device == "mps":
+            raise DeviceError("torch:mps has float32 matrices only: call set_dtype(\"float32\") "
+                              "(or tapeml --dtype float32) before any matrix exists")
+        return t
+
+    def np_dtype(self, dtype) -> np.dtype:
+        return self._np[dtype] if isinstance(dtype, self.torch.dtype) else np.dtype(dtype)
+
+    def is_bool(self, a) -> bool:
+        return a.dtype == self.torch.bool
+
+    def is_float(self, a) -> bool:
+        return a.dtype.is_floating_point
+
+    def asarray(self, obj, dtype=None):
+        torch = self.torch
+        context.LIVE["made"] = True
+        t = None if dtype is None else self.dtype(dtype)
+        if type(obj) is torch.Tensor:
+            return obj.to(device=self.device, dtype=t if t is not None else obj.dtype)
+        if type(obj) is not np.ndarray:
+            obj = np.asarray(obj)
+        if obj.dtype.kind == "f" and t is None:
+            t = self.dtype(obj.dtype)
+        if not obj.flags.writeable or not (obj.flags.c_contiguous or obj.flags.f_contiguous) \
+                or any(s < 0 for s in obj.strides):
+            obj = np.ascontiguousarray(obj)
+        return torch.as_tensor(obj, device=self.device, dtype=t)
+
+    def to_numpy(self, a) -> np.ndarray:
+        if type(a) is np.ndarray:
+            return a
+        return a.detach().to("cpu").numpy()
+
+    def item(self, a):
+        v = a.item()
+        return v if type(v) is bool else float(v)
+
+    def errstate(self):
+        import contextlib
+        return contextlib.nullcontext()
+
+    def memory_bytes(self) -> int | None:
+        if self.device.startswith("cuda"):
+            free, total = self.torch.cuda.mem_get_info(self.torch.device(self.device))
+            return int(total)
+        return None
+
+    def synchronize(self) -> None:
+        if self.device.startswith("cuda"):
+            self.torch.cuda.synchronize(self.device)
+        elif self.device == "mps":
+            self.torch.mps.synchronize()
+
+    def add_at(self, target, index, values):
+        out = target.clone()
+        if not isinstance(index, tuple):
+            index = (index,)
+        out.index_put_(tuple(self.asarray(i) for i in index), self.asarray(values, None).to(out.dtype),
+                       accumulate=True)
+        return out
+
+
+_DEVICE = re.compile(r"numpy|torch(:(cpu|cuda(:\d+)?|mps))?\Z")
+
+
+def make(name: str) -> Backend:
+    """The backend for a device name: "numpy", "torch" (= torch:cpu), "torch:cpu",
+    "torch:cuda", "torch:cuda:N", "torch:mps". Raises DeviceError saying why one cannot be used."""
+    if not isinstance(name, str) or not _DEVICE.match(name.strip()):
+        raise DeviceError(f"device must be numpy, torch:cpu, torch:cuda, torch:cuda:N or torch:mps, got {name!r}")
+    name = name.strip()
+    if name == "numpy":
+        return NUMPY
+    device = name.partition(":")[2] or "cpu"
+    if device == "cuda":
+        device = "cuda:0"
+    if device in _TORCH:
+        return _TORCH[device]
+    try:
+        import torch
+    except ImportError:
+        raise DeviceError(f"device {name} needs PyTorch, which is not installed: pip install 'tapeml[torch]'") from None
+    try:
+        import array_api_compat.torch  # noqa: F401
+    except ImportError:
+        raise DeviceError(f"device {name} needs array-api-compat: pip install 'tapeml[torch]'") from None
+    if device.startswith("cuda"):
+        n = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        index = int(device.partition(":")[2])
+        if index >= n:
+            have = "no CUDA GPU" if n == 0 else f"{n} CUDA GPU{'s' if n > 1 else ''} (torch:cuda:0..{n - 1})"
+            raise DeviceError(f"device {name}: this machine has {have}")
+    if device == "mps" and not (hasattr(torch.backends, "mps") and torch.backends.mps.is_available()):
+        raise DeviceError(f"device {name}: this machine has no Apple GPU (MPS)")
+    be = _TORCH[device] = TorchBackend(device)
+    ARRAYS.add(torch.Tensor)
+    _BY_TYPE[torch.Tensor] = be if device == "cpu" or torch.Tensor not in _BY_TYPE else _BY_TYPE[torch.Tensor]
+    return be
+
+
+def _default() -> Backend:
+    name = os.environ.get("TAPEML_DEVICE", "").strip()
+    return make(name) if name else NUMPY
+
+
+context.slot("backend", _default)
+context.slot("made", lambda: False)     # whether this session has made a matrix (set_device refuses after)
+
+
+def made_any() -> bool:
+    return context.LIVE["made"]
+
+
+def current() -> Backend:
+    """The backend of the calling thread's session: the one new matrices are made on."""
+    return context.LIVE["backend"]
+
+
+def set_current(be: Backend) -> None:
+    context.LIVE["backend"] = be
+
+
+def is_array(x) -> bool:
+    """A matrix of any backend (hot code writes `type(x) in ARRAYS` inline)."""
+    return type(x) in ARRAYS
+
+
+def of(x) -> Backend:
+    """The backend that computes on the array x; for a torch tensor, the one of its device. Not an
+    array (a Python number, a bool): the session's backend."""
+    t = type(x)
+    if t is np.ndarray:
+        return NUMPY
+    if t in _BY_TYPE:
+        return _TORCH.get(_device_name(x)) or make("torch:" + _device_name(x))
+    return current()
+
+
+def _device_name(t) -> str:
+    d = t.device
+    return d.type if d.index is None or d.type == "mps" else f"{d.type}:{d.index}"
+
+
+def xp_of(*xs):
+    """The namespace that computes on the arrays among xs: NumPy unless one is a tensor."""
+    for x in xs:
+        t = type(x)
+        if t is not np.ndarray and t in _BY_TYPE:
+            return _BY_TYPE[t].xp
+    return np
+
+
+def to_numpy(x):
+    """An array of any backend as a NumPy array (a NumPy array as itself); other values as they are."""
+    t = type(x)
+    if t is np.ndarray or t not in _BY_TYPE:
+        return x
+    return _BY_TYPE[t].to_numpy(x)
