@@ -36,6 +36,7 @@ from tapeml.builtins.util import axis, tree_leaves, tree_map
 from tapeml.syntax.errors import IOErr, ShapeError, TypeErr, ValueErr
 
 CAT = "Distributed"
+_FLOAT64 = np.dtype(np.float64)
 DEFAULT_TIMEOUT = 60.0           # seconds a collective (and joining the group) may wait
 OPS = ("mean", "sum", "max", "min")
 SOURCE = ("PyTorch's torch.distributed (docs.pytorch.org/docs/stable/distributed.html) and the data-parallel "
@@ -118,13 +119,17 @@ def _join(fname: str, w: int, r: int):
         _GROUP["joined"] = True
         _GROUP["device"] = be.device if nccl else "cpu"
         atexit.register(_leave)
+    elif not _GROUP["joined"]:          # joined by the Python program around this session: its backend
+        _GROUP["joined"] = "outside"
+        if dist.get_backend() == "nccl":
+            _GROUP["device"] = f"cuda:{torch.cuda.current_device()}"
     return torch, dist, _GROUP["device"]
 
 
 def _leave():
     """At exit: leave the group (NCCL warns about a group never destroyed); not after a failure,
     when the peers may be gone."""
-    if not _GROUP["joined"] or _GROUP["broken"]:
+    if _GROUP["joined"] is not True or _GROUP["broken"]:
         return
     try:
         import torch.distributed as dist
@@ -204,10 +209,13 @@ def _signature(pairs: list) -> float:
     that passes a tree of the same structure: 32 bits of a CRC (+1, never 0), exact in a float64."""
     parts = []
     for path, leaf in pairs:
-        if type(leaf) is float:
-            parts.append(f"{path}:n")
+        t = type(leaf)
+        if t is float:
+            parts.append(path + ":n")
+        elif t is np.ndarray:
+            parts.append(f"{path}:{leaf.shape}{leaf.dtype.str}")
         else:
-            parts.append(f"{path}:{tuple(leaf.shape)}{B.of(leaf).np_dtype(leaf.dtype).name}")
+            parts.append(f"{path}:{tuple(leaf.shape)}{B.of(leaf).np_dtype(leaf.dtype).str}")
     return float(zlib.crc32("\n".join(parts).encode()) + 1)
 
 
@@ -230,44 +238,62 @@ def _exchange(fname: str, tree, op: str | None, src: int):
         msg = (f"{fname}(): the ranks passed different trees (this is rank {r} of {w}, with "
                f"{_tree_text(tree, pairs)}); every rank must pass the same structure, shapes and dtypes")
         raise ValueErr(msg)
-    groups: dict = {}                    # torch dtype -> [(leaf index, flat tensor)]
+    groups: dict = {}                    # NumPy dtype -> the indices of its leaves
     for i, leaf in enumerate(leaves):
         t = type(leaf)
-        if t is float:
-            flat = torch.tensor([leaf], dtype=torch.float64)
-        elif t is np.ndarray:
-            a = leaf if leaf.flags.writeable and leaf.flags.c_contiguous else np.array(leaf, order="C")
-            flat = torch.from_numpy(a).reshape(-1)
-        else:
-            flat = leaf.detach().reshape(-1)
-        groups.setdefault(flat.dtype, []).append((i, flat))
+        dt = _FLOAT64 if t is float else leaf.dtype if t is np.ndarray else B.of(leaf).np_dtype(leaf.dtype)
+        groups.setdefault(dt, []).append(i)
     reduce_op = None if op is None else {"mean": dist.ReduceOp.SUM, "sum": dist.ReduceOp.SUM,
                                          "max": dist.ReduceOp.MAX, "min": dist.ReduceOp.MIN}[op]
     out = [None] * len(leaves)
-    for dt in sorted(groups, key=str):               # the same order on every rank
+    for dt in sorted(groups, key=lambda d: d.str):     # the same order on every rank
         items = groups[dt]
-        buf = torch.cat([flat.to(dev) for _, flat in items])     # a new buffer: the arguments stay as they were
+        buf = _buffer(torch, [leaves[i] for i in items], dt, dev)
         if reduce_op is None:
             _collective(fname, lambda: dist.broadcast(buf, src=src), w, r)
         else:
             _collective(fname, lambda: dist.all_reduce(buf, op=reduce_op), w, r)
-        if op == "mean":
-            buf = buf / w
         host = None
+        if all(type(leaves[i]) is not float and type(leaves[i]) is not np.ndarray for i in items):
+            if op == "mean":
+                buf.div_(w)                             # our own buffer: divided in place
+        else:
+            host = buf.to("cpu").numpy()                # one copy to the host per buffer (none on the CPU)
+            if op == "mean":
+                np.divide(host, w, out=host)            # (by NumPy: torch's threads fight on a busy CPU)
+                buf = torch.from_numpy(host).to(buf.device)
         off = 0
-        for i, flat in items:
-            n = flat.numel()
+        for i in items:
             leaf = leaves[i]
             t = type(leaf)
-            if t is float or t is np.ndarray:
-                if host is None:
-                    host = buf.to("cpu").numpy()        # one copy to the host per buffer
-                out[i] = float(host[off]) if t is float else host[off:off + n].reshape(leaf.shape)
+            n = 1 if t is float else math.prod(leaf.shape)
+            if t is float:
+                out[i] = float(host[off])
+            elif t is np.ndarray:
+                out[i] = host[off:off + n].reshape(leaf.shape)
             else:
                 out[i] = buf[off:off + n].reshape(leaf.shape).to(leaf.device)
             off += n
     it = iter(out)
     return tree_map(lambda v: next(it), tree, f"{fname}(): tree")
+
+
+def _buffer(torch, leaves: list, dt: np.dtype, dev: str):
+    """One new flat buffer on dev holding leaves of one dtype, in order (the arguments stay as they
+    were): NumPy arrays and numbers are joined by NumPy and cross to torch once, tensors by torch.cat."""
+    if all(type(v) is float or type(v) is np.ndarray for v in leaves):
+        flat = np.concatenate([v.reshape(-1) if type(v) is np.ndarray else np.array([v]) for v in leaves])
+        return torch.from_numpy(flat.astype(dt, copy=False)).to(dev)
+    parts = []
+    for v in leaves:
+        t = type(v)
+        if t is float:
+            parts.append(torch.tensor([v], dtype=torch.float64, device=dev))
+        elif t is np.ndarray:
+            parts.append(torch.from_numpy(np.array(v, order="C").reshape(-1)).to(dev))
+        else:
+            parts.append(v.detach().reshape(-1).to(dev))
+    return torch.cat(parts)
 
 
 def _collective(fname: str, run, w: int, r: int):
@@ -335,9 +361,10 @@ def rank():
          how="`torch.distributed.all_reduce` with ReduceOp.SUM (divided by world_size() for \"mean\", as "
              "DistributedDataParallel averages gradients), MAX or MIN. The leaves are flattened into one buffer "
              "per dtype, so a tree of any size costs one collective per dtype; NumPy matrices cross as torch CPU "
-             "tensors (float64 kept exactly), tensors as they are. The float64 buffer starts with a checksum of "
-             "the tree's structure, shapes and dtypes, so ranks that pass different trees get an error instead "
-             "of each other's numbers. Not differentiable: call it on what grad returns. The first call joins "
+             "tensors (float64 kept exactly), tensors as they are. Before them the ranks compare a checksum of "
+             "their trees' structure, shapes and dtypes (one all_reduce of two numbers), so ranks that pass "
+             "different trees get an error, where gloo alone would abort the process or hand one rank the "
+             "other's numbers. Not differentiable: call it on what grad returns. The first call joins "
              "the process group (gloo, or NCCL on torch:cuda); a rank that does not answer within "
              "TAPEML_DIST_TIMEOUT seconds (default 60) is an error. Source: " + SOURCE + ".",
          errors=["TypeError when a leaf is not a number or a float matrix (a string, a bool), naming its path, or "
@@ -364,9 +391,10 @@ def all_reduce(tree, op):
               "them gives every rank rank 0's, whatever each drew (DistributedDataParallel does the same when "
               "it wraps a model). Seeding every rank alike (seed(0)) gives the same parameters too; broadcast "
               "also covers parameters loaded by one rank. In a single process it returns tree itself.",
-         how="`torch.distributed.broadcast` from src, the leaves flattened into one buffer per dtype (float64 "
-             "first, led by a checksum of the tree's structure, so a rank with a different tree gets an error). "
-             "NumPy matrices cross as torch CPU tensors, float64 exactly. Not differentiable. Source: "
+         how="`torch.distributed.broadcast` from src, the leaves flattened into one buffer per dtype, after "
+             "the ranks compared a checksum of their trees' structure, shapes and dtypes (as all_reduce does), "
+             "so a rank with a different tree gets an error. NumPy matrices cross as torch CPU tensors, float64 "
+             "exactly; the arguments are not changed. Not differentiable. Source: "
              + SOURCE + ".",
          errors=["ValueError when src is not a rank (0 to world_size() - 1)",
                  "TypeError when a leaf is not a number or a float matrix, naming its path",
