@@ -83,7 +83,7 @@ FOREIGN_FIELDS = {
 }
 
 CATEGORIES = ["Core", "Math", "Reductions & sorting", "Arrays", "Linear algebra", "Statistics & ML", "Autodiff", "Random", "Plotting",
-              "IO", "Strings & collections"]
+              "IO", "Strings & collections", "Distributed"]
 
 
 class SourceText(str):

@@ -249,8 +249,9 @@ def make(name: str) -> Backend:
     if name == "numpy":
         return NUMPY
     device = name.partition(":")[2] or "cpu"
-    if device == "cuda":
-        device = "cuda:0"
+    if device == "cuda":        # under torchrun each process takes its own GPU: cuda:LOCAL_RANK
+        device = f"cuda:{_local_rank()}"
+        name = name if device == "cuda:0" else f"{name} (torch:{device}, as LOCAL_RANK says under torchrun)"
     if device in _TORCH:
         return _TORCH[device]
     try:
@@ -274,6 +275,12 @@ def make(name: str) -> Backend:
     Matrix.register(torch.Tensor)
     _BY_TYPE[torch.Tensor] = be if device == "cpu" or torch.Tensor not in _BY_TYPE else _BY_TYPE[torch.Tensor]
     return be
+
+
+def _local_rank() -> int:
+    """This process's GPU under torchrun (LOCAL_RANK, when WORLD_SIZE > 1); 0 otherwise."""
+    w, lr = os.environ.get("WORLD_SIZE", "").strip(), os.environ.get("LOCAL_RANK", "").strip()
+    return int(lr) if w.isdigit() and int(w) > 1 and lr.isdigit() else 0
 
 
 def _default() -> Backend:
