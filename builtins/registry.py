@@ -25,6 +25,7 @@ from typing import Callable as CallableType
 import numpy as np
 
 from tapeml.array import limits
+from tapeml.array.backend import ARRAYS, Matrix, to_numpy
 from tapeml.syntax.errors import LangError, TypeErr, ValueErr
 from tapeml.array.tape import Box, raw
 from tapeml.array.values import Callable, Dict, Record, bind_arguments, describe, format_value
@@ -218,7 +219,7 @@ _NO = object()         # a fast test that does not take the value: the general c
 
 def _take_array(v):
     t = type(v)
-    return v if t is np.ndarray or t is float else _NO
+    return v if t is np.ndarray or t is float or t in ARRAYS else _NO
 
 
 def _take_int(v):
@@ -328,7 +329,7 @@ def convert(fname: str, p: P, v):
     r = raw(v)
     ok = True
     if kind == "number":
-        if type(r) is np.ndarray and r.ndim == 0:
+        if type(r) in ARRAYS and r.ndim == 0:
             return float(r)
         if _is_number(r):
             if type(v) is Box:  # a tracked number: its gradient would silently be 0
@@ -347,11 +348,11 @@ def convert(fname: str, p: P, v):
             raise ValueErr(f"{fname}(): {p.name} must be a whole number, got {format_value(r)}")
         ok = False
     elif kind == "array":
-        ok = _is_number(r) or isinstance(r, (bool, np.ndarray))
+        ok = _is_number(r) or isinstance(r, (bool, Matrix))
     elif kind == "numbers":
         if isinstance(r, tuple):
             return numbers_vector(fname, p.name, v)
-        ok = _is_number(r) or isinstance(r, (bool, np.ndarray))
+        ok = _is_number(r) or isinstance(r, (bool, Matrix))
     elif kind == "bool":
         if isinstance(r, np.bool_):
             return bool(r)
@@ -365,7 +366,7 @@ def convert(fname: str, p: P, v):
     elif kind == "tuple":
         ok = isinstance(r, tuple)
     elif kind == "tree":
-        ok = _is_number(r) or isinstance(r, (np.ndarray, tuple, Record, Dict))
+        ok = _is_number(r) or isinstance(r, (Matrix, tuple, Record, Dict))
     if not ok:
         want = {"number": "a number", "int": "a whole number", "array": "a number or a matrix",
                 "numbers": "a number, a matrix or a tuple of numbers",
@@ -387,8 +388,8 @@ def numbers_vector(fname: str, pname: str, t):
     bools = 0
     for i, x in enumerate(items):
         rx = raw(x)
-        if isinstance(rx, np.ndarray) and rx.ndim == 0:
-            rx = rx[()]
+        if isinstance(rx, Matrix) and rx.ndim == 0:
+            rx = to_numpy(rx)[()]
         if isinstance(rx, (bool, np.bool_)):
             bools += 1
         elif not _is_number(rx):

@@ -4,6 +4,8 @@ from __future__ import annotations
 import numpy as np
 
 from tapeml.array import limits
+from tapeml.array.backend import ARRAYS, Matrix
+from tapeml.array.primitive_table import is_bool_array
 from tapeml.syntax.errors import TypeErr, ValueErr
 from tapeml.array.ops import shape_of
 from tapeml.array.tape import Box, raw
@@ -98,7 +100,7 @@ def _walk(value, parts, others, out, depth, what):
                 if parts is not None:
                     parts.pop()
     elif (others == "keep" or (isinstance(r, (float, int)) and not isinstance(r, (bool, np.bool_)))
-          or (isinstance(r, np.ndarray) and r.dtype != np.bool_)):
+          or (isinstance(r, Matrix) and not is_bool_array(r))):
         out.append((None if parts is None else _path_text(parts), value))
     elif others == "error":
         raise TypeErr(f"{_path_text(parts)} is {describe(r)}; only numbers and matrices (in tuples, "
@@ -112,7 +114,7 @@ def tree_map(fn, value, what: str = "the tree", depth: int = 0):
     while type(r) is Box:
         r = r.value
     t = type(r)
-    if t is np.ndarray or t is float:
+    if t is np.ndarray or t is float or t in ARRAYS:
         return fn(value)
     if isinstance(r, (Record, tuple, Dict)) and depth >= limits.MAX_NESTING:
         raise limits.nesting_error(what)

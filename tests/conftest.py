@@ -12,6 +12,18 @@ settings.register_profile("tapeml", derandomize=os.environ.get("TAPEML_FUZZ_RAND
 settings.load_profile("tapeml")
 
 
+def pytest_addoption(parser):
+    parser.addoption("--device", default=None,
+                     help="run the suite's programs on this tapeml device (numpy, torch:cpu, ...): "
+                          "the same as TAPEML_DEVICE, which subprocesses inherit")
+
+
+def pytest_configure(config):
+    device = config.getoption("--device")
+    if device:
+        os.environ["TAPEML_DEVICE"] = device
+
+
 @pytest.fixture
 def ml():
     return run_ml

@@ -37,6 +37,13 @@ import numpy as np
 from tapeml.array import context
 
 ARRAYS: set = {np.ndarray}          # the array types of every backend loaded so far
+
+
+class Matrix(metaclass=__import__("abc").ABCMeta):
+    """`isinstance(x, Matrix)`: a matrix of any backend (each backend's array type is registered)."""
+
+
+Matrix.register(np.ndarray)
 _BY_TYPE: dict = {}                 # array type -> the Backend that computes on it
 
 
@@ -105,6 +112,15 @@ class Backend:
         """Wait for the device's queued work (timing); nothing to wait for on the CPU."""
 
     # ---- beyond the array API standard --------------------------------------------------------
+    def erf(self, x):
+        """The error function elementwise (NumPy has none: math.erf per element)."""
+        import math
+        return np.asarray(np.frompyfunc(math.erf, 1, 1)(x), dtype=x.dtype if x.dtype.kind == "f" else np.float64)
+
+    def ldexp(self, x, e):
+        """x * 2^e exactly (e whole numbers: an integer array or a number)."""
+        return np.ldexp(x, e)
+
     def add_at(self, target, index, values):
         """A copy of `target` with `values` added at `index` (repeated positions add up):
         np.add.at; `index` an integer array or a tuple of them."""
@@ -203,6 +219,15 @@ class TorchBackend(Backend):
         elif self.device == "mps":
             self.torch.mps.synchronize()
 
+    def erf(self, x):
+        return self.torch.special.erf(x)
+
+    def ldexp(self, x, e):
+        torch = self.torch
+        if type(e) is not torch.Tensor:
+            e = torch.as_tensor(np.asarray(e), device=x.device)
+        return torch.ldexp(x, e).to(x.dtype)
+
     def add_at(self, target, index, values):
         out = target.clone()
         if not isinstance(index, tuple):
@@ -246,6 +271,7 @@ def make(name: str) -> Backend:
         raise DeviceError(f"device {name}: this machine has no Apple GPU (MPS)")
     be = _TORCH[device] = TorchBackend(device)
     ARRAYS.add(torch.Tensor)
+    Matrix.register(torch.Tensor)
     _BY_TYPE[torch.Tensor] = be if device == "cpu" or torch.Tensor not in _BY_TYPE else _BY_TYPE[torch.Tensor]
     return be
 
@@ -270,6 +296,17 @@ def current() -> Backend:
 
 def set_current(be: Backend) -> None:
     context.LIVE["backend"] = be
+
+
+def new_matrix(data, np_dtype):
+    """A matrix literal's (or a constructor's) array on the session's backend: `data` Python numbers,
+    nested lists or a NumPy array; np_dtype a NumPy type."""
+    values = context.current().values
+    be = values["backend"]
+    if be is NUMPY:
+        values["made"] = True
+        return np.asarray(data, dtype=np_dtype)
+    return be.asarray(data, np_dtype)
 
 
 def is_array(x) -> bool:

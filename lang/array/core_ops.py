@@ -7,7 +7,10 @@ import operator
 
 import numpy as np
 
-from tapeml.array.primitive_table import FLOAT, bools_as_floats, primitive, python_scalar, shape_of, size_refusal
+from tapeml.array import backend as B
+from tapeml.array.backend import ARRAYS, xp_of
+from tapeml.array.primitive_table import (FLOAT, bools_as_floats, is_bool_array, primitive, python_scalar, shape_of,
+                                          size_of, size_refusal, xp1)
 
 
 # ---- elementwise arithmetic -------------------------------------------------------------
@@ -23,11 +26,19 @@ def _arith(name, op, keep_bool=False):
     big, refuse = size_refusal(name)
 
     def impl(a, b):
-        if type(a) is _NDARRAY and type(b) is _NDARRAY and a.size * b.size > big:
+        ta = type(a)
+        if ta is _NDARRAY:
+            if type(b) is _NDARRAY and a.size * b.size > big:
+                refuse((a, b))
+        elif ta in ARRAYS and type(b) in ARRAYS and size_of(a) * size_of(b) > big:
             refuse((a, b))
         try:
             r = op(a, b)
         except TypeError:          # NumPy refuses bool - bool
+            return op(bools_as_floats(a), bools_as_floats(b))
+        except RuntimeError as e:  # torch refuses bool - bool (and says RuntimeError for shapes)
+            if isinstance(e, RecursionError) or not (is_bool_array(a) or is_bool_array(b)):
+                raise
             return op(bools_as_floats(a), bools_as_floats(b))
         t = type(r)
         if t is _NDARRAY:
@@ -38,6 +49,9 @@ def _arith(name, op, keep_bool=False):
             return r
         if t is np.float64 or t is np.float32:     # a 0-d operand: the scalar as a Python float
             return float(r)
+        if t in ARRAYS:                            # another backend's matrix
+            if not B.of(r).is_bool(r) or (keep_bool and type(a) in ARRAYS and type(b) in ARRAYS):
+                return python_scalar(r)
         return op(bools_as_floats(a), bools_as_floats(b))    # Python ints from bools
     impl.guards_size = True
     return impl
@@ -66,9 +80,12 @@ def _mod(a, b):
 
 def _pow(a, b):
     a, b = bools_as_floats(a), bools_as_floats(b)
-    if type(a) is not np.ndarray and type(b) is not np.ndarray:
+    ta, tb = type(a), type(b)
+    if (ta is float or ta is int) and (tb is float or tb is int):
         return float(np.float64(a) ** np.float64(b))
-    return python_scalar(np.power(a, b))
+    if ta is np.ndarray or tb is np.ndarray:
+        return python_scalar(np.power(a, b))
+    return python_scalar(a ** b)
 
 
 def _neg(a):
@@ -153,12 +170,26 @@ def _zmul(a, b):
     if (tb is float or tb is np.float64) and b != 0 and math.isfinite(b):
         return python_scalar(a * b)   # a finite, nonzero number: no 0 x inf (a is a cotangent)
     r = bools_as_floats(a) * bools_as_floats(b)
-    if type(r) is np.ndarray:
+    tr = type(r)
+    if tr is np.ndarray:
         if not math.isfinite(_add_reduce(r, None)):     # one reduction; a false alarm (the sum overflows) only costs time
             r = np.where((a == 0) | (b == 0), 0.0, r)
+    elif tr in ARRAYS:
+        xp = xp_of(r)
+        if not math.isfinite(float(xp.sum(r))):
+            r = xp.where(_as_mask((a == 0) | (b == 0), r), 0.0, r)
     elif not math.isfinite(r) and (a == 0 or b == 0):
         r = 0.0
     return python_scalar(r)
+
+
+def _as_mask(c, like):
+    """A condition (a Python bool, or a bool matrix) as a bool matrix of like's backend: torch's
+    where wants a tensor condition."""
+    if type(c) in ARRAYS and type(c) is not np.ndarray:
+        return c
+    be = B.of(like)
+    return be.asarray(np.asarray(c) if type(c) is not np.ndarray else c, np.bool_)
 
 
 def _vjp_zmul(g, ans, saved, tracked, a, b):
@@ -190,8 +221,8 @@ lt = _cmp("lt", operator.lt)
 le = _cmp("le", operator.le)
 gt = _cmp("gt", operator.gt)
 ge = _cmp("ge", operator.ge)
-sign = primitive("sign", lambda x: python_scalar(np.sign(bools_as_floats(x))), nondiff=True)
-floor = primitive("floor", lambda x: python_scalar(np.floor(bools_as_floats(x))), nondiff=True)
+sign = primitive("sign", lambda x: python_scalar(xp1(x).sign(bools_as_floats(x))), nondiff=True)
+floor = primitive("floor", lambda x: python_scalar(xp1(x).floor(bools_as_floats(x))), nondiff=True)
 
 
 def _round_py(v: float, d: int) -> float:
@@ -212,6 +243,9 @@ def _round(x, digits=0):
     casts back."""
     d = int(digits)
     x = bools_as_floats(x)
+    if type(x) in ARRAYS and type(x) is not np.ndarray:     # on the host, as Python rounds
+        be = B.of(x)
+        return python_scalar(be.asarray(np.asarray(_round(be.to_numpy(x), d)), be.np_dtype(x.dtype)))
     if type(x) is not np.ndarray:
         return _round_py(float(x), d)
     dt = x.dtype if x.dtype.kind == "f" else FLOAT["dtype"]
@@ -234,10 +268,21 @@ def _round(x, digits=0):
 
 
 round_ = primitive("round", _round, nondiff=True)
-logical = primitive("logical", lambda a, b, op: python_scalar(np.logical_and(a, b) if op == "and" else np.logical_or(a, b)),
-                    nondiff=True)
-logical_not = primitive("not", lambda x: python_scalar(np.logical_not(x)) if type(x) is np.ndarray else not x,
-                        nondiff=True)
+def _logical(a, b, op):
+    if type(a) is np.ndarray or type(b) is np.ndarray or (type(a) not in ARRAYS and type(b) not in ARRAYS):
+        return python_scalar(np.logical_and(a, b) if op == "and" else np.logical_or(a, b))
+    return python_scalar((a & b) if op == "and" else (a | b))     # bool tensors (or a tensor and a bool)
+
+
+def _logical_not(x):
+    t = type(x)
+    if t is np.ndarray:
+        return python_scalar(np.logical_not(x))
+    return ~x if t in ARRAYS else not x
+
+
+logical = primitive("logical", _logical, nondiff=True)
+logical_not = primitive("not", _logical_not, nondiff=True)
 
 
 # ---- elementwise functions ----------------------------------------------------------------
@@ -251,24 +296,45 @@ def _unary(name, impl, deriv):
                 x = x.astype(FLOAT["dtype"])
         elif t is bool or t is np.bool_:
             x = float(x)
+        elif t in ARRAYS:
+            x = bools_as_floats(x)
         return impl(x)
     return primitive(name, on_floats, lambda g, ans, saved, tracked, x: (deriv(g, x, ans),), arity=1)
 
 
-exp = _unary("exp", lambda x: python_scalar(np.exp(x)), lambda g, x, ans: zmul(g, ans))
-log = _unary("log", lambda x: python_scalar(np.log(x)), lambda g, x, ans: zmul(g, div(1.0, x)))
-sqrt = _unary("sqrt", lambda x: python_scalar(np.sqrt(x)), lambda g, x, ans: zmul(g, div(0.5, ans)))
-sin = _unary("sin", lambda x: python_scalar(np.sin(x)), lambda g, x, ans: zmul(g, cos(x)))
-cos = _unary("cos", lambda x: python_scalar(np.cos(x)), lambda g, x, ans: neg(zmul(g, sin(x))))
-tanh = _unary("tanh", lambda x: python_scalar(np.tanh(x)), lambda g, x, ans: zmul(g, sub(1.0, mul(ans, ans))))
-abs_ = _unary("abs", lambda x: python_scalar(np.abs(bools_as_floats(x))), lambda g, x, ans: zmul(g, sign(x)))
-relu = _unary("relu", lambda x: python_scalar(np.maximum(x, 0.0)), lambda g, x, ans: zmul(g, gt(x, 0.0)))
+def elementwise(name, np_name=None):
+    """NumPy's elementwise function `np_name` on a NumPy array or a number, the array API
+    standard's `name` on another backend's array."""
+    f = getattr(np, np_name or name)
+
+    def impl(x):
+        if type(x) is _NDARRAY:
+            return python_scalar(f(x))
+        return python_scalar(getattr(xp1(x), name)(x) if type(x) in ARRAYS else f(x))
+    return impl
+
+
+def _relu(x):
+    return python_scalar((np if type(x) is _NDARRAY else xp1(x)).maximum(x, 0.0))
+
+
+exp = _unary("exp", elementwise("exp"), lambda g, x, ans: zmul(g, ans))
+log = _unary("log", elementwise("log"), lambda g, x, ans: zmul(g, div(1.0, x)))
+sqrt = _unary("sqrt", elementwise("sqrt"), lambda g, x, ans: zmul(g, div(0.5, ans)))
+sin = _unary("sin", elementwise("sin"), lambda g, x, ans: zmul(g, cos(x)))
+cos = _unary("cos", elementwise("cos"), lambda g, x, ans: neg(zmul(g, sin(x))))
+tanh = _unary("tanh", elementwise("tanh"), lambda g, x, ans: zmul(g, sub(1.0, mul(ans, ans))))
+abs_ = _unary("abs", elementwise("abs"), lambda g, x, ans: zmul(g, sign(x)))
+relu = _unary("relu", _relu, lambda g, x, ans: zmul(g, gt(x, 0.0)))
 
 
 def _sigmoid(x):
     # exp of a negative argument only: no overflow for large |x|
-    e = np.exp(-np.abs(x))
-    return python_scalar(np.where(np.greater_equal(x, 0), 1.0 / (1.0 + e), e / (1.0 + e)))
+    xp = np if type(x) is _NDARRAY else xp1(x)
+    e = xp.exp(-xp.abs(x))
+    if xp is np:
+        return python_scalar(np.where(np.greater_equal(x, 0), 1.0 / (1.0 + e), e / (1.0 + e)))
+    return python_scalar(xp.where(x >= 0, 1.0 / (1.0 + e), e / (1.0 + e)))
 
 
 sigmoid = _unary("sigmoid", _sigmoid, lambda g, x, ans: zmul(g, mul(ans, sub(1.0, ans))))
@@ -279,6 +345,8 @@ _erf_vec = np.frompyfunc(math.erf, 1, 1)
 def _erf(x):
     if type(x) is np.ndarray:
         return np.asarray(_erf_vec(x), dtype=x.dtype if x.dtype.kind == "f" else np.float64)
+    if type(x) in ARRAYS:
+        return B.of(x).erf(x)
     return math.erf(x)
 
 
@@ -290,6 +358,8 @@ def _gelu(x):
     if type(y) is np.ndarray:
         if np.isneginf(x).any():
             y = np.where(np.isneginf(x), 0.0, y)       # the limit at -inf: -inf * 0 would be nan
+    elif type(y) in ARRAYS:
+        y = xp_of(y).where(x == -math.inf, 0.0, y)
     elif x == -math.inf:
         y = 0.0
     return python_scalar(y)
@@ -305,6 +375,8 @@ gelu = primitive("gelu", _gelu, _vjp_gelu)
 
 
 def _clip(x, lo=-math.inf, hi=math.inf):
+    if type(x) in ARRAYS and type(x) is not np.ndarray:
+        return python_scalar(xp_of(x).clip(x, lo, hi))
     return python_scalar(np.clip(x, lo, hi))
 
 
@@ -314,7 +386,17 @@ clip = primitive("clip", _clip,
 
 
 def _where(c, a, b):
-    return python_scalar(np.where(c, a, b))
+    like = None
+    for v in (c, a, b):
+        t = type(v)
+        if t is not np.ndarray and t in ARRAYS:
+            like = v
+            break
+    if like is None:
+        return python_scalar(np.where(c, a, b))
+    be = B.of(like)         # another backend's: NumPy operands cross to it, torch wants a tensor condition
+    c, a, b = (be.asarray(v) if type(v) is np.ndarray else v for v in (c, a, b))
+    return python_scalar(be.xp.where(_as_mask(c, like), a, b))
 
 
 def _vjp_where(g, ans, saved, tracked, c, a, b):
@@ -331,9 +413,11 @@ def _ldexp(x, e):
     """x * 2^e, e whole numbers (a constant, not differentiated): exact wherever the result is a
     normal number, so a reduction that squares can run on x * 2^-E and scale its result back."""
     x = bools_as_floats(x)
+    if type(x) in ARRAYS and type(x) is not np.ndarray:
+        return python_scalar(B.of(x).ldexp(x, e))
     if type(x) is not np.ndarray:
         x = np.asarray(x, dtype=np.float64)
-    return python_scalar(np.ldexp(x, e))
+    return python_scalar(np.ldexp(x, B.to_numpy(e)))
 
 
 ldexp = primitive("ldexp", _ldexp,
@@ -342,8 +426,9 @@ ldexp = primitive("ldexp", _ldexp,
 
 def binary_exponents(a):
     """The binary exponent E of each element of a plain array of magnitudes (a = m 2^E with m in
-    [0.5, 1)): 0 where a is 0, inf or nan (nothing to scale there). int32, a's shape."""
-    a = np.asarray(a)
+    [0.5, 1)): 0 where a is 0, inf or nan (nothing to scale there). int32, a's shape (a NumPy
+    array: the rescaling paths work out their exponents on the host)."""
+    a = np.asarray(B.to_numpy(a))
     _, e = np.frexp(np.where(np.isfinite(a), a, 0.0))
     return e.astype(np.int32)
 
@@ -366,7 +451,9 @@ def unsafe_slices(s, x, dim):
     of squares s (same kept shape, plain) is not a safe finite number although every element of
     the slice is finite and one is nonzero; None where there is none (the common path: two
     reductions of s)."""
-    s = np.asarray(s)
+    like = x if type(x) in ARRAYS and type(x) is not np.ndarray else None
+    s = np.asarray(B.to_numpy(s))
+    x = B.to_numpy(x)
     floor = safe_floor(x.dtype if type(x) is _NDARRAY and x.dtype.kind == "f" else s.dtype)  # s may be a float
     if s.size == 0 or (s.min() >= floor and s.max() < _INF):     # nan fails both
         return None
@@ -374,25 +461,30 @@ def unsafe_slices(s, x, dim):
     finite = np.isfinite(xr).all(axis=dim, keepdims=True)
     nonzero = (xr != 0).any(axis=dim, keepdims=True)
     bad = ~((s >= floor) & (s < _INF)) & finite & nonzero
-    return bad if bad.any() else None
+    if not bad.any():
+        return None
+    return bad if like is None else B.of(like).asarray(bad)
 
 
 def slice_exponents(x, dim, bad, at_least=None):
     """E per slice of the plain array x (reduced along dim, kept as axes of 1): the binary exponent
     of the slice's largest |x| (raised to at_least where given) where `bad`, 0 elsewhere, so that
     x * 2^-E has its largest magnitude in [0.5, 1) on the slices to rescale and is x elsewhere."""
-    xr = np.asarray(x)
+    like = x if type(x) in ARRAYS and type(x) is not np.ndarray else None
+    xr = np.asarray(B.to_numpy(x))
     a = np.where(np.isfinite(xr), np.abs(xr), 0.0).max(axis=dim, keepdims=True, initial=0.0)
     e = binary_exponents(a)
     if at_least is not None:
-        e = np.maximum(e, at_least)
-    return np.where(bad, e, 0).astype(np.int32)
+        e = np.maximum(e, B.to_numpy(at_least))
+    e = np.where(B.to_numpy(bad), e, 0).astype(np.int32)
+    return e if like is None else B.of(like).asarray(e)
 
 
 # ---- shapes ---------------------------------------------------------------------------------
 def _transpose(x):
     x = bools_as_floats(x)
-    if type(x) is not np.ndarray or x.ndim == 0:
+    t = type(x)
+    if (t is not np.ndarray and t not in ARRAYS) or x.ndim == 0:
         return x
     if x.ndim == 1:
         return x.reshape(-1, 1)
@@ -407,7 +499,10 @@ transpose = primitive("transpose", _transpose, _vjp_transpose, arity=1)
 
 
 def _reshape(x, shape):
-    return x.reshape(shape) if type(x) is np.ndarray else np.reshape(x, shape)
+    t = type(x)
+    if t is np.ndarray or t in ARRAYS:
+        return x.reshape(shape)
+    return B.current().asarray(x).reshape(shape)
 
 
 reshape = primitive("reshape", _reshape,
@@ -415,7 +510,9 @@ reshape = primitive("reshape", _reshape,
 
 
 def _permute(x, axes):
-    return np.ascontiguousarray(x.transpose(axes))    # contiguous: the matmuls after it are faster
+    if type(x) is np.ndarray:
+        return np.ascontiguousarray(x.transpose(axes))    # contiguous: the matmuls after it are faster
+    return x.permute(axes).contiguous()
 
 
 permute = primitive("permute", _permute,
@@ -427,7 +524,13 @@ permute = primitive("permute", _permute,
 def _broadcast_to(x, shape):
     if not shape:
         return x
-    if type(x) is not np.ndarray:
+    t = type(x)
+    if t in ARRAYS and t is not np.ndarray:
+        return xp_of(x).broadcast_to(x, shape)
+    if t is not np.ndarray:
+        be = B.current()
+        if be is not B.NUMPY:
+            return be.xp.broadcast_to(be.asarray(x, FLOAT["dtype"]), shape)
         x = np.asarray(x, dtype=FLOAT["dtype"])
     # a read-only view, not a copy: cotangents are only read (every in-place step in this file
     # writes to an array it has just made), and grad copies a read-only leaf before returning it
@@ -440,8 +543,11 @@ broadcast_to = primitive("broadcast_to", _broadcast_to,
 
 # ---- reductions -----------------------------------------------------------------------------
 def _sum(x, dim=None, keepdims=False):
-    if type(x) is np.ndarray and x.dtype.kind == "f":
+    t = type(x)
+    if t is np.ndarray and x.dtype.kind == "f":
         return python_scalar(x.sum(axis=dim, keepdims=keepdims))
+    if t in ARRAYS and t is not np.ndarray:
+        return python_scalar(xp_of(x).sum(bools_as_floats(x), axis=dim, keepdims=keepdims))
     return python_scalar(np.sum(bools_as_floats(x), axis=dim, keepdims=keepdims))
 
 
@@ -460,11 +566,11 @@ sum_ = primitive("sum", _sum,
 
 
 def _amax(x, dim=None, keepdims=False):
-    return python_scalar(np.max(x, axis=dim, keepdims=keepdims))
+    return python_scalar(xp1(x).max(x, axis=dim, keepdims=keepdims))
 
 
 def _amin(x, dim=None, keepdims=False):
-    return python_scalar(np.min(x, axis=dim, keepdims=keepdims))
+    return python_scalar(xp1(x).min(x, axis=dim, keepdims=keepdims))
 
 
 def _vjp_extreme(g, ans, saved, tracked, x, dim=None, keepdims=False):
@@ -481,8 +587,10 @@ def _vjp_pairwise(g, ans, saved, tracked, a, b):
             unbroadcast(zmul(g, sub(1.0, share_a)), shape_of(b)) if tracked[1] else None)
 
 
-maximum = primitive("maximum", lambda a, b: python_scalar(np.maximum(bools_as_floats(a), bools_as_floats(b))), _vjp_pairwise, arity=2)
-minimum = primitive("minimum", lambda a, b: python_scalar(np.minimum(bools_as_floats(a), bools_as_floats(b))), _vjp_pairwise, arity=2)
+maximum = primitive("maximum", lambda a, b: python_scalar(xp_of(a, b).maximum(bools_as_floats(a), bools_as_floats(b))),
+                    _vjp_pairwise, arity=2)
+minimum = primitive("minimum", lambda a, b: python_scalar(xp_of(a, b).minimum(bools_as_floats(a), bools_as_floats(b))),
+                    _vjp_pairwise, arity=2)
 amax = primitive("max", _amax, _vjp_extreme, arity=1)
 amin = primitive("min", _amin, _vjp_extreme, arity=1)
 
@@ -501,7 +609,13 @@ def _matmul(a, b):
     if type(a) is np.ndarray and type(b) is np.ndarray and a.ndim > 2 and b.ndim == 2:
         # a batch against one matrix: one 2-D product (BLAS runs it far better than a batch loop)
         return np.matmul(_rows(a), b).reshape(a.shape[:-1] + (b.shape[1],))
-    return python_scalar(np.matmul(a, b))
+    if type(a) is np.ndarray or type(b) is np.ndarray:
+        return python_scalar(np.matmul(a, b))
+    if type(a) not in ARRAYS or type(b) not in ARRAYS:
+        raise ValueError("matmul: a number is not a matrix")
+    if a.ndim > 2 and b.ndim == 2:
+        return (_rows(a) @ b).reshape(tuple(a.shape[:-1]) + (b.shape[1],))
+    return python_scalar(xp_of(a, b).matmul(a, b))
 
 
 def _vjp_matmul_plain(g, ans, saved, tracked, a, b):
@@ -514,6 +628,13 @@ def _vjp_matmul_plain(g, ans, saved, tracked, a, b):
         gb = None
         if tracked[1]:
             gb = np.matmul(a.T, g) if a.ndim == 2 else np.matmul(_rows(a).T, _rows(g))
+        return ga, gb
+    if type(g) in ARRAYS and type(g) is type(a) and type(b) is type(a) and b.ndim == 2 \
+            and a.ndim >= 2 and a.dtype.is_floating_point and b.dtype.is_floating_point:    # torch
+        ga = g @ b.T if tracked[0] else None
+        gb = None
+        if tracked[1]:
+            gb = a.T @ g if a.ndim == 2 else _rows(a).T @ _rows(g)
         return ga, gb
     return None
 
@@ -539,7 +660,7 @@ def _vjp_matmul(g, ans, saved, tracked, a, b):
     if tracked[1]:
         a2s, g2s = shape_of(a2), shape_of(g2)
         if len(a2s) > 2 and len(shape_of(b2)) == 2:   # a batch against one matrix: fold the batch
-            rows = int(np.prod(a2s[:-1]))           # spelled out: -1 is ambiguous for an empty batch
+            rows = math.prod(a2s[:-1])           # spelled out: -1 is ambiguous for an empty batch
             gb = zmatmul(transpose(reshape(a2, shape=(rows, a2s[-1]))), reshape(g2, shape=(rows, g2s[-1])))
         else:
             gb = unbroadcast(zmatmul(transpose(a2), g2), shape_of(b2))
@@ -563,6 +684,11 @@ def _zmatmul(a, b):
     if type(r) is np.ndarray:
         if math.isfinite(_add_reduce(r, None)):      # one reduction: an inf or nan anywhere makes the sum non-finite
             return r
+    elif type(r) in ARRAYS:
+        if math.isfinite(float(xp_of(r).sum(r))):
+            return r
+        be = B.of(r)            # the careful product on the host (an inf or a nan met a matrix product)
+        return be.asarray(_zmatmul(B.to_numpy(a), B.to_numpy(b)))
     elif math.isfinite(r):
         return r
     a, b = np.asarray(bools_as_floats(a), dtype=np.result_type(r)), np.asarray(bools_as_floats(b), dtype=np.result_type(r))

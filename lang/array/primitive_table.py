@@ -3,9 +3,12 @@ an entry, the size guard of the primitives whose result can outgrow their operan
 type of new matrices, and the conversions every forward shares."""
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
-from tapeml.array import context
+from tapeml.array import backend as B, context
+from tapeml.array.backend import ARRAYS, xp_of
 from tapeml.array.tape import Box, Primitive
 
 np.seterr(all="ignore")
@@ -32,7 +35,49 @@ def set_dtype(name: str) -> None:
 def as_float(a):
     """A new matrix in the session's float type."""
     dt = FLOAT["dtype"]
-    return a if a.dtype == dt else a.astype(dt)
+    if type(a) is np.ndarray:
+        return a if a.dtype == dt else a.astype(dt)
+    t = B.of(a).dtype(dt)
+    return a if a.dtype == t else a.to(t)
+
+
+_ND = np.ndarray
+
+
+def xp1(x):
+    """The namespace that computes on x: NumPy unless x is another backend's array (one type
+    test on NumPy's path)."""
+    t = type(x)
+    if t is _ND or t is float or t is bool:
+        return np
+    return xp_of(x)
+
+
+def size_of(a) -> int:
+    """The number of elements of an array of any backend (torch's .size is a method)."""
+    return a.size if type(a) is _ND else math.prod(a.shape)
+
+
+def is_bool_array(a) -> bool:
+    """A bool matrix of any backend."""
+    t = type(a)
+    if t is _ND:
+        return a.dtype == np.bool_
+    return t in ARRAYS and B.of(a).is_bool(a)
+
+
+def is_float_array(a) -> bool:
+    t = type(a)
+    if t is _ND:
+        return a.dtype.kind == "f"
+    return t in ARRAYS and B.of(a).is_float(a)
+
+
+def new_array(data, dtype=None, like=None):
+    """A matrix of the backend of `like` (an array), else of the session's, from Python or NumPy
+    data; dtype a NumPy type, None for the session's float type."""
+    be = B.current() if like is None or type(like) is _ND and B.current() is B.NUMPY else B.of(like)
+    return be.asarray(data, FLOAT["dtype"] if dtype is None else dtype)
 
 
 def primitive(name, impl, vjp=None, fwd=None, nondiff=False, arity=None, scalar=None, vjp_plain=None, outputs=1):
@@ -81,10 +126,8 @@ def size_refusal(name):
     core_ops._arith) says so with `impl.guards_size = True`."""
     from tapeml.array import limits
     out_shape = GROWS[name]
-    nd = np.ndarray
-
     def refuse(args):
-        shapes = [a.shape for a in args if type(a) is nd]
+        shapes = [tuple(a.shape) for a in args if type(a) in ARRAYS]
         try:
             out = out_shape(*shapes)
         except (ValueError, TypeError, IndexError):
@@ -99,10 +142,15 @@ def _size_guarded(name, impl, out_shape, arity):
     before anything is allocated."""
     big, refuse = size_refusal(name)
     nd = np.ndarray
+    arrays = ARRAYS
 
     if arity == 2:
         def guarded2(a, b):
-            if type(a) is nd and type(b) is nd and a.size * b.size > big:
+            ta, tb = type(a), type(b)
+            if ta is nd and tb is nd:
+                if a.size * b.size > big:
+                    refuse((a, b))
+            elif ta in arrays and tb in arrays and size_of(a) * size_of(b) > big:
                 refuse((a, b))
             return impl(a, b)
         return guarded2
@@ -110,8 +158,11 @@ def _size_guarded(name, impl, out_shape, arity):
     def guarded(*args, **kw):
         n = 1
         for a in args:
-            if type(a) is nd:
+            t = type(a)
+            if t is nd:
                 n *= a.size
+            elif t in arrays:
+                n *= size_of(a)
         if n > big:
             refuse(args)
         return impl(*args, **kw)
@@ -121,7 +172,10 @@ def _size_guarded(name, impl, out_shape, arity):
 def shape_of(v) -> tuple:
     while type(v) is Box:
         v = v.value
-    return v.shape if type(v) is np.ndarray else ()
+    t = type(v)
+    if t is np.ndarray:
+        return v.shape
+    return tuple(v.shape) if t in ARRAYS else ()
 
 
 def bools_as_floats(a):
@@ -129,8 +183,12 @@ def bools_as_floats(a):
     t = type(a)
     if t is bool:
         return float(a)
-    if t is np.ndarray and a.dtype == np.bool_:
-        return a.astype(FLOAT["dtype"])
+    if t is np.ndarray:
+        return a.astype(FLOAT["dtype"]) if a.dtype == np.bool_ else a
+    if t in ARRAYS:
+        be = B.of(a)
+        if be.is_bool(a):
+            return a.to(be.dtype(FLOAT["dtype"]))
     return a
 
 
@@ -152,4 +210,6 @@ def python_scalar(r):
         return bool(r)
     if isinstance(r, np.generic):
         return float(r)
+    if t in ARRAYS:     # another backend's array: a 0-d one is a number
+        return r if r.ndim else B.of(r).item(r)
     return r

@@ -19,7 +19,7 @@ import math
 
 import numpy as np
 
-from tapeml.array import limits, ops
+from tapeml.array import backend as B, limits, ops
 from tapeml.syntax.errors import ValueErr
 from tapeml.array.tape import Box, raw
 from tapeml.array.values import Dict
@@ -65,10 +65,13 @@ class Range(Walk):
     def tracked(self) -> bool:
         return type(self.given_start) is Box or type(self.given_step) is Box
 
-    def tracked_chunk(self, lo: int, hi: int):
+    def tracked_chunk(self, lo: int, hi: int, device: bool = False):
         """chunk(lo, hi), plus the tracked terms (exact zeros) that carry start's and step's
-        gradients to every element."""
+        gradients to every element; with `device`, on the session's backend (a `for` loop's
+        elements stay on the host: they become Python numbers)."""
         values = self.chunk(lo, hi)
+        if device and B.current() is not B.NUMPY:
+            values = B.current().asarray(values)
         if not self.tracked:
             return values
 
@@ -76,13 +79,15 @@ class Range(Walk):
             return ops.index(v, idx=(0,) * len(ops.shape_of(v))) if ops.shape_of(v) else v
         start_g = self.start if self.given_start is None else self.given_start
         step_g = self.step if self.given_step is None else self.given_step
-        k = np.arange(lo, hi, dtype=values.dtype)
+        k = np.arange(lo, hi, dtype=np.float64)
+        k = B.of(values).asarray(k, B.of(values).np_dtype(values.dtype)) if type(values) is not np.ndarray \
+            else k.astype(values.dtype)
         return ops.add(values, ops.add(ops.sub(number(start_g), self.start),
                                        ops.mul(ops.sub(number(step_g), self.step), k)))
 
     def values(self):
         """The whole range as a vector (tracked when its start or step is)."""
-        return self.tracked_chunk(0, self.n)
+        return self.tracked_chunk(0, self.n, device=True)
 
     def __iter__(self):
         n = self.n
@@ -123,7 +128,7 @@ def plan_range(start: float, step: float, stop: float, span=None) -> Range:
 def make_range(start: float, step: float, stop: float, span=None) -> np.ndarray:
     """The inclusive range start:step:stop as a float vector (see plan_range)."""
     r = plan_range(start, step, stop, span)
-    return r.chunk(0, r.n) if r.n else np.zeros(0, dtype=ops.FLOAT["dtype"])
+    return B.new_matrix(r.chunk(0, r.n) if r.n else np.zeros(0), ops.FLOAT["dtype"])
 
 
 # ---- the items of a value, as `for` visits them ------------------------------------------------

@@ -42,6 +42,7 @@ import math
 
 import numpy as np
 
+from tapeml.array.backend import ARRAYS
 from tapeml.syntax.errors import InternalError
 
 
@@ -358,7 +359,10 @@ def all_finite(cotangents) -> bool:
                 n_small += n
             elif not _isfinite(_add_reduce(v, None)):
                 return False
-        elif t is float and not _isfinite(v):
+        elif t is float:
+            if not _isfinite(v):
+                return False
+        elif t in ARRAYS and not _isfinite(float(v.sum())):    # another backend's matrix
             return False
     if len(small) > 1 and n_small:
         return _isfinite(_add_reduce(np.concatenate(small), None))

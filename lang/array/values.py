@@ -15,14 +15,24 @@ import threading
 import numpy as np
 
 from tapeml.syntax.errors import InternalError, TypeErr, ValueErr, close_names
+from tapeml.array.backend import ARRAYS, to_numpy
 from tapeml.array.tape import Box, raw
+
+
+def host(v):
+    """v with another backend's matrix brought to NumPy: what the printer, the displays and the
+    comparisons read (the one boundary: lang/array/backend.py)."""
+    t = type(v)
+    if t is np.ndarray or t not in ARRAYS:
+        return v
+    return to_numpy(v)
 
 
 def is_numeric(v) -> bool:
     """A number, a bool, a matrix or a tracked one: what arithmetic and transposes accept."""
     t = type(v)
     return t is float or t is np.ndarray or t is Box or t is bool or t is np.float64 or t is int \
-        or isinstance(v, (float, np.bool_))
+        or isinstance(v, (float, np.bool_)) or t in ARRAYS
 
 SUMMARY_THRESHOLD = 1000   # arrays with more elements print summarized
 EDGE = 3                   # items shown at each end of a summarized axis
@@ -154,7 +164,7 @@ def dict_key(v, depth: int = 0):
     """A value as a dictionary key: a string, a number (a float; a tracked or 0-d one by its value)
     or a tuple of those. TypeErr for any other kind (bools too: true would equal 1), ValueErr for
     nan (it equals nothing, so it could never be found again)."""
-    v = raw(v)
+    v = host(raw(v))
     t = type(v)
     if t is str:
         return v
@@ -282,7 +292,7 @@ class Progress:
 
 def type_name(v) -> str:
     """The kind of a value as users see it (the `type` builtin)."""
-    v = raw(v)
+    v = host(raw(v))
     if v is None:
         return "none"
     if isinstance(v, bool) or isinstance(v, np.bool_):
@@ -327,7 +337,7 @@ def _size_text(n) -> str:
 
 def describe(v) -> str:
     """A short description of a value's kind and shape, for error messages."""
-    v = raw(v)
+    v = host(raw(v))
     if isinstance(v, np.ndarray):
         kind = "bool " if v.dtype == np.bool_ else ""
         if v.ndim == 1:
@@ -459,6 +469,8 @@ def format_value(v, nested: bool = False, depth: int = 0) -> str:
     records hold v (a value nested past limits.MAX_NESTING is refused, not walked)."""
     if type(v) is Box:
         v = raw(v)
+    if type(v) in ARRAYS:
+        v = host(v)
     if v is None:
         return "none"
     if v is True or v is False or isinstance(v, np.bool_):
@@ -523,7 +535,7 @@ def display_value(v, width: int = DISPLAY_WIDTH, height: int = DISPLAY_HEIGHT) -
     quoted). Never wider than `width` (bar a single cell or name longer than that), and never
     much taller than `height`."""
     width, height = max(int(width), 20), max(int(height), 8)
-    v = raw(v)
+    v = host(raw(v))
     if isinstance(v, np.ndarray):
         return display_array(v, width, height)
     if isinstance(v, (tuple, Record, Dict)):
@@ -690,7 +702,7 @@ def _leaf_text(v) -> str:
 
 def _count_numbers(v, depth: int = 0) -> int:
     """The numbers a tree holds, as param_count counts them (float matrices and numbers)."""
-    v = raw(v)
+    v = host(raw(v))
     if isinstance(v, (Record, tuple, Dict)):
         if depth >= MAX_NESTING:
             raise nesting_error("the value to show")
@@ -707,7 +719,7 @@ def _count_numbers(v, depth: int = 0) -> int:
 
 def _structure(v, depth: int = 0):
     """The kinds and shapes of a tree, without its numbers (to spot repeated layers and heads)."""
-    v = raw(v)
+    v = host(raw(v))
     if isinstance(v, (Record, tuple, Dict)) and depth >= MAX_NESTING:
         raise nesting_error("the value to show")
     if isinstance(v, Record):
@@ -726,7 +738,7 @@ def _more_parts_than(v, n: int) -> bool:
     more than n characters: each part writes at least one), counting no further than that."""
     stack, seen = [v], 0
     while stack:
-        x = raw(stack.pop())
+        x = host(raw(stack.pop()))
         seen += 1
         if seen > n:
             return True
@@ -764,7 +776,7 @@ def _display_tree(v, width: int, height: int) -> str:
             ((f"[{i}]", x) for i, x in enumerate(node))
         first = None                 # a tuple's first nested item: later items of its structure say so
         for name, x in items:
-            x = raw(x)
+            x = host(raw(x))
             if isinstance(x, (Record, tuple, Dict)):
                 if not _more_parts_than(x, SHORT_SUBTREE):
                     line = format_value(x, True, depth)
@@ -823,7 +835,7 @@ def values_equal(a, b, depth: int = 0) -> bool:
             return False
         for k, x in items:
             y = other.get(k, _ABSENT)
-            if y is _ABSENT or not values_equal(raw(x), raw(y), depth + 1):
+            if y is _ABSENT or not values_equal(host(raw(x)), host(raw(y)), depth + 1):
                 return False
         return True
     # plain loops, not all(generator): deep nesting must recurse in Python frames only
@@ -831,14 +843,14 @@ def values_equal(a, b, depth: int = 0) -> bool:
         if len(a) != len(b):
             return False
         for x, y in zip(a, b):
-            if not values_equal(raw(x), raw(y), depth + 1):
+            if not values_equal(host(raw(x)), host(raw(y)), depth + 1):
                 return False
         return True
     if isinstance(a, Record):
         if list(a.fields) != list(b.fields):
             return False
         for k in a.fields:
-            if not values_equal(raw(a.fields[k]), raw(b.fields[k]), depth + 1):
+            if not values_equal(host(raw(a.fields[k])), host(raw(b.fields[k])), depth + 1):
                 return False
         return True
     if isinstance(a, np.ndarray):

@@ -17,6 +17,7 @@ import numpy as np
 
 from tapeml.syntax import ast as A
 from tapeml.array import diagnostics, limits, ops
+from tapeml.array.backend import new_matrix
 from tapeml.evaluator import compiler
 from tapeml.evaluator.calls import Calls
 from tapeml.array.context import Context
@@ -386,7 +387,7 @@ class Interpreter(Statements, Calls, Indexing):
     def eval_matrix(self, node, env):
         rows = [[self.eval(x, env) for x in row] for row in node.rows]
         if not rows:
-            return np.zeros(0, dtype=ops.FLOAT["dtype"])
+            return new_matrix([], ops.FLOAT["dtype"])
         for row, row_nodes in zip(rows, node.rows):
             for v, n in zip(row, row_nodes):
                 if not is_numeric(v):
@@ -399,8 +400,8 @@ class Interpreter(Statements, Calls, Indexing):
                     if len(row) != n0:
                         raise ShapeError(f"the rows of a matrix literal differ in length: row 0 has {n0} "
                                          f"elements, row {i} has {len(row)}", node.span)
-                return np.array(rows, dtype=ops.FLOAT["dtype"])
-            return np.array(rows[0], dtype=ops.FLOAT["dtype"])
+                return new_matrix(rows, ops.FLOAT["dtype"])
+            return new_matrix(rows[0], ops.FLOAT["dtype"])
         try:
             built = [self.matrix_row(row) for row in rows]
             if not node.stacked:
@@ -421,7 +422,7 @@ class Interpreter(Statements, Calls, Indexing):
         shapes = [ops.shape_of(v) for v in row]
         if all(len(s) == 0 for s in shapes):
             if all(isinstance(raw(v), (bool, np.bool_)) for v in row):
-                return np.array([bool(raw(v)) for v in row])
+                return new_matrix([bool(raw(v)) for v in row], np.bool_)
             return ops.stack(*row, dim=0)
         if len(row) == 1:
             return row[0]

@@ -38,6 +38,10 @@ def binary(op, a, b, span, note=""):
             return BINARY[op](a, b)
         except (ValueError, TypeError) as e:
             raise shape_error(op, a, b, span, note) from e
+        except RecursionError:
+            raise
+        except RuntimeError as e:       # torch's word for operands whose shapes do not fit
+            raise shape_error(op, a, b, span, note) from e
         except MemoryError:
             raise memory_error(op, a, b, span) from None
         except LangError as e:          # the size guard (lang/array/limits.py)
@@ -97,7 +101,7 @@ def repeat_string(s, n, span):
 
 def memory_error(op, a, b, span) -> LangError:
     """The error for an operator whose result does not fit in memory."""
-    sa, sb = np.shape(raw(a)), np.shape(raw(b))
+    sa, sb = tuple(np.shape(raw(a))), tuple(np.shape(raw(b)))
     try:
         out = np.broadcast_shapes(sa, sb)
         need = f"a result of shape {shape_text(out)} ({format_gb(math.prod(out) * 8)})"
@@ -129,7 +133,7 @@ def _num(v) -> str:
 
 def shape_error(op, a, b, span, note="") -> LangError:
     """The error for an operator whose operands' shapes do not fit together."""
-    sa, sb = np.shape(raw(a)), np.shape(raw(b))
+    sa, sb = tuple(np.shape(raw(a))), tuple(np.shape(raw(b)))
     if op == "@":
         if len(sa) == 0 or len(sb) == 0:
             return TypeErr("'@' is the matrix product and needs a vector or matrix on both sides; "
