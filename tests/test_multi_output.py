@@ -10,8 +10,8 @@ return a tuple of values with no packing into one vector.
 - second order through qr, eigh and svd against finite differences of the tape's gradient and
   against PyTorch's double backward.
 
-The inputs are made by the session's backend, so `TAPEML_DEVICE=torch:cpu` runs the same tests on
-tensors; finite differences and PyTorch's reference run on NumPy copies.
+The inputs are made by the session's backend (`dev`), so `TAPEML_DEVICE=torch:cpu` (or `pytest
+--device torch:cpu`) runs the same tests on tensors; PyTorch's reference runs on its own tensors.
 """
 import io
 
@@ -37,12 +37,6 @@ def dev(x):
 def host(v):
     """A value of any backend as a float64 NumPy array."""
     return np.asarray(B.to_numpy(raw(v)), dtype=np.float64)
-
-
-def like(x, t):
-    """The constant x beside the argument t: NumPy for the finite differences (NumPy copies),
-    the session's backend for the tape."""
-    return x if type(raw(t)) is np.ndarray else dev(x)
 
 
 # ---- the mechanism, on a primitive of its own -------------------------------------------------
@@ -212,7 +206,7 @@ def test_the_gradient_through_one_output_is_pytorchs(name, which, shape):
     R = rng.standard_normal(np.shape(host(outs[which])))
 
     def loss(t):
-        return ops.sum_(ops.mul(_factor(name, t)[which], like(R, t)))
+        return ops.sum_(ops.mul(_factor(name, t)[which], dev(R)))
     got = host(grad(loss, dev(a)))
     ta = torch.tensor(a, requires_grad=True)
     (_t_factor(torch, name, ta)[which] * torch.tensor(R)).sum().backward()
@@ -220,7 +214,7 @@ def test_the_gradient_through_one_output_is_pytorchs(name, which, shape):
     for mine, theirs in zip(outs, _t_factor(torch, name, torch.tensor(a))):
         assert np.allclose(host(mine), theirs.numpy(), rtol=1e-10, atol=1e-10)
     assert np.allclose(got, want, rtol=1e-9, atol=1e-9), (got, want)
-    assert np.allclose(got, fd_grad(lambda t: loss(t), a), rtol=1e-6, atol=1e-6)
+    assert np.allclose(got, fd_grad(lambda t: loss(dev(t)), a), rtol=1e-6, atol=1e-6)
 
 
 def test_the_sign_of_slogdet_has_a_zero_gradient():
@@ -280,13 +274,13 @@ def test_grad_of_grad_against_finite_differences_and_pytorch(case):
         outs = _factor(name, t)
         total = 0.0
         for i, R in Rs.items():
-            total = ops.add(total, ops.sum_(ops.mul(outs[i], like(R, t))))
+            total = ops.add(total, ops.sum_(ops.mul(outs[i], dev(R))))
         return total
 
     def inner(t):           # a scalar of the first gradient: sum(grad f(t) * w)
-        return ops.sum_(ops.mul(grad(f, t), like(w, t)))
+        return ops.sum_(ops.mul(grad(f, t), dev(w)))
     tape2 = host(grad(inner, dev(a)))
-    fd = fd_grad(inner, a, h=1e-5)
+    fd = fd_grad(lambda t: inner(dev(t)), a, h=1e-5)
     err = np.max(np.abs(tape2 - fd) / np.maximum(1.0, np.abs(fd)))
     assert err < 1e-5, (err, tape2, fd)
     torch = pytest.importorskip("torch")
