@@ -106,6 +106,9 @@ inv = primitive("inv", _inv, _vjp_inv, arity=1)
 # ---- solve ----------------------------------------------------------------------------------
 def _solve(a, b, vec=False):
     a, b = _fl(a), _fl(b)
+    if type(a) is not type(b):      # a NumPy operand beside a tensor crosses to the tensor's device
+        be = B.of(b) if type(a) is _ND else B.of(a)
+        a, b = be.asarray(a), be.asarray(b)
     be = B.of(a)
     xp = be.xp
     if vec:
@@ -248,6 +251,9 @@ slogdet = primitive("slogdet", _slogdet, _vjp_slogdet, outputs=2)
 
 
 # ---- pinv -----------------------------------------------------------------------------------
+_EPS: dict = {}     # dtype -> machine epsilon
+
+
 def _pinv(a):
     a = _fl(a)
     be = B.of(a)
@@ -256,7 +262,10 @@ def _pinv(a):
         return _nan(shape, a)
     # singular values below max(m, n) eps times the largest count as 0: NumPy 2's rtol=None and
     # PyTorch's default, said explicitly so that both backends cut at the same place
-    rtol = max(a.shape[-2:]) * float(np.finfo(be.np_dtype(a.dtype)).eps)
+    eps = _EPS.get(a.dtype)
+    if eps is None:
+        eps = _EPS[a.dtype] = float(np.finfo(be.np_dtype(a.dtype)).eps)
+    rtol = max(a.shape[-2:]) * eps
     try:
         return be.xp.linalg.pinv(a, rtol=rtol)
     except be.linalg_errors:
