@@ -12,6 +12,7 @@ import gc
 
 import numpy as np
 
+from tapeml.array import backend as B
 from tapeml.array import ops
 from tapeml.builtins.files import resolve_path
 from tapeml.builtins.registry import P, builtin, one_of, positive
@@ -81,7 +82,7 @@ def _run_and_backward(ctx, f, x, boxed, boxes, level, name):
         g = grads.get(b)
         if g is None:
             rv = raw(v)
-            return np.zeros_like(rv) if isinstance(rv, np.ndarray) else 0.0
+            return np.zeros_like(rv) if isinstance(rv, np.ndarray) else B.of(rv).xp.zeros_like(rv) if B.is_array(rv) else 0.0
         if type(g) is np.ndarray and not g.flags.writeable:
             return g.copy()      # a broadcast view from the tape: the user gets a matrix of their own
         return g

@@ -15,8 +15,8 @@ import numpy as np
 from tapeml.array import linalg_ops as la
 from tapeml.array import limits, ops
 from tapeml.builtins.registry import P, builtin
-from tapeml.builtins.linalg_checks import (_finite, _floated, _invertible, _matrix, _noise_to_zero, _shape,
-                                           _which)
+from tapeml.builtins.linalg_checks import (_finite, _floated, _invertible, _matrix, _positive_definite, _real_eig,
+                                           _shape, _size, _zeros)
 from tapeml.builtins.util import axis
 from tapeml.syntax.errors import ShapeError, TypeErr, ValueErr
 from tapeml.array.limits import check_shape, g3
@@ -27,10 +27,6 @@ CAT = "Linear algebra"
 A_SQ = P("A", "array", doc="a square matrix, or a batch of them", shape="[..., n, n]")
 A_ANY = P("A", "array", doc="a matrix, or a batch of them", shape="[..., m, n]")
 BATCH = "A batch `[B, n, n]` (any number of leading axes) is handled matrix by matrix."
-
-
-def _parts(packed, sizes):
-    return tuple(la.unpack(packed, sizes))
 
 
 CONV_LINK = "See docs/language.md (Linear algebra) for the conventions shared by these pages."
@@ -132,8 +128,7 @@ def det_(A):
 def slogdet_(A):
     A = _matrix("slogdet", A, square=True)
     _finite("slogdet", A)
-    sign = ops.python_scalar(np.linalg.slogdet(np.asarray(raw(A)))[0])
-    return (sign, la.logabsdet(A))
+    return la.slogdet(A)
 
 
 # ---- trace, diag ----------------------------------------------------------------------------
@@ -217,8 +212,7 @@ def _vector_norm(x, p, dim, keepdims, rescale=True):
 
 def _singular_values(fname, A):
     _finite(fname, A)
-    m, n = _shape(A)[-2:]
-    return la.part(la.svd(A), m * min(m, n), (min(m, n),))
+    return la.svd(A)[1]
 
 
 @builtin("norm", CAT, "The length of a vector, or a matrix norm (Frobenius by default).",
@@ -264,10 +258,10 @@ def norm_(x, p, dim, keepdims):
             raise ValueErr(f'norm(): p = "{p}" is a matrix norm: x must be a matrix and dim none, got {describe(x)}')
     elif p is not None and not (p > 0):
         raise ValueErr(f"norm(): p must be > 0 (or inf), got {p}")
-    if np.size(raw(x)) == 0:       # every norm of an empty array is 0 (NumPy's max of nothing raises)
+    if _size(x) == 0:       # every norm of an empty array is 0 (NumPy's max of nothing raises)
         d = axis(x, dim) if dim is not None else None
-        shape = np.shape(np.sum(np.asarray(raw(x)), axis=d, keepdims=keepdims))
-        return ops.as_float(np.zeros(shape)) if shape else 0.0
+        shape = np.shape(np.sum(np.zeros(s), axis=d, keepdims=keepdims))     # (no element: no memory)
+        return _zeros(shape, x) if shape else 0.0
     if dim is not None or len(s) < 2 or (len(s) > 2 and p is None):
         if isinstance(p, str):
             raise ValueErr(f'norm(): p = "{p}" needs a matrix')
@@ -324,18 +318,7 @@ def cholesky_(A):
     A = _matrix("cholesky", A, square=True)
     _finite("cholesky", A)
     S = _sym(A)
-    r = np.asarray(raw(S))
-    try:
-        np.linalg.cholesky(r)
-    except np.linalg.LinAlgError:
-        w = np.linalg.eigvalsh(r)
-        worst = int(np.argmin(w[..., 0].reshape(-1)))
-        low = float(w[..., 0].reshape(-1)[worst])
-        scale = float(np.abs(w.reshape(-1, w.shape[-1])[worst]).max())
-        low = _noise_to_zero(low, scale, r.shape[-1], r.dtype)
-        shown = "0 to working precision" if low == 0 else g3(low)
-        raise ValueErr(f"cholesky(): A{_which(worst, r.shape[:-2])} is not positive definite: its smallest "
-                       f"eigenvalue is {shown} (all must be > 0)") from None
+    _positive_definite("cholesky", S)
     return la.cholesky(S)
 
 
@@ -358,12 +341,12 @@ def qr_(A):
     A = _matrix("qr", A)
     _finite("qr", A)
     m, n = _shape(A)[-2:]
-    if m < n and type(A) is Box and np.size(raw(A)) == 0:
+    if m < n and type(A) is Box and _size(A) == 0:
         A = raw(A)          # an empty batch: nothing depends on A, its gradient is the empty one
     if m < n and type(A) is Box:
         raise ValueErr(f"qr(): the gradient of qr is implemented for m >= n (tall or square), A is "
                        f"{shape_text(_shape(A))}; differentiate qr(A')' instead or take qr of the first m columns")
-    return _parts(la.qr(A), la.qr_sizes(m, n))
+    return la.qr(A)
 
 
 @builtin("svd", CAT, "The reduced singular value decomposition A = U diag(S) Vh, as a tuple (U, S, Vh).", [A_ANY],
@@ -388,8 +371,7 @@ def qr_(A):
 def svd_(A):
     A = _matrix("svd", A)
     _finite("svd", A)
-    m, n = _shape(A)[-2:]
-    return _parts(la.svd(A), la.svd_sizes(m, n))
+    return la.svd(A)
 
 
 @builtin("eigh", CAT, "Eigenvalues (ascending) and eigenvectors of a symmetric matrix, as a tuple (w, V).",
@@ -409,8 +391,7 @@ def svd_(A):
 def eigh_(A):
     A = _matrix("eigh", A, square=True)
     _finite("eigh", A)
-    n = _shape(A)[-1]
-    return _parts(la.eigh(_sym(A)), la.eigh_sizes(n))
+    return la.eigh(_sym(A))
 
 
 @builtin("eig", CAT, "Eigenvalues and eigenvectors of a general square matrix whose eigenvalues are real (forward only).",
@@ -432,17 +413,8 @@ def eig_(A):
                        "or stop_gradient(...) around the argument")
     A = _matrix("eig", A, square=True)
     _finite("eig", A)
-    w, v = np.linalg.eig(np.asarray(raw(A)))
-    if np.iscomplexobj(w):
-        bad = w[np.abs(w.imag) > 0]
-        if bad.size:
-            z = bad.reshape(-1)[0]
-            scale, n = float(np.abs(w).max()), w.shape[-1]
-            re_, im = (_noise_to_zero(v, scale, n, w.real.dtype) for v in (float(z.real), float(z.imag)))
-            raise ValueErr(f"eig(): A has complex eigenvalues (e.g. {g3(re_)} {'+' if im >= 0 else '-'} "
-                           f"{g3(abs(im))}i) and tapeml has no complex numbers; for a symmetric matrix use eigh")
-        w, v = w.real, v.real
-    return (ops.python_scalar(np.ascontiguousarray(w)), np.ascontiguousarray(v))
+    w, v = _real_eig("eig", A)
+    return (ops.python_scalar(w), v)
 
 
 @builtin("pinv", CAT, "The Moore-Penrose pseudo-inverse.", [A_ANY], returns="[..., n, m]", differentiable=True,
@@ -532,8 +504,8 @@ def kron_(a, b):
         raise ShapeError(f"kron(): a and b must be numbers, vectors or matrices, got {shape_text(sa)} and "
                          f"{shape_text(sb)}")
     vec = len(sa) < 2 and len(sb) < 2
-    ma, na = (1, int(np.prod(sa))) if len(sa) < 2 else sa
-    mb, nb = (1, int(np.prod(sb))) if len(sb) < 2 else sb
+    ma, na = (1, math.prod(sa)) if len(sa) < 2 else sa
+    mb, nb = (1, math.prod(sb)) if len(sb) < 2 else sb
     _result_fits("kron", (sa, sb), (na * nb,) if vec else (ma * mb, na * nb))
     r = ops.mul(ops.reshape(a, shape=(ma, 1, na, 1)), ops.reshape(b, shape=(1, mb, 1, nb)))
     return ops.reshape(r, shape=(na * nb,) if vec else (ma * mb, na * nb))

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from tapeml.array import ops
-from tapeml.array.tape import NO_KW, Box, new_level, raw
+from tapeml.array.tape import NO_KW, Box, Part, new_level, raw
 from tapeml.array.values import describe
 from tapeml.builtins.util import tree_leaves, tree_map
 from tapeml.syntax.errors import ValueErr
@@ -112,8 +112,12 @@ def record(ctx, f, x, root: str = "x") -> Graph:
         group = None if rec.group is None or rec.group.called_back else (rec.group.index, rec.group.name)
         line = rec.line[1] if rec.line is not None else None
         ids[b] = len(ids)
-        g.nodes[ids[b]] = Node(ids[b], "op", rec.name, ops.shape_of(b.value), line, group=group)
+        # a primitive with several outputs (svd) is one node, drawn with its outputs' shapes
+        shape = tuple(ops.shape_of(v) for v in b.value) if type(b.value) is tuple else ops.shape_of(b.value)
+        g.nodes[ids[b]] = Node(ids[b], "op", rec.name, shape, line, group=group)
         for p in b.parents:                 # one per argument: its Box on this tape, or None
+            if p is not None and type(p.prim) is Part:      # an output of such a node: the node
+                p = p.parents[0]
             if p is not None and p in ids:
                 g.edges.add((ids[p], ids[b]))
     g.recorded = len(g.nodes) - len(boxes)
@@ -360,7 +364,8 @@ OFF_PATH = "#eeeeee"
 def _text(n: Node) -> str:
     lines = [n.label]
     if n.kind != "more" and not (n.kind == "input" and n.members > 1):
-        lines.append("[" + ", ".join(str(s) for s in n.shape) + "]" if n.shape else "number")
+        shapes = n.shape if n.shape and type(n.shape[0]) is tuple else (n.shape,)     # several outputs
+        lines.append(" ".join("[" + ", ".join(str(s) for s in sh) + "]" if sh else "number" for sh in shapes))
     if n.kind == "group":
         lines[-1] += f", {n.members} ops"
     if n.line is not None:

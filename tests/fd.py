@@ -1,9 +1,12 @@
 """Helpers shared by the gradient tests: a builtin as a Python function, central differences of a
 scalar function, a scalar loss made of a function's results with fixed random weights, `grad` of a
 Python function through the builtins' own autodiff (PyInterp stands in for the
-builtins' Context: it calls Python functions), and the check of every input's gradient against finite differences."""
+builtins' Context: it calls Python functions), and the check of every input's gradient against finite differences.
+On another backend (`pytest --device torch:cpu`) the inputs, weights and perturbed copies are put on
+it (`on_device`) and the gradients come back as NumPy arrays; on NumPy nothing is converted."""
 import numpy as np
 
+from tapeml.array import backend as B
 from tapeml.array import ops
 from tapeml.array.tape import raw
 from tapeml.builtins.autodiff import value_and_grad_impl
@@ -15,6 +18,12 @@ def leaves(v):
     return [x for item in r for x in leaves(item)] if isinstance(r, tuple) else [v]
 
 
+def on_device(x):
+    """A NumPy array on the session's backend (itself on NumPy); other values as they are."""
+    be = B.current()
+    return x if be is B.NUMPY or type(x) is not np.ndarray else be.asarray(x)
+
+
 def fd_grad(f, x, h=1e-6):
     """Central differences of the scalar function f at x, element by element."""
     x = np.asarray(x, dtype=np.float64)
@@ -23,7 +32,7 @@ def fd_grad(f, x, h=1e-6):
         xp, xm = x.copy(), x.copy()
         xp.flat[i] += h
         xm.flat[i] -= h
-        g.flat[i] = (float(raw(f(xp))) - float(raw(f(xm)))) / (2 * h)
+        g.flat[i] = (float(raw(f(on_device(xp)))) - float(raw(f(on_device(xm))))) / (2 * h)
     return g
 
 
@@ -43,7 +52,7 @@ def fd_jacobian(f, x, h=1e-6):
 def weighted(f, inputs, seed=1):
     """loss(args) = sum over results of sum(result * R), R fixed pseudo-random weights."""
     rng = np.random.default_rng(seed)
-    Rs = [rng.standard_normal(np.shape(raw(y))) for y in leaves(f(*inputs))]
+    Rs = [on_device(rng.standard_normal(tuple(np.shape(raw(y))))) for y in leaves(f(*map(on_device, inputs)))]
 
     def loss(*args):
         total = 0.0
@@ -72,7 +81,7 @@ def grad(f, x):
 
 def grad_array(f, x):
     """grad of f at x (a matrix or a number) as a float64 NumPy array."""
-    return np.asarray(raw(grad(f, x)), dtype=np.float64)
+    return np.asarray(B.to_numpy(raw(grad(f, on_device(x)))), dtype=np.float64)
 
 
 def builtin(name):
@@ -93,7 +102,7 @@ def check_grads(f, *inputs, tol=1e-6, which=None):
     loss = weighted(f, inputs)
     for k in (range(len(inputs)) if which is None else which):
         def lk(xk, k=k):
-            args = list(inputs)
+            args = [on_device(a) for a in inputs]
             args[k] = xk
             return loss(*args)
         tape = grad_array(lk, inputs[k])

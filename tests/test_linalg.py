@@ -6,6 +6,9 @@
 - PyTorch autograd: the fixture tests/reference/linalg.npz (make_linalg_reference.py) always, and the
   same cases regenerated live with another seed when torch is importable;
 - values against NumPy, and the errors (singular, non-square, not positive definite, complex eig).
+
+Inputs go to the session's backend (`dev`, fd.on_device) and results come back with `host`, so
+`pytest --device torch:cpu` runs these on tensors; on NumPy nothing is converted.
 """
 import importlib.util
 import math
@@ -14,18 +17,31 @@ import os
 import numpy as np
 import pytest
 
+from tapeml.array import backend as BE
 from tapeml.array import ops
 from tapeml.builtins import REGISTRY
 from tapeml.array.tape import raw
 
 from support import run_ml
-from fd import builtin as B, check_grads, fd_grad, grad
+from fd import builtin as B, check_grads, fd_grad, grad, on_device as dev
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REF = os.path.join(HERE, "reference")
 
 
 rng = np.random.default_rng(0)
+
+
+def host(v):
+    """A result (a number, a matrix of any backend, or a tuple of them) on the host: NumPy."""
+    r = raw(v)
+    return tuple(host(x) for x in r) if isinstance(r, tuple) else BE.to_numpy(r)
+
+
+def D(name):
+    """The builtin `name` on the session's backend: NumPy arguments go there, results come back."""
+    f = B(name)
+    return lambda *args, **kw: host(f(*[dev(a) for a in args], **kw))
 
 
 def wc(*shape):
@@ -127,35 +143,37 @@ def test_every_linalg_builtin_is_covered():
 # ---- kinks ------------------------------------------------------------------------------------
 def test_norm_gradient_at_zero_is_zero():
     for p in (None, 1, 2, 3, math.inf):
-        g = grad(lambda v, p=p: B("norm")(v, p), np.zeros(3))
+        g = host(grad(lambda v, p=p: B("norm")(v, p), dev(np.zeros(3))))
         assert g.tolist() == [0.0, 0.0, 0.0], p
-    assert np.array_equal(grad(lambda a: B("norm")(a), np.zeros((2, 2))), np.zeros((2, 2)))
+    assert np.array_equal(host(grad(lambda a: B("norm")(a), dev(np.zeros((2, 2))))), np.zeros((2, 2)))
     # one zero row among vector norms per row: that row's gradient is 0, the other is x / |x|
     x = np.array([[0.0, 0.0], [3.0, 4.0]])
-    g = grad(lambda a: ops.sum_(B("norm")(a, dim=1)), x)
+    g = host(grad(lambda a: ops.sum_(B("norm")(a, dim=1)), dev(x)))
     assert g[0].tolist() == [0.0, 0.0] and np.allclose(g[1], [0.6, 0.8])
 
 
 def test_norm_inf_ties_split_evenly():
-    g = grad(lambda v: B("norm")(v, math.inf), np.array([3.0, -3.0, 1.0]))
+    g = host(grad(lambda v: B("norm")(v, math.inf), dev(np.array([3.0, -3.0, 1.0]))))
     assert g.tolist() == [0.5, -0.5, 0.0]
 
 
 def test_det_gradient_at_singular_matrices_is_the_adjugate():
     a = np.array([[1.0, 2.0], [2.0, 4.0]])
-    assert np.allclose(grad(lambda m: B("det")(m), a), [[4.0, -2.0], [-2.0, 1.0]])
-    assert np.allclose(grad(lambda m: B("det")(m), np.zeros((3, 3))), 0.0)
+    assert np.allclose(host(grad(lambda m: B("det")(m), dev(a))), [[4.0, -2.0], [-2.0, 1.0]])
+    assert np.allclose(host(grad(lambda m: B("det")(m), dev(np.zeros((3, 3))))), 0.0)
 
 
 # ---- second order ------------------------------------------------------------------------------
 SECOND = {
-    "inv": (lambda a: ops.sum_(ops.mul(B("inv")(a), np.arange(9.0).reshape(3, 3))), wc(3, 3)),
-    "solve/A": (lambda a: ops.sum_(ops.mul(B("solve")(a, np.array([1.0, -2.0, 0.5])), np.array([1.0, 2.0, 3.0]))), wc(3, 3)),
-    "solve/b": (lambda b, A=wc(3, 3): ops.sum_(ops.mul(B("solve")(A, ops.mul(b, b)), np.array([1.0, 2.0, 3.0]))), rn(3)),
+    "inv": (lambda a: ops.sum_(ops.mul(B("inv")(a), dev(np.arange(9.0).reshape(3, 3)))), wc(3, 3)),
+    "solve/A": (lambda a: ops.sum_(ops.mul(B("solve")(a, dev(np.array([1.0, -2.0, 0.5]))), dev(np.array([1.0, 2.0, 3.0])))),
+                wc(3, 3)),
+    "solve/b": (lambda b, A=wc(3, 3): ops.sum_(ops.mul(B("solve")(dev(A), ops.mul(b, b)), dev(np.array([1.0, 2.0, 3.0])))),
+                rn(3)),
     "det": (lambda a: B("det")(a), wc(3, 3)),
     "slogdet": (lambda a: B("slogdet")(a)[1], wc(3, 3)),
-    "cholesky": (lambda a: ops.sum_(ops.mul(B("cholesky")(a), np.arange(9.0).reshape(3, 3))), spd(3, 3)),
-    "pinv": (lambda a: ops.sum_(ops.mul(B("pinv")(a), np.arange(6.0).reshape(2, 3))), rn(3, 2)),
+    "cholesky": (lambda a: ops.sum_(ops.mul(B("cholesky")(a), dev(np.arange(9.0).reshape(3, 3)))), spd(3, 3)),
+    "pinv": (lambda a: ops.sum_(ops.mul(B("pinv")(a), dev(np.arange(6.0).reshape(2, 3)))), rn(3, 2)),
     "norm": (lambda v: B("norm")(v), rn(4)),
 }
 
@@ -166,8 +184,8 @@ def test_grad_of_grad(name):
     w = np.random.default_rng(3).standard_normal(x.shape)
 
     def inner(t):       # a scalar of the first gradient: sum(grad f(t) * w)
-        return ops.sum_(ops.mul(grad(f, t), w))
-    tape = np.asarray(raw(grad(inner, x)))
+        return ops.sum_(ops.mul(grad(f, t), dev(w)))
+    tape = host(grad(inner, dev(x)))
     fd = fd_grad(lambda t: inner(t), x, h=1e-5)
     err = np.max(np.abs(tape - fd) / np.maximum(1.0, np.abs(fd)))
     assert err < 1e-5, (err, tape, fd)
@@ -215,12 +233,12 @@ def compare_with_reference(data, tol=1e-9):
     assert set(names) == set(TAPEML)
     for name in names:
         n_in = len([k for k in data if k.startswith(name + ".in")])
-        ins = [np.asarray(data[f"{name}.in{i}"]) for i in range(n_in)]
+        ins = [dev(np.asarray(data[f"{name}.in{i}"])) for i in range(n_in)]
         outs = TAPEML[name](*ins)
-        Rs = [np.asarray(data[f"{name}.R{j}"]) for j in range(len(outs))]
+        Rs = [dev(np.asarray(data[f"{name}.R{j}"])) for j in range(len(outs))]
         for j, y in enumerate(outs):
             want = np.asarray(data[f"{name}.out{j}"])
-            assert np.allclose(np.asarray(raw(y)), want, rtol=tol, atol=tol), (name, j)
+            assert np.allclose(host(y), want, rtol=tol, atol=tol), (name, j)
         for i in range(n_in):
             def loss(x, i=i):
                 args = list(ins)
@@ -229,7 +247,7 @@ def compare_with_reference(data, tol=1e-9):
                 for y, R in zip(TAPEML[name](*args), Rs):
                     total = ops.add(total, ops.sum_(ops.mul(y, R)))
                 return total
-            g = np.asarray(raw(grad(loss, ins[i])))
+            g = host(grad(loss, ins[i]))
             want = np.asarray(data[f"{name}.grad{i}"])
             assert np.allclose(g, want, rtol=tol, atol=tol), (name, i, g, want)
 
@@ -248,41 +266,41 @@ def test_pytorch_live():
 # ---- values against NumPy ---------------------------------------------------------------------
 def test_values_against_numpy():
     a, b = wc(4, 4), rn(4)
-    assert np.allclose(B("inv")(a), np.linalg.inv(a))
-    assert np.allclose(B("solve")(a, b), np.linalg.solve(a, b))
-    assert np.isclose(B("det")(a), np.linalg.det(a))
-    assert np.allclose(B("slogdet")(a), np.linalg.slogdet(a))
+    assert np.allclose(D("inv")(a), np.linalg.inv(a))
+    assert np.allclose(D("solve")(a, b), np.linalg.solve(a, b))
+    assert np.isclose(D("det")(a), np.linalg.det(a))
+    assert np.allclose(D("slogdet")(a), np.linalg.slogdet(a))
     m = rn(5, 3)
     for p, ordv in [(None, None), ("fro", "fro"), ("nuc", "nuc"), (1, 1), (2, 2), (math.inf, np.inf)]:
-        assert np.isclose(B("norm")(m, p), np.linalg.norm(m, ordv)), p
+        assert np.isclose(D("norm")(m, p), np.linalg.norm(m, ordv)), p
     v = rn(6)
     for p in (None, 1, 2, 3, math.inf):
-        assert np.isclose(B("norm")(v, p), np.linalg.norm(v, p)), p
-    assert np.allclose(B("norm")(m, dim=0), np.linalg.norm(m, axis=0))
-    assert np.allclose(B("norm")(m, dim=1, keepdims=True), np.linalg.norm(m, axis=1, keepdims=True))
-    q, r = B("qr")(m)
+        assert np.isclose(D("norm")(v, p), np.linalg.norm(v, p)), p
+    assert np.allclose(D("norm")(m, dim=0), np.linalg.norm(m, axis=0))
+    assert np.allclose(D("norm")(m, dim=1, keepdims=True), np.linalg.norm(m, axis=1, keepdims=True))
+    q, r = D("qr")(m)
     nq, nr = np.linalg.qr(m)
     d = np.sign(np.diag(nr))                   # tapeml's R has a diagonal >= 0; NumPy's LAPACK signs
     assert np.allclose(q, nq * d) and np.allclose(r, nr * d[:, None]) and np.all(np.diag(r) >= 0)
-    u, s, vh = B("svd")(m)
+    u, s, vh = D("svd")(m)
     assert np.allclose(s, np.linalg.svd(m, compute_uv=False))
     assert np.allclose((u * s) @ vh, m) and np.allclose(u.T @ u, np.eye(3))
-    w, V = B("eigh")(sym(4))
+    w, V = D("eigh")(sym(4))
     assert np.all(np.diff(w) > 0)
-    assert np.allclose(B("pinv")(m), np.linalg.pinv(m))
-    assert np.allclose(B("lstsq")(m, rn(5)) if False else B("lstsq")(m, np.arange(5.0)),
+    assert np.allclose(D("pinv")(m), np.linalg.pinv(m))
+    assert np.allclose(D("lstsq")(m, rn(5)) if False else D("lstsq")(m, np.arange(5.0)),
                        np.linalg.lstsq(m, np.arange(5.0), rcond=None)[0])
-    assert np.allclose(B("kron")(rn(2, 3), np.ones((2, 2))).shape, (4, 6))
+    assert np.allclose(D("kron")(rn(2, 3), np.ones((2, 2))).shape, (4, 6))
     x, y = rn(2, 3), rn(3, 2)
-    assert np.allclose(B("kron")(x, y), np.kron(x, y))
-    assert np.allclose(B("kron")(np.array([1.0, 2]), y), np.kron([1.0, 2], y))
-    assert np.allclose(B("outer")(x, np.arange(3.0)), np.outer(x, np.arange(3.0)))
-    assert np.allclose(B("diag")(np.arange(3.0), 2), np.diag(np.arange(3.0), 2))
-    assert np.allclose(B("diag")(x, -1), np.diag(x, -1))
-    assert B("trace")(x) == np.trace(x)
-    L = B("cholesky")(spd(3, 3))
+    assert np.allclose(D("kron")(x, y), np.kron(x, y))
+    assert np.allclose(D("kron")(np.array([1.0, 2]), y), np.kron([1.0, 2], y))
+    assert np.allclose(D("outer")(x, np.arange(3.0)), np.outer(x, np.arange(3.0)))
+    assert np.allclose(D("diag")(np.arange(3.0), 2), np.diag(np.arange(3.0), 2))
+    assert np.allclose(D("diag")(x, -1), np.diag(x, -1))
+    assert D("trace")(x) == np.trace(x)
+    L = D("cholesky")(spd(3, 3))
     assert np.allclose(L, np.tril(L))
-    w, V = B("eig")(np.array([[2.0, 1.0], [0.0, 3.0]]))
+    w, V = D("eig")(np.array([[2.0, 1.0], [0.0, 3.0]]))
     assert sorted(w.tolist()) == [2.0, 3.0]
 
 
@@ -359,14 +377,14 @@ def test_empty_matrices(name):
         code, out = run_ml(f"print({name}(zeros({', '.join(map(str, shape))})))")
         assert "Traceback" not in out and "python" not in out.lower(), out
         assert code == 0 or "ShapeError" in out, out
-    assert [np.shape(x) for x in B("svd")(np.zeros((0, 3)))] == [(0, 0), (0,), (0, 3)]
-    assert [np.shape(x) for x in B("eigh")(np.zeros((2, 0, 0)))] == [(2, 0), (2, 0, 0)]
+    assert [np.shape(x) for x in D("svd")(np.zeros((0, 3)))] == [(0, 0), (0,), (0, 3)]
+    assert [np.shape(x) for x in D("eigh")(np.zeros((2, 0, 0)))] == [(2, 0), (2, 0, 0)]
 
 
 def test_norm_of_empty_arrays_is_zero():
     for p in (None, 1, 2, 3, math.inf):
-        assert B("norm")(np.zeros(0), p) == 0.0
+        assert D("norm")(np.zeros(0), p) == 0.0
     for p in (None, "fro", "nuc", 1, 2, math.inf):
-        assert B("norm")(np.zeros((0, 3)), p) == 0.0 and B("norm")(np.zeros((3, 0)), p) == 0.0
-    assert B("norm")(np.zeros((3, 0)), math.inf, dim=1).tolist() == [0.0, 0.0, 0.0]
-    assert B("norm")(np.zeros((0, 3)), dim=0, keepdims=True).tolist() == [[0.0, 0.0, 0.0]]
+        assert D("norm")(np.zeros((0, 3)), p) == 0.0 and D("norm")(np.zeros((3, 0)), p) == 0.0
+    assert D("norm")(np.zeros((3, 0)), math.inf, dim=1).tolist() == [0.0, 0.0, 0.0]
+    assert D("norm")(np.zeros((0, 3)), dim=0, keepdims=True).tolist() == [[0.0, 0.0, 0.0]]

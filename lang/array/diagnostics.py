@@ -343,8 +343,11 @@ def on_node(box) -> None:
             span, group = (getattr(node, "op_span", None) or node.span) if node is not None else None, None
         phase = FWD
     cls = Recorded if box.prim.vjp_plain is not None else RecordedNoPlain
+    # a parent that is an output of a primitive with several outputs (tape.Part) stands for its
+    # joint Box, whose VJP carries the cotangent on
     box.prim = cls(box.prim, d, span, line, op, group, phase, id(box),
-                   tuple((i, id(p)) for i, p in enumerate(box.parents) if p is not None))
+                   tuple((i, id(p.parents[0] if type(p.prim) is tape.Part else p))
+                         for i, p in enumerate(box.parents) if p is not None))
     if d.recorder is not None:
         d.recorder.append(box)
 

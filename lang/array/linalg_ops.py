@@ -1,21 +1,29 @@
-"""The linear-algebra primitives: forwards on NumPy's LAPACK wrappers, VJPs written with primitives.
+"""The linear-algebra primitives: forwards on the backend's LAPACK (`xp.linalg`: NumPy's wrappers,
+or torch.linalg through array-api-compat), VJPs written with primitives.
 
 They register into the one primitive table (TABLE) through `primitive`, as the entries of
 ops.py do, so the tape, the VJP sweep (tests/test_vjp_sweep.py) and grad of grad see them alike.
 Every VJP multiplies through `zmul` / `zmatmul`, so a zero cotangent never meets an inf or NaN of a
 factorization as NaN. All of them take a batch `[..., n, n]` (or `[..., m, n]`).
 
-A factorization with several results (svd, qr, eigh) is ONE primitive whose value packs them along
-the last axis, `[..., m*k + k + k*n]` for svd; the builtin slices the parts out with the `index`
-primitive, whose VJP scatters each part's cotangent back (zeros where a part is unused). So the
-whole formula's VJP runs once, with every part's cotangent, as in HIPS autograd's `grad_svd`.
+A factorization with several results (svd, qr, eigh, slogdet) is ONE primitive with several
+outputs (tape.Primitive, `outputs=k`): its forward returns a tuple, and its VJP runs once with the
+tuple of the outputs' cotangents, as in HIPS autograd's `grad_svd`; an output that got no cotangent
+is None there and its terms are skipped (the gradient through S alone, U diag(gS) Vh, needs no
+1/(s_j^2 - s_i^2), so it holds at repeated singular values).
+
+Portable: each forward computes with the namespace of its argument (`B.xp_of`: the NumPy module
+itself for NumPy arrays, so NumPy runs the calls it always ran) and catches the backend's
+`linalg_errors`; a failed or non-finite factorization answers NaN (the builtins refuse such input
+before, with a message). The VJPs' constants (an identity, a triangle) are made on the device of
+the value they meet (`_const`).
 
 Formulas (references: HIPS autograd numpy/linalg.py; PyTorch FunctionsManual.cpp; Murray 2016,
 arXiv:1602.07527 for cholesky; Golub & Pereyra 1973 for pinv; the matrix cookbook):
 - inv:       gA = -A^-T g A^-T
 - solve:     gb = solve(A^T, g);  gA = -gb x^T
 - det:       gA = g adj(A)^T  (adj(A) from the SVD, so it is right at singular matrices too)
-- logabsdet: gA = g A^-T
+- slogdet:   (sign, log|det|); gA = g_log A^-T (the sign is piecewise constant: no gradient)
 - adjugate:  gA = <g, adj> A^-T - A^-T g adj^T   (invertible A: second order of det)
 - pinv:      gA = -X^T g X^T + (I - A X) g^T X X^T + X^T X g^T (I - X A),  X = pinv(A)  (constant rank)
 - cholesky:  S = L^-T phi(L^T gL) L^-1, gA = (S + S^T)/2, phi = lower triangle with half diagonal
@@ -25,44 +33,66 @@ arXiv:1602.07527 for cholesky; Golub & Pereyra 1973 for pinv; the matrix cookboo
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
+from tapeml.array import backend as B
 from tapeml.array.core_ops import (add, binary_exponents, div, ldexp, mul, neg, reshape, sub, sum_, transpose,
                                    unbroadcast, zmatmul, zmul)
-from tapeml.array.index_ops import index
 from tapeml.array.primitive_table import FLOAT, GROWS, TABLE, primitive, python_scalar, shape_of
 from tapeml.array.tape import raw
 
-LinAlgError = np.linalg.LinAlgError
+_ND = np.ndarray
 
 
 def _fl(a):
     """A float matrix (bools and ints take part as numbers in the session's float type)."""
-    a = np.asarray(a)
-    return a if a.dtype.kind == "f" else a.astype(FLOAT["dtype"])
+    t = type(a)
+    if t is _ND:
+        return a if a.dtype.kind == "f" else a.astype(FLOAT["dtype"])
+    if t in B.ARRAYS:
+        be = B.of(a)
+        return a if be.is_float(a) else be.xp.astype(a, be.float_dtype())
+    return _fl(B.current().asarray(a))
 
 
 def _finite(a) -> bool:
-    return bool(np.isfinite(a).all())
+    if type(a) is _ND:
+        return bool(np.isfinite(a).all())
+    be = B.of(a)
+    return be.item(be.xp.all(be.xp.isfinite(a)))
 
 
-def _nan(shape, dtype):
-    return np.full(shape, np.nan, dtype=dtype)
+def _nan(shape, a, dtype=None):
+    """A NaN array of `shape` on a's device, in a's dtype (or `dtype`)."""
+    if type(a) is _ND:
+        return np.full(shape, np.nan, dtype=a.dtype if dtype is None else dtype)
+    return B.xp_of(a).full(shape, math.nan, dtype=a.dtype if dtype is None else dtype, device=a.device)
 
 
-def _eye(n):
-    return np.eye(n, dtype=FLOAT["dtype"])
+def _const(value: np.ndarray, like):
+    """A constant of a VJP (an identity, a triangle of ones), in the session's float type, on the
+    device of `like` (a value the VJP computes with, possibly boxed)."""
+    v = value.astype(FLOAT["dtype"])
+    r = raw(like)
+    return v if type(r) is _ND or type(r) not in B.ARRAYS else B.of(r).asarray(v)
+
+
+def _eye(n, like):
+    return _const(np.eye(n), like)
 
 
 # ---- inv ------------------------------------------------------------------------------------
 def _inv(a):
     a = _fl(a)
     if not _finite(a):
-        return _nan(a.shape, a.dtype)
+        return _nan(a.shape, a)
+    be = B.of(a)
     try:
-        return np.linalg.inv(a)
-    except LinAlgError:            # exactly singular: the builtin refuses before; the table answers NaN
-        return _nan(a.shape, a.dtype)
+        return be.xp.linalg.inv(a)
+    except be.linalg_errors:       # exactly singular: the builtin refuses before; the table answers NaN
+        return _nan(a.shape, a)
 
 
 def _vjp_inv(g, ans, saved, tracked, a):
@@ -76,22 +106,28 @@ inv = primitive("inv", _inv, _vjp_inv, arity=1)
 # ---- solve ----------------------------------------------------------------------------------
 def _solve(a, b, vec=False):
     a, b = _fl(a), _fl(b)
+    if type(a) is not type(b):      # a NumPy operand beside a tensor crosses to the tensor's device
+        be = B.of(b) if type(a) is _ND else B.of(a)
+        a, b = be.asarray(a), be.asarray(b)
+    be = B.of(a)
+    xp = be.xp
     if vec:
-        shape = np.broadcast_shapes(a.shape[:-1], b.shape)
+        shape = np.broadcast_shapes(tuple(a.shape[:-1]), tuple(b.shape))
     else:
-        shape = np.broadcast_shapes(a.shape[:-2], b.shape[:-2]) + b.shape[-2:]
+        shape = np.broadcast_shapes(tuple(a.shape[:-2]), tuple(b.shape[:-2])) + tuple(b.shape[-2:])
+    dtype = xp.result_type(a, b)
     if not (_finite(a) and _finite(b)):
-        x = _nan(shape, np.result_type(a, b))
+        x = _nan(shape, a, dtype)
     else:
         try:
-            x = np.linalg.solve(a, b[..., None])[..., 0] if vec else np.linalg.solve(a, b)
-        except LinAlgError:
-            x = _nan(shape, np.result_type(a, b))
+            x = xp.linalg.solve(a, b[..., None])[..., 0] if vec else xp.linalg.solve(a, b)
+        except be.linalg_errors:
+            x = _nan(shape, a, dtype)
     if not _finite(x):
         # A^-1 0 = 0 even for a singular or non-finite A: a zero cotangent stays zero (zmul's rule)
-        zero = (b == 0) if vec else np.all(b == 0, axis=-2, keepdims=True)
-        if zero.any():
-            x = np.where(np.broadcast_to(zero, shape), 0.0, x)
+        zero = (b == 0) if vec else xp.all(b == 0, axis=-2, keepdims=True)
+        if be.item(xp.any(zero)):
+            x = xp.where(xp.broadcast_to(zero, shape), 0.0, x)
     return x
 
 
@@ -121,7 +157,7 @@ GROWS["solve"] = _solve_shape      # behind the size guard (lang/array/limits.py
 solve = primitive("solve", _solve, _vjp_solve)
 
 
-# ---- det, logabsdet, adjugate -----------------------------------------------------------------
+# ---- det, slogdet, adjugate -------------------------------------------------------------------
 def _bcast_scalar(v, nd):
     """A per-matrix value [...] as [..., 1, 1], to scale a batch of matrices."""
     s = shape_of(v)
@@ -131,8 +167,8 @@ def _bcast_scalar(v, nd):
 def _det(a):
     a = _fl(a)
     if not _finite(a):
-        return python_scalar(_nan(a.shape[:-2], a.dtype))
-    return python_scalar(np.linalg.det(a))
+        return python_scalar(_nan(a.shape[:-2], a))
+    return python_scalar(B.of(a).xp.linalg.det(a))
 
 
 def _vjp_det(g, ans, saved, tracked, a):
@@ -146,22 +182,23 @@ def _adjugate(a):
     """adj(A) = det(U) det(Vh) Vh^T diag(prod_{j != i} s_j) U^T from A = U diag(s) Vh: defined and
     right for every square A (singular ones too), unlike det(A) inv(A)."""
     a = _fl(a)
+    be = B.of(a)
+    xp = be.xp
     n = a.shape[-1]
     if n == 0:
-        return a.copy()
+        return xp.asarray(a, copy=True)
     if n == 1:
-        return np.ones_like(a)
+        return xp.ones_like(a)
     if not _finite(a):
-        return _nan(a.shape, a.dtype)
+        return _nan(a.shape, a)
     try:
-        u, s, vh = np.linalg.svd(a)
-    except LinAlgError:
-        return _nan(a.shape, a.dtype)
-    rest = np.empty_like(s)
-    for i in range(n):              # the product of the others, without dividing by s_i (it may be 0)
-        rest[..., i] = np.prod(np.delete(s, i, axis=-1), axis=-1)
-    sign = np.linalg.det(u) * np.linalg.det(vh)
-    adj = np.swapaxes(vh, -1, -2) @ (rest[..., :, None] * np.swapaxes(u, -1, -2))
+        u, s, vh = xp.linalg.svd(a)
+    except be.linalg_errors:
+        return _nan(a.shape, a)
+    # the product of the others, without dividing by s_i (it may be 0)
+    rest = xp.stack([xp.prod(xp.concat([s[..., :i], s[..., i + 1:]], axis=-1), axis=-1) for i in range(n)], axis=-1)
+    sign = xp.linalg.det(u) * xp.linalg.det(vh)
+    adj = xp.matrix_transpose(vh) @ (rest[..., :, None] * xp.matrix_transpose(u))
     return adj * sign[..., None, None]
 
 
@@ -179,32 +216,60 @@ def _vjp_adjugate(g, ans, saved, tracked, a):
 adjugate = primitive("adjugate", _adjugate, _vjp_adjugate, arity=1)
 
 
-def _logabsdet(a):
+def _slogdet(a):
+    """(sign, log|det A|): two outputs (numbers for one matrix, [...] for a batch)."""
     a = _fl(a)
     if not _finite(a):
-        return python_scalar(_nan(a.shape[:-2], a.dtype))
-    return python_scalar(np.linalg.slogdet(a)[1])
+        nan = python_scalar(_nan(a.shape[:-2], a))
+        return nan, nan
+    sign, logabsdet = B.of(a).xp.linalg.slogdet(a)
+    return python_scalar(sign + 0.0), python_scalar(logabsdet)     # + 0.0: torch's sign -0 is 0
 
 
-def _vjp_logabsdet(g, ans, saved, tracked, a):
-    if np.all(np.asarray(raw(ans)) > -np.inf):
-        return (zmul(_bcast_scalar(g, 0), transpose(inv(a))),)
+def _above_minus_inf(v) -> bool:
+    """Every entry of a plain number or array is > -inf (NaN is not)."""
+    t = type(v)
+    if t is float:
+        return v > -math.inf
+    if t is _ND:
+        return bool(np.all(v > -np.inf))
+    be = B.of(v)
+    return be.item(be.xp.all(v > -math.inf))
+
+
+def _vjp_slogdet(g, ans, saved, tracked, a):
+    g_log = g[1]                # the sign has no gradient: g[0] is ignored
+    if g_log is None:
+        return (None,)
+    if _above_minus_inf(raw(ans[1])):
+        return (zmul(_bcast_scalar(g_log, 0), transpose(inv(a))),)
     # a singular matrix (log|det| = -inf): A^-T = adj(A)^T / det(A), +-inf where adj is not 0
-    return (zmul(_bcast_scalar(g, 0), zmul(transpose(adjugate(a)), _bcast_scalar(div(1.0, det(a)), 0))),)
+    return (zmul(_bcast_scalar(g_log, 0), zmul(transpose(adjugate(a)), _bcast_scalar(div(1.0, det(a)), 0))),)
 
 
-logabsdet = primitive("logabsdet", _logabsdet, _vjp_logabsdet, arity=1)
+slogdet = primitive("slogdet", _slogdet, _vjp_slogdet, outputs=2)
 
 
 # ---- pinv -----------------------------------------------------------------------------------
+_EPS: dict = {}     # dtype -> machine epsilon
+
+
 def _pinv(a):
     a = _fl(a)
+    be = B.of(a)
+    shape = tuple(a.shape[:-2]) + (a.shape[-1], a.shape[-2])
     if not _finite(a):
-        return _nan(a.shape[:-2] + (a.shape[-1], a.shape[-2]), a.dtype)
+        return _nan(shape, a)
+    # singular values below max(m, n) eps times the largest count as 0: NumPy 2's rtol=None and
+    # PyTorch's default, said explicitly so that both backends cut at the same place
+    eps = _EPS.get(a.dtype)
+    if eps is None:
+        eps = _EPS[a.dtype] = float(np.finfo(be.np_dtype(a.dtype)).eps)
+    rtol = max(a.shape[-2:]) * eps
     try:
-        return np.linalg.pinv(a)
-    except LinAlgError:
-        return _nan(a.shape[:-2] + (a.shape[-1], a.shape[-2]), a.dtype)
+        return be.xp.linalg.pinv(a, rtol=rtol)
+    except be.linalg_errors:
+        return _nan(shape, a)
 
 
 def _vjp_pinv(g, ans, saved, tracked, a):
@@ -224,11 +289,12 @@ pinv = primitive("pinv", _pinv, _vjp_pinv, arity=1)
 def _cholesky(a):
     a = _fl(a)
     if not _finite(a):
-        return _nan(a.shape, a.dtype)
+        return _nan(a.shape, a)
+    be = B.of(a)
     try:
-        return np.linalg.cholesky(a)
-    except LinAlgError:
-        return _nan(a.shape, a.dtype)
+        return be.xp.linalg.cholesky(a)
+    except be.linalg_errors:
+        return _nan(a.shape, a)
 
 
 def _right_solve_t(r, x):
@@ -238,7 +304,7 @@ def _right_solve_t(r, x):
 
 def _vjp_cholesky(g, ans, saved, tracked, a):
     n = shape_of(a)[-1]
-    phi = (np.tril(np.ones((n, n))) / (1.0 + np.eye(n))).astype(FLOAT["dtype"])
+    phi = _const(np.tril(np.ones((n, n))) / (1.0 + np.eye(n)), ans)
     lt = transpose(ans)
     p = zmul(zmatmul(lt, g), phi)                          # phi(L^T gL)
     s = solve(lt, p)                                       # L^-T phi
@@ -249,170 +315,170 @@ def _vjp_cholesky(g, ans, saved, tracked, a):
 cholesky = primitive("cholesky", _cholesky, _vjp_cholesky, arity=1)
 
 
-# ---- packed factorizations: one value, several parts ------------------------------------------
-def part(packed, start, shape):
-    """Part [start, start + prod(shape)) of the last axis of a packed value, as [..., *shape]."""
-    size = int(np.prod(shape)) if shape else 1
-    s = shape_of(packed)
-    p = index(packed, idx=(Ellipsis, slice(start, start + size)))
-    return reshape(p, shape=s[:-1] + tuple(shape))
-
-
+# ---- factorizations with several outputs ------------------------------------------------------
 def _column_signs(x):
-    """+-1 per column of x [..., m, k]: the sign of the column's entry of largest magnitude (the first
-    of equal ones). LAPACK's signs of singular vectors and eigenvectors can flip under a tiny change of
-    A (a Householder reflector that is skipped for an exact 0); fixing them this way makes the
-    factors continuous functions of A, which their gradients need."""
+    """+-1 per column of x [..., m, k], as [..., 1, k]: the sign of the column's entry of largest
+    magnitude (the first of equal ones). LAPACK's signs of singular vectors and eigenvectors can
+    flip under a tiny change of A (a Householder reflector that is skipped for an exact 0); fixing
+    them this way makes the factors continuous functions of A, which their gradients need."""
+    xp = B.xp_of(x)
     if x.shape[-2] == 0:
-        return np.ones(x.shape[:-2] + (1, x.shape[-1]), dtype=x.dtype)
-    big = np.argmax(np.abs(x), axis=-2)[..., None, :]
-    s = np.sign(np.take_along_axis(x, big, axis=-2))
-    return np.where(s == 0, 1.0, s).astype(x.dtype)
-
-
-def _pack(*parts, batch):
-    """The parts [*batch, ...] flattened after the batch axes and joined (sizes spelled out, so an
-    empty batch packs too)."""
-    return np.concatenate([p.reshape(batch + (int(np.prod(p.shape[len(batch):])),)) for p in parts], axis=-1)
-
-
-def svd_sizes(m, n):
-    k = min(m, n)
-    return [(0, (m, k)), (m * k, (k,)), (m * k + k, (k, n))]
+        return xp.ones(tuple(x.shape[:-2]) + (1, x.shape[-1]), dtype=x.dtype, device=x.device)
+    big = xp.argmax(xp.abs(x), axis=-2, keepdims=True)
+    s = xp.sign(xp.take_along_axis(x, big, axis=-2))
+    return xp.where(s == 0, 1.0, s)
 
 
 def _svd(a):
+    """(U [..., m, k], S [..., k], Vh [..., k, n]), k = min(m, n): the reduced SVD, signs fixed."""
     a = _fl(a)
+    be = B.of(a)
     m, n = a.shape[-2:]
     k = min(m, n)
+    batch = tuple(a.shape[:-2])
     try:
         if not _finite(a):
-            raise LinAlgError
-        u, s, vh = np.linalg.svd(a, full_matrices=False)
-    except LinAlgError:
-        batch = a.shape[:-2]
-        return _nan(batch + (m * k + k + k * n,), a.dtype)
+            raise ValueError
+        u, s, vh = be.xp.linalg.svd(a, full_matrices=False)
+    except (ValueError,) + be.linalg_errors:
+        return _nan(batch + (m, k), a), _nan(batch + (k,), a), _nan(batch + (k, n), a)
     sign = _column_signs(u)
-    return _pack(u * sign, s, vh * np.swapaxes(sign, -1, -2), batch=a.shape[:-2])
-
-
-def unpack(packed, sizes):
-    return [part(packed, start, shape) for start, shape in sizes]
+    return u * sign, s, vh * be.xp.matrix_transpose(sign)
 
 
 def _vjp_svd(g, ans, saved, tracked, a):
     sa = shape_of(a)
     m, n = sa[-2:]
     k = min(m, n)
-    u, s, vh = unpack(ans, svd_sizes(m, n))
-    gu, gs, gvh = unpack(g, svd_sizes(m, n))
+    u, s, vh = ans
+    gu, gs, gvh = g
     bs = sa[:-2]
-    eye = _eye(k)
+    eye = _eye(k, s)
     s_row = reshape(s, shape=bs + (1, k))
-    s_col = reshape(s, shape=bs + (k, 1))
-    # s_j / (s_j^2 - s_i^2) squares the singular values: beyond 1e154 (or below 1e-154) that is
-    # inf - inf or 1 / 0 though the terms are ordinary numbers. Such a matrix's singular values are
-    # taken scaled by 2^-E (E the exponent of the largest), the terms then scaled by 2^-E: exact.
-    e = _svd_exponents(raw(s), bs)
-    sr, sc = (s_row, s_col) if e is None else (ldexp(s_row, e=-e), ldexp(s_col, e=-e))
-    s2r, s2c = mul(sr, sr), mul(sc, sc)
-    f = div(1.0, add(sub(s2r, s2c), eye))                     # 1/(s_j^2 - s_i^2); 1 on the diagonal
-    utgu = zmatmul(transpose(u), gu)
-    vtgv = zmatmul(vh, transpose(gvh))
-    t1 = zmul(zmul(f, sub(utgu, transpose(utgu))), sr)
-    t1 = t1 if e is None else ldexp(t1, e=-e)
-    t1 = add(t1, zmul(eye, reshape(gs, shape=bs + (k, 1))))
-    t2 = zmul(sc, zmul(f, sub(vtgv, transpose(vtgv))))
-    t1 = add(t1, t2 if e is None else ldexp(t2, e=-e))
-    t1 = zmatmul(zmatmul(u, t1), vh)
-    if m < n:
+    inner = None            # U^T gA V before the m != n terms: the sum of the given outputs' terms
+    if gu is not None or gvh is not None:
+        s_col = reshape(s, shape=bs + (k, 1))
+        # s_j / (s_j^2 - s_i^2) squares the singular values: beyond 1e154 (or below 1e-154) that is
+        # inf - inf or 1 / 0 though the terms are ordinary numbers. Such a matrix's singular values
+        # are taken scaled by 2^-E (E the exponent of the largest), the terms then scaled by 2^-E: exact.
+        e = _svd_exponents(raw(s), bs)
+        sr, sc = (s_row, s_col) if e is None else (ldexp(s_row, e=-e), ldexp(s_col, e=-e))
+        s2r, s2c = mul(sr, sr), mul(sc, sc)
+        f = div(1.0, add(sub(s2r, s2c), eye))                     # 1/(s_j^2 - s_i^2); 1 on the diagonal
+        if gu is not None:
+            utgu = zmatmul(transpose(u), gu)
+            t = zmul(zmul(f, sub(utgu, transpose(utgu))), sr)
+            inner = t if e is None else ldexp(t, e=-e)
+    if gs is not None:
+        t = zmul(eye, reshape(gs, shape=bs + (k, 1)))
+        inner = t if inner is None else add(inner, t)
+    if gvh is not None:
+        vtgv = zmatmul(vh, transpose(gvh))
+        t = zmul(sc, zmul(f, sub(vtgv, transpose(vtgv))))
+        t = t if e is None else ldexp(t, e=-e)
+        inner = t if inner is None else add(inner, t)
+    ga = zmatmul(zmatmul(u, inner), vh)
+    if m < n and gvh is not None:
         x = zmatmul(div(u, s_row), gvh)                          # (u / s) gVh            [m, n]
-        t1 = add(t1, sub(x, zmatmul(zmatmul(x, transpose(vh)), vh)))   # ... (I - v v^T)
-    elif m > n:
+        ga = add(ga, sub(x, zmatmul(zmatmul(x, transpose(vh)), vh)))   # ... (I - v v^T)
+    elif m > n and gu is not None:
         y = zmatmul(div(transpose(vh), s_row), transpose(gu))    # (v / s) gU^T           [n, m]
         y = sub(y, zmatmul(zmatmul(y, u), transpose(u)))         # ... (I - u u^T)
-        t1 = add(t1, transpose(y))
-    return (t1,)
+        ga = add(ga, transpose(y))
+    return (ga,)
 
 
 def _svd_exponents(s, batch):
     """E [..., 1, 1] per matrix of the batch whose largest singular value is beyond 2^500 or below
-    2^-500 (nonzero), 0 for the others; None when there is no such matrix (the common path)."""
-    s = np.asarray(s)
-    top = s.max(axis=-1, initial=0.0) if s.size else np.zeros(batch)
+    2^-500 (nonzero), 0 for the others; None when there is no such matrix (the common path). The
+    test reads the values (one crossing of the k singular values per matrix to the host, where
+    they are decided); E is made on s's device."""
+    host = B.to_numpy(s)
+    top = host.max(axis=-1, initial=0.0) if host.size else np.zeros(batch)
     far = np.isfinite(top) & (top > 0) & ((top > 2.0 ** 500) | (top < 2.0 ** -500))
     if not np.any(far):
         return None
-    return np.where(far, binary_exponents(top), 0).astype(np.int32).reshape(batch + (1, 1))
+    e = np.where(far, binary_exponents(top), 0).astype(np.int32).reshape(batch + (1, 1))
+    return e if type(s) is _ND else B.of(s).asarray(e)
 
 
-svd = primitive("svd", _svd, _vjp_svd, arity=1)
-
-
-def qr_sizes(m, n):
-    k = min(m, n)
-    return [(0, (m, k)), (m * k, (k, n))]
+svd = primitive("svd", _svd, _vjp_svd, outputs=3)
 
 
 def _qr(a):
+    """(Q [..., m, k], R [..., k, n]), k = min(m, n): the reduced QR with R's diagonal >= 0."""
     a = _fl(a)
+    be = B.of(a)
+    xp = be.xp
     m, n = a.shape[-2:]
     k = min(m, n)
+    batch = tuple(a.shape[:-2])
     try:
         if not _finite(a):
-            raise LinAlgError
-        q, r = np.linalg.qr(a, mode="reduced")
-    except LinAlgError:
-        return _nan(a.shape[:-2] + (m * k + k * n,), a.dtype)
+            raise ValueError
+        q, r = xp.linalg.qr(a, mode="reduced")
+    except (ValueError,) + be.linalg_errors:
+        return _nan(batch + (m, k), a), _nan(batch + (k, n), a)
     # R's diagonal made >= 0 (the unique factorization of a full-rank A, continuous in A; LAPACK's
     # sign flips where a column's part below the diagonal is exactly 0)
-    d = np.sign(np.diagonal(r, axis1=-2, axis2=-1))
-    d = np.where(d == 0, 1.0, d).astype(r.dtype)
-    return _pack(q * d[..., None, :], r * d[..., :, None], batch=a.shape[:-2])
+    d = xp.sign(xp.linalg.diagonal(r))
+    d = xp.where(d == 0, 1.0, d)
+    return q * d[..., None, :], r * d[..., :, None]
 
 
 def _vjp_qr(g, ans, saved, tracked, a):
-    m, n = shape_of(a)[-2:]
-    q, r = unpack(ans, qr_sizes(m, n))
-    gq, gr = unpack(g, qr_sizes(m, n))
-    mm = sub(zmatmul(gr, transpose(r)), zmatmul(transpose(q), gq))
-    up = zmul(mm, np.triu(np.ones((n, n), dtype=FLOAT["dtype"])))
-    half = 1.0 - 0.5 * _eye(n)
+    n = shape_of(a)[-1]
+    q, r = ans
+    gq, gr = g
+    if gq is None:
+        mm = zmatmul(gr, transpose(r))
+    elif gr is None:
+        mm = neg(zmatmul(transpose(q), gq))
+    else:
+        mm = sub(zmatmul(gr, transpose(r)), zmatmul(transpose(q), gq))
+    up = zmul(mm, _const(np.triu(np.ones((n, n))), r))
+    half = 1.0 - 0.5 * _eye(n, r)
     sym = zmul(add(up, transpose(up)), half)                 # U + U^T with the diagonal once
-    return (_right_solve_t(r, add(gq, zmatmul(q, sym))),)
+    qsym = zmatmul(q, sym)
+    return (_right_solve_t(r, qsym if gq is None else add(gq, qsym)),)
 
 
-qr = primitive("qr", _qr, _vjp_qr, arity=1)
-
-
-def eigh_sizes(n):
-    return [(0, (n,)), (n, (n, n))]
+qr = primitive("qr", _qr, _vjp_qr, outputs=2)
 
 
 def _eigh(a):
+    """(w [..., n] ascending, V [..., n, n]): eigenvalues and eigenvectors of a symmetric A (its
+    lower triangle is read), each eigenvector's largest entry positive."""
     a = _fl(a)
+    be = B.of(a)
     n = a.shape[-1]
+    batch = tuple(a.shape[:-2])
     try:
         if not _finite(a):
-            raise LinAlgError
-        w, v = np.linalg.eigh(a)
-    except LinAlgError:
-        return _nan(a.shape[:-2] + (n + n * n,), a.dtype)
-    return _pack(w, v * _column_signs(v), batch=a.shape[:-2])
+            raise ValueError
+        w, v = be.xp.linalg.eigh(a)
+    except (ValueError,) + be.linalg_errors:
+        return _nan(batch + (n,), a), _nan(batch + (n, n), a)
+    return w, v * _column_signs(v)
 
 
 def _vjp_eigh(g, ans, saved, tracked, a):
     sa = shape_of(a)
     n = sa[-1]
     bs = sa[:-2]
-    w, v = unpack(ans, eigh_sizes(n))
-    gw, gv = unpack(g, eigh_sizes(n))
-    eye = _eye(n)
-    diff = sub(reshape(w, shape=bs + (1, n)), reshape(w, shape=bs + (n, 1)))   # w_j - w_i
-    f = div(1.0 - eye, add(diff, eye))                       # 1/(w_j - w_i) off the diagonal, 0 on it
-    inner = add(zmul(eye, reshape(gw, shape=bs + (1, n))), zmul(f, zmatmul(transpose(v), gv)))
+    w, v = ans
+    gw, gv = g
+    eye = _eye(n, w)
+    inner = None
+    if gw is not None:
+        inner = zmul(eye, reshape(gw, shape=bs + (1, n)))
+    if gv is not None:
+        diff = sub(reshape(w, shape=bs + (1, n)), reshape(w, shape=bs + (n, 1)))   # w_j - w_i
+        f = div(1.0 - eye, add(diff, eye))                   # 1/(w_j - w_i) off the diagonal, 0 on it
+        t = zmul(f, zmatmul(transpose(v), gv))
+        inner = t if inner is None else add(inner, t)
     t = zmatmul(zmatmul(v, inner), transpose(v))
     return (mul(add(t, transpose(t)), 0.5),)
 
 
-eigh = primitive("eigh", _eigh, _vjp_eigh, arity=1)
+eigh = primitive("eigh", _eigh, _vjp_eigh, outputs=2)

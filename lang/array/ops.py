@@ -67,5 +67,5 @@ from tapeml.array.reduce_ops import (  # noqa: F401
     along, cumprod, cumsum, kept, logsumexp, mean, prod, put_along, rescaled, take_along, unkept,
 )
 from tapeml.array.linalg_ops import (  # noqa: F401
-    adjugate, cholesky, det, eigh, inv, logabsdet, pinv, qr, solve, svd,
+    adjugate, cholesky, det, eigh, inv, pinv, qr, slogdet, solve, svd,
 )

@@ -80,8 +80,9 @@ def new_array(data, dtype=None, like=None):
     return be.asarray(data, FLOAT["dtype"] if dtype is None else dtype)
 
 
-def primitive(name, impl, vjp=None, fwd=None, nondiff=False, arity=None, scalar=None, vjp_plain=None):
+def primitive(name, impl, vjp=None, fwd=None, nondiff=False, arity=None, scalar=None, vjp_plain=None, outputs=1):
     """Declare a primitive in the table; returns the plain function that calls it.
+    `outputs` > 1: a primitive with several results (a tuple; tape.Primitive).
     `scalar` is the same operation on two Python floats, which the interpreter calls directly
     for plain numbers (they are never tracked, so nothing is lost for the tape).
     `vjp_plain` is the VJP on plain arrays that the tape takes at first order (tape.Primitive).
@@ -90,7 +91,7 @@ def primitive(name, impl, vjp=None, fwd=None, nondiff=False, arity=None, scalar=
         impl = _size_guarded(name, impl, GROWS[name], arity)
         if fwd is not None:
             fwd = _size_guarded(name, fwd, GROWS[name], None)
-    prim = Primitive(name, impl, vjp, fwd, nondiff, arity, scalar, vjp_plain)
+    prim = Primitive(name, impl, vjp, fwd, nondiff, arity, scalar, vjp_plain, outputs)
     TABLE[name] = prim
     return prim.call
 

@@ -13,6 +13,18 @@ may also declare `vjp_plain`, the same VJP on plain NumPy arrays; `backward` tak
 first order, when `first_order` (the one test) finds no Box in sight (nothing to record): once
 for the pass on a tape that recorded no Box of another level, else at each node.
 
+A primitive may have several outputs (`outputs=k`: svd's U, S and Vh, qr's Q and R): its `impl`
+returns a tuple of k arrays and its call a tuple of k values. Recorded, that is one node, the
+*joint* Box (value: the tuple, prim: the primitive), and k *output* Boxes, one per result, each
+with the joint Box as its one parent and a `Part` as its prim. The walk stays one walk: an output
+Box's VJP (`Part.vjp`) hands the joint Box a tuple of k cotangents, its own in its slot and None
+in the others; tuples that meet at the joint Box are merged slot by slot (`add` where both hold
+one); the joint Box is visited after all its outputs (it is older), and its VJP receives the
+tuple: None for an output that got no cotangent (no zeros are made; the VJP skips that output's
+terms). The single-output path does not change: `Part` nodes go through the ordinary VJP call
+(their argument is the joint value, a tuple, whose shape check sees () on both sides), and the
+one extra test is at the accumulation of a second cotangent (a tuple or not).
+
 `backward` walks Boxes newest first (creation order is a topological order) with a dict of
 pending cotangents: no recursion, no mutation of the tape, so it is idempotent and safe on
 graphs of any depth. `toposort` is kept for tools that list a tape's nodes.
@@ -80,6 +92,33 @@ _NDARRAY = np.ndarray
 NO_KW: dict = {}
 
 
+class Part:
+    """The prim of output Box `index` of a primitive with `count` outputs (see the module's
+    docstring): its VJP gives its parent, the joint Box, the cotangent tuple with its own
+    cotangent in slot `index` and None in the others."""
+    __slots__ = ("name", "index", "count", "primitive")
+    vjp_plain = None
+
+    def __init__(self, primitive, index: int, count: int):
+        self.primitive = primitive
+        self.name = f"{primitive.name}[{index}]"
+        self.index = index
+        self.count = count
+
+    def vjp(self, g, ans, saved, tracked, joint):
+        ct = [None] * self.count
+        ct[self.index] = g
+        return (tuple(ct),)
+
+    def __repr__(self):
+        return f"<output {self.index} of primitive {self.primitive.name}>"
+
+
+def merge_cotangents(a: tuple, b: tuple, add) -> tuple:
+    """Two cotangent tuples of one joint Box, slot by slot (None: no cotangent yet)."""
+    return tuple(y if x is None else x if y is None else add(x, y) for x, y in zip(a, b))
+
+
 class Primitive:
     """A differentiable operation: forward `impl(*args, **kw)` on raw NumPy values, and
     `vjp(g, ans, saved, tracked, *args, **kw) -> tuple` giving one cotangent per positional
@@ -101,11 +140,20 @@ class Primitive:
     needs with primitives. Each operation has one forward.
 
     `call` is the plain function the rest of tapeml calls: it checks its arguments for Boxes
-    (the one check the plain interpreter pays) and otherwise runs `impl` directly."""
+    (the one check the plain interpreter pays) and otherwise runs `impl` directly.
+
+    `outputs` > 1: a primitive with several results (the module's docstring). `impl` (and `fwd`'s
+    ans) return a tuple of that many values, the call returns the tuple (of output Boxes when
+    recorded), and `vjp(g, ans, ...)` receives `g` and `ans` as tuples, with None in `g` for an
+    output that got no cotangent. Such a primitive has no `vjp_plain`."""
 
     def __init__(self, name: str, impl, vjp=None, fwd=None, nondiff: bool = False, arity: int | None = None,
-                 scalar=None, vjp_plain=None):
+                 scalar=None, vjp_plain=None, outputs: int = 1):
+        if outputs > 1 and vjp_plain is not None:
+            raise InternalError(f"primitive {name}: a primitive with several outputs has no vjp_plain")
         self.name = name
+        self.outputs = outputs
+        self.parts = tuple(Part(self, i, outputs) for i in range(outputs)) if outputs > 1 else None
         self.impl = impl
         self.scalar = scalar      # the same operation on two Python floats (never tracked), if any
         self.vjp = vjp
@@ -117,6 +165,9 @@ class Primitive:
     def _make_call(self, arity):
         impl, traced, prim = self.impl, self.traced, self
         plain = self.fwd is None and not self.nondiff   # may record with the one-Box fast path
+        if self.outputs > 1:
+            traced = self.traced_outputs
+            arity = None
         if arity == 1:
             def call(x, **kw):
                 if type(x) is Box:
@@ -193,6 +244,15 @@ class Primitive:
         else:
             ans, saved = self.impl(*unboxed, **kw), None
         return Box(ans, top, self, unboxed, kw, saved, parents)
+
+    def traced_outputs(self, args, kw):
+        """`traced` for a primitive with several outputs: the joint Box, and one output Box per
+        result pointing at it (the module's docstring); returns the tuple of output Boxes."""
+        if self.nondiff:
+            return self.impl(*[raw(a) for a in args], **kw)
+        joint = self.traced(args, kw)
+        ans, level = joint.value, joint.level
+        return tuple(Box(v, level, part, (ans,), NO_KW, None, (joint,)) for v, part in zip(ans, self.parts))
 
     def __repr__(self):
         return f"<primitive {self.name}>"
@@ -386,7 +446,7 @@ def _walk(out: Box, g, add, shape_of, mode) -> dict:
                     pending[parent] = gi
                     push(heap, (-parent.idx, parent))
                 else:
-                    pending[parent] = add(prev, gi)
+                    pending[parent] = add(prev, gi) if type(gi) is not tuple else merge_cotangents(prev, gi, add)
             if nxt is not None:
                 if not heap:      # a chain: the parent is the only Box left to visit
                     node, g = nxt, gnxt
@@ -396,7 +456,7 @@ def _walk(out: Box, g, add, shape_of, mode) -> dict:
                     pending[nxt] = gnxt
                     push(heap, (-nxt.idx, nxt))
                 else:
-                    pending[nxt] = add(prev, gnxt)
+                    pending[nxt] = add(prev, gnxt) if type(gnxt) is not tuple else merge_cotangents(prev, gnxt, add)
         if not heap:
             return leaves
         node = pop(heap)[1]
