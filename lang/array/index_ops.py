@@ -35,7 +35,12 @@ def _concat(*xs, dim=0):
     if like is None:
         return np.concatenate(xs, axis=dim)
     be = B.of(like)
-    return be.xp.concat(_on(be, xs), axis=dim)
+    try:
+        return be.xp.concat(_on(be, xs), axis=dim)
+    except RecursionError:
+        raise
+    except be.shape_errors as e:        # torch says RuntimeError: NumPy's ValueError, as callers expect
+        raise ValueError(str(e)) from e
 
 
 def _check_total(name, xs, dim):
@@ -105,7 +110,12 @@ def _stack(*xs, dim=0):
         be = B.current()            # numbers only: a matrix of the session's backend
         return r if be is B.NUMPY else be.asarray(r)
     be = B.of(like)
-    return be.xp.stack(_on(be, xs), axis=dim)
+    try:
+        return be.xp.stack(_on(be, xs), axis=dim)
+    except RecursionError:
+        raise
+    except be.shape_errors as e:
+        raise ValueError(str(e)) from e
 
 
 def _vjp_stack(g, ans, saved, tracked, *xs, dim=0):
