@@ -169,21 +169,34 @@ def _grid(parts, shape) -> tuple:
 # last_writes and _may_repeat read it there. Applied to another backend's matrix, its integer and
 # bool arrays cross to that backend's device (`device_index`); PyTorch has no negative slice
 # steps, so an index holding one is applied in its grid form (the same elements, gathered).
-def device_index(idx, shape, be, grid: bool = False) -> tuple:
+def device_index(idx, shape, be) -> tuple:
     """The NumPy index `idx` (a tuple, as orthogonal and along make) for a matrix of the backend
-    `be` and `shape`: its arrays on the device; in grid form (every part an array or a number)
-    when a slice steps backwards or `grid` asks for it (index_put's accumulate takes arrays only)."""
+    `be` and `shape`: its arrays on the device, in grid form when a slice steps backwards (only
+    orthogonal's forms have one, any vector beside it 1-D)."""
     parts = idx if type(idx) is tuple else (idx,)
     for p in parts:
-        if type(p) is slice and ((p.step is not None and p.step < 0) or grid):
+        if type(p) is slice and p.step is not None and p.step < 0:
             parts = _grid(parts, shape)
             break
-    if grid and len(parts) == 1 and type(parts[0]) is np.ndarray and parts[0].dtype == np.bool_:
-        parts = tuple(np.nonzero(parts[0]))        # a full-shape mask: its positions
-    if grid and len(parts) < len(shape):           # trailing axes kept whole
-        parts = _grid(parts + (slice(None),) * (len(shape) - len(parts)), shape)
     return tuple(be.asarray(p) if type(p) is np.ndarray else int(p) if isinstance(p, np.integer) else p
                  for p in parts)
+
+
+def _add_at(be, out, idx, g):
+    """out (a fresh matrix of the backend be) plus g at the NumPy index idx, where positions repeat
+    (be.add_at, which takes integer arrays only: a number is a 0-d one, an index keeping trailing
+    axes whole leaves them out, and one with another slice is taken as flat positions)."""
+    parts = list(idx if type(idx) is tuple else (idx,))
+    while parts and type(parts[-1]) is slice and parts[-1] == slice(None):
+        parts.pop()
+    for p in parts:
+        if type(p) is slice:
+            shape = tuple(out.shape)
+            pos = np.arange(math.prod(shape)).reshape(shape)[idx]     # NumPy's rule, as flat positions
+            flat = be.add_at(out.reshape(-1), be.asarray(pos.reshape(-1)), g.reshape(-1))
+            return flat.reshape(shape)
+    return be.add_at(out, tuple(be.asarray(np.asarray(p, dtype=np.intp)) if type(p) is not np.ndarray else
+                                be.asarray(p) for p in parts), g)
 
 
 def _index(x, idx):
@@ -255,7 +268,7 @@ def _scatter_add(g, idx, shape):
     if not _may_repeat(idx):
         out[device_index(idx, shape, be)] = g       # no element twice: a plain store
         return out
-    return be.add_at(out, device_index(idx, shape, be, grid=True), g)
+    return _add_at(be, out, idx, g)
 
 
 index = primitive("index", _index,
