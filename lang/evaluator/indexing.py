@@ -132,7 +132,7 @@ class Indexing:
         `end`). Each index makes its own axis in order (several index vectors pick the sub-matrix
         of all their combinations); ops.orthogonal builds the NumPy index that means that."""
         items = node.indices
-        shape = tuple(arr.shape)
+        shape = arr.shape if type(arr) is np.ndarray else tuple(arr.shape)
         if len(items) > max(len(shape), 1) and not (len(shape) == 0):
             raise IndexErr(f"{len(items)} indices for {describe(arr)}", node.span)
         out = []
