@@ -107,6 +107,8 @@ def _stack(*xs, dim=0):
         for x in xs:
             if type(x) is _ND:
                 return r
+        if len(ARRAYS) == 1:        # no other backend loaded
+            return r
         be = B.current()            # numbers only: a matrix of the session's backend
         return r if be is B.NUMPY else be.asarray(r)
     be = B.of(like)
@@ -256,7 +258,7 @@ def last_writes(idx, shape):
 
 def _scatter_add(g, idx, shape):
     tg = type(g)
-    if tg is _ND or (tg not in ARRAYS and B.current() is B.NUMPY):
+    if tg is _ND or (tg not in ARRAYS and (len(ARRAYS) == 1 or B.current() is B.NUMPY)):   # 1: NumPy's only
         out = np.zeros(shape, dtype=g.dtype if tg is _ND else FLOAT["dtype"])
         if _basic(idx):
             out[idx] = g              # no element twice: a plain store (np.add.at is far slower)
