@@ -181,11 +181,18 @@ def _same_backend(*xs) -> bool:
 
 
 def _vjp_softmax_plain(g, ans, saved, tracked, x, dim=-1):
-    """First order on another backend: its fused softmax backward (NumPy takes the recorded VJP)."""
-    if type(g) is _ND or not _same_backend(g, ans) or not _is_float(ans):
+    """First order: ans (g - rowsum(g ans)) directly (the recorded form's steps), the backend's
+    fused softmax backward on another backend; 0 on the rows holding a +inf."""
+    if type(g) is _ND:
+        if type(ans) is not _ND or ans.shape != g.shape:
+            return None
+        gx = g * ans
+        gx = ans * (g - gx.sum(axis=dim, keepdims=True))
+    elif _same_backend(g, ans) and _is_float(ans):
+        gx = B.of(g).softmax_backward(g, ans, dim)
+    else:
         return None
     rows = _posinf_rows(x, dim)
-    gx = B.of(g).softmax_backward(g, ans, dim)
     return (gx if rows is None else xp_of(gx).where(rows, 0.0, gx),)
 
 
@@ -224,11 +231,17 @@ def _vjp_log_softmax(g, ans, saved, tracked, x, dim=-1):
 
 
 def _vjp_log_softmax_plain(g, ans, saved, tracked, x, dim=-1):
-    """First order on another backend: its fused log_softmax backward."""
-    if type(g) is _ND or not _same_backend(g, ans) or not _is_float(ans):
+    """First order: g - exp(ans) rowsum(g) directly, the backend's fused log_softmax backward on
+    another backend; 0 on the rows holding a +inf."""
+    if type(g) is _ND:
+        if type(ans) is not _ND or ans.shape != g.shape:
+            return None
+        gx = g - np.exp(ans) * g.sum(axis=dim, keepdims=True)
+    elif _same_backend(g, ans) and _is_float(ans):
+        gx = B.of(g).log_softmax_backward(g, ans, dim)
+    else:
         return None
     rows = _posinf_rows(x, dim)
-    gx = B.of(g).log_softmax_backward(g, ans, dim)
     return (gx if rows is None else xp_of(gx).where(rows, 0.0, gx),)
 
 
@@ -458,7 +471,7 @@ def _fwd_layer_norm_xp(x, gamma, beta, eps):
 
 def _ln_saved(saved, x):
     """(xhat, 1/std) from a forward's saved statistics (the fused kernel's: mean and 1/std)."""
-    if saved[0] == "fused":
+    if type(saved[0]) is str:      # ("fused", mean, 1/std)
         return (bools_as_floats(raw(x)) - saved[1]) * saved[2], saved[2]
     return saved
 
@@ -555,7 +568,7 @@ def _vjp_layer_norm_plain_xp(g, saved, tracked, x, gamma, beta):
             or (beta is not None and shape_of(beta) != shape_of(gamma)):
         return None
     which = (bool(tracked[0]), bool(tracked[1]), len(tracked) > 2 and bool(tracked[2]))
-    if saved[0] == "fused":
+    if type(saved[0]) is str:      # ("fused", mean, 1/std)
         return B.of(g).layer_norm_backward(g, bools_as_floats(x), saved[1], saved[2], gamma, beta, which)
     xp = xp_of(g)
     xhat, rstd = saved
