@@ -111,7 +111,7 @@ def check_against_hand(step, W, x, R):
     assert abs(float(value) - float(np.sum(out * R))) < tol * max(1.0, abs(float(value)))
 
 
-def torch_setup(W, x, R, hidden):
+def torch_setup(W, x, R, hidden, device="cpu"):
     dt = torch.float64 if x.dtype == np.float64 else torch.float32
     D = x.shape[1]
     layer = torch.nn.TransformerEncoderLayer(D, W["H"], dim_feedforward=hidden, dropout=0.0,
@@ -125,8 +125,9 @@ def torch_setup(W, x, R, hidden):
         layer.linear2.weight.copy_(torch.from_numpy(W["w2"].T)); layer.linear2.bias.copy_(torch.from_numpy(W["b2"]))
         layer.norm1.weight.copy_(torch.from_numpy(W["g1"])); layer.norm1.bias.copy_(torch.from_numpy(W["b1n"]))
         layer.norm2.weight.copy_(torch.from_numpy(W["g2"])); layer.norm2.bias.copy_(torch.from_numpy(W["b2n"]))
-    tx = torch.from_numpy(x)[None]
-    tR = torch.from_numpy(R)[None]
+    layer = layer.to(device)
+    tx = torch.from_numpy(x)[None].to(device)
+    tR = torch.from_numpy(R)[None].to(device)
 
     def step():
         layer.zero_grad(set_to_none=True)
@@ -407,13 +408,40 @@ def ratio(a, b):
     return "—" if (a is None or b is None) else f"{a / b:.2f}x"
 
 
+def device_main(args):
+    """`--device`: the backends' table (issue 27) alone."""
+    import device_bench
+    lines = []
+
+    def out(s=""):
+        print(s, flush=True)
+        lines.append(s)
+    out(f"# tapeml on {args.device}")
+    out()
+    out(f"- machine: {platform.machine()}, {os.cpu_count()} cores; Python {platform.python_version()}, "
+        f"NumPy {np.__version__}, PyTorch {torch.__version__ if torch else 'not installed'}"
+        + (f", GPU {torch.cuda.get_device_name()}" if torch is not None and args.device.startswith("torch:cuda") else ""))
+    out(f"- threads: BLAS and PyTorch on {_threads} thread(s)")
+    out()
+    device_bench.write_rows(out, args.device, device_bench.device_rows(args.device, args.quick))
+    device_bench.write_minigpt(out, args.device, args.quick)
+    if args.write:
+        with open(args.write, "w", encoding="utf-8") as f:
+            f.write("\n".join(lines) + "\n")
+    return 0
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help="smaller sizes and fewer repeats")
     ap.add_argument("--write", help="write the markdown table to this file")
     ap.add_argument("--threads", default="1", help="BLAS / PyTorch threads for both sides (default 1); "
                     "give it as --threads=N")
+    ap.add_argument("--device", help="measure tapeml on this PyTorch device (torch:cpu, torch:cuda) against "
+                    "PyTorch eager on the same device, and minigpt steps per second there (tests/perf/device_bench.py)")
     args = ap.parse_args()
+    if args.device and args.device != "numpy":
+        return device_main(args)
     scale = 0.3 if args.quick else 1.0
     sizes = [(8, 16, 2), (128, 256, 8)] + ([] if args.quick else [(512, 512, 8)])
     lines = []
