@@ -168,6 +168,16 @@ class Backend:
         gbeta = rows.sum(axis=0) if which[2] else None
         return gx, ggamma, gbeta
 
+    def flash_attention(self, q, k, v, causal, scale):
+        """(softmax(q k' scale) v, the rows' log-sum-exp) for q, k, v [B, H, L, d] of one head size,
+        in one fused pass that never forms the scores (causal: query i sees keys j <= i), or None
+        where the backend has no such kernel (NumPy: nn_ops forms the scores)."""
+        return None
+
+    def flash_attention_backward(self, g, q, k, v, out, lse, causal, scale):
+        """(gq, gk, gv) of flash_attention from its output and log-sum-exp."""
+        raise NotImplementedError
+
     def add_at(self, target, index, values):
         """A copy of `target` with `values` added at `index` (repeated positions add up):
         np.add.at; `index` an integer array or a tuple of them."""
@@ -296,6 +306,15 @@ class TorchBackend(Backend):
     def layer_norm_backward(self, g, x, mean, rstd, gamma, beta, which):
         return self.torch.ops.aten.native_layer_norm_backward(g, x, (x.shape[-1],), mean, rstd, gamma, beta,
                                                               list(which))
+
+    def flash_attention(self, q, k, v, causal, scale):
+        if self.device != "cpu":        # the GPUs' fused kernels have other signatures: nn_ops forms the scores
+            return None
+        return self.torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(q, k, v, 0.0, causal, scale=scale)
+
+    def flash_attention_backward(self, g, q, k, v, out, lse, causal, scale):
+        return self.torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward(
+            g, q, k, v, out, lse, 0.0, causal, scale=scale)
 
     def add_at(self, target, index, values):
         out = target.clone()

@@ -788,8 +788,47 @@ def _sdpa_impl(q, k, v, bias=None, mask=None, causal=False, scale=None):
     return _fwd_sdpa(q, k, v, bias, mask, causal, scale)[0]
 
 
+def _as_heads(t):
+    """t [..., L, d] as [B, H, L, d] (a view: leading axes folded into B, or 1s added)."""
+    s = tuple(t.shape)
+    if len(s) == 4:
+        return t
+    if len(s) < 4:
+        return t.reshape((1,) * (4 - len(s)) + s)
+    return t.reshape((math.prod(s[:-3]),) + s[-3:])
+
+
+def _flash(q, k, v, bias, mask, causal, scale):
+    """(out, ("flash", out [B, H, Lq, d], log-sum-exp)) from the backend's fused attention kernel,
+    or None where it does not apply or its rows are not all ordinary: no bias or mask, causal only
+    with as many queries as keys (its causality is top-left aligned), q, k, v of one head size and
+    the same leading axes; the log-sum-exp and the output all finite (scores beyond the float
+    range, a nan or an infinite value take _sdpa_weights' path)."""
+    if bias is not None or mask is not None or not _same_backend(q, k, v) or not _is_float(q):
+        return None
+    sq, sk, sv = tuple(q.shape), tuple(k.shape), tuple(v.shape)
+    if len(sq) < 2 or sq[:-2] != sk[:-2] or sk[:-1] != sv[:-1] or sq[-1] != sk[-1] or sk[-1] != sv[-1] \
+            or (causal and sq[-2] != sk[-2]) or 0 in sq or 0 in sk:
+        return None
+    be = B.of(q)
+    r = be.flash_attention(_as_heads(q), _as_heads(k), _as_heads(v), bool(causal), float(scale))
+    if r is None:
+        return None
+    out4, lse = r
+    xp = be.xp
+    if not (bool(xp.all(xp.isfinite(lse))) and math.isfinite(float(xp.sum(out4)))):
+        return None
+    return out4.reshape(sq[:-1] + (sv[-1],)), ("flash", out4, lse)
+
+
 def _fwd_sdpa(q, k, v, bias=None, mask=None, causal=False, scale=None):
-    """The forward on plain arrays, keeping (p, rows, lim) for the VJP (_sdpa_weights)."""
+    """The forward on plain arrays, keeping (p, rows, lim) for the VJP (_sdpa_weights); on another
+    backend, its fused attention kernel where it applies (_flash), keeping its output and
+    log-sum-exp instead."""
+    if type(q) is not _ND and type(q) in ARRAYS:
+        r = _flash(q, k, v, bias, mask, causal, scale)
+        if r is not None:
+            return r
     p, rows, lim = _sdpa_weights(q, k, bias, mask, causal, scale)
     if _other(p):
         v = bools_as_floats(v)
@@ -805,6 +844,8 @@ def _recorded_weights(q, k, bias, mask, causal, scale):
 
 
 def _vjp_sdpa(g, ans, saved, tracked, q, k, v, bias=None, mask=None, causal=False, scale=None):
+    if saved is not None and type(saved[0]) is str:        # the fused kernel's: the weights on plain q, k
+        saved = _sdpa_weights(q, k, bias, mask, causal, scale)
     p, rows, lim = saved if saved is not None else _recorded_weights(q, k, bias, mask, causal, scale)
     gq = gk = gv = gbias = None
     if tracked[2]:
@@ -829,6 +870,8 @@ def _vjp_sdpa_plain(g, ans, saved, tracked, q, k, v, bias=None, mask=None, causa
     more there, and one key's weight of exactly 1 then gives exactly 0, as softmax's VJP does)."""
     if saved is None or (len(tracked) > 3 and tracked[3]):
         return None
+    if type(saved[0]) is str:       # ("flash", out, log-sum-exp): the fused kernel's backward
+        return _vjp_flash_plain(g, saved, tracked, q, k, v, causal, scale)
     p, rows, lim = saved
     if not all(type(t) is np.ndarray for t in (g, ans, p, q, k, v)):
         if _same_backend(g, ans, p, q, k, v) and _is_float(p):
@@ -858,6 +901,16 @@ def _vjp_sdpa_plain(g, ans, saved, tracked, q, k, v, bias=None, mask=None, causa
         if tracked[1]:
             gk = unbroadcast(np.matmul(np.swapaxes(ds, -1, -2), q), k.shape)
     return gq, gk, gv, None
+
+
+def _vjp_flash_plain(g, saved, tracked, q, k, v, causal, scale):
+    if not _same_backend(g, q):
+        return None
+    _, out4, lse = saved
+    gq, gk, gv = B.of(g).flash_attention_backward(_as_heads(g), _as_heads(q), _as_heads(k), _as_heads(v),
+                                                  out4, lse, bool(causal), float(scale))
+    return (gq.reshape(q.shape) if tracked[0] else None, gk.reshape(k.shape) if tracked[1] else None,
+            gv.reshape(v.shape) if tracked[2] else None, None)
 
 
 def _vjp_sdpa_plain_xp(g, ans, p, rows, lim, tracked, q, k, v, scale):
