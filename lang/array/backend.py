@@ -121,6 +121,13 @@ class Backend:
         """x * 2^e exactly (e whole numbers: an integer array or a number)."""
         return np.ldexp(x, e)
 
+    def add_at(self, target, index, values):
+        """A copy of `target` with `values` added at `index` (repeated positions add up):
+        np.add.at; `index` an integer array or a tuple of them."""
+        out = target.copy()
+        np.add.at(out, index, values)
+        return out
+
     def frexp(self, x):
         """(mantissa, exponent) elementwise: x = m 2^e with |m| in [0.5, 1), e an int32 array
         (0 and m = x where x is 0, inf or nan)."""
@@ -168,6 +175,12 @@ class Backend:
         gbeta = rows.sum(axis=0) if which[2] else None
         return gx, ggamma, gbeta
 
+    def linear(self, x, w, b):
+        """x @ w + b for x [..., K], w [K, N], b [N] or None, in one fused product where the
+        backend has one."""
+        out = np.matmul(x, w)
+        return out if b is None else out + b
+
     def flash_attention(self, q, k, v, causal, scale):
         """(softmax(q k' scale) v, the rows' log-sum-exp) for q, k, v [B, H, L, d] of one head size,
         in one fused pass that never forms the scores (causal: query i sees keys j <= i), or None
@@ -177,13 +190,6 @@ class Backend:
     def flash_attention_backward(self, g, q, k, v, out, lse, causal, scale):
         """(gq, gk, gv) of flash_attention from its output and log-sum-exp."""
         raise NotImplementedError
-
-    def add_at(self, target, index, values):
-        """A copy of `target` with `values` added at `index` (repeated positions add up):
-        np.add.at; `index` an integer array or a tuple of them."""
-        out = target.copy()
-        np.add.at(out, index, values)
-        return out
 
 
 NUMPY = Backend()
@@ -285,6 +291,14 @@ class TorchBackend(Backend):
             e = torch.as_tensor(np.asarray(e), device=x.device)
         return torch.ldexp(x, e).to(x.dtype)
 
+    def add_at(self, target, index, values):
+        out = target.clone()
+        if not isinstance(index, tuple):
+            index = (index,)
+        out.index_put_(tuple(self.asarray(i) for i in index), self.asarray(values, None).to(out.dtype),
+                       accumulate=True)
+        return out
+
     def frexp(self, x):
         return self.torch.frexp(x)
 
@@ -307,6 +321,14 @@ class TorchBackend(Backend):
         return self.torch.ops.aten.native_layer_norm_backward(g, x, (x.shape[-1],), mean, rstd, gamma, beta,
                                                               list(which))
 
+    def linear(self, x, w, b):
+        torch = self.torch
+        if b is None:
+            return x @ w
+        if x.ndim == 2:
+            return torch.addmm(b, x, w)
+        return torch.addmm(b, x.reshape(-1, x.shape[-1]), w).reshape(tuple(x.shape[:-1]) + (w.shape[1],))
+
     def flash_attention(self, q, k, v, causal, scale):
         if self.device != "cpu":        # the GPUs' fused kernels have other signatures: nn_ops forms the scores
             return None
@@ -315,14 +337,6 @@ class TorchBackend(Backend):
     def flash_attention_backward(self, g, q, k, v, out, lse, causal, scale):
         return self.torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward(
             g, q, k, v, out, lse, 0.0, causal, scale=scale)
-
-    def add_at(self, target, index, values):
-        out = target.clone()
-        if not isinstance(index, tuple):
-            index = (index,)
-        out.index_put_(tuple(self.asarray(i) for i in index), self.asarray(values, None).to(out.dtype),
-                       accumulate=True)
-        return out
 
 
 _DEVICE = re.compile(r"numpy|torch(:(cpu|cuda(:\d+)?|mps))?\Z")

@@ -264,8 +264,14 @@ _SAFE = {np.dtype(np.float64): safe_floor(np.float64), np.dtype(np.float32): saf
 
 def _floor(a) -> float:
     """The safe floor (core_ops.safe_floor) of a matrix's float type, any backend."""
-    dt = a.dtype if type(a) is _ND else B.of(a).np_dtype(a.dtype)
-    return _SAFE.get(dt, _SAFE[np.dtype(np.float64)])
+    dt = a.dtype
+    f = _SAFE.get(dt)
+    if f is None:
+        f = _SAFE[dt] = _SAFE.get(B.of(a).np_dtype(dt), _SAFE[np.dtype(np.float64)])
+    return f
+
+
+_RSTD_MAX: dict = {}        # a float type -> 1 / sqrt(its safe floor): the largest 1/std taken plainly
 
 
 def _unsafe_rows(den):
@@ -461,8 +467,10 @@ def _fwd_layer_norm_xp(x, gamma, beta, eps):
     if _fused_ln(x, gamma, beta, eps):
         be = B.of(x)
         out, mean, rstd = be.layer_norm(x, gamma, beta, float(eps))
-        xp = be.xp
-        if bool(xp.all((rstd > 0) & (rstd <= 1.0 / math.sqrt(_floor(x))))):
+        top = _RSTD_MAX.get(x.dtype)
+        if top is None:
+            top = _RSTD_MAX[x.dtype] = 1.0 / math.sqrt(_floor(x))
+        if bool(((rstd > 0) & (rstd <= top)).all()):       # a nan fails both
             return out, ("fused", mean, rstd)
     stats = _layer_norm_stats(x, eps)
     out = stats[0] * gamma
@@ -595,6 +603,9 @@ layer_norm = primitive("layer_norm", _layer_norm_impl, _vjp_layer_norm, _fwd_lay
 
 
 def _dense_impl(x, w, b=None):
+    if type(x) is not _ND and type(w) is not _ND and _same_backend(x, w) and w.ndim == 2 and x.ndim >= 1 \
+            and B.of(x).is_float(x) and (b is None or (_same_backend(x, b) and tuple(b.shape) == (w.shape[1],))):
+        return B.of(x).linear(x, w, b)      # another backend's fused product (torch.addmm, as nn.Linear)
     out = _matmul(x, w)
     return python_scalar(out + b) if b is not None else python_scalar(out)
 
@@ -815,8 +826,7 @@ def _flash(q, k, v, bias, mask, causal, scale):
     if r is None:
         return None
     out4, lse = r
-    xp = be.xp
-    if not (bool(xp.all(xp.isfinite(lse))) and math.isfinite(float(xp.sum(out4)))):
+    if not (math.isfinite(float(lse.sum())) and math.isfinite(float(out4.sum()))):
         return None
     return out4.reshape(sq[:-1] + (sv[-1],)), ("flash", out4, lse)
 
