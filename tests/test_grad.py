@@ -305,7 +305,16 @@ PLAIN_VJP_CASES = {
         (lambda: (r(3, 2), r(3, 2), np.array([[INF, 1.0], [2.0, -INF], [0.5, 1.0]])), {"scale": 0.5}, None),
         (lambda: (r(3, 2), r(3, 2), r(3, 2)), {"scale": 0.5}, lambda: np.array([[INF, 0.0], [0.0, 0.0], [1.0, 2.0]])),
     ],
+    "softmax": [
+        (lambda: (r(3, 4),), {}, None),
+        (lambda: (r(2, 3, 4),), {"dim": 1}, None),
+        # a +inf row (the limit: gradient 0), a row of -inf (every class masked), huge entries
+        (lambda: (np.array([[INF, INF, 1.0], [-INF, -INF, -INF], [INF, -INF, 0.0], [1e308, 1e308, -1e308]]),),
+         {}, None),
+        (lambda: (r(2, 3),), {}, lambda: np.array([[1e300, 0.0, 1.0], [0.0, 0.0, 0.0]])),
+    ],
 }
+PLAIN_VJP_CASES["log_softmax"] = PLAIN_VJP_CASES["softmax"]
 PLAIN_VJP_CASES["zmatmul"] = PLAIN_VJP_CASES["matmul"]
 
 
