@@ -30,6 +30,14 @@ def _array(name, x):
     return r
 
 
+def _number(r):
+    """A result of one element as a number: NumPy's reshape to no axes (a 0-d matrix, as before);
+    on another backend the sum of its one element, a Python float (a 0-d tensor is no number)."""
+    if type(raw(r)) is np.ndarray:
+        return ops.reshape(r, shape=())
+    return ops.sum_(r)
+
+
 def _flat(x, dim, keepdims):
     """(x, dim) to reduce: dim none flattens x (the reduction then takes all elements)."""
     if dim is None:
@@ -44,7 +52,7 @@ def _finish(r, shape, dim, keepdims):
             return ops.reshape(r, shape=(1,) * len(shape)) if shape else r
         return r
     if dim is None:
-        return ops.reshape(r, shape=())
+        return _number(r)
     d = axis(r, dim)
     out = tuple(n for i, n in enumerate(ops.shape_of(r)) if i != d)
     return ops.reshape(r, shape=out)
@@ -346,7 +354,7 @@ ROWS = ("Rows are observations and columns are variables, as MATLAB's `cov` and 
          examples=["cov([1, 2.5; 2, 4; 4, 3.5])", "cov([1, 2, 3, 4])"])
 def cov(x):
     c, vec = _observations("cov", x)
-    return ops.reshape(c, shape=()) if vec else c
+    return _number(c) if vec else c
 
 
 @builtin("corrcoef", CAT, "Pearson correlation matrix of the columns.", [OBS], returns="[D, D] (1 for a vector)",
@@ -379,7 +387,7 @@ def _corrcoef(x, rescale):
         return _corrcoef(ops.ldexp(x, e=-e.reshape(-1) if vec else -e), False)
     d = ops.sqrt(diag)
     r = ops.clip(ops.div(ops.div(c, ops.reshape(d, shape=(-1, 1))), ops.reshape(d, shape=(1, -1))), lo=-1.0, hi=1.0)
-    return ops.reshape(r, shape=()) if vec else r
+    return _number(r) if vec else r
 
 
 @builtin("numel", CAT, "The number of elements.", [X], returns="number",
