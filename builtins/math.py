@@ -233,7 +233,8 @@ def floor(x):
 def _arg(fn):
     def impl(x, dim=None, keepdims=False):
         r = raw(x)
-        if _other(r):       # the array API's argmax/argmin (torch has none for bools: they count as 0 and 1)
+        t = type(r)
+        if t is not np.ndarray and t in ARRAYS:       # the array API's argmax/argmin (torch has none for bools: they count as 0 and 1)
             out = getattr(xp_of(r), fn.__name__)(ops.bools_as_floats(r), axis=dim, keepdims=keepdims)
             return float(out) if out.ndim == 0 else positions(out)
         out = fn(r, axis=dim, keepdims=keepdims)

@@ -214,7 +214,11 @@ def _argsort(r, dim, descending):
 
 def _sorted(x, dim, descending=False):
     """(sorted values, 0-based int indices) along an axis: a stable sort (ties keep their order)."""
-    idx = _argsort(_array("sort", x), dim, descending)
+    r = _array("sort", x)
+    if type(r) is np.ndarray:
+        idx = np.argsort(_sort_key(r, descending), axis=dim, kind="stable")
+    else:
+        idx = _argsort(r, dim, descending)
     return ops.take_along(x, idx=idx, dim=dim), idx
 
 

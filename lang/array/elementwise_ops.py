@@ -42,9 +42,10 @@ def _other(x) -> bool:
 
 def _atan2(y, x):
     y, x = bools_as_floats(y), bools_as_floats(x)
-    like = y if _other(y) else x if _other(x) else None
-    if like is None:
+    ty, tx = type(y), type(x)
+    if (ty is _ND or ty not in ARRAYS) and (tx is _ND or tx not in ARRAYS):
         return python_scalar(np.arctan2(y, x))
+    like = y if _other(y) else x
     be = B.of(like)     # the other operand on like's backend: a number as a 0-d matrix of like's type
     y, x = (v if v is like else be.asarray(v, be.np_dtype(like.dtype)) if type(v) is not _ND else be.asarray(v)
             for v in (y, x))
