@@ -5,27 +5,64 @@ import math
 
 import numpy as np
 
+from tapeml.array import backend as B
+from tapeml.array.backend import ARRAYS
 from tapeml.array.primitive_table import FLOAT, bools_as_floats, primitive, python_scalar, shape_of
 from tapeml.array.core_ops import reshape, unbroadcast, zmul
+
+_NDARRAY = np.ndarray
+
+
+def _device_parts(xs):
+    """The backend the parts of a concat or stack join on, and the parts as its arrays: None and
+    xs as they are when no part is another backend's array (NumPy joins them)."""
+    like = None
+    for x in xs:
+        t = type(x)
+        if t is not _NDARRAY and t in ARRAYS:
+            like = x
+            break
+    if like is None:
+        return None, xs
+    be = B.of(like)
+    return be, [x if type(x) is type(like) else be.asarray(x) for x in xs]
 
 
 def _concat(*xs, dim=0):
     _check_total("concat", xs, dim)
-    return np.concatenate(xs, axis=dim)
+    be, parts = _device_parts(xs)
+    if be is None:
+        return np.concatenate(xs, axis=dim)
+    _same_but(parts, dim)
+    return be.xp.concat(parts, axis=dim)
+
+
+def _same_but(parts, dim=None):
+    """NumPy's ValueError for parts whose shapes differ on an axis other than dim (all axes for
+    stack's dim None): torch says RuntimeError, and the builtins' messages catch ValueError."""
+    first = tuple(parts[0].shape)
+    if dim is not None:
+        if not first:
+            raise ValueError("zero-dimensional arrays cannot be concatenated")
+        dim %= len(first)
+    for p in parts[1:]:
+        s = tuple(p.shape)
+        if len(s) != len(first) or any(a != b for i, (a, b) in enumerate(zip(s, first)) if i != dim):
+            raise ValueError("the parts' shapes do not fit")
 
 
 def _check_total(name, xs, dim):
     """The size guard for concat and stack: the result holds all the parts."""
     n = 0
     for x in xs:
-        n += np.size(x)
+        n += math.prod(shape_of(x))
     from tapeml.array import limits
-    if n > limits.MAX_ELEMENTS:
-        s = list(np.shape(xs[0]))
+    if n > limits.max_elements():
+        s = list(shape_of(xs[0]))
         if name == "stack":
             s.insert(dim % (len(s) + 1), len(xs))
         elif s:
-            s[dim] = sum(np.shape(x)[dim] if np.ndim(x) else 1 for x in xs)
+            s[dim] = sum(shape_of(x)[dim] if shape_of(x) else 1 for x in xs)
         from tapeml.array.values import shape_text
         err = limits.elements_error(f"{name}() of {len(xs)} parts (a result of {shape_text(tuple(s))})", n)
         err.operation = (name, tuple(s), n)         # a builtin or a matrix literal names itself instead
@@ -50,7 +87,7 @@ def _vjp_concat(g, ans, saved, tracked, *xs, dim=0):
 
 def _vjp_concat_plain(g, ans, saved, tracked, *xs, dim=0):
     """First order: the cotangent cut into views (matrices are never changed in place), not copies."""
-    if type(g) is not np.ndarray:
+    if type(g) not in ARRAYS:
         return None
     out, start = [], 0
     idx = [slice(None)] * g.ndim
@@ -71,7 +108,13 @@ concat = primitive("concat", _concat, _vjp_concat, vjp_plain=_vjp_concat_plain)
 
 def _stack(*xs, dim=0):
     _check_total("stack", xs, dim)
-    return np.stack(xs, axis=dim)
+    be, parts = _device_parts(xs)
+    if be is None:
+        r = np.stack(xs, axis=dim)
+        cur = B.current()      # numbers only (a tuple's items): on the session's backend
+        return r if cur is B.NUMPY else cur.asarray(r)
+    _same_but(parts)
+    return be.xp.stack(parts, axis=dim)
 
 
 def _vjp_stack(g, ans, saved, tracked, *xs, dim=0):
