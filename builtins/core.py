@@ -116,7 +116,8 @@ def pi():
          [P("name", "string", doc='"float64" or "float32"', check=one_of("float64", "float32"),
             constraint='one of "float64", "float32"')],
          returns="none",
-         errors=['ValueError when name is not "float64" or "float32"', "TypeError when name is not a string"],
+         errors=['ValueError when name is not "float64" or "float32", or is "float64" on torch:mps (float32 only)',
+                 "TypeError when name is not a string"],
          what="Matrix literals, ranges and constructors (zeros, ones, eye, fill, linspace, rand, randn) "
               "create matrices of this type from now on; arithmetic keeps the type of its matrices. "
               "float32 halves memory and is what most training runs use; float64 is the default and "
@@ -126,6 +127,9 @@ def pi():
          examples=['set_dtype("float32")\nx = [1, 2, 3] / 3\nprint(x, dtype(x))\nset_dtype("float64")\nprint(dtype([1, 2, 3] / 3))'])
 def set_dtype(name):
     from tapeml.array import ops
+    if name == "float64" and B.current().device == "mps":
+        raise ValueErr('set_dtype(): torch:mps has float32 matrices only; keep set_dtype("float32") there '
+                       '(or run on torch:cpu or torch:cuda for float64)')
     ops.set_dtype(name)
     return None
 

@@ -120,3 +120,15 @@ def test_a_host_device_keeps_the_host_limit():
     pytest.importorskip("array_api_compat")
     with context.State(backend=B.make("torch:cpu")):
         assert limits.max_elements() == limits.MAX_ELEMENTS
+
+
+class _FakeMPS(B.Backend):
+    name, device = "torch:mps", "mps"
+
+
+def test_set_dtype_float64_on_mps_says_float32_only():
+    from support import fresh, run
+    with context.State(backend=_FakeMPS()):
+        with pytest.raises(LangError, match=r'set_dtype\(\): torch:mps has float32 matrices only'):
+            run('set_dtype("float64")', fresh(prelude=False))
+        run('set_dtype("float32")', fresh(prelude=False))

@@ -30,14 +30,14 @@ def zeros(dims):
 def _filled(shape: tuple, value: float, dtype=None, like=None):
     """A new matrix of `shape` with every element `value`, on the backend of the array `like`
     (else the session's); dtype a NumPy type (None: the session's float type)."""
-    dt = ops.FLOAT["dtype"] if dtype is None else dtype
-    be = B.current() if like is None else B.of(like)
+    values = context.current().values       # the session's: one lookup for its three slots
+    values["made"] = True
+    dt = values["dtype"] if dtype is None else dtype
+    be = values["backend"] if like is None else B.of(like)
     if be is B.NUMPY:
-        context.LIVE["made"] = True
         if value == 0.0:
             return np.zeros(shape, dtype=dt)
         return np.ones(shape, dtype=dt) if value == 1.0 else np.full(shape, value, dtype=dt)
-    context.LIVE["made"] = True
     return be.xp.full(shape, value, dtype=be.dtype(dt), device=be.device)
 
 
