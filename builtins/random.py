@@ -12,7 +12,7 @@ session's device (lang/array/backend.py), so a seeded program prints the same nu
 torch:cpu and a GPU. The draw dominates the cost: a [512, 512] randn takes 7-10 ms on the host
 (torch's own randn on the same CPU: 13.6 ms), rand 1-2 ms; on torch:cpu the move is free in
 float64 (the tensor shares the host array's memory, 0.001 ms) and float32's cast takes 0.03 ms, so
-randn(512, 512) costs the same on torch:cpu as on NumPy (measured on the 2-core CI machine); on
+randn(512, 512) costs the same on torch:cpu as on NumPy (measured on a shared 2-core machine); on
 a GPU the move is one host-to-device copy of the drawn matrix.
 """
 from __future__ import annotations
