@@ -160,7 +160,12 @@ def set_device(name):
 
 @builtin("device", "Core", "The device this session's new matrices are made on: \"numpy\", \"torch:cpu\", ...",
          [], returns="string",
-         what="The backend chosen by set_device, tapeml --device or tapeml.Session(device=...).",
+         what="The backend chosen by set_device, tapeml --device or tapeml.Session(device=...): where the "
+              "matrices made from now on live and compute. A script can print it to say where it ran.",
+         how="The name of the session's backend (lang/array/backend.py): \"numpy\" unless set_device, "
+             "tapeml --device, tapeml.Session(device=...) or the TAPEML_DEVICE environment variable chose "
+             "another; torch:cuda is named with its GPU index, torch:cuda:0.",
+         errors=["TypeError when given an argument: device() takes none"],
          examples=['print(device())'])
 def device():
     from tapeml.array import backend
