@@ -50,12 +50,12 @@ def _check_total(name, xs, dim):
         t = type(x)
         n += x.size if t is _ND else math.prod(x.shape) if t in ARRAYS else 1
     from tapeml.array import limits
-    if n > limits.MAX_ELEMENTS:
-        s = list(np.shape(xs[0]))
+    if n > limits.max_elements():
+        s = list(shape_of(xs[0]))
         if name == "stack":
             s.insert(dim % (len(s) + 1), len(xs))
         elif s:
-            s[dim] = sum(np.shape(x)[dim] if np.ndim(x) else 1 for x in xs)
+            s[dim] = sum(shape_of(x)[dim] if shape_of(x) else 1 for x in xs)
         from tapeml.array.values import shape_text
         err = limits.elements_error(f"{name}() of {len(xs)} parts (a result of {shape_text(tuple(s))})", n)
         err.operation = (name, tuple(s), n)         # a builtin or a matrix literal names itself instead
