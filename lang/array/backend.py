@@ -128,6 +128,11 @@ class Backend:
         np.add.at(out, index, values)
         return out
 
+    def owned(self, a):
+        """`a`, or a copy of it when it is a broadcast view (elements sharing memory): a matrix
+        handed to the user (a gradient) holds its own memory."""
+        return a if a.flags.writeable else a.copy()
+
 
 NUMPY = Backend()
 _BY_TYPE[np.ndarray] = NUMPY
@@ -191,7 +196,7 @@ class TorchBackend(Backend):
             t = self.dtype(obj.dtype)
         if not obj.flags.writeable or not (obj.flags.c_contiguous or obj.flags.f_contiguous) \
                 or any(s < 0 for s in obj.strides):
-            obj = np.ascontiguousarray(obj)
+            obj = np.array(obj, order="C")      # a copy (ascontiguousarray keeps a read-only array as it is)
         return torch.as_tensor(obj, device=self.device, dtype=t)
 
     def to_numpy(self, a) -> np.ndarray:
@@ -227,6 +232,11 @@ class TorchBackend(Backend):
         if type(e) is not torch.Tensor:
             e = torch.as_tensor(np.asarray(e), device=x.device)
         return torch.ldexp(x, e).to(x.dtype)
+
+    def owned(self, a):
+        if any(st == 0 and n > 1 for st, n in zip(a.stride(), a.shape)):
+            return a.contiguous()         # an expanded tensor (torch's broadcast view)
+        return a
 
     def add_at(self, target, index, values):
         out = target.clone()
