@@ -11,7 +11,7 @@ import os
 
 import numpy as np
 
-from tapeml.array import context, limits
+from tapeml.array import backend, context, limits
 from tapeml.builtins.registry import P, builtin, one_of
 from tapeml.syntax.errors import LangError, ShapeError, TypeErr, ValueErr
 from tapeml.array.ranges import ValueWalk, Walk, walk_length, walkable
@@ -173,6 +173,9 @@ def dtype(x):
     r = raw(x)
     if isinstance(r, np.ndarray):
         return "bool" if r.dtype == np.bool_ else str(r.dtype)
+    if type(r) in backend.ARRAYS:           # another backend's matrix: its dtype named the NumPy way
+        dt = backend.of(r).np_dtype(r.dtype)
+        return "bool" if dt == np.bool_ else str(dt)
     return "bool" if isinstance(r, bool) else "float64"
 
 
