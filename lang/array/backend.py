@@ -99,6 +99,11 @@ class Backend:
         v = a[()] if type(a) is np.ndarray else a
         return bool(v) if isinstance(v, (bool, np.bool_)) else float(v)
 
+    def owned(self, a):
+        """`a`, or a copy of it when it is a broadcast view (elements sharing memory): a matrix
+        handed to the user (a gradient) holds its own memory."""
+        return a if a.flags.writeable else a.copy()
+
     # ---- state --------------------------------------------------------------------------------
     def errstate(self):
         """A context where overflow, 0/0 and invalid operations give inf and NaN quietly."""
@@ -127,11 +132,6 @@ class Backend:
         out = target.copy()
         np.add.at(out, index, values)
         return out
-
-    def owned(self, a):
-        """`a`, or a copy of it when it is a broadcast view (elements sharing memory): a matrix
-        handed to the user (a gradient) holds its own memory."""
-        return a if a.flags.writeable else a.copy()
 
 
 NUMPY = Backend()
@@ -208,6 +208,11 @@ class TorchBackend(Backend):
         v = a.item()
         return v if type(v) is bool else float(v)
 
+    def owned(self, a):
+        if any(st == 0 and n > 1 for st, n in zip(a.stride(), a.shape)):
+            return a.contiguous()         # an expanded tensor (torch's broadcast view)
+        return a
+
     def errstate(self):
         import contextlib
         return contextlib.nullcontext()
@@ -232,11 +237,6 @@ class TorchBackend(Backend):
         if type(e) is not torch.Tensor:
             e = torch.as_tensor(np.asarray(e), device=x.device)
         return torch.ldexp(x, e).to(x.dtype)
-
-    def owned(self, a):
-        if any(st == 0 and n > 1 for st, n in zip(a.stride(), a.shape)):
-            return a.contiguous()         # an expanded tensor (torch's broadcast view)
-        return a
 
     def add_at(self, target, index, values):
         out = target.clone()
