@@ -46,7 +46,7 @@ def print_(ctx, values):
          examples=["len([1, 2, 3])", "len(zeros(4, 2))", 'len((1, "a"))', 'len("héllo")', 'len({"a": 1, "b": 2})'])
 def len_(x):
     r = raw(x)
-    if isinstance(r, np.ndarray):
+    if isinstance(r, backend.Matrix):       # a matrix of any backend
         return float(r.shape[0]) if r.ndim else 1.0
     if isinstance(r, (tuple, str)):
         return float(len(r))
@@ -299,7 +299,7 @@ def tree_leaves(tree):
          how="Python's `ord` of each character, as float64 (a char tokenizer's raw ids).",
          examples=["char_codes(\"Hi!\")"])
 def char_codes(s):
-    return np.fromiter((ord(c) for c in s), dtype=np.float64, count=len(s))
+    return backend.new_matrix(np.fromiter((ord(c) for c in s), dtype=np.float64, count=len(s)), np.float64)
 
 
 @builtin("from_char_codes", "Core", "The string whose characters have the given code points.",
@@ -314,7 +314,7 @@ def char_codes(s):
                  "TypeError when codes is not a number or matrix"],
          examples=["from_char_codes([72, 105, 33])"])
 def from_char_codes(codes):
-    a = np.atleast_1d(np.asarray(raw(codes), dtype=np.float64))
+    a = np.atleast_1d(np.asarray(backend.to_numpy(raw(codes)), dtype=np.float64))     # text is made on the host
     if a.ndim != 1:
         raise ShapeError(f"from_char_codes(): codes must be a vector, got {describe(codes)}")
     if a.size and (not np.all(np.isfinite(a)) or np.any(a != np.floor(a)) or a.min() < 0 or a.max() > 0x10FFFF):

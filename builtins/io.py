@@ -45,8 +45,9 @@ CAT = "IO"
               "read the file with numpy.load. A path ending in .safetensors writes the safetensors format "
               "(Hugging Face's, no pickles) with the same names, which Python reads with "
               "safetensors.numpy.load_file.",
-         how="A NumPy .npz archive (uncompressed zip of .npy files, no pickles); float64 values are "
-             "stored bit for bit. " + WRITER_HOW,
+         how="A NumPy .npz archive (uncompressed zip of .npy files in row-major order, no pickles); "
+             "float64 values are stored bit for bit, and the file is byte for byte the same on every "
+             "device (a torch:cuda run's checkpoint is a NumPy run's). " + WRITER_HOW,
          errors=["TypeError naming the path of a leaf that is not a number or matrix (a string, a function)",
                  "TypeError when value is not a record or tuple, or holds a dictionary (its keys are no field "
                  "paths: write_json writes one)",
@@ -115,7 +116,8 @@ def _declared_shape(data, key: str, full: str) -> tuple:
              ".safetensors is read with the safetensors library (numpy API), its size guard checking "
              "every shape before a tensor is read; Hugging Face names such as \"layers.0.wq\" are read "
              "as layers[0].wq, and the field order of a file written by save is kept (in its metadata); "
-             "bfloat16 and float16 tensors are widened exactly to float64.",
+             "bfloat16 and float16 tensors are widened exactly to float64. The matrices are made on the "
+             "session's device (set_device), whichever device saved the file.",
          errors=["IOError when the file is missing, truncated, or not an .npz archive",
                  "IOError when an array name is not a field path (a file not written by save), an array "
                  "holds strings, records or pickled objects, or the names nest more than 1000 deep",
