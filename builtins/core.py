@@ -149,12 +149,11 @@ def set_dtype(name):
              "second device after the first matrix is refused rather than mixing two.",
          examples=['set_device("numpy")\nprint(device())'])
 def set_device(name):
-    from tapeml.array import backend
-    be = backend.make(name)
-    if be is not backend.current() and backend.made_any():
-        raise ValueError(f"set_device(\"{name}\"): this session already made matrices on {backend.current().name}; "
+    be = B.make(name)
+    if be is not B.current() and B.made_any():
+        raise ValueError(f"set_device(\"{name}\"): this session already made matrices on {B.current().name}; "
                          f"call set_device before the first matrix (or run with tapeml --device {name})")
-    backend.set_current(be)
+    B.set_current(be)
     return None
 
 
@@ -168,8 +167,7 @@ def set_device(name):
          errors=["TypeError when given an argument: device() takes none"],
          examples=['print(device())'])
 def device():
-    from tapeml.array import backend
-    return backend.current().name
+    return B.current().name
 
 
 @builtin("dtype", "Core", "The float type of a matrix: \"float64\", \"float32\" or \"bool\".",

@@ -99,6 +99,11 @@ class Backend:
         v = a[()] if type(a) is np.ndarray else a
         return bool(v) if isinstance(v, (bool, np.bool_)) else float(v)
 
+    def owned(self, a):
+        """`a`, or a copy of it when it is a broadcast view (elements sharing memory): a matrix
+        handed to the user (a gradient) holds its own memory."""
+        return a if a.flags.writeable else a.copy()
+
     # ---- state --------------------------------------------------------------------------------
     def errstate(self):
         """A context where overflow, 0/0 and invalid operations give inf and NaN quietly."""
@@ -254,7 +259,7 @@ class TorchBackend(Backend):
             t = self.dtype(obj.dtype)
         if not obj.flags.writeable or not (obj.flags.c_contiguous or obj.flags.f_contiguous) \
                 or any(s < 0 for s in obj.strides):
-            obj = np.ascontiguousarray(obj)
+            obj = np.array(obj, order="C")      # a copy (ascontiguousarray keeps a read-only array as it is)
         return torch.as_tensor(obj, device=self.device, dtype=t)
 
     def to_numpy(self, a) -> np.ndarray:
@@ -265,6 +270,11 @@ class TorchBackend(Backend):
     def item(self, a):
         v = a.item()
         return v if type(v) is bool else float(v)
+
+    def owned(self, a):
+        if any(st == 0 and n > 1 for st, n in zip(a.stride(), a.shape)):
+            return a.contiguous()         # an expanded tensor (torch's broadcast view)
+        return a
 
     def errstate(self):
         import contextlib
