@@ -75,11 +75,12 @@ def test_constructors_and_draws_make_tensors_on_the_session_device():
 
 def test_numpy_sessions_make_numpy_arrays():
     from tapeml import Session
-    s = Session(seed=0)
+    s = Session(seed=0, device="numpy")
     s.run("a = zeros(2)\nb = rand(2)\nc = randint(0, 4, 3)\nd = linspace(0, 1, 3)\ne = concat(a, b)\nf = tril(ones(2, 2))")
     assert all(type(v) is np.ndarray for v in s.interp.variables().values())
 
 
+@pytest.mark.numpy_only      # the session starts on NumPy, so torch:cpu is another device
 def test_a_constructor_makes_a_matrix_so_set_device_is_refused_after_it():
     for first in ("zeros(2)", "ones(1)", "fill(2, 1)", "eye(1)", "rand(2)", "linspace(0, 1, 2)"):
         err = error_of(f'x = {first}\nset_device("torch:cpu")')
