@@ -2,7 +2,7 @@
 follows from its category: Core -> core.py (help -> help.py, the help system), Math -> math.py,
 Arrays -> the arrays/ package and Statistics & ML -> the ml/ package (each split by job), Autodiff -> autodiff.py,
 Random -> random.py, Plotting -> plot.py, IO -> io.py, Linear algebra -> linalg.py, Strings &
-collections -> strings.py, Reductions & sorting -> reductions.py. Importing this package registers them all."""
+collections -> strings.py, Reductions & sorting -> reductions.py, Distributed -> distributed.py. Importing this package registers them all."""
 from tapeml.builtins.registry import REGISTRY, Builtin, builtin  # noqa: F401
 from tapeml.builtins import core, math, arrays, ml, autodiff  # noqa: F401  (registration)
 from tapeml.builtins import plot  # noqa: F401  (registration: the Plotting category)
@@ -12,3 +12,4 @@ from tapeml.builtins import io  # noqa: F401  (registration: read_text, write_te
 from tapeml.builtins import linalg  # noqa: F401  (registration: the Linear algebra category)
 from tapeml.builtins import strings  # noqa: F401  (registration: the Strings & collections category)
 from tapeml.builtins import reductions  # noqa: F401  (registration: the Reductions & sorting category)
+from tapeml.builtins import distributed  # noqa: F401  (registration: world_size, rank, all_reduce, broadcast, shard)

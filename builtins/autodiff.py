@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import math
 
 import numpy as np
 
 from tapeml.array import backend as B
 from tapeml.array import ops
+from tapeml.array.backend import ARRAYS
+from tapeml.array.primitive_table import is_bool_array, is_float_array, size_of
 from tapeml.builtins.files import resolve_path
 from tapeml.builtins.registry import P, builtin, one_of, positive
 from tapeml.builtins.util import tree_leaves, tree_map
@@ -39,7 +42,8 @@ def value_and_grad_impl(ctx, f, x, root="x", name="grad"):
         while type(r) is Box:
             r = r.value
         t = type(r)
-        if not ((t is np.ndarray and r.dtype != np.bool_) or t is float or t is np.float64):
+        if not ((t is np.ndarray and r.dtype != np.bool_) or t is float or t is np.float64
+                or (t in ARRAYS and not is_bool_array(r))):
             tree_leaves(x, root)   # a TypeError naming the path of a non-differentiable leaf
         b = Box(v, level, None, (), NO_KW, None, ())     # a leaf (tape.leaf, inlined)
         boxes.append(b)
@@ -61,12 +65,12 @@ def value_and_grad_impl(ctx, f, x, root="x", name="grad"):
 def _run_and_backward(ctx, f, x, boxed, boxes, level, name):
     out = ctx.call(f, boxed)
     r = raw(out)
-    if isinstance(r, np.ndarray) and r.ndim == 0:
-        r = float(r)
+    if type(r) in ARRAYS and r.ndim == 0:
+        r = float(r) if type(r) is np.ndarray else B.of(r).item(r)
     if not isinstance(r, float) or isinstance(r, bool):
-        what = f"a {shape_text(r.shape)} matrix" if isinstance(r, np.ndarray) and r.ndim > 1 else describe(r)
+        what = f"a {shape_text(r.shape)} matrix" if type(r) in ARRAYS and r.ndim > 1 else describe(r)
         hint = ("is a 'return' missing?" if r is None else
-                "reduce it first (for example sum(...) or mean(...))" if isinstance(r, np.ndarray) else
+                "reduce it first (for example sum(...) or mean(...))" if type(r) in ARRAYS else
                 "the function to differentiate must compute a number from its argument")
         raise ValueErr(f"{name} needs f to return a number, but it returned {what}; {hint}")
     if type(out) is Box and out.level == level:
@@ -82,12 +86,22 @@ def _run_and_backward(ctx, f, x, boxed, boxes, level, name):
         g = grads.get(b)
         if g is None:
             rv = raw(v)
-            return np.zeros_like(rv) if isinstance(rv, np.ndarray) else B.of(rv).xp.zeros_like(rv) if B.is_array(rv) else 0.0
-        if type(g) is np.ndarray and not g.flags.writeable:
-            return g.copy()      # a broadcast view from the tape: the user gets a matrix of their own
-        return g
+            return np.zeros_like(rv) if type(rv) is np.ndarray else \
+                B.xp_of(rv).zeros_like(rv) if type(rv) in ARRAYS else 0.0
+        return _own(g)
 
     return value, tree_map(collect, x)      # the same tree as boxed: within the nesting limit
+
+
+def _own(g):
+    """A gradient the user can keep: a broadcast view from the tape (read-only in NumPy, an
+    expanded tensor in torch) copied into a matrix of its own."""
+    t = type(g)
+    if t is np.ndarray:
+        return g if g.flags.writeable else g.copy()
+    if t in ARRAYS:
+        return B.of(g).owned(g)
+    return g
 
 
 @builtin("grad", CAT, "The gradient of a scalar function f at x, shaped like x (a number, matrix, tuple or record).",
@@ -202,7 +216,7 @@ def check_grad(ctx, f, x, h, samples):
             return new_leaf if j == k else raw(v)
         return float(raw(ctx.call(f, tree_map(swap, x))))
 
-    total = sum(min(np.size(raw(v)), samples) for v in leaves)
+    total = sum(min(_size(raw(v)), samples) for v in leaves)
     with _bar(ctx, total, f"check_grad, {total} elements") as bar:
         for k, (v, gv) in enumerate(zip(leaves, gleaves)):
             errors.append(_check_leaf(f_at, k, v, gv, h, samples, rng, bar))
@@ -210,10 +224,17 @@ def check_grad(ctx, f, x, h, samples):
     return tree_map(lambda v: next(it), x)
 
 
+def _size(r) -> int:
+    return size_of(r) if type(r) in ARRAYS else np.size(r)
+
+
 def _check_leaf(f_at, k, v, gv, h, samples, rng, bar):
-    """The worst error over the checked elements of leaf k (two evaluations of f each)."""
-    rv = np.asarray(raw(v), dtype=np.float64)
-    gr = np.asarray(raw(gv), dtype=np.float64)
+    """The worst error over the checked elements of leaf k (two evaluations of f each). The
+    elements are stepped in NumPy (float64); another backend's leaf goes back to its device."""
+    r = raw(v)
+    back = None if type(r) is np.ndarray or type(r) not in ARRAYS else B.of(r)
+    rv = np.asarray(B.to_numpy(r), dtype=np.float64)
+    gr = np.asarray(B.to_numpy(raw(gv)), dtype=np.float64)
     n = rv.size
     picks = range(n) if n <= samples else rng.choice(n, samples, replace=False)
     worst = 0.0
@@ -224,6 +245,8 @@ def _check_leaf(f_at, k, v, gv, h, samples, rng, bar):
         minus.flat[i] -= step
         if rv.ndim == 0:
             plus, minus = float(plus), float(minus)
+        elif back is not None:
+            plus, minus = back.asarray(plus), back.asarray(minus)
         fd = (f_at(k, plus) - f_at(k, minus)) / (2 * step)
         worst = _worse(worst, grad_error(float(gr.flat[i]), fd))
         bar.update()
@@ -236,7 +259,7 @@ def _check_leaf(f_at, k, v, gv, h, samples, rng, bar):
 
 def _array_arg(fname: str, what: str, v):
     r = raw(v)
-    if isinstance(r, bool) or not (isinstance(r, float) or (isinstance(r, np.ndarray) and r.dtype.kind == "f")):
+    if isinstance(r, bool) or not (isinstance(r, float) or is_float_array(r)):
         raise TypeErr(f"{fname}(): {what} must be a number or a matrix of numbers, got {describe(v)}")
     return ops.shape_of(r)
 
@@ -248,7 +271,7 @@ def _trace(call, x, fname):
     bx = Box(x, level, None, (), NO_KW, None, ())
     out = call(bx)
     r = raw(out)
-    if isinstance(r, bool) or not (isinstance(r, float) or (isinstance(r, np.ndarray) and r.dtype.kind == "f")):
+    if isinstance(r, bool) or not (isinstance(r, float) or is_float_array(r)):
         hint = " (is a 'return' missing?)" if r is None else ""
         raise ValueErr(f"{fname} needs f to return a number or a matrix of numbers, but it returned "
                        f"{describe(r)}{hint}")
@@ -260,10 +283,8 @@ def _pull(out, bx, level, ct, xshape):
     if type(out) is Box and out.level == level:
         g = backward(out, ct, ops.add, ops.shape_of).get(bx)
         if g is not None:
-            if type(g) is np.ndarray and not g.flags.writeable:
-                g = g.copy()
-            return g
-    return ops.as_float(np.zeros(xshape)) if xshape else 0.0
+            return _own(g)
+    return _zeros(xshape, raw(bx.value)) if xshape else 0.0
 
 
 def _strip(out, level):
@@ -271,12 +292,32 @@ def _strip(out, level):
     return out.value if type(out) is Box and out.level == level else out
 
 
-def _basis(shape, i):
+def _on_numpy(like) -> bool:
+    """Whether new matrices beside `like` (a matrix or a number) are NumPy arrays: like's backend,
+    or the session's when like is a number."""
+    t = type(like)
+    return t is np.ndarray or (t not in ARRAYS and B.current() is B.NUMPY)
+
+
+def _zeros(shape, like=None):
+    """Zeros of the session's float type on the device of `like` (a matrix), else the session's."""
+    if _on_numpy(like):
+        return ops.as_float(np.zeros(shape))
+    be = B.of(like)             # a number's: the session's
+    return be.xp.zeros(shape, dtype=be.float_dtype(), device=be.device)
+
+
+def _basis(shape, i, like=None):
+    """The i-th unit matrix of `shape` (row-major), on the device of `like`."""
     if not shape:
         return 1.0
-    e = np.zeros(shape)
-    e.flat[i] = 1.0
-    return ops.as_float(e)
+    if _on_numpy(like):
+        e = np.zeros(shape)
+        e.flat[i] = 1.0
+        return ops.as_float(e)
+    e = _zeros((math.prod(shape),), like)
+    e[i] = 1.0
+    return B.xp_of(e).reshape(e, shape)
 
 
 def _caller(ctx, f):
@@ -317,9 +358,9 @@ def jacobian_impl(call, x, fname="jacobian", ctx=None):
         limits.check_elements(f"{fname}() with output {shape_text(oshape)} and input {shape_text(xshape)} (a result "
                               f"of {shape_text(oshape + xshape)})", oshape + xshape)
         if m == 0 or n == 0:
-            return ops.as_float(np.zeros(oshape + xshape))
+            return _zeros(oshape + xshape, raw(out))
         if n + 1 < m:
-            u0 = ops.as_float(np.zeros(oshape)) if oshape else 0.0
+            u0 = _zeros(oshape, raw(out)) if oshape else 0.0
             bu = Box(u0, lu, None, (), NO_KW, None, ())
             ut_j = _pull(out, bx, level, bu, xshape)       # u' J, recorded on level lu
             cols = []
@@ -334,7 +375,7 @@ def jacobian_impl(call, x, fname="jacobian", ctx=None):
         rows = []
         with _bar(ctx, m, f"{fname}, {m} backward passes") as bar:
             for i in range(m):
-                rows.append(_pull(out, bx, level, _basis(oshape, i), xshape))
+                rows.append(_pull(out, bx, level, _basis(oshape, i, raw(out)), xshape))
                 bar.update()
     finally:
         if gc_was_on:
@@ -448,7 +489,7 @@ def jvp(ctx, f, x, v):
     gc.disable()
     try:
         bx, out, oshape, level = _trace(_caller(ctx, f), x, "jvp")
-        u0 = ops.as_float(np.zeros(oshape)) if oshape else 0.0
+        u0 = _zeros(oshape, raw(out)) if oshape else 0.0
         bu = Box(u0, lu, None, (), NO_KW, None, ())
         ut_j = _pull(out, bx, level, bu, xshape)          # u' J, recorded on level lu
         s = ops.sum_(ops.mul(ut_j, v)) if xshape else ops.mul(ut_j, v)
@@ -457,9 +498,9 @@ def jvp(ctx, f, x, v):
         else:
             t = None
         if t is None:
-            t = ops.as_float(np.zeros(oshape)) if oshape else 0.0
-        elif type(t) is np.ndarray and not t.flags.writeable:
-            t = t.copy()
+            t = _zeros(oshape, raw(out)) if oshape else 0.0
+        else:
+            t = _own(t)
     finally:
         if gc_was_on:
             gc.enable()

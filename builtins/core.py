@@ -11,7 +11,7 @@ import os
 
 import numpy as np
 
-from tapeml.array import context, limits
+from tapeml.array import backend as B, context, limits
 from tapeml.builtins.registry import P, builtin, one_of
 from tapeml.syntax.errors import LangError, ShapeError, TypeErr, ValueErr
 from tapeml.array.ranges import ValueWalk, Walk, walk_length, walkable
@@ -46,7 +46,7 @@ def print_(ctx, values):
          examples=["len([1, 2, 3])", "len(zeros(4, 2))", 'len((1, "a"))', 'len("héllo")', 'len({"a": 1, "b": 2})'])
 def len_(x):
     r = raw(x)
-    if isinstance(r, np.ndarray):
+    if isinstance(r, B.Matrix):
         return float(r.shape[0]) if r.ndim else 1.0
     if isinstance(r, (tuple, str)):
         return float(len(r))
@@ -69,7 +69,8 @@ def len_(x):
          errors=["ValueError when dim is out of range for x"],
          examples=["size(zeros(2, 3))", "size(zeros(2, 3), 1)", "size([1, 2, 3])", "size(5)"])
 def size(x, dim):
-    shape = np.shape(raw(x))
+    r = raw(x)
+    shape = tuple(r.shape) if type(r) in B.ARRAYS else ()
     if dim is None:
         return tuple(float(n) for n in shape)
     return float(shape[axis(x, dim)])
@@ -115,7 +116,8 @@ def pi():
          [P("name", "string", doc='"float64" or "float32"', check=one_of("float64", "float32"),
             constraint='one of "float64", "float32"')],
          returns="none",
-         errors=['ValueError when name is not "float64" or "float32"', "TypeError when name is not a string"],
+         errors=['ValueError when name is not "float64" or "float32", or is "float64" on torch:mps (float32 only)',
+                 "TypeError when name is not a string"],
          what="Matrix literals, ranges and constructors (zeros, ones, eye, fill, linspace, rand, randn) "
               "create matrices of this type from now on; arithmetic keeps the type of its matrices. "
               "float32 halves memory and is what most training runs use; float64 is the default and "
@@ -125,6 +127,9 @@ def pi():
          examples=['set_dtype("float32")\nx = [1, 2, 3] / 3\nprint(x, dtype(x))\nset_dtype("float64")\nprint(dtype([1, 2, 3] / 3))'])
 def set_dtype(name):
     from tapeml.array import ops
+    if name == "float64" and B.current().device == "mps":
+        raise ValueErr('set_dtype(): torch:mps has float32 matrices only; keep set_dtype("float32") there '
+                       '(or run on torch:cpu or torch:cuda for float64)')
     ops.set_dtype(name)
     return None
 
@@ -144,22 +149,25 @@ def set_dtype(name):
              "second device after the first matrix is refused rather than mixing two.",
          examples=['set_device("numpy")\nprint(device())'])
 def set_device(name):
-    from tapeml.array import backend
-    be = backend.make(name)
-    if be is not backend.current() and backend.made_any():
-        raise ValueError(f"set_device(\"{name}\"): this session already made matrices on {backend.current().name}; "
+    be = B.make(name)
+    if be is not B.current() and B.made_any():
+        raise ValueError(f"set_device(\"{name}\"): this session already made matrices on {B.current().name}; "
                          f"call set_device before the first matrix (or run with tapeml --device {name})")
-    backend.set_current(be)
+    B.set_current(be)
     return None
 
 
 @builtin("device", "Core", "The device this session's new matrices are made on: \"numpy\", \"torch:cpu\", ...",
          [], returns="string",
-         what="The backend chosen by set_device, tapeml --device or tapeml.Session(device=...).",
+         what="The backend chosen by set_device, tapeml --device or tapeml.Session(device=...): where the "
+              "matrices made from now on live and compute. A script can print it to say where it ran.",
+         how="The name of the session's backend (lang/array/backend.py): \"numpy\" unless set_device, "
+             "tapeml --device, tapeml.Session(device=...) or the TAPEML_DEVICE environment variable chose "
+             "another; torch:cuda is named with its GPU index, torch:cuda:0.",
+         errors=["TypeError when given an argument: device() takes none"],
          examples=['print(device())'])
 def device():
-    from tapeml.array import backend
-    return backend.current().name
+    return B.current().name
 
 
 @builtin("dtype", "Core", "The float type of a matrix: \"float64\", \"float32\" or \"bool\".",
@@ -171,8 +179,9 @@ def device():
          examples=["dtype([1, 2])", "dtype([1, 2] > 1)"])
 def dtype(x):
     r = raw(x)
-    if isinstance(r, np.ndarray):
-        return "bool" if r.dtype == np.bool_ else str(r.dtype)
+    if isinstance(r, B.Matrix):
+        be = B.of(r)
+        return "bool" if be.is_bool(r) else be.np_dtype(r.dtype).name
     return "bool" if isinstance(r, bool) else "float64"
 
 
@@ -296,7 +305,7 @@ def tree_leaves(tree):
          how="Python's `ord` of each character, as float64 (a char tokenizer's raw ids).",
          examples=["char_codes(\"Hi!\")"])
 def char_codes(s):
-    return np.fromiter((ord(c) for c in s), dtype=np.float64, count=len(s))
+    return B.new_matrix(np.fromiter((ord(c) for c in s), dtype=np.float64, count=len(s)), np.float64)
 
 
 @builtin("from_char_codes", "Core", "The string whose characters have the given code points.",
@@ -311,7 +320,7 @@ def char_codes(s):
                  "TypeError when codes is not a number or matrix"],
          examples=["from_char_codes([72, 105, 33])"])
 def from_char_codes(codes):
-    a = np.atleast_1d(np.asarray(raw(codes), dtype=np.float64))
+    a = np.atleast_1d(np.asarray(B.to_numpy(raw(codes)), dtype=np.float64))     # on the host: a string is made
     if a.ndim != 1:
         raise ShapeError(f"from_char_codes(): codes must be a vector, got {describe(codes)}")
     if a.size and (not np.all(np.isfinite(a)) or np.any(a != np.floor(a)) or a.min() < 0 or a.max() > 0x10FFFF):

@@ -9,6 +9,7 @@ import math as _math
 
 import numpy as np
 
+from tapeml.array import backend as B
 from tapeml.builtins.files import atomic_write, existing_file, read_limited, resolve_path
 from tapeml.syntax.errors import IOErr, TypeErr
 from tapeml.array.limits import FILE_NESTING
@@ -18,6 +19,15 @@ from tapeml.array.values import Dict, Record, describe, format_value
 
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def matrix_from_file(a: np.ndarray, dtype=None):
+    """A NumPy array read from a file as a matrix of the session: on its device (the one crossing,
+    lang/array/backend.py), in `dtype` (a NumPy type; default the session's float type)."""
+    if dtype is None:
+        from tapeml.array.primitive_table import FLOAT
+        dtype = FLOAT["dtype"]
+    return B.new_matrix(a, dtype)
 
 _PART = re.compile(r"\.([A-Za-z_][A-Za-z0-9_]*)|\[([0-9]+)\]")
 
@@ -50,7 +60,7 @@ def flatten(value) -> list:
     stack = [(value, "", 0)]
     while stack:
         v, path, depth = stack.pop()
-        r = raw(v)
+        r = B.to_numpy(raw(v))        # another backend's matrix: to NumPy (files are the same on every device)
         if isinstance(r, (Record, tuple)):
             if depth >= limits.FILE_NESTING:
                 raise limits.file_nesting_error("save(): the value")
@@ -234,10 +244,10 @@ def _from_json(v, full: str, where: str, objects: str = "auto"):
         return Dict({k: _from_json(x, full, f"{where}[{format_value(k, True)}]", objects) for k, x in v.items()})
     shape = _json_shape(v)
     if shape is not None:
-        from tapeml.array import limits, ops
+        from tapeml.array import limits
         limits.check_elements(f"read_json(): the array at {where or 'the top'} of {full}", shape)
         try:
-            return ops.as_float(np.array(v, dtype=np.float64))
+            return matrix_from_file(np.array(v, dtype=np.float64))
         except OverflowError:
             raise IOErr(f"read_json(): {full}: a number in the array at {where or 'the top'} is too "
                         f"large for a float64") from None
@@ -296,7 +306,7 @@ def _json_number(x: float, where: str):
 
 
 def _to_json(v, where: str, depth: int = 0):
-    r = raw(v)
+    r = B.to_numpy(raw(v))
     if depth > JSON_MAX_DEPTH:      # json.dumps recurses on the C stack
         from tapeml.array import limits
         raise limits.file_nesting_error("write_json(): the value")
@@ -403,7 +413,8 @@ def load_safetensors(full: str):
             raise IOErr(f"load(): '{key}' in {full} has dtype {a.dtype}; checkpoints hold numbers")
         if a.dtype.kind in "iu" or (a.dtype.kind == "f" and a.dtype not in (np.float32, np.float64)):
             a = a.astype(np.float64)
-        value = float(a) if a.ndim == 0 and a.dtype.kind == "f" else bool(a) if a.ndim == 0 else a
+        value = float(a) if a.ndim == 0 and a.dtype.kind == "f" else bool(a) if a.ndim == 0 else \
+            matrix_from_file(a, a.dtype)
         out.append((re.sub(r"\.([0-9]+)(?=\.|$)", r"[\1]", key), value))
     return unflatten(out, full)
 

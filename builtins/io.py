@@ -24,9 +24,10 @@ import numpy as np
 from tapeml.builtins.registry import P, builtin, one_of
 from tapeml.builtins.files import (WRITER_ERRORS, WRITER_HOW, atomic_write, existing_file, read_limited,
                                    resolve_path)
+from tapeml.array import backend as B
 from tapeml.builtins.formats import (JSON_MAX_DEPTH, _csv_number, _csv_rows, _from_json, _is_header, _json_stack,
                                      _number_text, _read_utf8, _to_json, check_load_total, flatten,
-                                     load_safetensors, save_safetensors, unflatten)
+                                     load_safetensors, matrix_from_file, save_safetensors, unflatten)
 from tapeml.syntax.errors import IOErr, TypeErr
 from tapeml.syntax.errors import ValueErr as _ValueErr
 from tapeml.array.tape import raw
@@ -44,8 +45,9 @@ CAT = "IO"
               "read the file with numpy.load. A path ending in .safetensors writes the safetensors format "
               "(Hugging Face's, no pickles) with the same names, which Python reads with "
               "safetensors.numpy.load_file.",
-         how="A NumPy .npz archive (uncompressed zip of .npy files, no pickles); float64 values are "
-             "stored bit for bit. " + WRITER_HOW,
+         how="A NumPy .npz archive (uncompressed zip of .npy files in row-major order, no pickles); "
+             "float64 values are stored bit for bit, and the file is byte for byte the same on every "
+             "device (a torch:cuda run's checkpoint is a NumPy run's). " + WRITER_HOW,
          errors=["TypeError naming the path of a leaf that is not a number or matrix (a string, a function)",
                  "TypeError when value is not a record or tuple, or holds a dictionary (its keys are no field "
                  "paths: write_json writes one)",
@@ -67,7 +69,9 @@ def save(ctx, path, value):
         with zipfile.ZipFile(f, "w", compression=zipfile.ZIP_STORED, allowZip64=True) as zf:
             for key, arr in items:
                 with zf.open(key + ".npy", "w", force_zip64=True) as member:
-                    np.lib.format.write_array(member, np.asarray(arr), allow_pickle=False)
+                    # row-major always: the file is the same whatever the memory layout (a transposed
+                    # view, a column-major result of torch's linalg) and the device
+                    np.lib.format.write_array(member, np.asarray(arr, order="C"), allow_pickle=False)
     atomic_write("save", full, write, binary=True)
     return None
 
@@ -112,7 +116,8 @@ def _declared_shape(data, key: str, full: str) -> tuple:
              ".safetensors is read with the safetensors library (numpy API), its size guard checking "
              "every shape before a tensor is read; Hugging Face names such as \"layers.0.wq\" are read "
              "as layers[0].wq, and the field order of a file written by save is kept (in its metadata); "
-             "bfloat16 and float16 tensors are widened exactly to float64.",
+             "bfloat16 and float16 tensors are widened exactly to float64. The matrices are made on the "
+             "session's device (set_device), whichever device saved the file.",
          errors=["IOError when the file is missing, truncated, or not an .npz archive",
                  "IOError when an array name is not a field path (a file not written by save), an array "
                  "holds strings, records or pickled objects, or the names nest more than 1000 deep",
@@ -155,7 +160,7 @@ def load(ctx, path):
         if a.dtype.kind in "iu" or (a.dtype.kind == "f" and a.dtype not in (np.float32, np.float64)):
             a = a.astype(np.float64)     # float32 and float64 come back as stored (a float32 run resumes float32)
         out.append((key, float(a) if a.ndim == 0 and a.dtype.kind == "f" else
-                    bool(a) if a.ndim == 0 else a))
+                    bool(a) if a.ndim == 0 else matrix_from_file(a, a.dtype)))
     return unflatten(out, full)
 
 
@@ -225,7 +230,7 @@ def write_text(ctx, path, text):
                    "read_csv(\"/tmp/tapeml_doc_read.csv\")",
                    "csv_header(\"/tmp/tapeml_doc_read.csv\")"])
 def read_csv(ctx, path, header):
-    from tapeml.array import limits, ops
+    from tapeml.array import limits
     header = bool(header) if isinstance(header, np.bool_) else header
     if not (header is True or header is False or (isinstance(header, str) and header == "auto")):
         raise _ValueErr(f"read_csv(): header must be \"auto\", true or false, got {format_value(header, True)}")
@@ -235,7 +240,7 @@ def read_csv(ctx, path, header):
     if first is not None and (header is True or (header == "auto" and _is_header(first[1]))):
         first = next(rows, None)
     if first is None:
-        return np.zeros((0, 0), dtype=ops.FLOAT["dtype"])
+        return matrix_from_file(np.zeros((0, 0)))
     first_line, width = first[0], len(first[1])
     # one row of strings at a time into 8 bytes a number (a list of all rows took 28x the file)
     values = array.array("d")
@@ -259,7 +264,7 @@ def read_csv(ctx, path, header):
         if len(values) > limits.MAX_ELEMENTS:
             limits.check_elements(f"read_csv(): {full}", (n, width))
     limits.check_elements(f"read_csv(): {full}", (n, width))
-    return ops.as_float(np.frombuffer(values, dtype=np.float64).reshape(n, width))
+    return matrix_from_file(np.frombuffer(values, dtype=np.float64).reshape(n, width))
 
 
 @builtin("csv_header", CAT, "The fields of a CSV file's first row, as a tuple of strings.",
@@ -297,7 +302,7 @@ def csv_header(ctx, path):
          examples=["write_text(\"/tmp/tapeml_doc_cols.csv\", \"name,age,height cm\\nana,31,1.62\\nbo,,1.80\\ncy,45,1.75\\n\")\n"
                    "t = read_columns(\"/tmp/tapeml_doc_cols.csv\")\nt[\"name\"]\nt[\"age\"]\nmean(t[\"height cm\"])\nkeys(t)"])
 def read_columns(ctx, path):
-    from tapeml.array import limits, ops
+    from tapeml.array import limits
     full, text = _read_utf8("read_columns", ctx, path)
     rows = _csv_rows("read_columns", full, text)
     first = next(rows, None)
@@ -327,7 +332,7 @@ def read_columns(ctx, path):
         numbers = [None if cell.strip() == "" else _csv_number(cell) for cell in col]
         blanks = sum(1 for cell in col if cell.strip() == "")
         if blanks < len(col) and all(x is not None or cell.strip() == "" for x, cell in zip(numbers, col)):
-            out[name] = ops.as_float(np.array([np.nan if x is None else x for x in numbers], dtype=np.float64))
+            out[name] = matrix_from_file(np.array([np.nan if x is None else x for x in numbers], dtype=np.float64))
         else:
             out[name] = tuple(col)
     return Dict(out)
@@ -353,7 +358,7 @@ def read_columns(ctx, path):
                    "all(read_csv(\"/tmp/tapeml_doc_w.csv\") == [1, 0.1; -0.0, 1e-300])"])
 def write_csv(ctx, path, m, header):
     from tapeml.syntax.errors import ShapeError
-    a = np.asarray(raw(m))
+    a = np.asarray(B.to_numpy(raw(m)))
     if a.ndim > 2:
         raise ShapeError(f"write_csv(): m must be a number, vector or matrix, got {describe(m)}")
     a = a.astype(np.float64).reshape((1, 1) if a.ndim == 0 else (-1, 1) if a.ndim == 1 else a.shape)

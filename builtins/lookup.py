@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from tapeml.array.backend import to_numpy
 from tapeml.syntax.errors import LangError, TypeErr
 from tapeml.array.tape import raw
 from tapeml.array.values import Dict, Record, describe, dict_key, values_equal
@@ -12,7 +13,7 @@ from tapeml.array.values import Dict, Record, describe, dict_key, values_equal
 
 def array_item(item) -> float | bool | None:
     """The number (or bool) to look for in an array, or None when it cannot be an element."""
-    r = raw(item)
+    r = to_numpy(raw(item))
     if isinstance(r, (bool, np.bool_)):
         return bool(r)
     if isinstance(r, (float, int)):
@@ -23,17 +24,18 @@ def array_item(item) -> float | bool | None:
 
 
 def index_of_any(fname: str, container, item):
-    """The first index (a flat one for a matrix), or None; shared by contains and index_of."""
-    c = raw(container)
+    """The first index (a flat one for a matrix), or None; shared by contains and index_of. Another
+    backend's matrices are read on the host (a lookup answers with Python values)."""
+    c = to_numpy(raw(container))
     if isinstance(c, str):
         if not isinstance(raw(item), str):
             raise TypeErr(f"{fname}(): item must be a string when container is a string, got {describe(item)}")
         i = c.find(raw(item))
         return None if i < 0 else i
     if isinstance(c, tuple):
-        ri = raw(item)
+        ri = to_numpy(raw(item))
         for i, x in enumerate(c):
-            rx = raw(x)
+            rx = to_numpy(raw(x))
             if isinstance(ri, np.ndarray) or isinstance(rx, np.ndarray):
                 if isinstance(ri, np.ndarray) and isinstance(rx, np.ndarray) and values_equal(rx, ri):
                     return i

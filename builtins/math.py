@@ -3,13 +3,44 @@ from __future__ import annotations
 
 import numpy as np
 
-from tapeml.array import ops
+from tapeml.array import backend as B, ops
+from tapeml.array.backend import ARRAYS, Matrix, xp_of
+from tapeml.array.primitive_table import is_bool_array, size_of
 from tapeml.builtins.registry import P, builtin
 from tapeml.builtins.vocabulary import KEEPDIMS, X, XS
 from tapeml.builtins.util import axis
 from tapeml.syntax.errors import ShapeError, TypeErr, ValueErr
 from tapeml.array.tape import raw
 from tapeml.array.values import describe, format_value, shape_text
+
+
+def _other(r) -> bool:
+    """r is another backend's matrix (not NumPy's, not a number): the portable paths take it."""
+    t = type(r)
+    return t is not np.ndarray and t in ARRAYS
+
+
+def positions(idx):
+    """0-based positions (a backend's integer array) as the float64 matrix users get (the session's
+    float type on a device without float64: MPS)."""
+    if type(idx) is np.ndarray:
+        return idx.astype(np.float64)
+    be = B.of(idx)
+    try:
+        dt = be.dtype(np.float64)
+    except B.DeviceError:
+        dt = be.float_dtype()
+    return be.xp.astype(idx, dt)
+
+
+def _unbroadcastable(*vals) -> bool:
+    """The shapes of vals do not broadcast to one (torch says RuntimeError where NumPy says
+    ValueError: this tells a shape mismatch from another failure)."""
+    try:
+        np.broadcast_shapes(*(ops.shape_of(v) for v in vals))
+    except ValueError:
+        return True
+    return False
 
 
 
@@ -67,10 +98,13 @@ _elementwise("abs", ops.abs_, "Absolute value of each element.", "|x|; d/dx = si
                    "round([1.5, 2675], 400)\nround([2.5, 2675], -2)\nround(2.5, -400)"])
 def round_(x, digits):
     r = raw(x)
-    if isinstance(r, (bool, np.bool_)) or (isinstance(r, np.ndarray) and r.dtype == np.bool_):
-        x = ops.as_float(np.asarray(r, dtype=np.float64)) if isinstance(r, np.ndarray) else float(r)
+    if isinstance(r, (bool, np.bool_)) or is_bool_array(r):
+        x = ops.as_float(np.asarray(r, dtype=np.float64)) if isinstance(r, np.ndarray) else \
+            ops.bools_as_floats(r) if _other(r) else float(r)
     digits = max(-400, min(400, digits))     # NumPy takes a C int; past +-400 no float64 digit changes
     out = ops.round_(x, digits=digits) + 0.0
+    if _other(raw(out)):
+        return _round_edges(raw(x), raw(out), digits)
     # x * 10^digits overflowed (digits large: x has no digit there, so it stays) or 10^digits
     # underflowed (digits very negative: every finite x rounds to 0); NumPy gives NaN for both,
     # and for +-inf. A NaN stays NaN.
@@ -82,6 +116,14 @@ def round_(x, digits):
     return out
 
 
+def _round_edges(rx, ro, digits):
+    """round's overflow and underflow edges (above) on another backend's matrix."""
+    xp = xp_of(ro)
+    bad = (xp.isfinite(rx) & ~xp.isfinite(ro)) | (xp.isinf(rx) & xp.isnan(ro))
+    if not bool(xp.any(bad)):
+        return ro
+    fixed = xp.where(xp.isfinite(rx), rx if digits > 0 else 0.0 * rx, rx)
+    return ops.as_float(xp.where(bad, fixed, ro))
 
 
 def _nothing_to_compare(name, x, dim):
@@ -89,7 +131,7 @@ def _nothing_to_compare(name, x, dim):
     non-empty axis of an empty matrix (dim=1 of a 0x2 matrix) there is nothing to reduce and the
     result is empty, as theirs."""
     r = raw(x)
-    if not isinstance(r, np.ndarray) or r.size:
+    if not isinstance(r, Matrix) or size_of(r):
         return
     if dim is None:
         raise ValueErr(f"{name}() of an empty matrix: it has no largest or smallest element")
@@ -164,7 +206,9 @@ def _extreme(name, reduce, pairwise, word):
                 raise ValueErr(f"{name}(): give either y (elementwise) or dim/keepdims (a reduction), not both")
             try:
                 return pairwise(x, y)
-            except ValueError:
+            except (ValueError, RuntimeError) as e:
+                if not isinstance(e, ValueError) and not _unbroadcastable(x, y):
+                    raise
                 raise ShapeError(f"{name}(): x is {shape_text(ops.shape_of(x))} and y is "
                                  f"{shape_text(ops.shape_of(y))}: the shapes do not broadcast") from None
         _nothing_to_compare(name, x, dim)
@@ -189,6 +233,10 @@ def floor(x):
 def _arg(fn):
     def impl(x, dim=None, keepdims=False):
         r = raw(x)
+        t = type(r)
+        if t is not np.ndarray and t in ARRAYS:       # the array API's argmax/argmin (torch has none for bools: they count as 0 and 1)
+            out = getattr(xp_of(r), fn.__name__)(ops.bools_as_floats(r), axis=dim, keepdims=keepdims)
+            return float(out) if out.ndim == 0 else positions(out)
         out = fn(r, axis=dim, keepdims=keepdims)
         return float(out) if np.ndim(out) == 0 else out.astype(np.float64)
     return impl
@@ -236,11 +284,13 @@ def clip(x, lo, hi):
          examples=["where([true, false, true], [1, 2, 3], 0)", "x = [-1, 4, 9]\nwhere(x > 0, sqrt(x), 0)"])
 def where(cond, a, b):
     c = raw(cond)
-    if not (isinstance(c, (bool, np.bool_)) or (isinstance(c, np.ndarray) and c.dtype == np.bool_)):
+    if not (isinstance(c, (bool, np.bool_)) or is_bool_array(c)):
         raise TypeErr(f"where(): cond must be a bool or a bool matrix (a comparison), got {describe(c)}")
     try:
         return ops.where(c, a, b)
-    except ValueError:
+    except (ValueError, RuntimeError) as e:
+        if not isinstance(e, ValueError) and not _unbroadcastable(c, a, b):
+            raise
         shapes = ", ".join(shape_text(ops.shape_of(v)) for v in (c, a, b))
         raise ShapeError(f"where(): cond, a and b do not broadcast to one shape ({shapes})") from None
 
@@ -262,15 +312,26 @@ _CLOSE_HOW = ("|a - b| <= atol + rtol |b| elementwise, with PyTorch's defaults r
 
 
 def _close(fname, a, b, rtol, atol, equal_nan):
-    def floats(v):
-        r = raw(v)
-        return np.asarray(r, dtype=np.float64)
-    x, y = floats(a), floats(b)
+    ra, rb = raw(a), raw(b)
+    like = ra if _other(ra) else rb if _other(rb) else None
+    if like is None:
+        x, y = np.asarray(ra, dtype=np.float64), np.asarray(rb, dtype=np.float64)
+    else:           # on like's backend, in float64 where it has it
+        be = B.of(like)
+        dt = np.float64 if be.device != "mps" else np.float32
+        x, y = be.asarray(ra, dt), be.asarray(rb, dt)
     try:
-        np.broadcast_shapes(x.shape, y.shape)
+        np.broadcast_shapes(tuple(x.shape), tuple(y.shape))
     except ValueError:
-        raise ShapeError(f"{fname}(): a is {shape_text(x.shape)} and b is {shape_text(y.shape)}; they do not "
-                         f"broadcast") from None
+        raise ShapeError(f"{fname}(): a is {shape_text(tuple(x.shape))} and b is {shape_text(tuple(y.shape))}; "
+                         f"they do not broadcast") from None
+    if like is not None:
+        xp = be.xp
+        close = x == y
+        if equal_nan:
+            close = close | (xp.isnan(x) & xp.isnan(y))
+        err = xp.abs(x - y)
+        return close | (xp.isfinite(err) & (err <= atol + rtol * xp.abs(y)))
     with np.errstate(all="ignore"):
         close = x == y
         if equal_nan:
@@ -304,7 +365,8 @@ def isclose(a, b, rtol, atol, equal_nan):
          examples=["allclose([1, 2, 3], [1, 2, 3 + 1e-6])", "allclose([1, 2, 3], [1, 2, 3.01])",
                    "allclose(1e-9, 0)   # within atol = 1e-8", "allclose([1, 2], [1.05, 2], atol=0.1)"])
 def allclose(a, b, rtol, atol, equal_nan):
-    return bool(np.all(_close("allclose", a, b, rtol, atol, equal_nan)))
+    c = _close("allclose", a, b, rtol, atol, equal_nan)
+    return bool(np.all(c)) if type(c) is np.ndarray else bool(xp_of(c).all(c))
 
 
 def _bool_reduce(name, fn, summary, what=""):
@@ -316,7 +378,11 @@ def _bool_reduce(name, fn, summary, what=""):
              how=f"NumPy's `{name}` over every element, or along dim.",
              examples=[f"{name}([1, 2, 3] > 2)", f"{name}([true, true])", f"{name}([1, 0; 1, 1] > 0, dim=1)"])
     def impl(x, dim, keepdims):
-        r = fn(raw(x), axis=axis(x, dim), keepdims=keepdims)
+        r = raw(x)
+        if _other(r):
+            r = getattr(xp_of(r), name)(r, axis=axis(x, dim), keepdims=keepdims)
+            return bool(r) if r.ndim == 0 else r
+        r = fn(r, axis=axis(x, dim), keepdims=keepdims)
         return bool(r) if np.ndim(r) == 0 else r
     return impl
 
@@ -395,7 +461,9 @@ _elementwise("erf", ops.erf, "The error function of each element.", "erf(x); d/d
 def atan2(y, x):
     try:
         return ops.atan2(y, x)
-    except ValueError:
+    except (ValueError, RuntimeError) as e:
+        if not isinstance(e, ValueError) and not _unbroadcastable(y, x):
+            raise
         raise ShapeError(f"atan2(): y is {shape_text(ops.shape_of(y))} and x is {shape_text(ops.shape_of(x))}: "
                          f"the shapes do not broadcast") from None
 
@@ -428,6 +496,9 @@ def _test(name, fn, summary, what):
              examples=[f"{name}([1, 0 / 0, 1 / 0, -1 / 0])", f"{name}(1 / 0)", f"any({name}([0, 1] / 0))"])
     def impl(x):
         r = raw(x)
+        if _other(r):
+            out = getattr(xp_of(r), name)(ops.bools_as_floats(r))
+            return bool(out) if out.ndim == 0 else out
         out = fn(ops.bools_as_floats(r) if isinstance(r, np.ndarray) else r)
         return bool(out) if np.ndim(out) == 0 else out
     return impl

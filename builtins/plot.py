@@ -19,6 +19,7 @@ import threading
 import numpy as np
 
 from tapeml.array import context
+from tapeml.array.backend import to_numpy
 from tapeml.builtins.files import WRITER_ERRORS, WRITER_HOW, atomic_write, resolve_path
 from tapeml.builtins.registry import REGISTRY, P, builtin, one_of, positive
 from tapeml.syntax.errors import ShapeError, TypeErr, ValueErr
@@ -162,7 +163,7 @@ def save_png(fig, path: str) -> None:
 
 
 def _vec(v, fname: str, pname: str) -> np.ndarray:
-    r = raw(v)
+    r = to_numpy(raw(v))
     if isinstance(r, (float, int)) and not isinstance(r, bool):
         return np.array([float(r)])
     if not isinstance(r, np.ndarray):
@@ -254,7 +255,7 @@ def scatter(x, y, label):
                  "for that many bins"],
          examples=["hist([1, 2, 2, 3, 3, 3, 4, 4, 5], bins=5)"])
 def hist(x, bins, label):
-    r = raw(x)
+    r = to_numpy(raw(x))
     v = np.asarray(r, dtype=np.float64).reshape(-1)
     v = v[np.isfinite(v)]                   # NaN and +-inf have no bin
     if v.size:
@@ -305,7 +306,7 @@ def bar(heights, labels, label):
                    "x = [1.0, 0.5; -0.5, 1.0; 0.2, -0.3]\nimshow(softmax(x @ x' / sqrt(2)))\n"
                    'title("attention weights")\nxlabel("key")\nylabel("query")'])
 def imshow(m, colorbar):
-    r = raw(m)
+    r = to_numpy(raw(m))
     if isinstance(r, np.ndarray) and r.ndim == 1:
         r = r.reshape(1, -1)
     if not isinstance(r, np.ndarray) or r.ndim != 2:

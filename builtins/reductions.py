@@ -8,7 +8,10 @@ import math
 
 import numpy as np
 
-from tapeml.array import ops
+from tapeml.array import backend as B, ops
+from tapeml.array.backend import Matrix, xp_of
+from tapeml.array.primitive_table import new_array
+from tapeml.builtins.math import positions
 from tapeml.builtins.registry import P, builtin, one_of
 from tapeml.builtins.vocabulary import DIM, KEEPDIMS, X
 from tapeml.builtins.util import axis
@@ -22,9 +25,17 @@ DIM_ERR = "ValueError when dim is out of range for x"
 
 def _array(name, x):
     r = raw(x)
-    if not isinstance(r, np.ndarray):
+    if not isinstance(r, Matrix):
         r = np.asarray(ops.bools_as_floats(r), dtype=np.float64)
     return r
+
+
+def _number(r):
+    """A result of one element as a number: NumPy's reshape to no axes (a 0-d matrix, as before);
+    on another backend the sum of its one element, a Python float (a 0-d tensor is no number)."""
+    if type(raw(r)) is np.ndarray:
+        return ops.reshape(r, shape=())
+    return ops.sum_(r)
 
 
 def _flat(x, dim, keepdims):
@@ -41,7 +52,7 @@ def _finish(r, shape, dim, keepdims):
             return ops.reshape(r, shape=(1,) * len(shape)) if shape else r
         return r
     if dim is None:
-        return ops.reshape(r, shape=())
+        return _number(r)
     d = axis(r, dim)
     out = tuple(n for i, n in enumerate(ops.shape_of(r)) if i != d)
     return ops.reshape(r, shape=out)
@@ -121,7 +132,7 @@ def logsumexp(x, dim, keepdims):
 # ---- statistics ---------------------------------------------------------------------------------
 def _count(x, dim):
     shape = ops.shape_of(x)
-    return int(np.prod(shape)) if dim is None else shape[axis(x, dim)]
+    return math.prod(shape) if dim is None else shape[axis(x, dim)]
 
 
 def _var(name, x, dim, correction, keepdims):
@@ -189,13 +200,25 @@ def _sort_key(r, descending):
     last); bools take part as 0 and 1, as in arithmetic (NumPy has no - of bools)."""
     if not descending:
         return r
+    if type(r) is not np.ndarray:
+        return -ops.bools_as_floats(r)
     return -(r if r.dtype.kind == "f" else r.astype(np.float64))
+
+
+def _argsort(r, dim, descending):
+    """The 0-based positions that sort the plain matrix r along dim, stably (integers)."""
+    if type(r) is np.ndarray:
+        return np.argsort(_sort_key(r, descending), axis=dim, kind="stable")
+    return xp_of(r).argsort(_sort_key(r, descending), axis=dim, stable=True)
 
 
 def _sorted(x, dim, descending=False):
     """(sorted values, 0-based int indices) along an axis: a stable sort (ties keep their order)."""
     r = _array("sort", x)
-    idx = np.argsort(_sort_key(r, descending), axis=dim, kind="stable")
+    if type(r) is np.ndarray:
+        idx = np.argsort(_sort_key(r, descending), axis=dim, kind="stable")
+    else:
+        idx = _argsort(r, dim, descending)
     return ops.take_along(x, idx=idx, dim=dim), idx
 
 
@@ -207,8 +230,13 @@ def _slice(v, dim, start, stop):
 
 def _nan_rows(x, d, r):
     """NaN where the reduced slice of x holds a NaN (NumPy's median and quantile)."""
-    bad = np.isnan(_array("", x)).any(axis=d, keepdims=True)
-    return ops.where(bad, math.nan, r) if bad.any() else r
+    r0 = _array("", x)
+    if type(r0) is np.ndarray:
+        bad = np.isnan(r0).any(axis=d, keepdims=True)
+        return ops.where(bad, math.nan, r) if bad.any() else r
+    xp = xp_of(r0)
+    bad = xp.any(xp.isnan(r0), axis=d, keepdims=True)
+    return ops.where(bad, math.nan, r) if bool(xp.any(bad)) else r
 
 
 def _check_nonempty(name, x, d):
@@ -262,7 +290,7 @@ METHODS = ("linear", "lower", "higher", "nearest", "midpoint")
                    "quantile([1, 2, 3, 4], 0.5, method=\"lower\")   # PyTorch's median",
                    "quantile([1, 5; 2, 8; 3, 9], 0.5, dim=0)"])
 def quantile(x, q, dim, keepdims, method):
-    qr = raw(q)
+    qr = B.to_numpy(raw(q))      # the probabilities: not differentiated, read on the host
     if isinstance(qr, (bool, np.bool_)) or not isinstance(qr, (float, int, np.ndarray)) or \
             (isinstance(qr, np.ndarray) and qr.dtype.kind not in "fi"):
         raise TypeErr(f"quantile(): q must be a number or a vector of numbers, got {describe(qr)}")
@@ -274,7 +302,8 @@ def quantile(x, q, dim, keepdims, method):
     _check_nonempty("quantile", xf, d)
     if qs.size == 0:        # no probabilities: no results, each of the shape one q would give (NumPy, PyTorch)
         one = np.sum(np.zeros(ops.shape_of(xf)), axis=d, keepdims=True)
-        return ops.as_float(np.zeros((0,) + np.shape(_finish(one, shape, None if not shape else dim, keepdims))))
+        return new_array(np.zeros((0,) + np.shape(_finish(one, shape, None if not shape else dim, keepdims))),
+                         like=raw(x))
     s, _ = _sorted(xf, d)
     n = ops.shape_of(xf)[d]
     parts = []
@@ -301,7 +330,7 @@ def quantile(x, q, dim, keepdims, method):
 
 def _observations(name, x):
     r = raw(x)
-    if not isinstance(r, np.ndarray) or r.ndim not in (1, 2):
+    if not isinstance(r, Matrix) or r.ndim not in (1, 2):
         raise TypeErr(f"{name}() needs a vector or an [N, D] matrix (rows are observations, columns variables), "
                       f"got {describe(r)}")
     x = ops.reshape(x, shape=(-1, 1)) if r.ndim == 1 else x
@@ -329,7 +358,7 @@ ROWS = ("Rows are observations and columns are variables, as MATLAB's `cov` and 
          examples=["cov([1, 2.5; 2, 4; 4, 3.5])", "cov([1, 2, 3, 4])"])
 def cov(x):
     c, vec = _observations("cov", x)
-    return ops.reshape(c, shape=()) if vec else c
+    return _number(c) if vec else c
 
 
 @builtin("corrcoef", CAT, "Pearson correlation matrix of the columns.", [OBS], returns="[D, D] (1 for a vector)",
@@ -353,15 +382,16 @@ def _corrcoef(x, rescale):
     # a column whose variance overflows or underflows (1e154 or 1e-154 in float64, 1e19 or 1e-19 in
     # float32): R does not change when a column is scaled, so such columns are scaled by a power of 2
     # (their largest |x| into [0.5, 1)) and R taken again; columns with nan or inf stay as they are
-    xr = np.asarray(raw(x), dtype=np.asarray(raw(diag)).dtype)
+    xr, dr = raw(x), raw(diag)
+    xr = np.asarray(xr, dtype=dr.dtype) if type(dr) is np.ndarray else xp_of(dr).astype(ops.bools_as_floats(xr), dr.dtype)
     x2 = xr.reshape(-1, 1) if xr.ndim == 1 else xr
-    bad = ops.unsafe_slices(np.reshape(raw(diag), (1, -1)), x2, 0) if rescale else None
+    bad = ops.unsafe_slices(dr.reshape(1, -1), x2, 0) if rescale else None
     if bad is not None:
         e = ops.slice_exponents(x2, 0, bad)
         return _corrcoef(ops.ldexp(x, e=-e.reshape(-1) if vec else -e), False)
     d = ops.sqrt(diag)
     r = ops.clip(ops.div(ops.div(c, ops.reshape(d, shape=(-1, 1))), ops.reshape(d, shape=(1, -1))), lo=-1.0, hi=1.0)
-    return ops.reshape(r, shape=()) if vec else r
+    return _number(r) if vec else r
 
 
 @builtin("numel", CAT, "The number of elements.", [X], returns="number",
@@ -370,7 +400,7 @@ def _corrcoef(x, rescale):
          how="The product of size(x).", errors=["TypeError when x is not a number or matrix"],
          examples=["numel([1, 2; 3, 4; 5, 6])", "numel(7)", "numel(zeros(0, 3))"])
 def numel(x):
-    return float(np.size(raw(x)))
+    return float(math.prod(ops.shape_of(raw(x))))
 
 
 # ---- sorting and search ---------------------------------------------------------------------------
@@ -410,8 +440,7 @@ def sort(x, dim, descending):
                    "argsort([2, 1, 2, 1], descending=true)"])
 def argsort(x, dim, descending):
     d = _sort_axis("argsort", x, dim)
-    r = _array("argsort", x)
-    return np.argsort(_sort_key(r, descending), axis=d, kind="stable").astype(np.float64)
+    return positions(_argsort(_array("argsort", x), d, descending))
 
 
 @builtin("topk", CAT, "The k largest elements and their 0-based positions, along an axis.",
@@ -434,7 +463,7 @@ def topk(x, k, dim):
     cut = [slice(None)] * idx.ndim
     cut[d] = slice(0, k)
     idx = idx[tuple(cut)]
-    return ops.take_along(x, idx=idx, dim=d), idx.astype(np.float64)
+    return ops.take_along(x, idx=idx, dim=d), positions(idx)
 
 
 @builtin("nonzero", CAT, "0-based positions of the nonzero (true) elements.", [X],
@@ -448,8 +477,12 @@ def topk(x, k, dim):
          examples=["nonzero([0, 3, 0, 5])", "x = [0, 3, 0, 5]\nx[nonzero(x > 1)]", "nonzero([1, 0; 0, 2])"])
 def nonzero(x):
     r = raw(x)
-    if not isinstance(r, np.ndarray) or r.ndim == 0:
+    if not isinstance(r, Matrix) or r.ndim == 0:
         raise TypeErr(f"nonzero() needs a vector or matrix, got {describe(r)}")
+    if type(r) is not np.ndarray:
+        xp = xp_of(r)
+        found = xp.nonzero(r)
+        return positions(found[0] if r.ndim == 1 else xp.reshape(xp.stack(found, axis=1), (-1, r.ndim)))
     if r.ndim == 1:
         return np.flatnonzero(r).astype(np.float64)
     return np.argwhere(r).astype(np.float64).reshape(-1, r.ndim)

@@ -25,7 +25,7 @@ from typing import Callable as CallableType
 import numpy as np
 
 from tapeml.array import limits
-from tapeml.array.backend import ARRAYS, Matrix, to_numpy
+from tapeml.array.backend import ARRAYS, Matrix, new_matrix, to_numpy
 from tapeml.syntax.errors import LangError, TypeErr, ValueErr
 from tapeml.array.tape import Box, raw
 from tapeml.array.values import Callable, Dict, Record, bind_arguments, describe, format_value
@@ -83,7 +83,7 @@ FOREIGN_FIELDS = {
 }
 
 CATEGORIES = ["Core", "Math", "Reductions & sorting", "Arrays", "Linear algebra", "Statistics & ML", "Autodiff", "Random", "Plotting",
-              "IO", "Strings & collections"]
+              "IO", "Strings & collections", "Distributed"]
 
 
 class SourceText(str):
@@ -384,7 +384,7 @@ def numbers_vector(fname: str, pname: str, t):
     from tapeml.array import ops
     items = raw(t)
     if not items:
-        return np.zeros(0, dtype=ops.FLOAT["dtype"])
+        return new_matrix(np.zeros(0), ops.FLOAT["dtype"])
     bools = 0
     for i, x in enumerate(items):
         rx = raw(x)
@@ -396,11 +396,11 @@ def numbers_vector(fname: str, pname: str, t):
             raise TypeErr(f"{fname}(): {pname} is a tuple, whose items must be numbers to make a vector, "
                           f"but item {i} is {describe(x)}")
     if bools == len(items):
-        return np.array([bool(raw(x)) for x in items])
+        return new_matrix([bool(raw(x)) for x in items], np.bool_)
     if bools:
         raise TypeErr(f"{fname}(): {pname} is a tuple mixing bools and numbers; a vector holds one kind")
     if not any(type(x) is Box for x in items):
-        return np.array([float(raw(x)) for x in items], dtype=ops.FLOAT["dtype"])
+        return new_matrix([float(raw(x)) for x in items], ops.FLOAT["dtype"])
     return ops.stack(*items, dim=0)
 
 

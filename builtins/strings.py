@@ -11,6 +11,8 @@ from __future__ import annotations
 import numpy as np
 
 from tapeml.array import limits, ops
+from tapeml.array.backend import Matrix, xp_of
+from tapeml.array.primitive_table import is_bool_array
 from tapeml.builtins.registry import P, builtin
 from tapeml.syntax.errors import KeyErr, LangError, TypeErr, ValueErr
 from tapeml.array.ranges import EnumerateWalk, ValueWalk, Walk, ZipWalk, walkable
@@ -219,7 +221,7 @@ def contains(container, item):
                    "index_of([5, 7], 9)", "index_of(\"naïve\", \"v\")"])
 def index_of(container, item):
     c = raw(container)
-    if isinstance(c, np.ndarray) and c.ndim >= 2:
+    if isinstance(c, Matrix) and c.ndim >= 2:
         raise TypeErr(f"index_of(): container must be a string, tuple or vector, got {describe(container)}; "
                       f"a position in a matrix needs several indices")
     i = index_of_any("index_of", container, item)
@@ -260,11 +262,11 @@ def reverse(xs):
         return r[::-1]
     if isinstance(r, tuple):
         return r[::-1]
-    if isinstance(r, np.ndarray) and r.ndim >= 1:
+    if isinstance(r, Matrix) and r.ndim >= 1:
         if type(xs) is Box:
             return ops.index(xs, idx=(slice(None, None, -1),))
-        return r[::-1].copy()
-    if isinstance(r, (float, int, np.ndarray)) and not isinstance(r, bool):
+        return r[::-1].copy() if type(r) is np.ndarray else xp_of(r).flip(r, axis=0)
+    if isinstance(r, (float, int, Matrix)) and not isinstance(r, bool):
         return xs
     raise TypeErr(f"reverse(): xs must be a string, tuple, vector or matrix, got {describe(xs)}")
 
@@ -290,7 +292,7 @@ def sort_by(ctx, xs, key):
     kind = None
     for i, x in enumerate(items):
         k = raw(_call(ctx, "sort_by", key, [x], f"item {i}"))
-        if isinstance(k, np.ndarray) and k.ndim == 0 and k.dtype != np.bool_:
+        if isinstance(k, Matrix) and k.ndim == 0 and not is_bool_array(k):
             k = float(k)
         if isinstance(k, str):
             this = "string"

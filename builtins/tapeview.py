@@ -25,9 +25,8 @@ import shutil
 import subprocess
 from dataclasses import dataclass, field
 
-import numpy as np
-
 from tapeml.array import ops
+from tapeml.array.primitive_table import is_float_array
 from tapeml.array.tape import NO_KW, Box, Part, new_level, raw
 from tapeml.array.values import describe
 from tapeml.builtins.util import tree_leaves, tree_map
@@ -96,7 +95,7 @@ def record(ctx, f, x, root: str = "x") -> Graph:
     if outer is not None:
         outer.extend(recorded)
     r = raw(out)
-    if not (isinstance(r, float) or (isinstance(r, np.ndarray) and r.dtype.kind == "f")):
+    if not (isinstance(r, float) or is_float_array(r)):
         raise ValueErr(f"show_tape needs f to return a number or a matrix, but it returned {describe(r)}")
     if type(out) is not Box or out.level != level:
         raise ValueErr("show_tape: f's result does not depend on x, so grad records nothing to draw")

@@ -6,15 +6,15 @@
 #
 #     tapeml examples/minigpt.ml                      # the full run (2 to 3 minutes)
 #     tapeml examples/minigpt.ml steps=30 every=10    # a quick check
+#     torchrun --nproc-per-node 2 -m tapeml examples/minigpt.ml   # data parallel (see "training")
 #
 # While it trains, a bar on standard error shows the step, the rate, the time left and the
 # latest loss (TAPEML_PROGRESS=0 turns it off); standard output gets a log line every `every` steps.
 #
-# Options (name=value): steps, batch, context, every (print interval), seed, lr (peak),
-# warmup (steps), dropout, weight_decay, samples (characters to generate), data, checkpoint (.npz path, or
-# "none"), plot (PNG path, or "none").
-# read_text, save, load and savefig take relative paths from this script's directory (as import
-# does).
+# Options (name=value): steps, batch, context, every (print interval), seed, lr (peak), warmup (steps),
+# dropout, weight_decay, samples (characters to generate), data, checkpoint (.npz path, or "none"),
+# plot (PNG path, or "none"). read_text, save, load and savefig take relative paths from this
+# script's directory (as import does).
 
 steps = num(script_arg("steps", "1000"))
 batch = num(script_arg("batch", "16"))
@@ -52,7 +52,7 @@ data = encode(vocab, text)
 n_train = round(0.9 * len(data))
 train_ids = data[0:n_train - 1]
 val_ids = data[n_train:end]
-print("text: {len(text)} characters, vocabulary of {V}, {n_train} for training, {len(val_ids)} for validation")
+if rank() == 0 print("text: {len(text)} characters, vocabulary of {V}, {n_train} for training, {len(val_ids)} for validation") end
 
 # A batch of `batch` random windows: inputs x and targets y (x shifted by one character).
 fn get_batch(ids, batch, context)
@@ -95,7 +95,10 @@ fn loss_fn(params, x, y)
 end
 
 params = init_model(V, d_model, n_heads, n_blocks, context)
-print("model: {n_blocks} pre-norm causal blocks, d_model {d_model}, {n_heads} heads, {param_count(params)} parameters")
+main = rank() == 0          # the process that prints and writes files (the only one, outside torchrun)
+if main
+    print("model: {n_blocks} pre-norm causal blocks, d_model {d_model}, {n_heads} heads, {param_count(params)} parameters")
+end
 
 # Validation loss: the mean over every non-overlapping window of the validation text, in one
 # batched forward pass (the same windows every time).
@@ -109,22 +112,33 @@ fn val_loss(params, val_ids, context)
 end
 
 # ---- training ----------------------------------------------------------------------------------
+# Data parallel: `torchrun --nproc-per-node N -m tapeml examples/minigpt.ml` runs this script in N
+# processes (ranks). Each draws the same batch (the same seed), keeps its shard (batch / N windows:
+# batch must be a multiple of N) and averages the loss and the gradients with the others
+# (all_reduce), so every rank takes the step of the whole batch and the parameters stay identical
+# (with dropout=0 the losses are one process's on the whole batch; with dropout each rank draws the
+# masks of its shard). Rank 0 prints and writes the files; each rank draws its progress bar
+# (TAPEML_PROGRESS=0 turns them off). In one process shard and all_reduce change nothing.
 state = adamw_init(params)
 losses = zeros(steps)
 val_steps = zeros(0)
 val_losses = zeros(0)
 start_loss = log(V)
-print("initial loss {round(val_loss(params, val_ids, context), 4)} (ln {V} = {round(start_loss, 4)})")
+if main
+    print("initial loss {round(val_loss(params, val_ids, context), 4)} (ln {V} = {round(start_loss, 4)})")
+end
 t0 = clock()
 for step in progress(1:steps, desc="train")         # a live bar on standard error
     x, y = get_batch(train_ids, batch, context)
+    x, y = (shard(x), shard(y))                     # this rank's windows (all of them in one process)
     loss, grads = value_and_grad(fn(p) -> loss_fn(p, x, y), params)
+    loss, grads = all_reduce((loss, grads))         # the mean over the ranks: the whole batch's
     progress_note("loss {round(loss, 4)}")
     grads = clip_grad_norm(grads, 1.0)
     lr = cosine_lr(step, steps, peak_lr, peak_lr / 10, warmup = warmup)
     params, state = adamw_step(params, grads, state, lr = lr, weight_decay = weight_decay)
     losses[step - 1] = loss
-    if step % every == 0 or step == steps
+    if main and (step % every == 0 or step == steps)
         recent = mean(losses[max([step - every, 0]):step - 1])
         done = round(30 * step / steps)
         bar = "#" * done + "." * (30 - done)
@@ -137,18 +151,20 @@ end
 train_time = clock() - t0
 final_train = mean(losses[max([steps - every, 0]):end])
 final_val = val_loss(params, val_ids, context)
-print("training took {round(train_time, 1)} s ({round(1000 * train_time / steps, 1)} ms per step)")
-print("final training loss {round(final_train, 4)}, validation loss {round(final_val, 4)}")
 change = round(100 * (1 - final_train / start_loss), 1)
-if change >= 0
-    print("training loss is {change}% below ln(vocab)")
-else
-    print("training loss is {-change}% above ln(vocab): too few steps to learn anything yet")
+if main
+    print("training took {round(train_time, 1)} s ({round(1000 * train_time / steps, 1)} ms per step)")
+    print("final training loss {round(final_train, 4)}, validation loss {round(final_val, 4)}")
+    if change >= 0
+        print("training loss is {change}% below ln(vocab)")
+    else
+        print("training loss is {-change}% above ln(vocab): too few steps to learn anything yet")
+    end
 end
 
 # ---- checkpoint ---------------------------------------------------------------------------------
 checkpoint = script_arg("checkpoint", "minigpt_checkpoint.npz")
-if checkpoint != "none"
+if checkpoint != "none" and main
     save(checkpoint, params)
     restored = load(checkpoint)
     same = true
@@ -160,7 +176,7 @@ end
 
 # ---- the loss curve -----------------------------------------------------------------------------
 png = script_arg("plot", "minigpt_loss.png")
-if png != "none"
+if png != "none" and main
     figure()
     plot(1:steps, losses, label = "training loss (per batch)")
     plot(val_steps, val_losses, label = "validation loss")
@@ -174,10 +190,12 @@ if png != "none"
 end
 
 # ---- text -------------------------------------------------------------------------------------------
-prompt = encode(vocab, "When ")
-greedy = generate(logits_fn, params, prompt, n_samples, temperature = 0, context = context)
-print("--- greedy ---")
-print(decode(vocab, greedy))
-warm = generate(logits_fn, params, prompt, n_samples, temperature = 0.8, context = context)
-print("--- temperature 0.8 ---")
-print(decode(vocab, warm))
+if main
+    prompt = encode(vocab, "When ")
+    greedy = generate(logits_fn, params, prompt, n_samples, temperature = 0, context = context)
+    print("--- greedy ---")
+    print(decode(vocab, greedy))
+    warm = generate(logits_fn, params, prompt, n_samples, temperature = 0.8, context = context)
+    print("--- temperature 0.8 ---")
+    print(decode(vocab, warm))
+end

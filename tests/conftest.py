@@ -24,6 +24,15 @@ def pytest_configure(config):
         os.environ["TAPEML_DEVICE"] = device
 
 
+def pytest_collection_modifyitems(config, items):
+    device = os.environ.get("TAPEML_DEVICE", "").strip()
+    if device and device != "numpy":
+        skip = pytest.mark.skip(reason=f"a test of NumPy-internal paths: runs on the numpy device, not {device}")
+        for item in items:
+            if "numpy_only" in item.keywords:
+                item.add_marker(skip)
+
+
 @pytest.fixture
 def ml():
     return run_ml

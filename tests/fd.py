@@ -75,8 +75,10 @@ class PyInterp:
 
 
 def grad(f, x):
-    """grad of the Python function f at x (a matrix, a number or a tree), on the tape."""
-    return value_and_grad_impl(PyInterp(), f, x)[1]
+    """grad of the Python function f at x (a matrix, a number or a tree), on the tape; its plain
+    matrices as NumPy arrays whatever the device (a tracked one, inside an outer grad, is kept)."""
+    from tapeml.builtins.util import tree_map
+    return tree_map(B.to_numpy, value_and_grad_impl(PyInterp(), f, x)[1])
 
 
 def grad_array(f, x):

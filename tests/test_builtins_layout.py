@@ -15,7 +15,7 @@ MODULE_OF = {"Core": "tapeml.builtins.core", "Math": "tapeml.builtins.math", "Ar
              "Autodiff": "tapeml.builtins.autodiff", "Random": "tapeml.builtins.random",
              "Plotting": "tapeml.builtins.plot", "IO": "tapeml.builtins.io",
              "Linear algebra": "tapeml.builtins.linalg", "Strings & collections": "tapeml.builtins.strings",
-             "Reductions & sorting": "tapeml.builtins.reductions"}
+             "Reductions & sorting": "tapeml.builtins.reductions", "Distributed": "tapeml.builtins.distributed"}
 ML_PACKAGE = "tapeml.builtins.ml."
 # help() is the help system's own builtin (Core), declared in help.py beside help_text
 EXCEPTIONS = {"help": "tapeml.builtins.help"}

@@ -177,6 +177,8 @@ def test_a_new_file_gets_0666_minus_the_umask_in_a_subprocess(tmp_path, mask):
 def _as_other_user(fn) -> str:
     """fn()'s result (a string, or the error's kind and message) run in a forked child: as the
     user nobody when the tests run as root (so permissions count), as this user otherwise."""
+    from tapeml.array import backend
+    backend.current()        # TAPEML_DEVICE's backend made here: nobody may not read the venv to import torch
     r, w = os.pipe()
     pid = os.fork()
     if pid == 0:                                # the child: never returns into pytest

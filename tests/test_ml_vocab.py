@@ -14,7 +14,7 @@ import os
 import numpy as np
 import pytest
 
-from tapeml.array import ops
+from tapeml.array import backend as _backend, ops
 from tapeml.array.tape import raw
 
 from support import run_ml
@@ -26,7 +26,30 @@ HAVE_TORCH = importlib.util.find_spec("torch") is not None
 import sys  # noqa: E402
 sys.path.insert(0, REF)
 import make_ml_reference as mk  # noqa: E402
-from fd import builtin as B, fd_jacobian, grad
+from fd import builtin, fd_jacobian, grad as _grad  # noqa: E402
+
+
+def dev(v):
+    """NumPy arrays (in tuples) as matrices of the session's device (TAPEML_DEVICE, pytest
+    --device): the same cases run on every backend."""
+    be = _backend.current()
+    if be is _backend.NUMPY:
+        return v
+    if type(v) is np.ndarray:
+        return be.asarray(v, np.float64 if v.dtype.kind in "iu" else None)
+    if type(v) is tuple:
+        return tuple(dev(x) for x in v)
+    return v
+
+
+def B(name):
+    """The builtin `name` as a Python function, its matrix arguments on the session's device."""
+    f = builtin(name)
+    return lambda *args, **kw: f(*[dev(a) for a in args], **{k: dev(v) for k, v in kw.items()})
+
+
+def grad(f, x):
+    return _grad(f, dev(x))
 
 
 def tapeml_outputs(name, a):
@@ -62,7 +85,7 @@ def compare(fix, name, diff):
     ins = [float(v) if v.ndim == 0 else v for v in ins]
     outs = tapeml_outputs(name, ins)
     for j, o in enumerate(outs):
-        np.testing.assert_allclose(np.asarray(raw(o)), fix[f"{name}.out{j}"], rtol=1e-10, atol=1e-12,
+        np.testing.assert_allclose(_backend.to_numpy(raw(o)), fix[f"{name}.out{j}"], rtol=1e-10, atol=1e-12,
                                    err_msg=f"{name} output {j}")
     keep = grad_outputs(name) or range(len(outs))
     for i in diff:
@@ -72,10 +95,10 @@ def compare(fix, name, diff):
             res = tapeml_outputs(name, args)
             tot = 0.0
             for j in keep:
-                tot = ops.add(tot, ops.sum_(ops.mul(res[j], fix[f"{name}.R{j}"])))
+                tot = ops.add(tot, ops.sum_(ops.mul(res[j], dev(fix[f"{name}.R{j}"]))))
             return tot
         g = grad(loss, ins[i])
-        np.testing.assert_allclose(np.asarray(raw(g)), fix[f"{name}.grad{i}"], rtol=1e-9, atol=1e-11,
+        np.testing.assert_allclose(_backend.to_numpy(raw(g)), fix[f"{name}.grad{i}"], rtol=1e-9, atol=1e-11,
                                    err_msg=f"{name} gradient of input {i}")
 
 
@@ -100,7 +123,7 @@ def test_against_pytorch_live_other_seed():
 def fd_check(f, x, h=1e-6, tol=1e-6):
     """grad of f at x (a float or an array) against central differences."""
     x = np.asarray(x, dtype=np.float64)
-    g = np.asarray(raw(grad(f, x if x.ndim else float(x))), dtype=np.float64)
+    g = np.asarray(_backend.to_numpy(raw(grad(f, x if x.ndim else float(x)))), dtype=np.float64)
     num = np.zeros_like(x)
     for i in range(x.size):
         xp, xm = x.copy(), x.copy()
@@ -121,7 +144,7 @@ def weighted(res, seed=3):
     for o in outs:
         s = ops.shape_of(o)
         R = rng.standard_normal(s) if s else float(rng.standard_normal())
-        tot = ops.add(tot, ops.sum_(ops.mul(o, R)))
+        tot = ops.add(tot, ops.sum_(ops.mul(o, dev(R))))
     return tot
 
 
@@ -210,7 +233,7 @@ A = np.random.default_rng(5).standard_normal((4, 3))
 
 
 def f_vec(x):                       # R^3 -> R^4
-    return ops.tanh(ops.matmul(A, ops.sin(x)))
+    return ops.tanh(ops.matmul(dev(A), ops.sin(x)))
 
 
 def f_mat(X):                       # [2, 3] -> [2, 2]
@@ -218,7 +241,7 @@ def f_mat(X):                       # [2, 3] -> [2, 2]
 
 
 def f_scalar(x):                    # R^3 -> R
-    return ops.add(ops.sum_(ops.exp(ops.matmul(A, x))), ops.sum_(ops.mul(ops.mul(x, x), ops.mul(x, x))))
+    return ops.add(ops.sum_(ops.exp(ops.matmul(dev(A), x))), ops.sum_(ops.mul(ops.mul(x, x), ops.mul(x, x))))
 
 
 X3 = np.array([0.3, -1.2, 0.7])

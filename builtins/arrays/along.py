@@ -4,6 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from tapeml.array import limits, ops
+from tapeml.array.backend import to_numpy
 from tapeml.builtins.registry import P, builtin
 from tapeml.builtins.util import axis
 from tapeml.syntax.errors import IndexErr, LangError, ShapeError, TypeErr
@@ -34,7 +35,7 @@ def _along_ids(fname: str, x, ids, dim, write: bool):
     except LangError as e:
         e.message = f"{fname}(): {e.message}"
         raise
-    r = raw(ids)
+    r = to_numpy(raw(ids))     # ids are checked and kept on the host (the index's rule: lang/array/index_ops.py)
     if isinstance(r, (bool, np.bool_)) or not isinstance(r, (float, int, np.ndarray)) or \
             (isinstance(r, np.ndarray) and r.dtype == np.bool_):
         raise TypeErr(f"{fname}(): ids must be a number or a matrix of whole numbers, got {describe(ids)}")

@@ -5,7 +5,7 @@ import math
 
 import numpy as np
 
-from tapeml.array import limits, ops
+from tapeml.array import backend as B, context, limits, ops
 from tapeml.builtins.registry import P, builtin
 from tapeml.builtins.vocabulary import DIMS
 from tapeml.builtins.util import check_size
@@ -24,7 +24,21 @@ from tapeml.array.values import describe
              "Sizes are checked before allocating.",
          examples=["zeros(3)", "zeros(2, 3)", "size(zeros(2, 3, 4))", "x = [1, 2; 3, 4]\nzeros(size(x))"])
 def zeros(dims):
-    return np.zeros(check_size("zeros", dims), dtype=ops.FLOAT["dtype"])
+    return _filled(check_size("zeros", dims), 0.0)
+
+
+def _filled(shape: tuple, value: float, dtype=None, like=None):
+    """A new matrix of `shape` with every element `value`, on the backend of the array `like`
+    (else the session's); dtype a NumPy type (None: the session's float type)."""
+    values = context.current().values       # the session's: one lookup for its three slots
+    values["made"] = True
+    dt = values["dtype"] if dtype is None else dtype
+    be = values["backend"] if like is None else B.of(like)
+    if be is B.NUMPY:
+        if value == 0.0:
+            return np.zeros(shape, dtype=dt)
+        return np.ones(shape, dtype=dt) if value == 1.0 else np.full(shape, value, dtype=dt)
+    return be.xp.full(shape, value, dtype=be.dtype(dt), device=be.device)
 
 
 @builtin("ones", "Arrays", "A matrix of ones of the given sizes.", [DIMS], returns="[dims...]",
@@ -33,7 +47,7 @@ def zeros(dims):
          errors=["ValueError when a size is negative or not a whole number, or the array would not fit in memory"],
          examples=["ones(3)", "ones(2, 2)"])
 def ones(dims):
-    return np.ones(check_size("ones", dims), dtype=ops.FLOAT["dtype"])
+    return _filled(check_size("ones", dims), 1.0)
 
 
 @builtin("fill", "Arrays", "A matrix of the given sizes with every element equal to value.",
@@ -44,7 +58,7 @@ def ones(dims):
          errors=["ValueError when a size is negative or not a whole number"],
          examples=["fill(7, 2, 3)", "fill(0.5, 3)"])
 def fill(value, dims):
-    return np.full(check_size("fill", dims), float(raw(value)), dtype=ops.FLOAT["dtype"])
+    return _filled(check_size("fill", dims), float(raw(value)))
 
 
 def _like(fname: str, tree, value: float):
@@ -56,9 +70,10 @@ def _like(fname: str, tree, value: float):
         r = raw(v)
         if isinstance(r, (bool, np.bool_, float, int)):
             return float(value)
-        if isinstance(r, np.ndarray):
-            dtype = r.dtype if r.dtype.kind == "f" else ops.FLOAT["dtype"]
-            return np.full(r.shape, value, dtype=dtype)
+        if isinstance(r, B.Matrix):
+            be = B.of(r)
+            dtype = be.np_dtype(r.dtype) if be.is_float(r) else ops.FLOAT["dtype"]
+            return _filled(tuple(r.shape), value, dtype, like=r)
         raise TypeErr(f"{fname}(): the leaves must be numbers or matrices (in tuples and records), "
                       f"got {describe(v)}")
     return tree_map(leaf, tree, f"{fname}()'s tree")
@@ -107,7 +122,12 @@ def ones_like(tree):
          examples=["eye(2)", "eye(3) @ [1, 2, 3]"])
 def eye(n):
     check_size("eye", (n, n))
-    return np.eye(n, dtype=ops.FLOAT["dtype"])
+    be = B.current()
+    if be is B.NUMPY:
+        context.LIVE["made"] = True
+        return np.eye(n, dtype=ops.FLOAT["dtype"])
+    context.LIVE["made"] = True
+    return be.xp.eye(n, dtype=be.float_dtype(), device=be.device)
 
 
 def range_plan(a, b, step):
@@ -153,7 +173,8 @@ def range_(a, b, step):
          examples=["linspace(0, 1, 5)", "len(linspace(0, 1))"])
 def linspace(a, b, n):
     check_size("linspace", (n,))
-    return ops.as_float(np.linspace(a, b, n))
+    # NumPy's formula on every backend (torch's linspace rounds differently), then onto the device
+    return B.new_matrix(np.linspace(a, b, n), ops.FLOAT["dtype"])
 
 
 @builtin("unique", "Arrays", "The distinct elements of x, sorted ascending, as a vector.",
@@ -164,4 +185,8 @@ def linspace(a, b, n):
          how="NumPy's `unique` over all elements (flattened); NaN sorts last.",
          examples=["unique([3, 1, 3, 2, 1])"])
 def unique(x):
-    return np.unique(np.asarray(raw(x), dtype=np.float64))
+    # on the host on every backend (NumPy's order and its one NaN), back on x's backend, float64
+    r = raw(x)
+    u = np.unique(np.asarray(B.to_numpy(r), dtype=np.float64))
+    be = B.of(r)
+    return u if be is B.NUMPY else be.asarray(u, np.float64)

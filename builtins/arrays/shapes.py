@@ -6,11 +6,12 @@ import math
 
 import numpy as np
 
-from tapeml.array import limits, ops
+from tapeml.array import backend as B, limits, ops
 from tapeml.builtins.registry import INT_BOUND, P, builtin, numbers_vector
 from tapeml.builtins.vocabulary import DIMS
 from tapeml.builtins.util import axis, one_by_one
 from tapeml.syntax.errors import ShapeError, TypeErr, ValueErr
+from tapeml.array.primitive_table import is_bool_array
 from tapeml.array.tape import Box, raw
 from tapeml.array.values import describe, format_number, format_value, shape_text
 
@@ -36,11 +37,11 @@ def reshape(x, dims):
             got = format_value(d) if isinstance(d, (float, int)) and not isinstance(d, bool) else describe(d)
             raise ValueErr(f"reshape(): sizes must be whole numbers (or -1), got {got}")
         shape.append(int(d))
-    n = np.size(raw(x))
+    n = math.prod(ops.shape_of(x))
     known = math.prod(d for d in shape if d != -1)
     if shape.count(-1) > 1 or (-1 not in shape and known != n) or (-1 in shape and (known == 0 or n % known)):
         shown = " x ".join(str(d) if d < 10 ** 16 else format_number(float(d)) for d in shape)
-        raise ShapeError(f"reshape(): cannot put {n} elements ({shape_text(np.shape(raw(x)))}) "
+        raise ShapeError(f"reshape(): cannot put {n} elements ({shape_text(ops.shape_of(x))}) "
                          f"into shape {shown}")
     # reshape(zeros(0), 0, 2^60): the counts agree (no elements), but there is no such axis either
     if max(shape, default=0) > INT_BOUND:
@@ -72,7 +73,7 @@ def _join(name, prim, xs, dim):
     if not xs:
         raise TypeErr(f"{name}() needs at least one matrix")
     for i, v in enumerate(xs):
-        if not isinstance(raw(v), (float, np.ndarray)) or isinstance(raw(v), bool):
+        if not isinstance(raw(v), (float, B.Matrix)) or isinstance(raw(v), bool):
             place = f" ({where} {i})" if len(xs) > 1 else ""
             raise TypeErr(f"{name}() joins matrices and numbers, got {describe(v)}{place}")
     if name == "concat" and any(len(ops.shape_of(v)) == 0 for v in xs):
@@ -147,7 +148,7 @@ def vector(xs):
     r = raw(xs)
     if isinstance(r, tuple):
         return numbers_vector("vector", "xs", xs)
-    if isinstance(r, np.ndarray):
+    if isinstance(r, B.Matrix):
         if r.ndim == 1:
             return xs
         if r.ndim == 0:
@@ -155,7 +156,7 @@ def vector(xs):
         raise TypeErr(f"vector(): xs is {describe(xs)}; a vector has one axis: flatten(x) reads it row by "
                       f"row, stack(xs) joins a tuple of vectors")
     if isinstance(r, (float, int, bool, np.bool_)):
-        return np.array([r], dtype=np.bool_ if isinstance(r, (bool, np.bool_)) else ops.FLOAT["dtype"]) \
+        return B.new_matrix([r], np.bool_ if isinstance(r, (bool, np.bool_)) else ops.FLOAT["dtype"]) \
             if type(xs) is not Box else ops.reshape(xs, shape=(1,))
     raise TypeErr(f"vector(): xs must be a tuple of numbers, a vector or a number, got {describe(xs)}")
 
@@ -188,9 +189,15 @@ def _tri(fname, x, k, lower):
     shape = _ranked(fname, x, 2)
     k = _whole(fname, "k", k, lo=None)
     n, m = shape[-2:]
-    mask = np.tri(n, m, k, dtype=bool) if lower else ~np.tri(n, m, k - 1, dtype=bool)
     r = raw(x)
-    if isinstance(r, np.ndarray) and r.dtype == np.bool_:
+    if type(r) is np.ndarray:
+        mask = np.tri(n, m, k, dtype=bool) if lower else ~np.tri(n, m, k - 1, dtype=bool)
+    else:                         # on x's device: column j against row i + k
+        be = B.of(r)
+        xp = be.xp
+        gap = xp.arange(m, device=be.device)[None, :] - xp.arange(n, device=be.device)[:, None]
+        mask = gap <= k if lower else gap >= k
+    if is_bool_array(r):
         return r & mask           # a mask stays a mask (NumPy's tril of a bool matrix); no gradient
     return ops.where(mask, x, 0.0)
 
@@ -370,9 +377,9 @@ def repeat(x, n, dim):
 
 
 def _pad_widths(widths, nd):
-    w = raw(widths)
+    w = B.to_numpy(raw(widths))        # sizes: read on the host
     if isinstance(w, tuple):
-        items = [raw(p) for p in w]
+        items = [B.to_numpy(raw(p)) for p in w]
         try:
             if all(isinstance(p, (float, int)) and not isinstance(p, bool) for p in items):
                 w = np.array(items, dtype=np.float64)
@@ -414,8 +421,13 @@ def pad(x, widths, value):
     out = tuple(b + n + a for (b, a), n in zip(w, shape))
     limits.check_shape(f"pad() of {shape_text(shape)} (a result of {shape_text(out)})", out)
     r = raw(x)
-    dt = r.dtype if isinstance(r, np.ndarray) and r.dtype.kind == "f" else ops.FLOAT["dtype"]
-    base = np.full(out, float(value), dtype=dt)
+    if type(r) is np.ndarray or type(r) not in B.ARRAYS:
+        dt = r.dtype if isinstance(r, np.ndarray) and r.dtype.kind == "f" else ops.FLOAT["dtype"]
+        base = np.full(out, float(value), dtype=dt)
+    else:
+        be = B.of(r)
+        base = be.xp.full(out, float(value), device=be.device,
+                          dtype=r.dtype if be.is_float(r) else be.float_dtype())
     return ops.setitem(base, x, idx=tuple(slice(b, b + n) for (b, _), n in zip(w, shape)))
 
 
@@ -442,7 +454,7 @@ def chunk(x, n, dim):
     step = max(1, -(-size // n))
     lead = (slice(None),) * d
     if size == 0:                 # an empty axis: n empty parts, as PyTorch (one value, n times)
-        if n > limits.MAX_ELEMENTS:
+        if n > limits.max_elements():
             raise limits.elements_error(f"chunk() of an empty axis into {n} parts (a tuple of {n})", n)
         return (ops.index(x, idx=lead + (slice(0, 0),)),) * n
     return tuple(ops.index(x, idx=lead + (slice(a, min(a + step, size)),)) for a in range(0, size, step))

@@ -12,6 +12,7 @@ import weakref
 import numpy as np
 
 from tapeml.array import context, ops
+from tapeml.array.primitive_table import is_bool_array
 from tapeml.builtins.ml.layers import apply_dropout
 from tapeml.builtins.ml.schema import (_shape, broadcasts_into, check_heads, check_mask, check_memory, dropout_range,
                                        head_mask, need_shape)
@@ -78,7 +79,7 @@ def scaled_dot_product_attention(q, k, v, mask, bias, causal):
                          f"leading (batch) axes do not broadcast") from None
     if mask is not None:
         m = raw(mask)
-        if not (isinstance(m, np.ndarray) and m.dtype == np.bool_):
+        if not is_bool_array(m):
             raise TypeErr(f"scaled_dot_product_attention(): mask must be a bool matrix (true = may attend), "
                           f"got {describe(m)}; pass an additive float matrix as bias=")
     for name, t in (("mask", mask), ("bias", bias)):

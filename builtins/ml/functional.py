@@ -11,6 +11,8 @@ import math
 import numpy as np
 
 from tapeml.array import limits, ops
+from tapeml.array.backend import ARRAYS
+from tapeml.array.primitive_table import new_array
 from tapeml.builtins.ml.losses import _ids
 from tapeml.builtins.registry import P, builtin, non_negative, positive
 from tapeml.syntax.errors import ShapeError, TypeErr, ValueErr
@@ -36,7 +38,7 @@ def one_hot(ids, n):
     idx = _ids(ids, n, "one_hot", "id", None)
     limits.check_shape(f"one_hot() of {idx.size} ids into {n} classes", idx.shape + (n,))
     out = (idx[..., None] == np.arange(n)).astype(np.float64)
-    return ops.as_float(out)
+    return new_array(out)       # the session's float type, on its device
 
 
 @builtin("sinusoidal_positions", CAT, "The fixed sinusoidal position encodings of the Transformer, [T, d_model].",
@@ -62,7 +64,7 @@ def sinusoidal_positions(T, d_model):
     i2 = (np.arange(d) // 2 * 2).astype(np.float64)
     angle = pos / np.power(10000.0, i2 / d)
     out = np.where(np.arange(d) % 2 == 0, np.sin(angle), np.cos(angle))
-    return ops.as_float(out)
+    return new_array(out)       # computed on the host in float64, then the session's float type on its device
 
 
 def _axis(fname: str, dim, nd: int) -> int:
@@ -115,8 +117,15 @@ def cosine_similarity(a, b, dim, eps):
         # least eps's exponent, so eps 2^-E stays finite
         return ops.rescaled(lambda t, e: ops.div(t, ops.maximum(
             ops.sqrt(ops.sum_(ops.mul(t, t), dim=d, keepdims=True)),
-            np.ldexp(np.asarray(eps, dtype=raw(u).dtype), -e))), v, d, u, squares, at_least=ops.binary_exponents(eps), degree=0)
+            _scaled_number(eps, raw(u), -e))), v, d, u, squares, at_least=ops.binary_exponents(eps), degree=0)
     return ops.sum_(ops.mul(unit(a), unit(b)), dim=d)
+
+
+def _scaled_number(c: float, like, e):
+    """c * 2^e (e integers, an array of them), in like's float type and on its backend."""
+    if type(like) is np.ndarray:
+        return np.ldexp(np.asarray(c, dtype=like.dtype), e)
+    return ops.ldexp(new_array(c, like.dtype, like=like), e=e)
 
 
 # ---- einsum ----------------------------------------------------------------------------------
@@ -249,7 +258,7 @@ def einsum(spec, xs):
         raise TypeErr("einsum() needs at least one operand after the spec")
     for x in xs:
         r = raw(x)
-        if isinstance(r, bool) or not isinstance(r, (float, int, np.ndarray)):
+        if isinstance(r, bool) or not (isinstance(r, (float, int)) or type(r) in ARRAYS):
             raise TypeErr(f"einsum(): the operands must be numbers or matrices, got {describe(x)}")
     ins, out, size = _parse_einsum(spec, [ops.shape_of(x) for x in xs])
     vs = list(xs)
@@ -340,7 +349,7 @@ def batch_norm(x, gamma, beta, running_mean, running_var, training, momentum, ep
         floor = ops.binary_exponents(math.sqrt(eps)) if eps > 0 else None
         xhat = ops.rescaled(lambda t, e: ops.div(
             ops.sub(t, ops.mean(t, dim=axes, keepdims=True)),
-            ops.sqrt(ops.add(_feature_var(t, axes), np.ldexp(np.asarray(eps, dtype=raw(xhat).dtype), -2 * e)))),
+            ops.sqrt(ops.add(_feature_var(t, axes), _scaled_number(eps, raw(xhat), -2 * e)))),
             x, axes, xhat, ops.add(var, float(eps)), at_least=floor, degree=0)
         y = ops.add(ops.mul(xhat, gamma), beta)
         mom = float(momentum)

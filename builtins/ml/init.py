@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 
-from tapeml.array import ops
+from tapeml.array.primitive_table import new_array
 from tapeml.builtins.ml.layers import NORMS
 from tapeml.builtins.ml.schema import at_least_one
 from tapeml.builtins.registry import P, builtin, non_negative, one_of, positive
@@ -141,8 +141,10 @@ def transformer_block_init(d_model, n_heads, mlp_ratio, norm, bias, layer_scale,
     if layer_scale:
         fields["gamma1"] = np.full(d, float(layer_scale_init))
         fields["gamma2"] = np.full(d, float(layer_scale_init))
-    fields["heads"] = tuple(Record({k: ops.as_float(v) for k, v in h.fields.items()}) for h in heads)
-    return Record({k: v if k == "heads" else ops.as_float(v) for k, v in fields.items()})   # session dtype
+    # drawn on the host from the session's generator (the same numbers on every device), then
+    # made matrices of the session's float type on its device
+    fields["heads"] = tuple(Record({k: new_array(v) for k, v in h.fields.items()}) for h in heads)
+    return Record({k: v if k == "heads" else new_array(v) for k, v in fields.items()})
 
 
 @builtin("transformer_decoder_block_init", CAT, "A transformer_decoder_block weights record, initialised as "
@@ -208,6 +210,6 @@ def transformer_decoder_block_init(d_model, n_heads, mlp_ratio, bias, seed):
 
     def as_session(v):      # the session dtype, heads and all
         if isinstance(v, tuple):
-            return tuple(Record({k: ops.as_float(a) for k, a in h.fields.items()}) for h in v)
-        return ops.as_float(v)
+            return tuple(Record({k: new_array(a) for k, a in h.fields.items()}) for h in v)
+        return new_array(v)
     return Record({k: as_session(v) for k, v in fields.items()})

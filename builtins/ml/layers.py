@@ -8,6 +8,8 @@ from __future__ import annotations
 import math
 
 from tapeml.array import ops
+from tapeml.array.primitive_table import new_array
+from tapeml.array.tape import raw
 from tapeml.builtins.ml.schema import _shape, dropout_range, need_shape
 from tapeml.builtins.registry import P, builtin, non_negative
 from tapeml.syntax.errors import ShapeError
@@ -128,8 +130,10 @@ def apply_dropout(x, p: float, training: bool):
     from tapeml.builtins.random import bernoulli_mask
     keep = 1.0 - p
     s = _shape(x)
-    scale = bernoulli_mask(s, keep) / keep
-    return ops.mul(x, float(scale) if not s else scale)
+    scale = bernoulli_mask(s, keep) / keep       # drawn on the host: the same mask on every device
+    if not s:
+        return ops.mul(x, float(scale))
+    return ops.mul(x, new_array(scale, like=raw(x)))     # the session's float type, on x's device
 
 
 @builtin("dropout", CAT, "Inverted dropout: zero each element with probability p, scale the rest by 1 / (1 - p).",

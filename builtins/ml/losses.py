@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from tapeml.array import ops
+from tapeml.array import backend as B, ops
+from tapeml.array.backend import ARRAYS
+from tapeml.array.primitive_table import is_bool_array, new_array
 from tapeml.builtins.registry import P, builtin
 from tapeml.syntax.errors import IndexErr, ShapeError, TypeErr, ValueErr
 from tapeml.array.tape import raw
@@ -23,9 +25,10 @@ def _ids(ids, n: int, fname: str, what: str, bound_name: str) -> np.ndarray:
     """Validate a number or matrix of 0-based ids below n; return them as intp. `what` names one
     id ("id", "target"); `bound_name` what has n entries ("the table"), or None for n classes."""
     r = raw(ids)
-    if isinstance(r, bool) or not isinstance(r, (float, int, np.ndarray)):
+    if isinstance(r, bool) or not (isinstance(r, (float, int)) or type(r) in ARRAYS):
         raise TypeErr(f"{fname}(): {what} must be a number or a matrix of whole numbers, got {describe(ids)}")
-    a = np.asarray(r, dtype=np.float64) if not (isinstance(r, np.ndarray) and r.dtype == np.bool_) else None
+    # checked and used on the host: the ids index the logits or the table with NumPy integer arrays
+    a = np.asarray(B.to_numpy(r), dtype=np.float64) if not is_bool_array(r) else None
     if a is None:
         raise TypeErr(f"{fname}(): {what}s must be whole numbers, got {describe(ids)}")
     if a.size:
@@ -110,7 +113,7 @@ def cross_entropy(logits, targets, label_smoothing=0.0, ignore_index=None):
     if not s:
         raise ShapeError("cross_entropy(): logits must be a vector of class scores or a matrix with one row "
                          "per position, got a number")
-    t_shape = np.shape(raw(targets))
+    t_shape = ops.shape_of(raw(targets))
     if t_shape != s[:-1]:
         want = "a number" if len(s) == 1 else shape_text(s[:-1])
         raise ShapeError(f"cross_entropy(): logits are {shape_text(s)}, so targets must be {want} "
@@ -141,10 +144,9 @@ def _cross_entropy_ignoring(logits, targets, eps: float, ignore: int, s: tuple):
     mean over the n counted positions; nan (0 / 0) with gradient 0 when n = 0."""
     v = s[-1]
     r = raw(targets)
-    if isinstance(r, bool) or not isinstance(r, (float, int, np.ndarray)) or \
-            (isinstance(r, np.ndarray) and r.dtype == np.bool_):
+    if isinstance(r, bool) or not (isinstance(r, (float, int)) or type(r) in ARRAYS) or is_bool_array(r):
         _ids(targets, v, "cross_entropy", "target", "the last axis of logits")    # its TypeError
-    t = np.asarray(r, dtype=np.float64).reshape(-1)
+    t = np.asarray(B.to_numpy(r), dtype=np.float64).reshape(-1)
     counted = t != ignore
     kept = _ids(t[counted], v, "cross_entropy", "target", "the last axis of logits")
     lp = ops.log_softmax(logits, dim=-1)
@@ -200,7 +202,13 @@ def mse_loss(pred, target):
 
 
 def _unit_interval(fname: str, v, what: str):
-    r = np.asarray(raw(v), dtype=np.float64)
+    r = raw(v)
+    if type(r) in ARRAYS and type(r) is not np.ndarray:      # tested on the device; read on the host only to report
+        xp = B.of(r).xp
+        if not bool(xp.any((r < 0) | (r > 1) | xp.isnan(r))):
+            return
+        r = B.to_numpy(r)
+    r = np.asarray(r, dtype=np.float64)
     bad = (r < 0) | (r > 1) | np.isnan(r)
     if np.any(bad):
         raise ValueErr(f"{fname}(): {what} must lie in [0, 1], got {format_value(float(r[bad].flat[0]))}")
@@ -253,7 +261,7 @@ def binary_cross_entropy(probs, targets):
 def binary_cross_entropy_with_logits(logits, targets):
     s = _same_shape("binary_cross_entropy_with_logits", logits, targets, "logits", "targets")
     _unit_interval("binary_cross_entropy_with_logits", targets, "targets")
-    pair = ops.stack(np.zeros(s), logits, dim=-1)          # [..., 2]: (0, z)
+    pair = ops.stack(new_array(np.zeros(s), like=raw(logits)), logits, dim=-1)          # [..., 2]: (0, z)
     ls = ops.log_softmax(pair, dim=-1)                      # (log sigmoid(-z), log sigmoid(z))
     nd = len(s)
     lneg = ops.index(ls, idx=(slice(None),) * nd + (0,))
@@ -286,7 +294,12 @@ def kl_div(log_q, p):
     if not s:
         raise ShapeError("kl_div(): log_q must be a vector (one distribution) or a matrix with one row per "
                          "distribution, got a number")
-    r = np.asarray(raw(p), dtype=np.float64)
+    r = raw(p)
+    if type(r) in ARRAYS and type(r) is not np.ndarray:      # tested on the device; read on the host only to report
+        if not bool(B.of(r).xp.any(r < 0)):
+            r = 0.0
+        r = B.to_numpy(r)
+    r = np.asarray(r, dtype=np.float64)
     if np.any(r < 0):
         raise ValueErr(f"kl_div(): p must hold probabilities >= 0, got {format_value(float(r[r < 0].flat[0]))}")
     per = ops.sub(ops.zmul(p, ops.log(p)), ops.zmul(p, log_q))      # p log p - p log q, 0 log 0 = 0

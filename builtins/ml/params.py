@@ -1,8 +1,8 @@
 """Statistics & ML: param_count and summary, the size of a weights tree."""
 from __future__ import annotations
 
-import numpy as np
-
+from tapeml.array.backend import ARRAYS
+from tapeml.array.primitive_table import size_of
 from tapeml.builtins.registry import P, builtin
 from tapeml.builtins.util import tree_leaves
 from tapeml.array.tape import raw
@@ -16,7 +16,7 @@ def _leaves(value, path: str | None = "", what: str = "the value"):
     out = []
     for p, v in tree_leaves(value, path, "skip", what):
         r = raw(v)
-        out.append((p, r.shape, r.size) if isinstance(r, np.ndarray) else (p, (), 1))
+        out.append((p, tuple(r.shape), size_of(r)) if type(r) in ARRAYS else (p, (), 1))
     return out
 
 

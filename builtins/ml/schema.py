@@ -7,9 +7,9 @@ name the path of the offending field and both shapes.
 """
 from __future__ import annotations
 
-import numpy as np
-
 from tapeml.array import ops
+from tapeml.array.backend import ARRAYS
+from tapeml.array.primitive_table import is_bool_array
 from tapeml.syntax.errors import ShapeError, TypeErr, ValueErr
 from tapeml.array.tape import raw
 from tapeml.array.values import Record, describe, shape_text
@@ -28,7 +28,7 @@ def need_field(rec, name: str, path: str, needed: str):
                        f"{', '.join(r.fields) or 'no fields'})")
     v = r.fields[name]
     rv = raw(v)
-    if not isinstance(rv, (float, np.ndarray)) or isinstance(rv, bool):
+    if not (isinstance(rv, float) or type(rv) in ARRAYS):
         raise TypeErr(f"{path}.{name} must be a matrix, got {describe(v)}")
     return v
 
@@ -62,7 +62,7 @@ def _heads_well_formed(heads: tuple, d_model: int) -> bool:
         return False
     f = first.fields
     wq, wv = raw(f.get("wq")), raw(f.get("wv"))
-    if type(wq) is not np.ndarray or type(wv) is not np.ndarray or wq.ndim != 2 or wv.ndim != 2:
+    if type(wq) not in ARRAYS or type(wv) not in ARRAYS or wq.ndim != 2 or wv.ndim != 2:
         return False
     d_k, d_v = wq.shape[1], wv.shape[1]
     expected = {"wq": (d_model, d_k), "wk": (d_model, d_k), "wv": (d_model, d_v), "wo": (d_v, d_model),
@@ -76,7 +76,7 @@ def _heads_well_formed(heads: tuple, d_model: int) -> bool:
             return False
         for name, v in fields.items():
             v = raw(v)
-            if type(v) is not np.ndarray or v.shape != expected.get(name):
+            if type(v) not in ARRAYS or v.shape != expected.get(name):
                 return False
     return True
 
@@ -154,18 +154,18 @@ def check_mask(mask, xs: tuple, n_keys: int, fname: str, name: str = "mask", n_h
     also B x 1 x S (a padding mask) or 1 x T x S. With n_heads, a mask of one more axis than x is
     per head, [..., H, T, S] (H or 1)."""
     m = raw(mask)
-    if not (isinstance(m, np.ndarray) and m.dtype == np.bool_):
+    if not is_bool_array(m):
         raise TypeErr(f"{fname}: {name} must be a bool matrix (true = may attend), got {describe(mask)}")
     target = tuple(xs[:-1]) + (n_keys,)
-    if broadcasts_into(m.shape, target):
+    if broadcasts_into(tuple(m.shape), target):
         return
     if n_heads is not None and m.ndim == len(target) + 1 and \
-            broadcasts_into(m.shape, target[:-2] + (n_heads,) + target[-2:]):
+            broadcasts_into(tuple(m.shape), target[:-2] + (n_heads,) + target[-2:]):
         return
     words = {2: "queries x keys", 3: "batch x queries x keys"}.get(len(target), "x's leading axes, queries, keys")
     per_head = (f"; with one more axis, one mask per head: {_sizes(target[:-2] + (n_heads,) + target[-2:])}"
                 if n_heads is not None else "")
-    raise ShapeError(f"{fname}: {name} is {shape_text(m.shape)}, which does not broadcast to {_sizes(target)} "
+    raise ShapeError(f"{fname}: {name} is {shape_text(tuple(m.shape))}, which does not broadcast to {_sizes(target)} "
                      f"({words}) by PyTorch's rule (sizes compared from the right, a size-1 axis repeats, missing "
                      f"leading axes count as 1){per_head}")
 
@@ -182,7 +182,7 @@ def head_mask(mask, xs: tuple):
     if m.ndim == len(xs) + 1:
         return m
     lead = len(xs) - m.ndim        # the axes of [..., T, S] the mask leaves out count as 1
-    m = m.reshape((1,) * lead + m.shape)
+    m = m.reshape((1,) * lead + tuple(m.shape))
     return m[..., None, :, :]
 
 
@@ -192,7 +192,7 @@ def _check_layers(w, d: int, heads: tuple, gains: tuple, needed: str) -> int:
     Returns the feed-forward width H."""
     fields = raw(w).fields
     g1 = raw(fields.get("ln1_gamma"))
-    if isinstance(g1, np.ndarray) and g1.ndim == 1 and g1.shape[0] != d:
+    if type(g1) in ARRAYS and g1.ndim == 1 and g1.shape[0] != d:
         raise ShapeError(f"x has {d} features (its last axis) but the weights are for d_model "
                          f"{g1.shape[0]} (weights.ln1_gamma has length {g1.shape[0]})")
     for name in heads:

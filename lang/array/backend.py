@@ -99,6 +99,11 @@ class Backend:
         v = a[()] if type(a) is np.ndarray else a
         return bool(v) if isinstance(v, (bool, np.bool_)) else float(v)
 
+    def owned(self, a):
+        """`a`, or a copy of it when it is a broadcast view (elements sharing memory): a matrix
+        handed to the user (a gradient) holds its own memory."""
+        return a if a.flags.writeable else a.copy()
+
     # ---- state --------------------------------------------------------------------------------
     def errstate(self):
         """A context where overflow, 0/0 and invalid operations give inf and NaN quietly."""
@@ -127,6 +132,69 @@ class Backend:
         out = target.copy()
         np.add.at(out, index, values)
         return out
+
+    def frexp(self, x):
+        """(mantissa, exponent) elementwise: x = m 2^e with |m| in [0.5, 1), e an int32 array
+        (0 and m = x where x is 0, inf or nan)."""
+        m, e = np.frexp(x)
+        return m, e.astype(np.int32)
+
+    # fused kernels of the transformer primitives (lang/array/nn_ops.py): one call each where the
+    # backend has one; the NumPy versions state what they compute (nn_ops keeps its own NumPy code)
+    def softmax(self, x, dim):
+        """softmax along dim, for rows whose max is finite."""
+        e = np.exp(x - x.max(axis=dim, keepdims=True))
+        return e / e.sum(axis=dim, keepdims=True)
+
+    def log_softmax(self, x, dim):
+        """log_softmax along dim, for rows whose max is finite."""
+        z = x - x.max(axis=dim, keepdims=True)
+        return z - np.log(np.exp(z).sum(axis=dim, keepdims=True))
+
+    def softmax_backward(self, g, y, dim):
+        """softmax's VJP from its output y: y (g - sum(g y))."""
+        return y * (g - (g * y).sum(axis=dim, keepdims=True))
+
+    def log_softmax_backward(self, g, y, dim):
+        """log_softmax's VJP from its output y: g - exp(y) sum(g)."""
+        return g - np.exp(y) * g.sum(axis=dim, keepdims=True)
+
+    def layer_norm(self, x, gamma, beta, eps):
+        """(out, mean, 1/std) over the last axis, out = (x - mean) / std * gamma + beta: gamma and
+        beta (or None) of shape [D], eps > 0; mean and 1/std keep the axis as 1."""
+        mean = x.mean(axis=-1, keepdims=True)
+        xc = x - mean
+        rstd = 1.0 / np.sqrt((xc * xc).mean(axis=-1, keepdims=True) + eps)
+        out = xc * rstd * gamma
+        return (out if beta is None else out + beta), mean, rstd
+
+    def layer_norm_backward(self, g, x, mean, rstd, gamma, beta, which):
+        """The cotangents (of x, gamma, beta; None where `which` says False) of layer_norm from its
+        mean and 1/std."""
+        xhat = (x - mean) * rstd
+        dxhat = g * gamma
+        gx = rstd * (dxhat - dxhat.mean(axis=-1, keepdims=True)
+                     - xhat * (dxhat * xhat).mean(axis=-1, keepdims=True)) if which[0] else None
+        rows = g.reshape(-1, g.shape[-1])
+        ggamma = (rows * xhat.reshape(rows.shape)).sum(axis=0) if which[1] else None
+        gbeta = rows.sum(axis=0) if which[2] else None
+        return gx, ggamma, gbeta
+
+    def linear(self, x, w, b):
+        """x @ w + b for x [..., K], w [K, N], b [N] or None, in one fused product where the
+        backend has one."""
+        out = np.matmul(x, w)
+        return out if b is None else out + b
+
+    def flash_attention(self, q, k, v, causal, scale):
+        """(softmax(q k' scale) v, the rows' log-sum-exp) for q, k, v [B, H, L, d] of one head size,
+        in one fused pass that never forms the scores (causal: query i sees keys j <= i), or None
+        where the backend has no such kernel (NumPy: nn_ops forms the scores)."""
+        return None
+
+    def flash_attention_backward(self, g, q, k, v, out, lse, causal, scale):
+        """(gq, gk, gv) of flash_attention from its output and log-sum-exp."""
+        raise NotImplementedError
 
 
 NUMPY = Backend()
@@ -191,7 +259,7 @@ class TorchBackend(Backend):
             t = self.dtype(obj.dtype)
         if not obj.flags.writeable or not (obj.flags.c_contiguous or obj.flags.f_contiguous) \
                 or any(s < 0 for s in obj.strides):
-            obj = np.ascontiguousarray(obj)
+            obj = np.array(obj, order="C")      # a copy (ascontiguousarray keeps a read-only array as it is)
         return torch.as_tensor(obj, device=self.device, dtype=t)
 
     def to_numpy(self, a) -> np.ndarray:
@@ -202,6 +270,11 @@ class TorchBackend(Backend):
     def item(self, a):
         v = a.item()
         return v if type(v) is bool else float(v)
+
+    def owned(self, a):
+        if any(st == 0 and n > 1 for st, n in zip(a.stride(), a.shape)):
+            return a.contiguous()         # an expanded tensor (torch's broadcast view)
+        return a
 
     def errstate(self):
         import contextlib
@@ -236,6 +309,45 @@ class TorchBackend(Backend):
                        accumulate=True)
         return out
 
+    def frexp(self, x):
+        return self.torch.frexp(x)
+
+    def softmax(self, x, dim):
+        return self.torch.softmax(x, dim)
+
+    def log_softmax(self, x, dim):
+        return self.torch.log_softmax(x, dim)
+
+    def softmax_backward(self, g, y, dim):
+        return self.torch._softmax_backward_data(g, y, dim, y.dtype)
+
+    def log_softmax_backward(self, g, y, dim):
+        return self.torch._log_softmax_backward_data(g, y, dim, y.dtype)
+
+    def layer_norm(self, x, gamma, beta, eps):
+        return self.torch.native_layer_norm(x, (x.shape[-1],), gamma, beta, eps)
+
+    def layer_norm_backward(self, g, x, mean, rstd, gamma, beta, which):
+        return self.torch.ops.aten.native_layer_norm_backward(g, x, (x.shape[-1],), mean, rstd, gamma, beta,
+                                                              list(which))
+
+    def linear(self, x, w, b):
+        torch = self.torch
+        if b is None:
+            return x @ w
+        if x.ndim == 2:
+            return torch.addmm(b, x, w)
+        return torch.addmm(b, x.reshape(-1, x.shape[-1]), w).reshape(tuple(x.shape[:-1]) + (w.shape[1],))
+
+    def flash_attention(self, q, k, v, causal, scale):
+        if self.device != "cpu":        # the GPUs' fused kernels have other signatures: nn_ops forms the scores
+            return None
+        return self.torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(q, k, v, 0.0, causal, scale=scale)
+
+    def flash_attention_backward(self, g, q, k, v, out, lse, causal, scale):
+        return self.torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward(
+            g, q, k, v, out, lse, 0.0, causal, scale=scale)
+
 
 _DEVICE = re.compile(r"numpy|torch(:(cpu|cuda(:\d+)?|mps))?\Z")
 
@@ -249,8 +361,9 @@ def make(name: str) -> Backend:
     if name == "numpy":
         return NUMPY
     device = name.partition(":")[2] or "cpu"
-    if device == "cuda":
-        device = "cuda:0"
+    if device == "cuda":        # under torchrun each process takes its own GPU: cuda:LOCAL_RANK
+        device = f"cuda:{_local_rank()}"
+        name = name if device == "cuda:0" else f"{name} (torch:{device}, as LOCAL_RANK says under torchrun)"
     if device in _TORCH:
         return _TORCH[device]
     try:
@@ -274,6 +387,12 @@ def make(name: str) -> Backend:
     Matrix.register(torch.Tensor)
     _BY_TYPE[torch.Tensor] = be if device == "cpu" or torch.Tensor not in _BY_TYPE else _BY_TYPE[torch.Tensor]
     return be
+
+
+def _local_rank() -> int:
+    """This process's GPU under torchrun (LOCAL_RANK, when WORLD_SIZE > 1); 0 otherwise."""
+    w, lr = os.environ.get("WORLD_SIZE", "").strip(), os.environ.get("LOCAL_RANK", "").strip()
+    return int(lr) if w.isdigit() and int(w) > 1 and lr.isdigit() else 0
 
 
 def _default() -> Backend:

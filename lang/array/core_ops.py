@@ -9,8 +9,8 @@ import numpy as np
 
 from tapeml.array import backend as B
 from tapeml.array.backend import ARRAYS, xp_of
-from tapeml.array.primitive_table import (FLOAT, bools_as_floats, is_bool_array, primitive, python_scalar, shape_of,
-                                          size_of, size_refusal, xp1)
+from tapeml.array.primitive_table import (FLOAT, bools_as_floats, crossed, is_bool_array, mixed, primitive, python_scalar,
+                                          shape_of, size_of, size_refusal, xp1)
 
 
 # ---- elementwise arithmetic -------------------------------------------------------------
@@ -34,7 +34,9 @@ def _arith(name, op, keep_bool=False):
             refuse((a, b))
         try:
             r = op(a, b)
-        except TypeError:          # NumPy refuses bool - bool
+        except TypeError:          # NumPy refuses bool - bool; a NumPy array and a tensor meet
+            if mixed(a, b):
+                return impl(*crossed(a, b))
             return op(bools_as_floats(a), bools_as_floats(b))
         except RuntimeError as e:  # torch refuses bool - bool (and says RuntimeError for shapes)
             if isinstance(e, RecursionError) or not (is_bool_array(a) or is_bool_array(b)):
@@ -68,6 +70,10 @@ def _div(a, b):
         return python_scalar(a / b)      # a 0-d float32 operand gives np.float32: a Python float
     except ZeroDivisionError:
         return float(np.float64(a) / np.float64(b))
+    except TypeError:
+        if mixed(a, b):
+            return _div(*crossed(a, b))
+        raise
 
 
 def _mod(a, b):
@@ -76,10 +82,16 @@ def _mod(a, b):
         return python_scalar(a % b)
     except ZeroDivisionError:
         return math.nan
+    except TypeError:
+        if mixed(a, b):
+            return _mod(*crossed(a, b))
+        raise
 
 
 def _pow(a, b):
     a, b = bools_as_floats(a), bools_as_floats(b)
+    if mixed(a, b):
+        a, b = crossed(a, b)
     ta, tb = type(a), type(b)
     if (ta is float or ta is int) and (tb is float or tb is int):
         return float(np.float64(a) ** np.float64(b))
@@ -169,7 +181,12 @@ def _zmul(a, b):
     tb = type(b)
     if (tb is float or tb is np.float64) and b != 0 and math.isfinite(b):
         return python_scalar(a * b)   # a finite, nonzero number: no 0 x inf (a is a cotangent)
-    r = bools_as_floats(a) * bools_as_floats(b)
+    try:
+        r = bools_as_floats(a) * bools_as_floats(b)
+    except TypeError:
+        if mixed(a, b):
+            return _zmul(*crossed(a, b))
+        raise
     tr = type(r)
     if tr is np.ndarray:
         if not math.isfinite(_add_reduce(r, None)):     # one reduction; a false alarm (the sum overflows) only costs time
@@ -210,7 +227,15 @@ neg = primitive("neg", _neg, lambda g, ans, saved, tracked, a: (neg(g),), arity=
 # ---- comparisons and other non-differentiable operations ---------------------------------
 def _cmp(name, op):
     def impl(a, b):
-        r = op(a, b)
+        tb = type(b)
+        if type(a) is np.ndarray and tb is not float and tb is not np.ndarray and tb in ARRAYS:
+            a, b = crossed(a, b)        # NumPy would read the tensor into a NumPy result
+        try:
+            r = op(a, b)
+        except TypeError:
+            if mixed(a, b):
+                return impl(*crossed(a, b))
+            raise
         return bool(r) if type(r) is np.bool_ else r
     return primitive(name, impl, nondiff=True, arity=2, scalar=op)
 
@@ -587,10 +612,16 @@ def _vjp_pairwise(g, ans, saved, tracked, a, b):
             unbroadcast(zmul(g, sub(1.0, share_a)), shape_of(b)) if tracked[1] else None)
 
 
-maximum = primitive("maximum", lambda a, b: python_scalar(xp_of(a, b).maximum(bools_as_floats(a), bools_as_floats(b))),
-                    _vjp_pairwise, arity=2)
-minimum = primitive("minimum", lambda a, b: python_scalar(xp_of(a, b).minimum(bools_as_floats(a), bools_as_floats(b))),
-                    _vjp_pairwise, arity=2)
+def _pairwise(name):
+    def impl(a, b):
+        if mixed(a, b):
+            a, b = crossed(a, b)
+        return python_scalar(getattr(xp_of(a, b), name)(bools_as_floats(a), bools_as_floats(b)))
+    return impl
+
+
+maximum = primitive("maximum", _pairwise("maximum"), _vjp_pairwise, arity=2)
+minimum = primitive("minimum", _pairwise("minimum"), _vjp_pairwise, arity=2)
 amax = primitive("max", _amax, _vjp_extreme, arity=1)
 amin = primitive("min", _amin, _vjp_extreme, arity=1)
 
@@ -609,7 +640,9 @@ def _matmul(a, b):
     if type(a) is np.ndarray and type(b) is np.ndarray and a.ndim > 2 and b.ndim == 2:
         # a batch against one matrix: one 2-D product (BLAS runs it far better than a batch loop)
         return np.matmul(_rows(a), b).reshape(a.shape[:-1] + (b.shape[1],))
-    if type(a) is np.ndarray or type(b) is np.ndarray:
+    if mixed(a, b):
+        a, b = crossed(a, b)
+    elif type(a) is np.ndarray or type(b) is np.ndarray:
         return python_scalar(np.matmul(a, b))
     if type(a) not in ARRAYS or type(b) not in ARRAYS:
         raise ValueError("matmul: a number is not a matrix")

@@ -39,7 +39,9 @@ import weakref
 
 import numpy as np
 
+from tapeml.array import backend as B
 from tapeml.array import context, tape
+from tapeml.array.backend import ARRAYS
 from tapeml.array.tape import Box
 from tapeml.array.values import Record, format_value, shape_text
 from tapeml.syntax import ast as A
@@ -363,6 +365,8 @@ def leaves(v, out=None, depth=0):
         out.append(v)
     elif t is np.float64 or t is np.float32:
         out.append(float(v))
+    elif t in ARRAYS and B.of(v).is_float(v):      # another backend's matrix
+        out.append(v)
     elif (t is tuple or t is Record) and depth < 100:
         for x in (v if t is tuple else v.fields.values()):
             leaves(x, out, depth + 1)
@@ -372,24 +376,35 @@ def leaves(v, out=None, depth=0):
 def finite(v) -> bool:
     """Every number in v is finite (a quick test: most results pass it)."""
     for x in leaves(v):
-        if type(x) is float:
+        t = type(x)
+        if t is float:
             if not math.isfinite(x):
                 return False
-        elif not np.isfinite(x).all():
-            return False
+        elif t is np.ndarray:
+            if not np.isfinite(x).all():
+                return False
+        else:
+            xp = B.xp_of(x)
+            if not B.of(x).item(xp.all(xp.isfinite(x))):
+                return False
     return True
 
 
 def _has(x, what) -> bool:
-    if type(x) is float:
+    t = type(x)
+    if t is float:
         return math.isnan(x) if what == "nan" else math.isinf(x)
-    return bool((np.isnan(x) if what == "nan" else np.isinf(x)).any())
+    if t is np.ndarray:
+        return bool((np.isnan(x) if what == "nan" else np.isinf(x)).any())
+    xp = B.xp_of(x)
+    return B.of(x).item(xp.any(xp.isnan(x) if what == "nan" else xp.isinf(x)))
 
 
 def _first(x, what):
     """(index, value) of the first NaN or infinity of x (index () for a number)."""
     if type(x) is float:
         return (), x
+    x = B.to_numpy(x)           # an error's message: read on the host
     where = np.isnan(x) if what == "nan" else np.isinf(x)
     flat = int(np.argmax(where.reshape(-1)))
     idx = np.unravel_index(flat, x.shape)
@@ -401,7 +416,7 @@ def _index_text(idx) -> str:
 
 
 def _shape(x) -> tuple:
-    return () if type(x) is float else x.shape
+    return () if type(x) is float else tuple(x.shape)
 
 
 def judge(result, inputs, word="operands", outputs=None) -> str | None:
@@ -431,7 +446,7 @@ def judge(result, inputs, word="operands", outputs=None) -> str | None:
             continue
         a = ls[0]
         try:
-            at = a if type(a) is float else np.broadcast_to(a, _shape(x))[idx]
+            at = a if type(a) is float else np.broadcast_to(B.to_numpy(a), _shape(x))[idx]
         except ValueError:
             at = None
         already = "" if finite(a) else " (already non-finite)"
@@ -476,9 +491,18 @@ class Profiler:
     """Where the time goes: seconds per bucket (line key, phase, operation), the calls of each
     builtin from the user's code, the VJPs run per bucket and the statements run per line. The
     clock is charged to the current bucket whenever the bucket changes, so the buckets add up
-    to the time profiled (UNATTRIBUTED: no line, e.g. loading the standard library)."""
+    to the time profiled (UNATTRIBUTED: no line, e.g. loading the standard library). On a GPU
+    the clock waits for the device's queued work first (Backend.synchronize), so a line is charged
+    the time its kernels took, not the next line that happened to wait for them."""
 
     def __init__(self, clock=time.perf_counter):
+        be = B.current()
+        if be.device != "cpu":
+            sync = be.synchronize
+
+            def clock(clock=clock):
+                sync()
+                return clock()
         self.clock = clock
         self.seconds: dict = {}
         self.calls: dict = {}

@@ -8,33 +8,48 @@ import math
 
 import numpy as np
 
-from tapeml.array.core_ops import (_unary, add, binary_exponents, cos, div, eq, gt, ldexp, mul, neg, safe_floor, sigmoid, sin,
-                       sqrt, sub, unbroadcast, where, zmul)
+from tapeml.array import backend as B
+from tapeml.array.backend import ARRAYS, xp_of
+from tapeml.array.core_ops import (_unary, add, binary_exponents, cos, div, elementwise, eq, gt, ldexp, mul, neg, safe_floor,
+                                   sigmoid, sin, sqrt, sub, unbroadcast, where, zmul)
 from tapeml.array.tape import raw
-from tapeml.array.primitive_table import GROWS, _broadcast_shape, bools_as_floats, primitive, python_scalar, shape_of
+from tapeml.array.primitive_table import (GROWS, _broadcast_shape, bools_as_floats, primitive, python_scalar, shape_of,
+                                          size_of, xp1)
 
 _LN10, _LN2 = math.log(10.0), math.log(2.0)
+_ND = np.ndarray
+
+# NumPy's function on a NumPy array or a number, the array API standard's (first name) on another
+# backend's matrix
+log10 = _unary("log10", elementwise("log10"), lambda g, x, ans: zmul(g, div(1.0 / _LN10, x)))
+log2 = _unary("log2", elementwise("log2"), lambda g, x, ans: zmul(g, div(1.0 / _LN2, x)))
+tan = _unary("tan", elementwise("tan"), lambda g, x, ans: zmul(g, add(1.0, mul(ans, ans))))
+log1p = _unary("log1p", elementwise("log1p"), lambda g, x, ans: zmul(g, div(1.0, add(1.0, x))))
+expm1 = _unary("expm1", elementwise("expm1"), lambda g, x, ans: zmul(g, add(ans, 1.0)))
+asin = _unary("asin", elementwise("asin", "arcsin"), lambda g, x, ans: zmul(g, div(1.0, sqrt(sub(1.0, mul(x, x))))))
+acos = _unary("acos", elementwise("acos", "arccos"),
+              lambda g, x, ans: neg(zmul(g, div(1.0, sqrt(sub(1.0, mul(x, x)))))))
+atan = _unary("atan", elementwise("atan", "arctan"), lambda g, x, ans: zmul(g, div(1.0, add(1.0, mul(x, x)))))
+sinh = _unary("sinh", elementwise("sinh"), lambda g, x, ans: zmul(g, cosh(x)))
+cosh = _unary("cosh", elementwise("cosh"), lambda g, x, ans: zmul(g, sinh(x)))
+ceil = primitive("ceil", lambda x: python_scalar(xp1(x).ceil(bools_as_floats(x))), nondiff=True)
 
 
-def _np(f):
-    return lambda x: python_scalar(f(x))
-
-
-log10 = _unary("log10", _np(np.log10), lambda g, x, ans: zmul(g, div(1.0 / _LN10, x)))
-log2 = _unary("log2", _np(np.log2), lambda g, x, ans: zmul(g, div(1.0 / _LN2, x)))
-tan = _unary("tan", _np(np.tan), lambda g, x, ans: zmul(g, add(1.0, mul(ans, ans))))
-log1p = _unary("log1p", _np(np.log1p), lambda g, x, ans: zmul(g, div(1.0, add(1.0, x))))
-expm1 = _unary("expm1", _np(np.expm1), lambda g, x, ans: zmul(g, add(ans, 1.0)))
-asin = _unary("asin", _np(np.arcsin), lambda g, x, ans: zmul(g, div(1.0, sqrt(sub(1.0, mul(x, x))))))
-acos = _unary("acos", _np(np.arccos), lambda g, x, ans: neg(zmul(g, div(1.0, sqrt(sub(1.0, mul(x, x)))))))
-atan = _unary("atan", _np(np.arctan), lambda g, x, ans: zmul(g, div(1.0, add(1.0, mul(x, x)))))
-sinh = _unary("sinh", _np(np.sinh), lambda g, x, ans: zmul(g, cosh(x)))
-cosh = _unary("cosh", _np(np.cosh), lambda g, x, ans: zmul(g, sinh(x)))
-ceil = primitive("ceil", lambda x: python_scalar(np.ceil(bools_as_floats(x))), nondiff=True)
+def _other(x) -> bool:
+    t = type(x)
+    return t is not _ND and t in ARRAYS
 
 
 def _atan2(y, x):
-    return python_scalar(np.arctan2(bools_as_floats(y), bools_as_floats(x)))
+    y, x = bools_as_floats(y), bools_as_floats(x)
+    ty, tx = type(y), type(x)
+    if (ty is _ND or ty not in ARRAYS) and (tx is _ND or tx not in ARRAYS):
+        return python_scalar(np.arctan2(y, x))
+    like = y if _other(y) else x
+    be = B.of(like)     # the other operand on like's backend: a number as a 0-d matrix of like's type
+    y, x = (v if v is like else be.asarray(v, be.np_dtype(like.dtype)) if type(v) is not _ND else be.asarray(v)
+            for v in (y, x))
+    return python_scalar(be.xp.atan2(y, x))
 
 
 def _vjp_atan2(g, ans, saved, tracked, y, x):
@@ -45,13 +60,24 @@ def _vjp_atan2(g, ans, saved, tracked, y, x):
     (E the exponent of the larger |.|), exactly: the gradient at (1e-200, 1e-200) is 5e199, not 0."""
     s = add(mul(x, x), mul(y, y))
     r, cos_t, sin_t = sqrt(s), cos(ans), sin(ans)
-    sr = np.asarray(raw(s))
-    floor = safe_floor(sr.dtype)
-    if sr.size and not (sr.min() >= floor and sr.max() < math.inf):
-        xr, yr = np.asarray(raw(x)), np.asarray(raw(y))
+    sr = raw(s)
+    like = sr if _other(sr) else None
+    if like is not None:        # the test on the device (two numbers cross), the rare rescaling on the host
+        be = B.of(like)
+        floor = safe_floor(be.np_dtype(sr.dtype))
+        unsafe = size_of(sr) and not (float(be.xp.min(sr)) >= floor and float(be.xp.max(sr)) < math.inf)
+        sr = be.to_numpy(sr) if unsafe else sr
+    else:
+        sr = np.asarray(sr)
+        floor = safe_floor(sr.dtype)
+        unsafe = sr.size and not (sr.min() >= floor and sr.max() < math.inf)
+    if unsafe:
+        xr, yr = np.asarray(B.to_numpy(raw(x))), np.asarray(B.to_numpy(raw(y)))
         bad = ~((sr >= floor) & (sr < math.inf)) & np.isfinite(xr) & np.isfinite(yr) & ((xr != 0) | (yr != 0))
         if bad.any():
             e = np.where(bad, binary_exponents(np.maximum(np.abs(xr), np.abs(yr))), 0).astype(np.int32)
+            if like is not None:
+                bad, e = be.asarray(bad), be.asarray(e)
             xs, ys = ldexp(x, e=-e), ldexp(y, e=-e)
             rs = sqrt(add(mul(xs, xs), mul(ys, ys)))
             r = where(bad, ldexp(rs, e=e), r)
@@ -75,6 +101,11 @@ def _softplus(x, *, beta=1.0, threshold=20.0):
     """PyTorch's softplus: log(1 + exp(beta x)) / beta, and x itself where beta x > threshold;
     computed as max(z, 0) + log1p(exp(-|z|)) (z = beta x), which overflows nowhere."""
     x = bools_as_floats(x)
+    if _other(x):
+        xp = xp_of(x)
+        z = x * beta
+        soft = (xp.maximum(z, 0.0) + xp.log1p(xp.exp(-xp.abs(z)))) / beta
+        return python_scalar(xp.where(z > threshold, x, soft))
     z = np.multiply(x, beta)
     soft = (np.maximum(z, 0.0) + np.log1p(np.exp(-np.abs(z)))) / beta
     return python_scalar(np.where(z > threshold, x, soft))

@@ -15,6 +15,7 @@ import math
 import numpy as np
 
 from tapeml.array import limits
+from tapeml.array.backend import to_numpy
 from tapeml.array.tape import raw
 from tapeml.array.values import describe, format_array, format_number
 from tapeml.syntax.errors import TypeErr, ValueErr
@@ -99,7 +100,7 @@ def format_word_spec(word: str, what: str, spec: Spec) -> str:
 
 def apply_spec(v, spec: Spec) -> str:
     """The text of `v` under `spec` (the span is attached by the caller)."""
-    r = raw(v)
+    r = to_numpy(raw(v))         # another backend's matrix is read on the host (the one boundary)
     if isinstance(r, np.ndarray) and r.ndim == 0:
         r = r[()]
     if r is None:

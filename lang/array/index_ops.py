@@ -5,27 +5,57 @@ import math
 
 import numpy as np
 
+from tapeml.array import backend as B
+from tapeml.array.backend import ARRAYS
 from tapeml.array.primitive_table import FLOAT, bools_as_floats, primitive, python_scalar, shape_of
 from tapeml.array.core_ops import reshape, unbroadcast, zmul
+from tapeml.array.tape import raw
+
+_ND = np.ndarray
+
+
+def _device_like(xs):
+    """The first of xs that is another backend's matrix (a tensor), or None: NumPy's path."""
+    for x in xs:
+        t = type(x)
+        if t is not _ND and t in ARRAYS:
+            return x
+    return None
+
+
+def _on(be, xs):
+    """xs as matrices of the backend `be` (numbers and NumPy arrays cross to it)."""
+    t = be.array_type
+    return [x if type(x) is t else be.asarray(x) for x in xs]
 
 
 def _concat(*xs, dim=0):
     _check_total("concat", xs, dim)
-    return np.concatenate(xs, axis=dim)
+    like = _device_like(xs)
+    if like is None:
+        return np.concatenate(xs, axis=dim)
+    be = B.of(like)
+    try:
+        return be.xp.concat(_on(be, xs), axis=dim)
+    except RecursionError:
+        raise
+    except be.shape_errors as e:        # torch says RuntimeError: NumPy's ValueError, as callers expect
+        raise ValueError(str(e)) from e
 
 
 def _check_total(name, xs, dim):
     """The size guard for concat and stack: the result holds all the parts."""
     n = 0
     for x in xs:
-        n += np.size(x)
+        t = type(x)
+        n += x.size if t is _ND else math.prod(x.shape) if t in ARRAYS else 1
     from tapeml.array import limits
-    if n > limits.MAX_ELEMENTS:
-        s = list(np.shape(xs[0]))
+    if n > limits.max_elements():
+        s = list(shape_of(xs[0]))
         if name == "stack":
             s.insert(dim % (len(s) + 1), len(xs))
         elif s:
-            s[dim] = sum(np.shape(x)[dim] if np.ndim(x) else 1 for x in xs)
+            s[dim] = sum(shape_of(x)[dim] if shape_of(x) else 1 for x in xs)
         from tapeml.array.values import shape_text
         err = limits.elements_error(f"{name}() of {len(xs)} parts (a result of {shape_text(tuple(s))})", n)
         err.operation = (name, tuple(s), n)         # a builtin or a matrix literal names itself instead
@@ -50,7 +80,7 @@ def _vjp_concat(g, ans, saved, tracked, *xs, dim=0):
 
 def _vjp_concat_plain(g, ans, saved, tracked, *xs, dim=0):
     """First order: the cotangent cut into views (matrices are never changed in place), not copies."""
-    if type(g) is not np.ndarray:
+    if type(g) not in ARRAYS:
         return None
     out, start = [], 0
     idx = [slice(None)] * g.ndim
@@ -71,7 +101,23 @@ concat = primitive("concat", _concat, _vjp_concat, vjp_plain=_vjp_concat_plain)
 
 def _stack(*xs, dim=0):
     _check_total("stack", xs, dim)
-    return np.stack(xs, axis=dim)
+    like = _device_like(xs)
+    if like is None:
+        r = np.stack(xs, axis=dim)
+        for x in xs:
+            if type(x) is _ND:
+                return r
+        if len(ARRAYS) == 1:        # no other backend loaded
+            return r
+        be = B.current()            # numbers only: a matrix of the session's backend
+        return r if be is B.NUMPY else be.asarray(r)
+    be = B.of(like)
+    try:
+        return be.xp.stack(_on(be, xs), axis=dim)
+    except RecursionError:
+        raise
+    except be.shape_errors as e:
+        raise ValueError(str(e)) from e
 
 
 def _vjp_stack(g, ans, saved, tracked, *xs, dim=0):
@@ -104,6 +150,12 @@ def orthogonal(parts, shape) -> tuple:
             numbers += 1
     if vectors == 0 or (vectors == 1 and numbers == 0):
         return tuple(parts)
+    return _grid(parts, shape)
+
+
+def _grid(parts, shape) -> tuple:
+    """`parts` with every part that keeps an axis (a slice or a vector) made a vector of its own
+    grid axis: the same elements, in the same layout, as integer arrays and numbers only."""
     kept = [i for i, p in enumerate(parts) if type(p) is np.ndarray or type(p) is slice]
     out = list(parts)
     m = len(kept)
@@ -114,12 +166,55 @@ def orthogonal(parts, shape) -> tuple:
     return tuple(out)
 
 
+# ---- the index on another backend ---------------------------------------------------------------
+# An index stays a NumPy (host) index, whatever the backend: the evaluator checks it there, and
+# last_writes and _may_repeat read it there. Applied to another backend's matrix, its integer and
+# bool arrays cross to that backend's device (`device_index`); PyTorch has no negative slice
+# steps, so an index holding one is applied in its grid form (the same elements, gathered).
+def device_index(idx, shape, be) -> tuple:
+    """The NumPy index `idx` (a tuple, as orthogonal and along make) for a matrix of the backend
+    `be` and `shape`: its arrays on the device, in grid form when a slice steps backwards (only
+    orthogonal's forms have one, any vector beside it 1-D)."""
+    parts = idx if type(idx) is tuple else (idx,)
+    for p in parts:
+        if type(p) is slice and p.step is not None and p.step < 0:
+            parts = _grid(parts, shape)
+            break
+    return tuple(be.asarray(p) if type(p) is np.ndarray else int(p) if isinstance(p, np.integer) else p
+                 for p in parts)
+
+
+def _add_at(be, out, idx, g):
+    """out (a fresh matrix of the backend be) plus g at the NumPy index idx, where positions repeat
+    (be.add_at, which takes integer arrays only: a number is a 0-d one, an index keeping trailing
+    axes whole leaves them out, and one with another slice is taken as flat positions)."""
+    parts = list(idx if type(idx) is tuple else (idx,))
+    while parts and type(parts[-1]) is slice and parts[-1] == slice(None):
+        parts.pop()
+    for p in parts:
+        if type(p) is slice:
+            shape = tuple(out.shape)
+            pos = np.arange(math.prod(shape)).reshape(shape)[idx]     # NumPy's rule, as flat positions
+            flat = be.add_at(out.reshape(-1), be.asarray(pos.reshape(-1)), g.reshape(-1))
+            return flat.reshape(shape)
+    return be.add_at(out, tuple(be.asarray(np.asarray(p, dtype=np.intp)) if type(p) is not np.ndarray else
+                                be.asarray(p) for p in parts), g)
+
+
 def _index(x, idx):
-    r = x[idx]
-    t = type(r)
-    if t is np.ndarray:
-        return r.copy() if r.base is not None else r
-    return float(r) if t is np.float64 else python_scalar(r)
+    tx = type(x)
+    if tx is _ND or tx not in ARRAYS:
+        r = x[idx]
+        t = type(r)
+        if t is np.ndarray:
+            return r.copy() if r.base is not None else r
+        return float(r) if t is np.float64 else python_scalar(r)
+    be = B.of(x)
+    at = device_index(idx, tuple(x.shape), be)
+    r = x[at]
+    if r.ndim == 0:
+        return be.item(r)
+    return r.clone() if _basic(at) else r      # a basic index gives a view: a matrix of its own, as NumPy's
 
 
 def _basic(idx) -> bool:
@@ -162,12 +257,20 @@ def last_writes(idx, shape):
 
 
 def _scatter_add(g, idx, shape):
-    out = np.zeros(shape, dtype=g.dtype if type(g) is np.ndarray else FLOAT["dtype"])
-    if _basic(idx):
-        out[idx] = g              # no element twice: a plain store (np.add.at is far slower)
-    else:
-        np.add.at(out, idx, g)
-    return out
+    tg = type(g)
+    if tg is _ND or (tg not in ARRAYS and (len(ARRAYS) == 1 or B.current() is B.NUMPY)):   # 1: NumPy's only
+        out = np.zeros(shape, dtype=g.dtype if tg is _ND else FLOAT["dtype"])
+        if _basic(idx):
+            out[idx] = g              # no element twice: a plain store (np.add.at is far slower)
+        else:
+            np.add.at(out, idx, g)
+        return out
+    be = B.of(g) if tg in ARRAYS else B.current()
+    out = be.xp.zeros(shape, dtype=g.dtype if tg in ARRAYS else be.float_dtype(), device=be.device)
+    if not _may_repeat(idx):
+        out[device_index(idx, shape, be)] = g       # no element twice: a plain store
+        return out
+    return _add_at(be, out, idx, g)
 
 
 index = primitive("index", _index,
@@ -178,6 +281,11 @@ scatter_add = primitive("scatter_add", _scatter_add,
 
 def _setitem(x, v, idx):
     x = bools_as_floats(x)
+    if type(x) is not _ND and type(x) in ARRAYS:
+        return _setitem_on(B.of(x), x, v, idx)
+    if type(v) is not _ND and type(v) in ARRAYS:          # a number (or NumPy array) written with a tensor
+        be = B.of(v)
+        return _setitem_on(be, be.asarray(x), v, idx)
     out = np.array(x, dtype=np.result_type(x, bools_as_floats(v)), copy=True)
     repeats = last_writes(idx, out.shape)
     if repeats is None:
@@ -192,13 +300,43 @@ def _setitem(x, v, idx):
     return out
 
 
+def _setitem_on(be, x, v, idx):
+    """_setitem on another backend's matrix x: the same rule (the last write to an element stays),
+    its shape errors those of NumPy's store (ValueError)."""
+    v = bools_as_floats(v)
+    if type(v) is _ND:
+        v = be.asarray(v)
+    xp = be.xp
+    out = xp.astype(x, xp.result_type(x, v), copy=True)
+    shape = tuple(out.shape)
+    repeats = last_writes(idx, shape)
+    try:
+        if repeats is None:
+            out[device_index(idx, shape, be)] = v
+            return out
+        pos, keep = repeats
+        grid = xp.empty(pos.shape, dtype=out.dtype, device=be.device)
+        grid[...] = v                 # the broadcast (and its errors) of a plain store
+        kept = np.unravel_index(pos[keep], shape)       # each element once: any store order will do
+        out[tuple(be.asarray(k) for k in kept)] = grid[be.asarray(keep)]
+        return out
+    except RecursionError:
+        raise
+    except be.shape_errors as e:
+        raise ValueError(str(e)) from e
+
+
 def _vjp_setitem(g, ans, saved, tracked, x, v, idx):
     gv = None
     if tracked[1]:
         gv = index(g, idx=idx)
         repeats = last_writes(idx, shape_of(x))
         if repeats is not None:       # a write that a later one overwrote has no effect: gradient 0
-            gv = zmul(gv, repeats[1])
+            keep = repeats[1]
+            r = raw(gv)
+            if type(r) is not _ND and type(r) in ARRAYS:
+                keep = B.of(r).asarray(keep)
+            gv = zmul(gv, keep)
         vshape, extra = shape_of(v), len(shape_of(v)) - len(shape_of(gv))
         if extra > 0:                 # a store drops a value's leading axes of length 1 (NumPy's rule)
             gv = reshape(unbroadcast(gv, vshape[extra:]), shape=vshape)

@@ -4,8 +4,9 @@ products (the broadcast or product shape), indexing with index vectors, concat a
 string concatenation, interpolation, repetition, code points, file reads.
 
 The limits (docs/language.md, "Limits"):
-- a matrix holds at most MAX_ELEMENTS elements: half this machine's memory in float64,
-  and never more than 8 GB;
+- a matrix holds at most `max_elements()` elements: half the memory of the device the session's
+  matrices live on in float64 (the host's for NumPy and torch:cpu, the GPU's for torch:cuda,
+  lang/array/backend.py), and never more than 8 GB; MAX_ELEMENTS is the host's;
 - a range at most MAX_RANGE elements;
 - a string at most MAX_STRING_BYTES bytes of UTF-8 (0.1 GB);
 - a walk over a value (printing, ==, tree_map, grad's parameter trees, ...) follows tuples and
@@ -21,16 +22,48 @@ import os
 from tapeml.syntax.errors import ValueErr
 
 
-def _max_elements() -> int:
-    """Half the machine's memory in float64 elements, and never more than 8 GB of them."""
-    try:
-        ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (ValueError, OSError, AttributeError):
-        ram = 16 * 1024 ** 3
+def _max_elements(ram: int | None = None) -> int:
+    """Half of `ram` bytes (None: the machine's memory) in float64 elements, and never more
+    than 8 GB of them."""
+    if ram is None:
+        try:
+            ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+        except (ValueError, OSError, AttributeError):
+            ram = 16 * 1024 ** 3
     return int(min(1_000_000_000, ram // 2 // 8))
 
 
-MAX_ELEMENTS = _max_elements()
+MAX_ELEMENTS = _max_elements()      # the host's limit (NumPy, torch:cpu); tests may lower it
+_HOST_ELEMENTS = MAX_ELEMENTS
+_DEVICE_ELEMENTS: dict = {}          # device name -> the limit from its own memory, read once
+
+
+def max_elements() -> int:
+    """The limit of the session's device: MAX_ELEMENTS on the host; on a GPU, half the GPU's
+    memory (Backend.memory_bytes) in float64, at most 8 GB (and at most MAX_ELEMENTS where that
+    was lowered below the host's: the tests)."""
+    from tapeml.array import backend
+    be = backend.current()
+    if be is backend.NUMPY:
+        return MAX_ELEMENTS
+    n = _DEVICE_ELEMENTS.get(be.name)
+    if n is None:
+        mem = be.memory_bytes()
+        n = _DEVICE_ELEMENTS[be.name] = -1 if mem is None else _max_elements(mem)
+    if n < 0:
+        return MAX_ELEMENTS
+    return n if MAX_ELEMENTS == _HOST_ELEMENTS else min(n, MAX_ELEMENTS)
+
+
+def _whose() -> str:
+    """Whose memory the limit is half of, for the messages."""
+    from tapeml.array import backend
+    be = backend.current()
+    if be is backend.NUMPY or _DEVICE_ELEMENTS.get(be.name, -1) < 0:
+        return "this machine's memory"
+    return f"the memory of {be.name}"
+
+
 MAX_RANGE = 100_000_000
 MAX_STRING_BYTES = 100_000_000
 
@@ -69,8 +102,9 @@ def elements_error(what: str, n: int) -> ValueErr:
     except OverflowError:            # a Python int past the float range
         nbytes = math.inf
     need = format_gb(nbytes) if math.isfinite(nbytes) else "more than 1e299 GB"
+    limit = max_elements()
     return ValueErr(f"{what} would need {need} of float64; the limit is "
-                    f"{format_gb(MAX_ELEMENTS * 8)} (half this machine's memory, at most 8 GB)")
+                    f"{format_gb(limit * 8)} (half {_whose()}, at most 8 GB)")
 
 
 def range_error(count: float, fname: str = "") -> ValueErr:
@@ -81,14 +115,14 @@ def range_error(count: float, fname: str = "") -> ValueErr:
 
 
 def check_elements(what: str, shape) -> None:
-    """Refuse a matrix of `shape` past MAX_ELEMENTS; `what` names the producer."""
+    """Refuse a matrix of `shape` past max_elements(); `what` names the producer."""
     n = math.prod(shape)
-    if n > MAX_ELEMENTS:
+    if n > max_elements():
         raise elements_error(what, n)
 
 
 def check_shape(what: str, shape) -> None:
-    """check_elements, and no axis longer than MAX_ELEMENTS either, even in an empty result
+    """check_elements, and no axis longer than max_elements() either, even in an empty result
     (zeros(0, 2^60), one_hot of no ids into 2^40 classes): an axis of a size asked for by a
     count is refused before NumPy sees it."""
     check_elements(what, shape)
@@ -96,11 +130,11 @@ def check_shape(what: str, shape) -> None:
 
 
 def check_axes(what: str, shape) -> None:
-    """Refuse an axis longer than MAX_ELEMENTS (an empty result may have one: zeros(0, 2^60))."""
-    if shape and max(shape) > MAX_ELEMENTS:
+    """Refuse an axis longer than max_elements() (an empty result may have one: zeros(0, 2^60))."""
+    if shape and max(shape) > (limit := max_elements()):
         big = max(shape)
         raise ValueErr(f"{what}: a size of {big if big < 10 ** 16 else g3(big)} is past the limit of "
-                       f"{g3(MAX_ELEMENTS)} elements")
+                       f"{g3(limit)} elements")
 
 
 OP_SYMBOLS = {"add": "'+'", "sub": "'-'", "mul": "'*'", "div": "'/'", "mod": "'%'", "pow": "'^'",
@@ -112,7 +146,7 @@ def check_operands(name: str, out_shape, *shapes) -> None:
     """Refuse the result of an operator or primitive on operands of `shapes` whose result shape
     `out_shape` would pass the limit (called only when the operands' sizes multiply past it)."""
     n = math.prod(out_shape)
-    if n > MAX_ELEMENTS:
+    if n > max_elements():
         from tapeml.array.values import shape_text
         op = OP_SYMBOLS.get(name, f"{name}()")
         names = [shape_text(s) for s in shapes]
@@ -130,7 +164,6 @@ def in_builtin(fname: str, args, err: ValueErr) -> ValueErr:
     """The refusal of an operation that builtin `fname` ran on the user's arguments `args` (the
     primitive's operands are the builtin's own intermediates, e.g. kron's [m, 1, n, 1]): the same
     need, said of `fname()` and the shapes of the matrices the user gave."""
-    import numpy as np
     from tapeml.array.tape import raw
     from tapeml.array.values import shape_text
     op, out, n = err.operation
@@ -139,7 +172,8 @@ def in_builtin(fname: str, args, err: ValueErr) -> ValueErr:
         new = ValueErr(msg, err.span)
         new.trace = err.trace
         return new
-    shown = [shape_text(raw(a).shape) for a in args if isinstance(raw(a), np.ndarray)]
+    from tapeml.array.backend import Matrix
+    shown = [shape_text(tuple(raw(a).shape)) for a in args if isinstance(raw(a), Matrix)]
     of = ""
     if shown:
         of = " of " + (", ".join(shown[:-1]) + " and " + shown[-1] if len(shown) > 1 else shown[0])

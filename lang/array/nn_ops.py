@@ -1,23 +1,78 @@
 """The transformer primitives: softmax, log_softmax, layer_norm, rms_norm, dense, attention_weights
-and scaled_dot_product_attention, with their numerics helpers (conventions: lang/array/ops.py)."""
+and scaled_dot_product_attention, with their numerics helpers (conventions: lang/array/ops.py).
+
+Each runs on NumPy arrays with its NumPy code, and on another backend's matrices (torch tensors)
+with the array API through `xp` plus the backend's fused kernels where the standard has none
+(softmax, log_softmax and layer_norm forward and backward: lang/array/backend.py). The common
+path stays on the device; the rare paths that rescale by powers of 2 (rows whose squares or
+scores leave the float range) run NumPy's code on the host and move the result back, so they
+give NumPy's numbers exactly."""
 from __future__ import annotations
 
 import math
 
 import numpy as np
 
+from tapeml.array import backend as B
+from tapeml.array.backend import ARRAYS, xp_of
 from tapeml.array.tape import raw
-from tapeml.array.primitive_table import FLOAT, bools_as_floats, primitive, python_scalar, shape_of
+from tapeml.array.primitive_table import FLOAT, bools_as_floats, primitive, python_scalar, shape_of, size_of
 from tapeml.array.core_ops import (
     _matmul, _rows, _vjp_matmul, _vjp_matmul_plain, _zmul, add, binary_exponents, div, exp,
     matmul, mul, reshape, safe_floor, sqrt, sub, sum_, transpose, unbroadcast, where, zmatmul, zmul,
 )
 
 
+_ND = np.ndarray
+
+
+def _other(x) -> bool:
+    """A matrix of another backend than NumPy (a torch tensor)."""
+    t = type(x)
+    return t is not _ND and t in ARRAYS
+
+
+def _all_finite(a) -> bool:
+    """Whether every element of a matrix of any backend (or a number) is finite."""
+    if type(a) is _ND:
+        return bool(np.isfinite(a).all())
+    if type(a) in ARRAYS:
+        xp = xp_of(a)
+        return bool(xp.all(xp.isfinite(a)))
+    return math.isfinite(a)
+
+
+def _any(a) -> bool:
+    return bool(xp_of(a).any(a)) if _other(a) else bool(np.any(a))
+
+
+def _host(a):
+    """A matrix on the host (NumPy) for the rare rescaling paths; other values as they are."""
+    return B.to_numpy(a)
+
+
+def _back(a, like):
+    """A NumPy result of a rare path on like's backend (None stays None)."""
+    return None if a is None else B.of(like).asarray(a)
+
+
+def _is_float(a) -> bool:
+    return a.dtype.kind == "f" if type(a) is _ND else B.of(a).is_float(a)
+
+
 # ---- the transformer primitives -------------------------------------------------------------
 def _posinf_rows(x, dim=-1):
     """The rows (along dim, kept as an axis of 1) holding a +inf, or None when there are none."""
-    if type(x) is not np.ndarray or x.size == 0 or x.dtype.kind != "f":
+    if type(x) is not np.ndarray:
+        if not _other(x) or size_of(x) == 0 or not _is_float(x):
+            return None
+        xp = xp_of(x)
+        m = xp.max(x, axis=dim, keepdims=True)
+        if _all_finite(m):
+            return None
+        rows = m == math.inf
+        return rows if _any(rows) else None
+    if x.size == 0 or x.dtype.kind != "f":
         return None
     m = x.max(axis=dim, keepdims=True)
     if np.isfinite(m).all():
@@ -51,10 +106,47 @@ def _softmax_impl(x, dim=-1):
     return _softmax_rows(x, dim)[0]
 
 
+def _shifted_xp(x, dim, want_rows=False, m=None):
+    """_shifted on another backend's matrix (the same steps with the array API)."""
+    xp = xp_of(x)
+    if m is None:
+        m = xp.max(x, axis=dim, keepdims=True)
+    inf_rows = None
+    fin = xp.isfinite(m)
+    if not bool(xp.all(fin)):
+        inf_rows = m == math.inf
+        m = xp.where(fin, m, 0.0)
+    z = x - m
+    if inf_rows is not None and bool(xp.any(inf_rows)):
+        lim = xp.where(x == math.inf, xp.zeros_like(z), xp.full_like(z, -math.inf))
+        z = xp.where(inf_rows, lim, z)
+    else:
+        inf_rows = None
+    return (z, inf_rows) if want_rows else z
+
+
+def _softmax_rows_xp(x, dim=-1, m=None):
+    """_softmax_rows on another backend's float matrix: the backend's softmax where every row's
+    max is finite (one reduction tells), else NumPy's steps with the array API."""
+    xp = xp_of(x)
+    if size_of(x) == 0:
+        return xp.asarray(x, copy=True), None
+    if m is None:
+        m = xp.max(x, axis=dim, keepdims=True)
+    if bool(xp.all(xp.isfinite(m))):
+        return B.of(x).softmax(x, dim), None
+    e, rows = _shifted_xp(x, dim, True, m)
+    e = xp.exp(e)
+    s = xp.sum(e, axis=dim, keepdims=True)
+    return e / xp.where(s == 0, 1.0, s), rows
+
+
 def _softmax_rows(x, dim=-1, m=None):
     """(softmax(x), the rows holding a +inf or None); m: the row maxima, when the caller has them."""
     x = bools_as_floats(x)
     if type(x) is not np.ndarray:
+        if type(x) in ARRAYS:
+            return _softmax_rows_xp(x, dim, m)
         x = np.asarray(x, dtype=np.float64)
     if x.size == 0:
         return x.copy(), None
@@ -79,12 +171,52 @@ def _vjp_softmax(g, ans, saved, tracked, x, dim=-1):
     return (_limit_rows(zmul(ans, sub(g, sum_(zmul(g, ans), dim=dim, keepdims=True))), x, dim),)
 
 
-softmax = primitive("softmax", _softmax_impl, _vjp_softmax, arity=1)
+def _same_backend(*xs) -> bool:
+    """Every x a matrix of one other backend, same type and dtype (the fused kernels' inputs)."""
+    t = type(xs[0])
+    if t is _ND or t not in ARRAYS:
+        return False
+    dt = xs[0].dtype
+    return all(type(x) is t and x.dtype == dt for x in xs[1:])
+
+
+def _vjp_softmax_plain(g, ans, saved, tracked, x, dim=-1):
+    """First order: ans (g - rowsum(g ans)) directly (the recorded form's steps), the backend's
+    fused softmax backward on another backend; 0 on the rows holding a +inf."""
+    if type(g) is _ND:
+        if type(ans) is not _ND or ans.shape != g.shape:
+            return None
+        gx = g * ans
+        gx = ans * (g - gx.sum(axis=dim, keepdims=True))
+    elif _same_backend(g, ans) and _is_float(ans):
+        gx = B.of(g).softmax_backward(g, ans, dim)
+    else:
+        return None
+    rows = _posinf_rows(x, dim)
+    return (gx if rows is None else xp_of(gx).where(rows, 0.0, gx),)
+
+
+softmax = primitive("softmax", _softmax_impl, _vjp_softmax, arity=1, vjp_plain=_vjp_softmax_plain)
+
+
+def _log_softmax_xp(x, dim):
+    xp = xp_of(x)
+    if size_of(x) == 0:
+        return xp.asarray(x, copy=True)
+    m = xp.max(x, axis=dim, keepdims=True)
+    if bool(xp.all(xp.isfinite(m))):
+        return B.of(x).log_softmax(x, dim)
+    z = _shifted_xp(x, dim, m=m)
+    s = xp.sum(xp.exp(z), axis=dim, keepdims=True)
+    zero = s == 0
+    return xp.where(zero, -math.inf, z - xp.log(xp.where(zero, 1.0, s)))
 
 
 def _log_softmax_impl(x, dim=-1):
     x = bools_as_floats(x)
     if type(x) is not np.ndarray:
+        if type(x) in ARRAYS:
+            return _log_softmax_xp(x, dim)
         x = np.asarray(x, dtype=np.float64)
     if x.size == 0:
         return x.copy()
@@ -98,7 +230,23 @@ def _vjp_log_softmax(g, ans, saved, tracked, x, dim=-1):
     return (_limit_rows(sub(g, zmul(exp(ans), sum_(g, dim=dim, keepdims=True))), x, dim),)
 
 
-log_softmax = primitive("log_softmax", _log_softmax_impl, _vjp_log_softmax, arity=1)
+def _vjp_log_softmax_plain(g, ans, saved, tracked, x, dim=-1):
+    """First order: g - exp(ans) rowsum(g) directly, the backend's fused log_softmax backward on
+    another backend; 0 on the rows holding a +inf."""
+    if type(g) is _ND:
+        if type(ans) is not _ND or ans.shape != g.shape:
+            return None
+        gx = g - np.exp(ans) * g.sum(axis=dim, keepdims=True)
+    elif _same_backend(g, ans) and _is_float(ans):
+        gx = B.of(g).log_softmax_backward(g, ans, dim)
+    else:
+        return None
+    rows = _posinf_rows(x, dim)
+    return (gx if rows is None else xp_of(gx).where(rows, 0.0, gx),)
+
+
+log_softmax = primitive("log_softmax", _log_softmax_impl, _vjp_log_softmax, arity=1,
+                        vjp_plain=_vjp_log_softmax_plain)
 
 
 # ---- reductions that square: scaled so that they stay finite (issue 15) ----------------------
@@ -114,8 +262,25 @@ log_softmax = primitive("log_softmax", _log_softmax_impl, _vjp_log_softmax, arit
 _SAFE = {np.dtype(np.float64): safe_floor(np.float64), np.dtype(np.float32): safe_floor(np.float32)}
 
 
+def _floor(a) -> float:
+    """The safe floor (core_ops.safe_floor) of a matrix's float type, any backend."""
+    dt = a.dtype
+    f = _SAFE.get(dt)
+    if f is None:
+        f = _SAFE[dt] = _SAFE.get(B.of(a).np_dtype(dt), _SAFE[np.dtype(np.float64)])
+    return f
+
+
+_RSTD_MAX: dict = {}        # a float type -> 1 / sqrt(its safe floor): the largest 1/std taken plainly
+
+
 def _unsafe_rows(den):
     """Rows [..., 1] whose variance + eps is not a safe finite number (or None when all are)."""
+    if type(den) is not _ND:
+        if size_of(den) == 0:
+            return None
+        bad = ~((den >= _floor(den)) & (den < math.inf))
+        return bad if _any(bad) else None
     floor = _SAFE.get(den.dtype, _SAFE[np.dtype(np.float64)])
     if den.size == 0:                                   # no rows (x is [0, D]): nothing to rescale
         return None
@@ -127,6 +292,16 @@ def _unsafe_rows(den):
 def _row_exponents(x, eps):
     """(E, inf_rows) for rows [..., D] of a plain array: E [..., 1] the binary exponent of each row's
     max |x| (at least that of sqrt(eps)); inf_rows [..., 1] the rows holding +-inf."""
+    if type(x) is not _ND:
+        be = B.of(x)
+        xp = be.xp
+        a = xp.max(xp.abs(x), axis=-1, keepdims=True)
+        inf_rows = xp.isinf(a)
+        e = be.frexp(xp.where(xp.isfinite(a), a, 0.0))[1]
+        lo = np.finfo(be.np_dtype(x.dtype)).minexp + 1 if be.is_float(x) else -1021
+        if eps > 0:
+            lo = max(lo, int(np.frexp(math.sqrt(eps))[1]))
+        return xp.astype(xp.clip(e, min=lo), xp.int32), inf_rows
     a = np.abs(x).max(axis=-1, keepdims=True)
     inf_rows = np.isinf(a)
     _, e = np.frexp(np.where(np.isfinite(a), a, 0.0))
@@ -159,6 +334,9 @@ def _scaled_rows(x, eps, center):
 def _constant_rows(x):
     """Rows [..., 1] whose entries are all equal (their variance is exactly 0, whatever the
     rounding of their mean: 0.1 * 3 / 3 is not 0.1)."""
+    if type(x) is not _ND:
+        xp = xp_of(x)
+        return xp.max(x, axis=-1, keepdims=True) == xp.min(x, axis=-1, keepdims=True)
     return x.max(axis=-1, keepdims=True) == x.min(axis=-1, keepdims=True)
 
 
@@ -169,9 +347,29 @@ def _exact_center(x, xc):
     return np.where(const, 0.0, xc).astype(xc.dtype) if const.any() else xc
 
 
+def _layer_norm_stats_xp(x, eps):
+    """_layer_norm_stats on another backend's matrix: the same two passes with the array API;
+    where a row needs the rescaling, NumPy's steps on the host."""
+    xp = xp_of(x)
+    inv_d = 1.0 / x.shape[-1]
+    xc = x - xp.sum(x, axis=-1, keepdims=True) * inv_d
+    if eps == 0:
+        const = _constant_rows(x)
+        if _any(const):
+            xc = xp.where(const, 0.0, xc)
+    den = xp.sum(xc * xc, axis=-1, keepdims=True) * inv_d + eps
+    if _unsafe_rows(den) is not None:
+        xhat, rstd = _layer_norm_stats(_host(x), eps)
+        return _back(xhat, x), _back(rstd, x)
+    rstd = 1.0 / xp.sqrt(den)
+    return xc * rstd, rstd
+
+
 def _layer_norm_stats(x, eps):
     """(xhat, 1/std) over the last axis on plain arrays; the variance in two passes (exact for
     1e8 + small values); rows whose variance would overflow or underflow are scaled (above)."""
+    if type(x) is not _ND and type(x) in ARRAYS:
+        return _layer_norm_stats_xp(x, eps)
     inv_d = 1.0 / x.shape[-1]
     xc = x - x.sum(axis=-1, keepdims=True) * inv_d
     if eps == 0:
@@ -199,6 +397,8 @@ def _scaled_stats(x, eps, center):
     2^-E, a constant (for any fixed scale the formula is the same function of x, so the
     gradient is exact)."""
     xr = raw(x)
+    if _other(xr):
+        return _scaled_stats_xp(x, xr, eps, center)
     dt = xr.dtype if type(xr) is np.ndarray and xr.dtype.kind == "f" else np.dtype(np.float64)
     xr = np.asarray(xr, dtype=dt)
     e, inf_rows = _row_exponents(xr, eps)
@@ -220,14 +420,76 @@ def _scaled_stats(x, eps, center):
     return mul(xc, rs), mul(rs, scale)
 
 
+def _scaled_stats_xp(x, xr, eps, center):
+    """_scaled_stats on another backend's matrix (its plain value xr): the same steps, the
+    constants (powers of 2, limits) made with the array API on xr's device."""
+    be = B.of(xr)
+    xp = be.xp
+    dt = xr.dtype if be.is_float(xr) else be.float_dtype()
+    xr = xp.astype(xr, dt)
+    e, inf_rows = _row_exponents(xr, eps)
+    d = float(shape_of(x)[-1])
+    down = be.ldexp(xp.ones(tuple(e.shape), dtype=dt, device=xr.device), -e)        # 2^-E
+    xs = mul(x, down)
+    if _any(inf_rows):
+        lim = xp.where(xp.isinf(xr), xp.sign(xr), 0.0)
+        xs = where(xp.broadcast_to(inf_rows, tuple(xr.shape)), lim, xs)
+    xc = sub(xs, div(sum_(xs, dim=-1, keepdims=True), d)) if center else xs
+    if center and eps == 0:
+        const = _constant_rows(xr)
+        if _any(const):
+            xc = where(const, 0.0, xc)
+    eps_s = xp.where(inf_rows, 0.0, be.ldexp(xp.full(tuple(e.shape), float(eps), dtype=dt, device=xr.device), -2 * e))
+    den = add(div(sum_(mul(xc, xc), dim=-1, keepdims=True), d), eps_s)
+    zero = raw(den) == 0     # nan stays nan (see _scaled_rows)
+    rs = where(zero, 0.0, div(1.0, sqrt(where(zero, 1.0, den))))
+    scale = xp.where(inf_rows, 0.0, down)
+    return mul(xc, rs), mul(rs, scale)
+
+
 def _ln_stats(x, eps):
     """xhat and 1/std over the last axis, with primitives (the recorded forward and the VJP)."""
     return _scaled_stats(x, eps, True)
 
 
+def _fused_ln(x, gamma, beta, eps):
+    """Whether layer_norm may run as the backend's fused kernel: another backend's float x with
+    gamma (and beta) of shape [D] and its dtype, eps > 0 (eps = 0 takes the exact centring)."""
+    return (eps > 0 and x.ndim >= 1 and size_of(x) > 0 and _same_backend(x, gamma)
+            and B.of(x).is_float(x) and tuple(gamma.shape) == (x.shape[-1],)
+            and (beta is None or (_same_backend(x, beta) and tuple(beta.shape) == (x.shape[-1],))))
+
+
+def _fwd_layer_norm_xp(x, gamma, beta, eps):
+    """The forward on another backend's matrix, keeping ("fused", mean, 1/std) when its fused
+    kernel ran (every row's variance + eps a safe number: 1/std in (0, 1/sqrt(floor)]), else
+    (xhat, 1/std) as NumPy's."""
+    if _fused_ln(x, gamma, beta, eps):
+        be = B.of(x)
+        out, mean, rstd = be.layer_norm(x, gamma, beta, float(eps))
+        top = _RSTD_MAX.get(x.dtype)
+        if top is None:
+            top = _RSTD_MAX[x.dtype] = 1.0 / math.sqrt(_floor(x))
+        if bool(((rstd > 0) & (rstd <= top)).all()):       # a nan fails both
+            return out, ("fused", mean, rstd)
+    stats = _layer_norm_stats(x, eps)
+    out = stats[0] * gamma
+    return python_scalar(out + beta if beta is not None else out), stats
+
+
+def _ln_saved(saved, x):
+    """(xhat, 1/std) from a forward's saved statistics (the fused kernel's: mean and 1/std)."""
+    if type(saved[0]) is str:      # ("fused", mean, 1/std)
+        return (bools_as_floats(raw(x)) - saved[1]) * saved[2], saved[2]
+    return saved
+
+
 def _fwd_layer_norm(x, gamma, beta, eps=1e-5):
     """The forward on plain arrays, keeping (xhat, 1/std) for the VJP."""
-    stats = _layer_norm_stats(bools_as_floats(x), eps)
+    x = bools_as_floats(x)
+    if type(x) is not _ND and type(x) in ARRAYS:
+        return _fwd_layer_norm_xp(x, gamma, beta, eps)
+    stats = _layer_norm_stats(x, eps)
     out = stats[0] * gamma
     return (out + beta if beta is not None else out), stats
 
@@ -251,17 +513,20 @@ def _norm_jacobian(xhat, center):
     I - xhat xhat' / n (symmetric), one [n, n] matrix per row."""
     n = shape_of(xhat)[-1]
     eye = np.eye(n) - (1.0 / n if center else 0.0)
+    xr = raw(xhat)
+    if _other(xr):
+        eye = B.of(xr).asarray(eye, B.of(xr).np_dtype(xr.dtype))
     return sub(eye, div(_outer_rows(xhat, xhat), float(n)))
 
 
 def _vjp_layer_norm(g, ans, saved, tracked, x, gamma, beta, eps=1e-5):
-    xhat, rstd = saved if saved is not None else _ln_stats(x, eps)
+    xhat, rstd = _ln_saved(saved, x) if saved is not None else _ln_stats(x, eps)
     gx = ggamma = gbeta = None
     if tracked[0]:
         d = float(shape_of(x)[-1])
         dxhat = zmul(g, gamma)
         m1 = div(sum_(dxhat, dim=-1, keepdims=True), d)
-        if np.isfinite(raw(m1)).all():
+        if _all_finite(raw(m1)):
             m2 = div(sum_(mul(dxhat, xhat), dim=-1, keepdims=True), d)
             gx = zmul(rstd, sub(sub(dxhat, m1), mul(xhat, m2)))
         else:       # an infinite cotangent or gain: each entry of the gradient is its own +-inf
@@ -275,6 +540,8 @@ def _vjp_layer_norm(g, ans, saved, tracked, x, gamma, beta, eps=1e-5):
 
 def _vjp_layer_norm_plain(g, ans, saved, tracked, x, gamma, beta, eps=1e-5):
     """The same VJP on plain arrays (first order, nothing to record), gamma and beta of shape [D]."""
+    if type(g) is not _ND:
+        return _vjp_layer_norm_plain_xp(g, saved, tracked, x, gamma, beta)
     if saved is None or type(g) is not np.ndarray or type(gamma) is not np.ndarray or g.ndim < 1 \
             or gamma.shape != g.shape[-1:] or (beta is not None and shape_of(beta) != gamma.shape):
         return None
@@ -302,11 +569,43 @@ def _vjp_layer_norm_plain(g, ans, saved, tracked, x, gamma, beta, eps=1e-5):
     return gx, ggamma, gbeta
 
 
+def _vjp_layer_norm_plain_xp(g, saved, tracked, x, gamma, beta):
+    """_vjp_layer_norm_plain on another backend: its fused backward where the forward's fused
+    kernel ran, else NumPy's steps with the array API."""
+    if saved is None or not _same_backend(g, gamma) or g.ndim < 1 or tuple(gamma.shape) != tuple(g.shape[-1:]) \
+            or (beta is not None and shape_of(beta) != shape_of(gamma)):
+        return None
+    which = (bool(tracked[0]), bool(tracked[1]), len(tracked) > 2 and bool(tracked[2]))
+    if type(saved[0]) is str:      # ("fused", mean, 1/std)
+        return B.of(g).layer_norm_backward(g, bools_as_floats(x), saved[1], saved[2], gamma, beta, which)
+    xp = xp_of(g)
+    xhat, rstd = saved
+    gx = ggamma = gbeta = None
+    if which[0]:
+        inv_d = 1.0 / g.shape[-1]
+        dxhat = g * gamma
+        m1 = xp.sum(dxhat, axis=-1, keepdims=True) * inv_d
+        if not _all_finite(m1):
+            return None        # an infinite cotangent or gain: the general form takes it
+        m2 = xp.sum(dxhat * xhat, axis=-1, keepdims=True) * inv_d
+        dxhat = dxhat - m1 - xhat * m2
+        gx = dxhat * rstd if _all_finite(rstd) else _zmul(dxhat, rstd)
+    rows = _rows(g)
+    if which[1]:
+        ggamma = xp.sum(rows * _rows(xp.broadcast_to(xhat, tuple(g.shape))), axis=0)
+    if which[2]:
+        gbeta = xp.sum(rows, axis=0)
+    return gx, ggamma, gbeta
+
+
 layer_norm = primitive("layer_norm", _layer_norm_impl, _vjp_layer_norm, _fwd_layer_norm,
                        vjp_plain=_vjp_layer_norm_plain)
 
 
 def _dense_impl(x, w, b=None):
+    if type(x) is not _ND and type(w) is not _ND and _same_backend(x, w) and w.ndim == 2 and x.ndim >= 1 \
+            and B.of(x).is_float(x) and (b is None or (_same_backend(x, b) and tuple(b.shape) == (w.shape[1],))):
+        return B.of(x).linear(x, w, b)      # another backend's fused product (torch.addmm, as nn.Linear)
     out = _matmul(x, w)
     return python_scalar(out + b) if b is not None else python_scalar(out)
 
@@ -325,6 +624,8 @@ def _vjp_dense_plain(g, ans, saved, tracked, x, w, b=None):
     if len(tracked) > 2 and tracked[2]:
         if type(b) is np.ndarray and type(g) is np.ndarray and g.ndim >= 2 and b.shape == g.shape[-1:]:
             gb = _rows(g).sum(axis=0)
+        elif _same_backend(g, b) and g.ndim >= 2 and tuple(b.shape) == tuple(g.shape[-1:]):
+            gb = xp_of(g).sum(_rows(g), axis=0)
         else:
             gb = unbroadcast(g, shape_of(b))
     return gx, gw, gb
@@ -333,13 +634,32 @@ def _vjp_dense_plain(g, ans, saved, tracked, x, w, b=None):
 dense = primitive("dense", _dense_impl, _vjp_dense, vjp_plain=_vjp_dense_plain)
 
 
-def _allowed(mask, causal, lq, lk):
-    """The boolean 'may attend' matrix from a mask and/or causality (None when all allowed)."""
+def _allowed(mask, causal, lq, lk, like=None):
+    """The boolean 'may attend' matrix from a mask and/or causality (None when all allowed), on
+    the backend of `like` (NumPy's when None or a NumPy array)."""
+    if _other(like):
+        return _allowed_xp(mask, causal, lq, lk, like)
     allowed = None
     if causal:
         allowed = np.tril(np.ones((lq, lk), dtype=bool), k=lk - lq)   # bottom-right aligned
     if mask is not None:
-        m = raw(mask).astype(bool)
+        m = B.to_numpy(raw(mask)).astype(bool)
+        allowed = m if allowed is None else (allowed & m)
+    return allowed
+
+
+def _allowed_xp(mask, causal, lq, lk, like):
+    be = B.of(like)
+    xp = be.xp
+    allowed = None
+    if causal:      # j <= i + lk - lq: bottom-right aligned
+        i = xp.arange(lq, device=like.device)[:, None]
+        allowed = xp.arange(lk, device=like.device)[None, :] <= i + (lk - lq)
+    if mask is not None:
+        m = raw(mask)
+        m = be.asarray(m) if not _other(m) else m
+        if not be.is_bool(m):
+            m = m != 0
         allowed = m if allowed is None else (allowed & m)
     return allowed
 
@@ -397,6 +717,8 @@ def _sdpa_weights(q, k, bias, mask, causal, scale):
     weights are softmax's limit and their gradient to q, k and bias is 0) and the rows whose scores
     went beyond the float range (_overflowed), each None when there is none."""
     q, k = bools_as_floats(q), bools_as_floats(k)
+    if _other(q) or _other(k):
+        return _sdpa_weights_xp(q, k, bias, mask, causal, scale)
     s = np.matmul(q, np.swapaxes(k, -1, -2))
     if type(s) is np.ndarray and s.ndim:
         s *= scale
@@ -411,6 +733,31 @@ def _sdpa_weights(q, k, bias, mask, causal, scale):
     m = s.max(axis=-1, keepdims=True) if type(s) is np.ndarray and s.size else None
     if m is not None and not np.isfinite(m).all():
         s, lim = _overflowed(q, k, bias, s, allowed, scale)
+        m = None
+    p, rows = _softmax_rows(s, -1, m)
+    return p, rows, lim
+
+
+def _sdpa_weights_xp(q, k, bias, mask, causal, scale):
+    """_sdpa_weights on another backend's matrices: the scores formed in place, the backend's
+    softmax where every row's max is finite; a row whose max is not (scores beyond the float
+    range, a +inf bias, every key masked) sends the scores through _overflowed on the host."""
+    like = q if _other(q) else k
+    be = B.of(like)
+    xp = be.xp
+    q, k = (be.asarray(v) if not _other(v) else v for v in (q, k))
+    s = xp.matmul(q, xp.matrix_transpose(k))
+    s *= scale
+    if bias is not None:
+        s = s + (be.asarray(bias) if type(bias) is _ND else bias)
+    allowed = _allowed(mask, causal, q.shape[-2], k.shape[-2], like)
+    if allowed is not None:
+        s = xp.where(allowed, s, -math.inf)
+    lim = None
+    m = xp.max(s, axis=-1, keepdims=True) if size_of(s) else None
+    if m is not None and not _all_finite(m):
+        sn, limn = _overflowed(_host(q), _host(k), _host(bias), _host(s), _host(allowed), scale)
+        s, lim = _back(sn, like), _back(limn, like)
         m = None
     p, rows = _softmax_rows(s, -1, m)
     return p, rows, lim
@@ -452,9 +799,50 @@ def _sdpa_impl(q, k, v, bias=None, mask=None, causal=False, scale=None):
     return _fwd_sdpa(q, k, v, bias, mask, causal, scale)[0]
 
 
+def _as_heads(t):
+    """t [..., L, d] as [B, H, L, d] (a view: leading axes folded into B, or 1s added)."""
+    s = tuple(t.shape)
+    if len(s) == 4:
+        return t
+    if len(s) < 4:
+        return t.reshape((1,) * (4 - len(s)) + s)
+    return t.reshape((math.prod(s[:-3]),) + s[-3:])
+
+
+def _flash(q, k, v, bias, mask, causal, scale):
+    """(out, ("flash", out [B, H, Lq, d], log-sum-exp)) from the backend's fused attention kernel,
+    or None where it does not apply or its rows are not all ordinary: no bias or mask, causal only
+    with as many queries as keys (its causality is top-left aligned), q, k, v of one head size and
+    the same leading axes; the log-sum-exp and the output all finite (scores beyond the float
+    range, a nan or an infinite value take _sdpa_weights' path)."""
+    if bias is not None or mask is not None or not _same_backend(q, k, v) or not _is_float(q):
+        return None
+    sq, sk, sv = tuple(q.shape), tuple(k.shape), tuple(v.shape)
+    if len(sq) < 2 or sq[:-2] != sk[:-2] or sk[:-1] != sv[:-1] or sq[-1] != sk[-1] or sk[-1] != sv[-1] \
+            or (causal and sq[-2] != sk[-2]) or 0 in sq or 0 in sk:
+        return None
+    be = B.of(q)
+    r = be.flash_attention(_as_heads(q), _as_heads(k), _as_heads(v), bool(causal), float(scale))
+    if r is None:
+        return None
+    out4, lse = r
+    if not (math.isfinite(float(lse.sum())) and math.isfinite(float(out4.sum()))):
+        return None
+    return out4.reshape(sq[:-1] + (sv[-1],)), ("flash", out4, lse)
+
+
 def _fwd_sdpa(q, k, v, bias=None, mask=None, causal=False, scale=None):
-    """The forward on plain arrays, keeping (p, rows, lim) for the VJP (_sdpa_weights)."""
+    """The forward on plain arrays, keeping (p, rows, lim) for the VJP (_sdpa_weights); on another
+    backend, its fused attention kernel where it applies (_flash), keeping its output and
+    log-sum-exp instead."""
+    if type(q) is not _ND and type(q) in ARRAYS:
+        r = _flash(q, k, v, bias, mask, causal, scale)
+        if r is not None:
+            return r
     p, rows, lim = _sdpa_weights(q, k, bias, mask, causal, scale)
+    if _other(p):
+        v = bools_as_floats(v)
+        return xp_of(p).matmul(p, B.of(p).asarray(v) if type(v) is _ND else v), (p, rows, lim)
     return np.matmul(p, bools_as_floats(v)), (p, rows, lim)
 
 
@@ -466,13 +854,15 @@ def _recorded_weights(q, k, bias, mask, causal, scale):
 
 
 def _vjp_sdpa(g, ans, saved, tracked, q, k, v, bias=None, mask=None, causal=False, scale=None):
+    if saved is not None and type(saved[0]) is str:        # the fused kernel's: the weights on plain q, k
+        saved = _sdpa_weights(q, k, bias, mask, causal, scale)
     p, rows, lim = saved if saved is not None else _recorded_weights(q, k, bias, mask, causal, scale)
     gq = gk = gv = gbias = None
     if tracked[2]:
         gv = unbroadcast(zmatmul(transpose(p), g), shape_of(v))
     if tracked[0] or tracked[1] or (len(tracked) > 3 and tracked[3]):
-        if not (math.isfinite(raw(v).sum()) and math.isfinite(raw(g).sum())) and \
-                not (np.isfinite(raw(v)).all() and np.isfinite(raw(g)).all()):
+        if not (math.isfinite(float(raw(v).sum())) and math.isfinite(float(raw(g).sum()))) and \
+                not (_all_finite(raw(v)) and _all_finite(raw(g))):
             gq, gk, gbias = _score_grads_split(g, v, p, rows, lim, q, k, bias, tracked, scale)
             return gq, gk, gv, gbias
         gq, gk, gbias = _score_grads(g, v, matmul(p, v), p, rows, lim, q, k, bias, tracked, scale)
@@ -490,8 +880,12 @@ def _vjp_sdpa_plain(g, ans, saved, tracked, q, k, v, bias=None, mask=None, causa
     more there, and one key's weight of exactly 1 then gives exactly 0, as softmax's VJP does)."""
     if saved is None or (len(tracked) > 3 and tracked[3]):
         return None
+    if type(saved[0]) is str:       # ("flash", out, log-sum-exp): the fused kernel's backward
+        return _vjp_flash_plain(g, saved, tracked, q, k, v, causal, scale)
     p, rows, lim = saved
     if not all(type(t) is np.ndarray for t in (g, ans, p, q, k, v)):
+        if _same_backend(g, ans, p, q, k, v) and _is_float(p):
+            return _vjp_sdpa_plain_xp(g, ans, p, rows, lim, tracked, q, k, v, scale)
         return None
     gq = gk = gv = None
     if tracked[2]:
@@ -517,6 +911,53 @@ def _vjp_sdpa_plain(g, ans, saved, tracked, q, k, v, bias=None, mask=None, causa
         if tracked[1]:
             gk = unbroadcast(np.matmul(np.swapaxes(ds, -1, -2), q), k.shape)
     return gq, gk, gv, None
+
+
+def _vjp_flash_plain(g, saved, tracked, q, k, v, causal, scale):
+    if not _same_backend(g, q):
+        return None
+    _, out4, lse = saved
+    gq, gk, gv = B.of(g).flash_attention_backward(_as_heads(g), _as_heads(q), _as_heads(k), _as_heads(v),
+                                                  out4, lse, bool(causal), float(scale))
+    return (gq.reshape(q.shape) if tracked[0] else None, gk.reshape(k.shape) if tracked[1] else None,
+            gv.reshape(v.shape) if tracked[2] else None, None)
+
+
+def _vjp_sdpa_plain_xp(g, ans, p, rows, lim, tracked, q, k, v, scale):
+    """_vjp_sdpa_plain on another backend's matrices: the same steps with the array API, the
+    [.., T, T] ones in place on the fresh product."""
+    xp = xp_of(g)
+    gq = gk = gv = None
+    if tracked[2]:
+        gv = _unbroadcast_plain(xp.matmul(xp.matrix_transpose(p), g), tuple(v.shape))
+    if tracked[0] or tracked[1]:
+        if not (math.isfinite(float(xp.sum(v))) and math.isfinite(float(xp.sum(g)))) and \
+                not (_all_finite(v) and _all_finite(g)):
+            return None
+        ds = xp.matmul(g, xp.matrix_transpose(v))
+        if p.shape[-1] <= v.shape[-1]:
+            corr = xp.sum(_zmul(ds, p), axis=-1, keepdims=True)
+        else:
+            corr = xp.sum(g * ans, axis=-1, keepdims=True)
+            if lim is not None:
+                corr = xp.where(lim, xp.sum(_zmul(ds, p), axis=-1, keepdims=True), corr)
+        ds -= corr
+        ds *= p
+        ds *= scale
+        if rows is not None:
+            ds = xp.where(rows, 0.0, ds)
+        if tracked[0]:
+            gq = _unbroadcast_plain(xp.matmul(ds, k), tuple(q.shape))
+        if tracked[1]:
+            gk = _unbroadcast_plain(xp.matmul(xp.matrix_transpose(ds), q), tuple(k.shape))
+    return gq, gk, gv, None
+
+
+def _unbroadcast_plain(g, shape):
+    """unbroadcast on a plain matrix of another backend: summed down to shape directly."""
+    if tuple(g.shape) == shape:
+        return g
+    return unbroadcast(g, shape)
 
 
 def _score_grads(g, v, ans, p, rows, lim, q, k, bias, tracked, scale):
@@ -547,10 +988,11 @@ def _score_grads_split(g, v, p, rows, lim, q, k, bias, tracked, scale):
     v = v_finite + V u (u the signs of the infinite entries, V -> inf) each cotangent is
     G(v_finite) + V G(u): +-inf where G(u) is nonzero, G(v_finite) elsewhere. Computing with the
     infinities inside would meet inf - inf where the limit is a plain +-inf."""
-    split_v = not np.isfinite(raw(v)).all()
+    split_v = not _all_finite(raw(v))
     arr = raw(v) if split_v else raw(g)
-    inf = np.isinf(arr)
-    unit = np.where(inf, np.sign(arr), 0.0)
+    xp = xp_of(arr)
+    inf = xp.isinf(arr)
+    unit = xp.where(inf, xp.sign(arr), 0.0)
     fin = where(inf, 0.0, v if split_v else g)
     if split_v:
         a = _score_grads(g, fin, matmul(p, fin), p, rows, lim, q, k, bias, tracked, scale)
@@ -563,7 +1005,7 @@ def _score_grads_split(g, v, p, rows, lim, q, k, bias, tracked, scale):
         if x is None:
             return None
         yr = raw(y)
-        return where(yr > 0, np.inf, where(yr < 0, -np.inf, x))
+        return where(yr > 0, math.inf, where(yr < 0, -math.inf, x))
     return tuple(combine(x, y) for x, y in zip(a, b))
 
 
@@ -579,6 +1021,8 @@ sdpa = primitive("scaled_dot_product_attention", _sdpa_impl, _vjp_sdpa, _fwd_sdp
 def _rms_stats_plain(x, eps):
     """(xhat, r) on plain arrays: the mean square accumulated in float64, r cast back to x's
     float type; rows whose mean square + eps is not a safe number are scaled (see layer_norm)."""
+    if _other(x):
+        return _rms_stats_xp(x, eps)
     ms = np.mean(np.square(x, dtype=np.float64), axis=-1, keepdims=True)
     den = ms + eps
     bad = _unsafe_rows(den)
@@ -595,9 +1039,25 @@ def _rms_stats_plain(x, eps):
     return xhat, r
 
 
+def _rms_stats_xp(x, eps):
+    """_rms_stats_plain on another backend's matrix: the mean square accumulated in float64
+    (float32 on a device without float64: MPS); a row to rescale sends x through NumPy's steps
+    on the host."""
+    be = B.of(x)
+    xp = be.xp
+    wide = x.dtype if be.device == "mps" else be.dtype(np.float64)
+    xw = xp.astype(x, wide)
+    den = xp.mean(xw * xw, axis=-1, keepdims=True) + eps
+    if _unsafe_rows(den) is not None:
+        xhat, r = _rms_stats_plain(_host(x), eps)
+        return _back(xhat, x), _back(r, x)
+    r = xp.astype(1.0 / xp.sqrt(den), x.dtype)
+    return x * r, r
+
+
 def _rms_norm_impl(x, gamma, eps=1e-5):
     x = bools_as_floats(x)
-    if type(x) is not np.ndarray:
+    if type(x) is not np.ndarray and type(x) not in ARRAYS:
         x = np.asarray(x, dtype=np.float64)
     return python_scalar(_rms_stats_plain(x, eps)[0] * gamma)
 
@@ -616,7 +1076,7 @@ def _vjp_rms_norm(g, ans, saved, tracked, x, gamma, eps=1e-5):
         d = float(shape_of(x)[-1])
         gh = zmul(g, gamma)
         m = div(sum_(mul(gh, xhat), dim=-1, keepdims=True), d)
-        if np.isfinite(raw(m)).all():
+        if _all_finite(raw(m)):
             gx = zmul(r, sub(gh, mul(xhat, m)))
         else:       # an infinite cotangent or gain (see layer_norm)
             gx = zmul(r, _row_jacobian_product(gh, _norm_jacobian(xhat, False)))

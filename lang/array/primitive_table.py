@@ -73,6 +73,24 @@ def is_float_array(a) -> bool:
     return t in ARRAYS and B.of(a).is_float(a)
 
 
+def crossed(a, b):
+    """a and b on one backend: a NumPy array beside another backend's matrix crosses to it (a
+    constant a builtin or a caller made with NumPy meets the session's tensors). The binary
+    primitives call it where the operation refused the pair, so NumPy's path never pays."""
+    ta, tb = type(a), type(b)
+    if ta is _ND and tb is not _ND and tb in ARRAYS:
+        return B.of(b).asarray(a), b
+    if tb is _ND and ta is not _ND and ta in ARRAYS:
+        return a, B.of(a).asarray(b)
+    return a, b
+
+
+def mixed(a, b) -> bool:
+    """One of a, b is a NumPy array and the other another backend's matrix."""
+    ta, tb = type(a), type(b)
+    return (ta is _ND and tb is not _ND and tb in ARRAYS) or (tb is _ND and ta is not _ND and ta in ARRAYS)
+
+
 def new_array(data, dtype=None, like=None):
     """A matrix of the backend of `like` (an array), else of the session's, from Python or NumPy
     data; dtype a NumPy type, None for the session's float type."""

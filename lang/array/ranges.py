@@ -137,14 +137,14 @@ def walkable(v) -> bool:
     """Whether `for` can walk v (a matrix or number, tracked or not, a tuple, a string, a
     dictionary: its keys)."""
     r = raw(v)
-    return isinstance(r, (np.ndarray, tuple, str, Dict)) or \
+    return isinstance(r, (B.Matrix, tuple, str, Dict)) or \
         (isinstance(r, (float, int)) and not isinstance(r, (bool, np.bool_)))
 
 
 def walk_length(v) -> int:
     """How many items `for` visits in v (walkable(v) holds)."""
     r = raw(v)
-    if isinstance(r, np.ndarray):
+    if isinstance(r, B.Matrix):
         return 1 if r.ndim == 0 else r.shape[0]
     if isinstance(r, (tuple, str, Dict)):
         return len(r)
@@ -162,7 +162,7 @@ def walk_items(v):
     elements or rows through the index primitive, a 0-d value or a number itself once, a tuple's
     items, a string's characters."""
     r = raw(v)
-    if isinstance(r, np.ndarray):
+    if isinstance(r, B.Matrix):
         if r.ndim == 0:
             return iter((ops.index(v, idx=()),))
         if type(v) is Box:

@@ -17,26 +17,57 @@ import math
 
 import numpy as np
 
-from tapeml.array.primitive_table import FLOAT, bools_as_floats, primitive, python_scalar, shape_of
+from tapeml.array import backend as B
+from tapeml.array.backend import ARRAYS, xp_of
+from tapeml.array.primitive_table import FLOAT, as_float, bools_as_floats, primitive, python_scalar, shape_of, size_of
 from tapeml.array.core_ops import (add, broadcast_to, div, ldexp, mul, reshape, slice_exponents, sub, sum_, unsafe_slices,
                        where, zmul, _expand, permute)
 from tapeml.array.index_ops import concat, index
 from tapeml.array.nn_ops import softmax, _limit_rows
 
 
+_ND = np.ndarray
+
+
+def _other(x) -> bool:
+    """x is another backend's matrix (not NumPy's, not a number): the portable paths take it."""
+    t = type(x)
+    return t is not _ND and t in ARRAYS
+
+
 def _floats(x):
     x = bools_as_floats(x)
-    if type(x) is not np.ndarray:
-        return np.asarray(x, dtype=np.float64)
-    return x if x.dtype.kind == "f" else x.astype(FLOAT["dtype"])
+    t = type(x)
+    if t is _ND:
+        return x if x.dtype.kind == "f" else x.astype(FLOAT["dtype"])
+    if t in ARRAYS:
+        return x if B.of(x).is_float(x) else as_float(x)
+    return np.asarray(x, dtype=np.float64)
+
+
+def _on(v, like):
+    """v (a NumPy array, such as positions worked out on the host) on the backend of the array like."""
+    return B.of(like).asarray(v) if type(v) is _ND and _other(like) else v
 
 
 # ---- gather and scatter along one axis --------------------------------------------------------
 def along(idx, dim):
-    """The NumPy index that picks, at each position of `idx`, the element idx[pos] along `dim` (the
-    other axes taken from pos): NumPy's take_along_axis as one index, for reads and stores."""
-    grids = list(np.indices(idx.shape, sparse=True))
-    grids[dim] = idx
+    """The index that picks, at each position of `idx`, the element idx[pos] along `dim` (the
+    other axes taken from pos): NumPy's take_along_axis as one index, for reads and stores. A
+    NumPy idx gives NumPy's index; another backend's, one of its arrays (the grids on its device)."""
+    if type(idx) is _ND:
+        grids = list(np.indices(idx.shape, sparse=True))
+        grids[dim] = idx
+        return tuple(grids)
+    xp, nd = xp_of(idx), len(idx.shape)
+    grids = []
+    for ax, n in enumerate(idx.shape):
+        if ax == dim % nd:
+            grids.append(idx)
+        else:
+            shape = [1] * nd
+            shape[ax] = n
+            grids.append(xp.reshape(xp.arange(n, device=idx.device), tuple(shape)))
     return tuple(grids)
 
 
@@ -44,15 +75,26 @@ _along = along
 
 
 def _take_along(x, idx, dim):
-    return python_scalar(_floats(x)[_along(idx, dim)])
+    x = _floats(x)
+    if type(x) is _ND and type(idx) is _ND:
+        return python_scalar(x[_along(idx, dim)])
+    if type(x) is _ND:
+        x = _on(x, idx)
+    return python_scalar(xp_of(x).take_along_axis(x, _on(idx, x), axis=dim))
 
 
 def _put_along(g, idx, dim, shape):
     """The scatter-add of g into zeros of `shape` at positions idx along dim (repeats add up)."""
     g = _floats(g)
-    out = np.zeros(shape, dtype=g.dtype)
-    np.add.at(out, _along(idx, dim), g)
-    return out
+    if type(g) is _ND and type(idx) is _ND:
+        out = np.zeros(shape, dtype=g.dtype)
+        np.add.at(out, _along(idx, dim), g)
+        return out
+    like = g if _other(g) else idx
+    g, idx = _on(g, like), _on(idx, like)
+    be = B.of(like)
+    out = be.xp.zeros(tuple(shape), dtype=g.dtype, device=g.device)
+    return be.add_at(out, along(idx, dim), be.xp.broadcast_to(g, tuple(idx.shape)))
 
 
 take_along = primitive("take_along", _take_along,
@@ -67,7 +109,12 @@ def _flip(x, dim):
     n = shape_of(x)[dim]
     shape = [1] * len(shape_of(x))
     shape[dim] = n
-    idx = np.broadcast_to(np.arange(n - 1, -1, -1).reshape(shape), shape_of(x))
+    xr = _raw(x)
+    if _other(xr):
+        xp = xp_of(xr)
+        idx = xp.broadcast_to(xp.reshape(xp.arange(n - 1, -1, -1, device=xr.device), tuple(shape)), shape_of(x))
+    else:
+        idx = np.broadcast_to(np.arange(n - 1, -1, -1).reshape(shape), shape_of(x))
     return take_along(x, idx=idx, dim=dim)
 
 
@@ -78,7 +125,12 @@ def _shift(x, dim, fill):
     first[dim] = 1
     cut = [slice(None)] * len(shape)
     cut[dim] = slice(0, shape[dim] - 1)
-    return concat(np.full(first, fill, dtype=_floats(_raw(x)).dtype), index(x, idx=tuple(cut)), dim=dim)
+    xr = _floats(_raw(x))
+    if _other(xr):
+        head = xp_of(xr).full(tuple(first), fill, dtype=xr.dtype, device=xr.device)
+    else:
+        head = np.full(first, fill, dtype=xr.dtype)
+    return concat(head, index(x, idx=tuple(cut)), dim=dim)
 
 
 def others(x, dim):
@@ -93,7 +145,10 @@ def others(x, dim):
 
 # ---- products and sums ------------------------------------------------------------------------
 def _prod(x, dim=None, keepdims=False):
-    return python_scalar(np.prod(_floats(x), axis=dim, keepdims=keepdims))
+    x = _floats(x)
+    if type(x) is _ND:
+        return python_scalar(np.prod(x, axis=dim, keepdims=keepdims))
+    return python_scalar(xp_of(x).prod(x, axis=dim, keepdims=keepdims))
 
 
 def _vjp_prod(g, ans, saved, tracked, x, dim=None, keepdims=False):
@@ -110,7 +165,10 @@ prod = primitive("prod", _prod, _vjp_prod, arity=1)
 
 
 def _cumsum(x, dim):
-    return np.cumsum(_floats(x), axis=dim)
+    x = _floats(x)
+    if type(x) is _ND:
+        return np.cumsum(x, axis=dim)
+    return xp_of(x).cumulative_sum(x, axis=dim)
 
 
 def _vjp_cumsum(g, ans, saved, tracked, x, dim):
@@ -122,17 +180,42 @@ cumsum = primitive("cumsum", _cumsum, _vjp_cumsum, arity=1)
 
 
 def _cumprod(x, dim):
-    return np.cumprod(_floats(x), axis=dim)
+    x = _floats(x)
+    if type(x) is _ND:
+        return np.cumprod(x, axis=dim)
+    return xp_of(x).cumulative_prod(x, axis=dim)
+
+
+def _zero_counts(xr, dim):
+    """The running count of zeros along dim of the plain float array xr (integers, xr's shape)."""
+    if type(xr) is _ND:
+        return np.cumsum(xr == 0, axis=dim)
+    xp = xp_of(xr)
+    return xp.cumulative_sum(xp.astype(xr == 0, xp.int64), axis=dim)
+
+
+def _all_finite(xr) -> bool:
+    if type(xr) is _ND:
+        return bool(np.all(np.isfinite(xr)))
+    xp = xp_of(xr)
+    return bool(xp.all(xp.isfinite(xr)))
+
+
+def _max_count(zeros) -> int:
+    """The largest running count of zeros (0 for an empty array)."""
+    if type(zeros) is _ND:
+        return int(zeros.max(initial=0))
+    return int(xp_of(zeros).max(zeros)) if size_of(zeros) else 0
 
 
 def _vjp_cumprod_first(g, ans, saved, tracked, x, dim):
     """First order: d ans_j / d x_k = prod_{i <= j, i != k} x_i. With z the first zero of the slice
     (none: z = n) and c1 the running product with x_z taken as 1: for k < z it is c1_j / x_k (j < z;
     later terms hold x_z = 0), for k = z it is c1_j (j >= z), for k > z it is 0. O(n), exact at zeros."""
-    xr = np.asarray(_floats(_raw(x)))
-    if xr.size == 0 or not np.all(np.isfinite(xr)):
+    xr = _floats(_raw(x))
+    if size_of(xr) == 0 or not _all_finite(xr):
         return _vjp_cumprod(g, ans, saved, tracked, x, dim)
-    zeros = np.cumsum(xr == 0, axis=dim)
+    zeros = _zero_counts(xr, dim)
     before, first = zeros == 0, (zeros == 1) & (xr == 0)
     gc = zmul(g, cumprod(where(first, 1.0, x), dim=dim))
     gb = where(before, gc, 0.0)
@@ -146,11 +229,12 @@ def _vjp_cumprod(g, ans, saved, tracked, x, dim):
     are 0 only because of x_z = 0 keep their derivative in x_z: for k < z the whole reverse sum of
     g * ans over x_k, for k > z x_z times the VJP of the running product with x_z taken as 1 (one
     level per zero of the slice)."""
-    xr = np.asarray(_floats(_raw(x)))
-    if xr.size == 0:
+    xr = _floats(_raw(x))
+    if size_of(xr) == 0:
         return (g,)
-    zeros = np.cumsum(xr == 0, axis=dim)
-    if np.all(np.isfinite(xr)) and zeros.max(initial=0) <= 64:
+    zeros = _zero_counts(xr, dim)
+    most = _max_count(zeros)
+    if most <= 64 and _all_finite(xr):
         before, first = zeros == 0, (zeros == 1) & (xr == 0)
         ga = zmul(g, ans)
         rev = add(sub(sum_(ga, dim=dim, keepdims=True), cumsum(ga, dim=dim)), ga)
@@ -158,7 +242,7 @@ def _vjp_cumprod(g, ans, saved, tracked, x, dim):
         cy = cumprod(y, dim=dim)
         at_z = sum_(where(before, 0.0, zmul(g, cy)), dim=dim, keepdims=True)
         out = where(before, div(rev, where(before, x, 1.0)), where(first, at_z, 0.0))
-        if zeros.max(initial=0) == 0:
+        if most == 0:
             return (out,)
         xz = sum_(where(first, x, 0.0), dim=dim, keepdims=True)
         after = mul(xz, _vjp_cumprod(g, cy, saved, tracked, y, dim)[0])
@@ -169,7 +253,11 @@ def _vjp_cumprod(g, ans, saved, tracked, x, dim):
     back = tuple(sorted(range(nd), key=order.__getitem__))
     xt, gt = permute(x, axes=order), permute(g, axes=order)
     n = shape_of(xt)[-1]
-    tri = np.triu(np.ones((n, n), dtype=bool))                 # tri[k, j]: k <= j
+    if _other(xr):
+        k = xp_of(xr).arange(n, device=xr.device)
+        tri = k[:, None] <= k[None, :]                          # tri[k, j]: k <= j
+    else:
+        tri = np.triu(np.ones((n, n), dtype=bool))
     lead = shape_of(xt)[:-1]
     m = where(tri, broadcast_to(reshape(xt, shape=lead + (n, 1)), shape=lead + (n, n)), 1.0)
     gm = zmul(others(m, nd - 1), broadcast_to(reshape(gt, shape=lead + (1, n)), shape=lead + (n, n)))
@@ -188,6 +276,8 @@ def _raw(v):
 # ---- logsumexp ----------------------------------------------------------------------------------
 def _logsumexp(x, dim, keepdims=False):
     x = _floats(x)
+    if type(x) is not _ND:
+        return _logsumexp_xp(x, dim, keepdims)
     if x.size == 0:
         return python_scalar(np.log(np.sum(np.exp(x), axis=dim, keepdims=keepdims)))
     m = np.max(x, axis=dim, keepdims=True)
@@ -198,6 +288,21 @@ def _logsumexp(x, dim, keepdims=False):
     if not keepdims:
         out = np.squeeze(out, axis=dim)
     return python_scalar(out.astype(x.dtype))
+
+
+def _logsumexp_xp(x, dim, keepdims):
+    """_logsumexp on another backend's matrix, in the array API's words."""
+    xp = xp_of(x)
+    if size_of(x) == 0:
+        return python_scalar(xp.log(xp.sum(xp.exp(x), axis=dim, keepdims=keepdims)))
+    m = xp.max(x, axis=dim, keepdims=True)
+    safe = xp.where(xp.isfinite(m), m, 0.0)
+    s = xp.sum(xp.exp(x - safe), axis=dim, keepdims=True)
+    out = xp.log(s) + safe
+    out = xp.where(m == math.inf, math.inf, xp.where(m == -math.inf, -math.inf, out))
+    if not keepdims:
+        out = xp.squeeze(out, axis=dim)
+    return python_scalar(xp.astype(out, x.dtype))
 
 
 def _vjp_logsumexp(g, ans, saved, tracked, x, dim, keepdims=False):
@@ -215,9 +320,14 @@ def _axes(shape, dim):
     return tuple(d % len(shape) for d in ((dim,) if isinstance(dim, int) else dim))
 
 
-def kept(r, shape, dim):
-    """A plain reduction result r of an array of `shape` along dim, with the reduced axes kept (1)."""
+def kept(r, shape, dim, like=None):
+    """A plain reduction result r of an array of `shape` along dim, with the reduced axes kept (1):
+    a matrix of r's backend (r a number: of the array like's, else NumPy's)."""
     out = tuple(1 if i in _axes(shape, dim) else n for i, n in enumerate(shape))
+    if _other(r):
+        return r.reshape(out)
+    if _other(like):
+        return B.of(like).asarray(np.asarray(r), B.of(like).np_dtype(like.dtype)).reshape(out)
     return np.reshape(np.asarray(r), out)
 
 
@@ -236,13 +346,25 @@ def mean(x, dim=None, keepdims=False, count=None):
         n = math.prod(shape[a] for a in _axes(shape, dim))
     m = div(sum_(x, dim=dim, keepdims=keepdims), float(n))
     mr = _raw(m)
-    if n == 0 or math.isfinite(mr.sum() if type(mr) is np.ndarray else mr):     # one reduction of the result
-        return m
-    xr = np.asarray(_floats(_raw(x)))
-    bad = ~np.isfinite(kept(mr, shape, dim)) & np.isfinite(xr).all(axis=_axes(shape, dim), keepdims=True)
-    if not bad.any():
-        return m
-    return where(np.reshape(bad, shape_of(m)), sum_(div(x, float(n)), dim=dim, keepdims=keepdims), m)
+    tm = type(mr)
+    if n == 0 or math.isfinite(mr.sum() if tm is _ND else float(xp_of(mr).sum(mr)) if tm in ARRAYS else mr):
+        return m            # one reduction of the result
+    xr = _floats(_raw(x))
+    if type(xr) is _ND:
+        bad = ~np.isfinite(kept(mr, shape, dim)) & np.isfinite(xr).all(axis=_axes(shape, dim), keepdims=True)
+        if not bad.any():
+            return m
+        bad = np.reshape(bad, shape_of(m))
+    else:
+        xp = xp_of(xr)
+        bad = ~xp.isfinite(kept(mr, shape, dim, like=xr)) & xp.all(xp.isfinite(xr), axis=_axes(shape, dim),
+                                                                   keepdims=True)
+        if not bool(xp.any(bad)):
+            return m
+        if not shape_of(m):     # one number, to take again
+            return sum_(div(x, float(n)), dim=dim, keepdims=keepdims)
+        bad = xp.reshape(bad, shape_of(m))
+    return where(bad, sum_(div(x, float(n)), dim=dim, keepdims=keepdims), m)
 
 
 def unkept(r, shape):
@@ -266,6 +388,6 @@ def rescaled(f, x, dim, plain, squares, at_least=None, degree=1):
     bad = unsafe_slices(_raw(squares), xr, ax)
     if bad is None:
         return plain
-    e = slice_exponents(np.asarray(_floats(xr)), ax, bad, at_least)
+    e = slice_exponents(_floats(xr), ax, bad, at_least)
     r = f(ldexp(x, e=-e), e)
     return ldexp(r, e=e * degree) if degree else r

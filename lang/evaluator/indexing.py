@@ -11,6 +11,7 @@ import numpy as np
 
 from tapeml.syntax import ast as A
 from tapeml.array import context, limits, ops
+from tapeml.array.backend import ARRAYS, to_numpy
 from tapeml.syntax.unparse import unparse
 from tapeml.syntax.errors import IndexErr, KeyErr, LangError, TypeErr, ValueErr, caret_lines
 from tapeml.array.tape import raw
@@ -31,9 +32,10 @@ class Indexing:
     def eval_index(self, node, env):
         obj = self.eval(node.obj, env)
         r = raw(obj)
-        if isinstance(r, np.ndarray) and r.ndim == 0:     # zeros(): indexed as the number it holds
-            obj, r = ops.reshape(obj, shape=(1,)), r.reshape(1)
-        if isinstance(r, np.ndarray):
+        t = type(r)
+        if t is np.ndarray or t in ARRAYS:
+            if r.ndim == 0:                 # zeros(): indexed as the number it holds
+                obj, r = ops.reshape(obj, shape=(1,)), r.reshape(1)
             idx = self.index_tuple(r, node, env)
             return ops.index(obj, idx=idx)
         if type(r) is Dict:
@@ -130,7 +132,7 @@ class Indexing:
         `end`). Each index makes its own axis in order (several index vectors pick the sub-matrix
         of all their combinations); ops.orthogonal builds the NumPy index that means that."""
         items = node.indices
-        shape = arr.shape
+        shape = arr.shape if type(arr) is np.ndarray else tuple(arr.shape)
         if len(items) > max(len(shape), 1) and not (len(shape) == 0):
             raise IndexErr(f"{len(items)} indices for {describe(arr)}", node.span)
         out = []
@@ -159,6 +161,8 @@ class Indexing:
             if isinstance(v, (float, int)):
                 out.append(self.whole_index(v, n, item.span, arr, axis))
                 continue
+            if type(v) in ARRAYS and type(v) is not np.ndarray:
+                v = to_numpy(v)         # an index is checked and kept on the host (index_ops.device_index)
             if isinstance(v, np.ndarray):
                 if v.dtype == np.bool_:
                     if len(items) == 1 and v.shape == shape and len(shape) > 1:

@@ -10,6 +10,7 @@ and control-flow signals in lang/evaluator/scope.py.
 """
 from __future__ import annotations
 
+import math
 import os
 import sys
 
@@ -17,7 +18,7 @@ import numpy as np
 
 from tapeml.syntax import ast as A
 from tapeml.array import diagnostics, limits, ops
-from tapeml.array.backend import new_matrix
+from tapeml.array.backend import ARRAYS, new_matrix, to_numpy
 from tapeml.evaluator import compiler
 from tapeml.evaluator.calls import Calls
 from tapeml.array.context import Context
@@ -375,8 +376,11 @@ class Interpreter(Statements, Calls, Indexing):
     def range_bound(self, node, env, what, keep=False):
         tracked = self.eval(node, env)
         v = raw(tracked)
-        if isinstance(v, np.ndarray) and v.size == 1:
-            v = float(v.reshape(()))
+        if isinstance(v, np.ndarray):
+            if v.size == 1:
+                v = float(v.reshape(()))
+        elif type(v) in ARRAYS and math.prod(v.shape) == 1:    # another backend's 1-element matrix
+            v = float(to_numpy(v).reshape(()))
         if not isinstance(v, (float, int)) or isinstance(v, bool):
             raise TypeErr(f"the {what} of a range must be a number, got {describe(v)}", node.span)
         return (float(v), tracked) if keep else float(v)

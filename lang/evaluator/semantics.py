@@ -9,6 +9,7 @@ import math
 import numpy as np
 
 from tapeml.array import limits, ops
+from tapeml.array.primitive_table import is_bool_array
 from tapeml.syntax import ast as A
 from tapeml.builtins.registry import FOREIGN_FIELDS, REGISTRY
 from tapeml.syntax.errors import LangError, NameErr, ShapeError, TypeErr, ValueErr, close_names
@@ -155,7 +156,7 @@ def condition_value(v, span, what: str) -> bool:
     r = raw(v)
     if isinstance(r, (bool, np.bool_)):
         return bool(r)
-    if isinstance(r, np.ndarray) and r.dtype == np.bool_:
+    if is_bool_array(r):
         raise TypeErr(f"the {what} condition must be a single true or false, got {describe(r)}; "
                       f"use any(...) or all(...)", span)
     raise TypeErr(f"the {what} condition must be true or false, got {describe(r)}"
@@ -166,7 +167,7 @@ def unary(op, v, span):
     """`-v`, `+v`, `not v`."""
     if op == "not":
         r = raw(v)
-        if isinstance(r, (bool, np.bool_)) or (isinstance(r, np.ndarray) and r.dtype == np.bool_):
+        if isinstance(r, (bool, np.bool_)) or is_bool_array(r):
             return ops.logical_not(r)
         raise TypeErr(f"'not' needs true/false or a bool matrix, got {describe(v)}", span)
     if not is_numeric(v):
@@ -176,19 +177,20 @@ def unary(op, v, span):
 
 def is_mask(v) -> bool:
     """A bool matrix: `and`/`or` with one on the left combine elementwise."""
-    r = raw(v)
-    return isinstance(r, np.ndarray) and r.dtype == np.bool_
+    return is_bool_array(raw(v))
 
 
 def logical_mask(node, left, right):
     """`left and/or right` elementwise, left a bool matrix (node: the ast.Logical)."""
     rl, right = raw(left), raw(right)
-    if not (isinstance(right, (bool, np.bool_)) or (isinstance(right, np.ndarray) and right.dtype == np.bool_)):
+    if not (isinstance(right, (bool, np.bool_)) or is_bool_array(right)):
         raise TypeErr(f"'{node.op}' combines a bool matrix with bools or bool matrices, got "
                       f"{describe(right)}", node.right.span)
     try:
         return ops.logical(rl, right, op=node.op)
-    except ValueError:
+    except RecursionError:
+        raise
+    except (ValueError, RuntimeError):        # RuntimeError: torch's word for shapes that do not fit
         raise shape_error(node.op, rl, right, node.span) from None
 
 

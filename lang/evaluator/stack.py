@@ -95,6 +95,8 @@ class running:
 
     def __init__(self, state: context.State):
         self.state = state
+        # NumPy's, whatever the session's device: host NumPy code (files, printing, limits) runs on
+        # every backend, and torch has no floating-point error state (its operations are quiet)
         self.errstate = np.errstate(all="ignore")
 
     def __enter__(self):

@@ -8,6 +8,7 @@ import numpy as np
 
 from tapeml.syntax import ast as A
 from tapeml.array import ops
+from tapeml.array.backend import ARRAYS
 from tapeml.syntax.errors import InternalError, ShapeError, TypeErr, ValueErr
 from tapeml.syntax.lexer import KEYWORDS
 from tapeml.evaluator.progress import loop_bar
@@ -27,7 +28,7 @@ def unpacked(value, n: int, kind_span, count_span, what: str):
         if len(r) != n:
             raise ValueErr(f"cannot unpack a tuple of {len(r)} into {n} names", count_span)
         return r
-    if isinstance(r, np.ndarray) and r.ndim >= 1:
+    if (type(r) is np.ndarray or type(r) in ARRAYS) and r.ndim >= 1:
         if r.shape[0] != n:
             what_it = f"a vector of length {r.shape[0]}" if r.ndim == 1 else \
                 f"{describe(r)} ({r.shape[0]} row{'s' * (r.shape[0] != 1)})"
@@ -91,7 +92,7 @@ class Statements:
                 i = self.tuple_position(c, target, env)
                 self.assign(target.obj, c[:i] + (value,) + c[i + 1:], env)
                 return
-            if not isinstance(c, np.ndarray):
+            if type(c) is not np.ndarray and type(c) not in ARRAYS:
                 hint = ""
                 if isinstance(c, Record):
                     hint = ("; {} is an empty record: an empty dictionary is {:} (or dict()), from "
@@ -107,7 +108,7 @@ class Statements:
                     new = ops.setitem(flat, value, idx=idx)
                 except (ValueError, TypeError) as e:
                     raise ShapeError(f"cannot assign {describe(value)} to a single element", target.span) from e
-                if np.shape(raw(new)) != (1,):
+                if ops.shape_of(new) != (1,):
                     raise ShapeError(f"cannot assign {describe(value)} to a single element", target.span)
                 self.assign(target.obj, ops.reshape(new, shape=()), env)
                 return
@@ -117,7 +118,7 @@ class Statements:
             try:
                 new = ops.setitem(container, value, idx=idx)
             except (ValueError, TypeError) as e:
-                shape = np.shape(c[idx])
+                shape = ops.shape_of(ops.index(c, idx=idx))
                 part = ("a single element" if shape == () else f"a part that is {shape_text(shape)}"
                         if len(shape) == 1 else f"a part of shape {shape_text(shape)}")
                 raise ShapeError(f"cannot assign {describe(value)} to {part}{range_note(target)}",

@@ -1,6 +1,7 @@
 """The Jupyter kernel: tapeml in notebooks (JupyterLab, Notebook, VS Code).
 
-    tapeml kernel install [--user | --sys-prefix | --prefix DIR] [--threads N]   install the kernelspec "tapeml"
+    tapeml kernel install [--user | --sys-prefix | --prefix DIR] [--threads N] [--device DEVICE]
+                                                                          install the kernelspec "tapeml"
     python -m tapeml.faces.kernel -f CONNECTION_FILE                      what Jupyter starts
 
 A wrapper kernel on ipykernel's `Kernel` base class: ipykernel owns the protocol (ZeroMQ
@@ -24,6 +25,13 @@ module answers the requests with the existing pieces of the language:
                   forward and backward), writing FILE in speedscope's format when given
     interrupt     stops the running cell, and each cell sent before the interrupt that had not
                   started; the variables set so far are kept (see "Interrupts" below)
+
+Devices. The kernel's session starts on TAPEML_DEVICE's device (numpy when unset), which
+`tapeml kernel install --device torch:cuda` writes into the kernelspec's environment (a kernel
+per device: --name tapeml-gpu); a bad value stops the kernel at start with the reason. A
+notebook can also choose in its first cell, `set_device("torch:cuda")`, before any matrix
+exists, as a script does; there is no magic for it (tapeml has no %-magics but %%profile).
+Every display (text/plain, text/html, figures) reads a matrix on the host: values.host.
 
 metakernel was considered and not used: its value is magics, a shell and a parallel mode built
 around a REPL process it drives through pexpect or a `do_execute_direct` hook; tapeml runs in the
@@ -82,7 +90,7 @@ from tapeml.faces import runner
 from tapeml.faces.repl import completions
 from tapeml.array.tape import raw
 from tapeml.array.values import (Record, _edge_indices, _leaf_text, _scalar, display_value, format_value,
-                     shape_text)
+                     host, shape_text)
 
 KERNEL_NAME = "tapeml"
 DISPLAY_NAME = "tapeml"
@@ -132,8 +140,9 @@ TABLE_STYLE = "font-family: monospace; text-align: right"
 def html_value(v) -> str | None:
     """An HTML table for a matrix (a vector as one row) or a record, or None for other values.
     The cells are the printer's numbers (values.format_number); a large matrix shows its first
-    and last rows and columns, with ⋮ and ... between; the caption gives the shape."""
-    v = raw(v)
+    and last rows and columns, with ⋮ and ... between; the caption gives the shape. A matrix of
+    any device is read on the host (values.host)."""
+    v = host(raw(v))
     if isinstance(v, np.ndarray) and v.ndim in (1, 2) and v.size > 0:
         return _html_matrix(v)
     if isinstance(v, Record):
@@ -168,7 +177,7 @@ def _html_record(r: Record) -> str:
     out = [f'<table style="font-family: monospace; text-align: left">',
            f"<caption>{html.escape(caption)}</caption>"]
     for name in names[:HTML_MAX_FIELDS]:
-        value = raw(r.fields[name])
+        value = host(raw(r.fields[name]))
         text = _leaf_text(value) if isinstance(value, np.ndarray) else format_value(value, True)
         if len(text) > 80:
             text = text[:77] + "..."
@@ -485,22 +494,29 @@ def _word_at(code: str, cursor: int) -> str:
 
 # ---- install ------------------------------------------------------------------------------------
 
-INSTALL_USAGE = "usage: tapeml kernel install [--user | --sys-prefix | --prefix DIR] [--name NAME] [--threads N]"
+INSTALL_USAGE = ("usage: tapeml kernel install [--user | --sys-prefix | --prefix DIR] [--name NAME] [--threads N] "
+                 "[--device DEVICE]")
 
 
-def kernel_spec(threads: int | None = None) -> dict:
+def kernel_spec(threads: int | None = None, device: str | None = None) -> dict:
     """The kernelspec; `threads`: the kernel's BLAS threads (TAPEML_THREADS in its environment;
-    without it the kernel runs on the command line's default: lang/array/threads.py)."""
+    without it the kernel runs on the command line's default: lang/array/threads.py); `device`:
+    its session's device (TAPEML_DEVICE in its environment; without it, numpy)."""
     spec = {"argv": [sys.executable, "-m", "tapeml.faces.kernel", "-f", "{connection_file}"],
             "display_name": DISPLAY_NAME, "language": "tapeml",
             "interrupt_mode": "signal", "metadata": {"debugger": False}}
+    env = {}
     if threads is not None:
-        spec["env"] = {"TAPEML_THREADS": str(threads)}
+        env["TAPEML_THREADS"] = str(threads)
+    if device is not None:
+        env["TAPEML_DEVICE"] = device
+    if env:
+        spec["env"] = env
     return spec
 
 
 def install(user: bool = False, prefix: str | None = None, name: str = KERNEL_NAME,
-            threads: int | None = None) -> str:
+            threads: int | None = None, device: str | None = None) -> str:
     """Install the kernelspec through jupyter_client's KernelSpecManager; returns its folder."""
     import json
     import tempfile
@@ -508,7 +524,7 @@ def install(user: bool = False, prefix: str | None = None, name: str = KERNEL_NA
     from jupyter_client.kernelspec import KernelSpecManager
     with tempfile.TemporaryDirectory() as tmp:
         with open(os.path.join(tmp, "kernel.json"), "w", encoding="utf-8") as f:
-            json.dump(kernel_spec(threads), f, indent=1)
+            json.dump(kernel_spec(threads, device), f, indent=1)
         return KernelSpecManager().install_kernel_spec(tmp, name, user=user, prefix=prefix)
 
 
@@ -517,7 +533,7 @@ def main(argv: list[str]) -> int:
     if not argv or argv[0] != "install":
         print(INSTALL_USAGE, file=sys.stderr)
         return 2
-    user, prefix, name, threads = False, None, KERNEL_NAME, None
+    user, prefix, name, threads, device = False, None, KERNEL_NAME, None, None
     args = argv[1:]
     while args:
         flag = args.pop(0)
@@ -536,6 +552,14 @@ def main(argv: list[str]) -> int:
             except ValueError as e:
                 print(f"tapeml: kernel install: {e}\n{INSTALL_USAGE}", file=sys.stderr)
                 return 2
+        elif flag == "--device" and args:
+            from tapeml.array import backend
+            device = args.pop(0)
+            try:
+                backend.make(device)        # a device this machine can use (torch installed, the GPU there)
+            except backend.DeviceError as e:
+                print(f"tapeml: kernel install: {e}\n{INSTALL_USAGE}", file=sys.stderr)
+                return 2
         elif flag in ("-h", "--help"):
             print(INSTALL_USAGE)
             return 0
@@ -552,7 +576,7 @@ def main(argv: list[str]) -> int:
         print("tapeml: the kernel needs the jupyter extra: pip install 'tapeml[jupyter]'", file=sys.stderr)
         return 1
     try:
-        path = install(user=user, prefix=prefix, name=name, threads=threads)
+        path = install(user=user, prefix=prefix, name=name, threads=threads, device=device)
     except OSError as e:
         print(f"tapeml: cannot install the kernel: {e.strerror or e} (try --user)", file=sys.stderr)
         return 1
@@ -574,6 +598,12 @@ def launch() -> None:
         threads.apply()         # BLAS threads: TAPEML_THREADS (kernel install --threads) or the default
     except ValueError as e:
         print(f"tapeml: {e}", file=sys.stderr)
+        sys.exit(2)
+    from tapeml.array import backend
+    try:
+        backend.current()       # the device: TAPEML_DEVICE (kernel install --device) or numpy
+    except backend.DeviceError as e:
+        print(f"tapeml: TAPEML_DEVICE: {e}", file=sys.stderr)
         sys.exit(2)
     IPKernelApp.launch_instance(kernel_class=_kernel_class())
 

@@ -17,12 +17,13 @@ a large stack, so a Session reaches the language's limit of 20,000 nested calls 
 line does. Ctrl-C raises KeyboardInterrupt out of the method; the variables set so far stay.
 
 Values, Python -> tapeml: NumPy arrays (and lists of numbers) become matrices in the Session's
-float type (integer arrays included); bool arrays (and lists of bools) bool matrices; a 0-d
+float type (integer arrays included), on the Session's device (a torch session's are tensors
+made from a copy; a torch tensor given to a torch session is taken through NumPy too); bool arrays (and lists of bools) bool matrices; a 0-d
 array, int or float a number; bool, str and None themselves; tuple a tuple; a dict whose keys are
 all names a record, any other dict (or a tapeml.Dict) a dictionary; a Python callable a function
 of the language (PythonFunction). Anything else is a TypeError of the language that says where
 in the value it is (r['w'][2]); an int past the float range is a ValueError. tapeml -> Python:
-matrices are NumPy arrays (copies, bool ones bool), numbers float, bools bool, strings str, tuples
+matrices are NumPy arrays on every device (copies, bool ones bool), numbers float, bools bool, strings str, tuples
 tuple (a tuple of whole numbers, as size gives, a tuple of ints: NumPy takes it as a shape),
 records dict, dictionaries tapeml.Dict (a dict; whole-number keys as ints), functions a Python
 callable that calls them in the Session. Both conversions walk nested values without recursion,
@@ -38,6 +39,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
+from tapeml.array import backend as B
 from tapeml.array import context
 from tapeml.array import threads as blas_threads
 from tapeml.syntax.errors import LangError, NameErr, TypeErr, ValueErr
@@ -262,7 +264,9 @@ class Session:
         return self.state.values["dtype"]
 
     def __repr__(self):
-        return f"<tapeml.Session dtype={np.dtype(self.state_dtype()).name}, {len(self.interp.variables())} variables>"
+        be = self.state.values["backend"]
+        device = "" if be is B.NUMPY else f", device={be.name}"
+        return f"<tapeml.Session dtype={np.dtype(self.state_dtype()).name}{device}, {len(self.interp.variables())} variables>"
 
 
 class Profile:
@@ -450,7 +454,9 @@ def _leaf(session, v, base, path, dtype):
             raise TypeErr(f"{_where(base, path)}: the function {v.fn.name} belongs to another Session")
         return v.fn
     if isinstance(v, (np.ndarray, list)):
-        return _matrix(v, base, path, dtype)
+        return _on_device(session, _matrix(v, base, path, dtype))
+    if type(v) in B.ARRAYS:             # a tensor (a torch session's values are NumPy arrays in Python)
+        return _on_device(session, _matrix(B.to_numpy(v), base, path, dtype))
     if callable(v) and not hasattr(v, "__array__") and not isinstance(v, type):
         return PythonFunction(session, v, _function_name(v, base, path))
     kind = _python_kind(v)
@@ -505,6 +511,18 @@ def _matrix(v, base, path, dtype):
     except MemoryError:
         raise ValueErr(f"{_where(base, path)}: not enough memory to copy a "
                        f"{'x'.join(map(str, a.shape))} array") from None
+
+
+def _on_device(session, a):
+    """A matrix made from Python (a NumPy array of the caller's or a copy: see _matrix) on the
+    Session's device: NumPy's stays as it is; another backend's is made from it (the one crossing,
+    lang/array/backend.py)."""
+    if type(a) is not np.ndarray:
+        return a                        # a number or a bool
+    values = session.state.values
+    values["made"] = True               # set_device in the Session now refuses to move (it cannot move a)
+    be = values["backend"]
+    return a if be is B.NUMPY else be.asarray(a)
 
 
 _ARRAY_KINDS = {"c": "complex numbers", "U": "strings", "S": "bytes",
@@ -651,6 +669,9 @@ def _py_leaf(session, v):
     t = type(v)
     if t is np.ndarray:
         return v.copy()
+    if t in B.ARRAYS:                    # another backend's matrix: a NumPy array of the caller's own
+        a = B.to_numpy(v)
+        return a.copy() if B.of(v).device == "cpu" else a
     if t is bool or t is str or v is None:
         return v
     if isinstance(v, np.bool_):
