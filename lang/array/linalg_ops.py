@@ -83,6 +83,11 @@ def _eye(n, like):
     return _const(np.eye(n), like)
 
 
+def _mT(x):
+    """The transpose of the last two axes of a plain array."""
+    return np.swapaxes(x, -1, -2) if type(x) is _ND else B.xp_of(x).matrix_transpose(x)
+
+
 # ---- inv ------------------------------------------------------------------------------------
 def _inv(a):
     a = _fl(a)
@@ -186,7 +191,7 @@ def _adjugate(a):
     xp = be.xp
     n = a.shape[-1]
     if n == 0:
-        return xp.asarray(a, copy=True)
+        return a.copy() if type(a) is _ND else xp.asarray(a, copy=True)
     if n == 1:
         return xp.ones_like(a)
     if not _finite(a):
@@ -196,9 +201,15 @@ def _adjugate(a):
     except be.linalg_errors:
         return _nan(a.shape, a)
     # the product of the others, without dividing by s_i (it may be 0)
-    rest = xp.stack([xp.prod(xp.concat([s[..., :i], s[..., i + 1:]], axis=-1), axis=-1) for i in range(n)], axis=-1)
+    if type(a) is _ND:
+        rest = np.empty_like(s)
+        for i in range(n):
+            rest[..., i] = np.prod(np.delete(s, i, axis=-1), axis=-1)
+    else:
+        rest = xp.stack([xp.prod(xp.concat([s[..., :i], s[..., i + 1:]], axis=-1), axis=-1) for i in range(n)],
+                        axis=-1)
     sign = xp.linalg.det(u) * xp.linalg.det(vh)
-    adj = xp.matrix_transpose(vh) @ (rest[..., :, None] * xp.matrix_transpose(u))
+    adj = _mT(vh) @ (rest[..., :, None] * _mT(u))
     return adj * sign[..., None, None]
 
 
@@ -267,6 +278,8 @@ def _pinv(a):
         eps = _EPS[a.dtype] = float(np.finfo(be.np_dtype(a.dtype)).eps)
     rtol = max(a.shape[-2:]) * eps
     try:
+        if type(a) is _ND:
+            return np.linalg.pinv(a, rcond=rtol)     # (NumPy 1's name of the same relative cutoff)
         return be.xp.linalg.pinv(a, rtol=rtol)
     except be.linalg_errors:
         return _nan(shape, a)
@@ -323,7 +336,8 @@ def _column_signs(x):
     them this way makes the factors continuous functions of A, which their gradients need."""
     xp = B.xp_of(x)
     if x.shape[-2] == 0:
-        return xp.ones(tuple(x.shape[:-2]) + (1, x.shape[-1]), dtype=x.dtype, device=x.device)
+        shape = tuple(x.shape[:-2]) + (1, x.shape[-1])
+        return np.ones(shape, dtype=x.dtype) if type(x) is _ND else xp.ones(shape, dtype=x.dtype, device=x.device)
     big = xp.argmax(xp.abs(x), axis=-2, keepdims=True)
     s = xp.sign(xp.take_along_axis(x, big, axis=-2))
     return xp.where(s == 0, 1.0, s)
@@ -343,7 +357,7 @@ def _svd(a):
     except (ValueError,) + be.linalg_errors:
         return _nan(batch + (m, k), a), _nan(batch + (k,), a), _nan(batch + (k, n), a)
     sign = _column_signs(u)
-    return u * sign, s, vh * be.xp.matrix_transpose(sign)
+    return u * sign, s, vh * _mT(sign)
 
 
 def _vjp_svd(g, ans, saved, tracked, a):
@@ -421,7 +435,7 @@ def _qr(a):
         return _nan(batch + (m, k), a), _nan(batch + (k, n), a)
     # R's diagonal made >= 0 (the unique factorization of a full-rank A, continuous in A; LAPACK's
     # sign flips where a column's part below the diagonal is exactly 0)
-    d = xp.sign(xp.linalg.diagonal(r))
+    d = xp.sign(np.diagonal(r, axis1=-2, axis2=-1) if type(r) is _ND else xp.linalg.diagonal(r))
     d = xp.where(d == 0, 1.0, d)
     return q * d[..., None, :], r * d[..., :, None]
 
