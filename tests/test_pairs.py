@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from fd import fd_grad
-from tapeml.array import context
+from tapeml.array import backend, context
 from tapeml.array.tape import raw
 from tapeml.evaluator.interpreter import Interpreter
 from tapeml.syntax.errors import LangError
@@ -25,11 +25,14 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def session(**values):
+    """An interpreter given `values` as variables, NumPy arrays on the session's device (TAPEML_DEVICE,
+    pytest --device: the same cases run on every backend)."""
     out, err = io.StringIO(), io.StringIO()
     interp = Interpreter(out=out)
     interp.err = err
+    be = backend.current()
     for k, v in values.items():
-        interp.set_variable(k, v)
+        interp.set_variable(k, be.asarray(v) if type(v) is np.ndarray and be is not backend.NUMPY else v)
     return interp, out, err
 
 
