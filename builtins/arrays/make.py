@@ -122,12 +122,12 @@ def ones_like(tree):
          examples=["eye(2)", "eye(3) @ [1, 2, 3]"])
 def eye(n):
     check_size("eye", (n, n))
-    be = B.current()
+    values = context.current().values
+    values["made"] = True
+    be = values["backend"]
     if be is B.NUMPY:
-        context.LIVE["made"] = True
-        return np.eye(n, dtype=ops.FLOAT["dtype"])
-    context.LIVE["made"] = True
-    return be.xp.eye(n, dtype=be.float_dtype(), device=be.device)
+        return np.eye(n, dtype=values["dtype"])
+    return be.xp.eye(n, dtype=be.dtype(values["dtype"]), device=be.device)
 
 
 def range_plan(a, b, step):
