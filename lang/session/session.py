@@ -17,8 +17,8 @@ a large stack, so a Session reaches the language's limit of 20,000 nested calls 
 line does. Ctrl-C raises KeyboardInterrupt out of the method; the variables set so far stay.
 
 Values, Python -> tapeml: NumPy arrays (and lists of numbers) become matrices in the Session's
-float type (integer arrays included), on the Session's device (a torch session's are tensors
-made from a copy; a torch tensor given to a torch session is taken through NumPy too); bool arrays (and lists of bools) bool matrices; a 0-d
+float type (integer arrays included), on the Session's device (on torch, tensors made from a
+copy; a torch tensor given from Python is read through NumPy, a copy too); bool arrays (and lists of bools) bool matrices; a 0-d
 array, int or float a number; bool, str and None themselves; tuple a tuple; a dict whose keys are
 all names a record, any other dict (or a tapeml.Dict) a dictionary; a Python callable a function
 of the language (PythonFunction). Anything else is a TypeError of the language that says where
