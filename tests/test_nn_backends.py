@@ -350,3 +350,19 @@ def test_the_errors_read_the_same_on_the_device():
     with session_backend(TORCH), pytest.raises(LangError) as on_device:
         f(TORCH.asarray(np.array([0.5, 1.5])), TORCH.asarray(np.array([1.0, 0.0])))
     assert str(on_numpy.value) == str(on_device.value) and "1.5" in str(on_device.value)
+
+
+def test_fused_attention_reads_transposed_keys_and_values():
+    """The CPU flash kernel reads its inputs' memory row by row: a transposed view as keys and
+    values (k' in a program) gave wrong numbers until the backend made them contiguous (found by
+    the differential tests on torch:cpu: causal attention of x against acc1')."""
+    from support import output_of
+    program = ("x = [-0.9, -1.7, 1.8; -1.8, -1.8, 1.6]\nkt = [0.6, -0.3; 0.9, -0.4; 0.5, 0.35]\nk = kt'\n"
+               "print(scaled_dot_product_attention(x, k, k, causal=true))\n"
+               "print(grad(fn(w) -> sum(scaled_dot_product_attention(x, w', w', causal=true) ^ 2), kt))\n")
+    with session_backend(TORCH):
+        on_torch_out = output_of(program)
+    with session_backend(B.NUMPY):
+        on_numpy_out = output_of(program)
+    assert on_torch_out == on_numpy_out
+    assert on_numpy_out.splitlines()[0].startswith("[0.6, 0.9, 0.5; ")      # row 0 sees key 0 only

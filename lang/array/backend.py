@@ -342,11 +342,16 @@ class TorchBackend(Backend):
     def flash_attention(self, q, k, v, causal, scale):
         if self.device != "cpu":        # the GPUs' fused kernels have other signatures: nn_ops forms the scores
             return None
-        return self.torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(q, k, v, 0.0, causal, scale=scale)
+        # the raw kernel reads its inputs' memory as laid out row by row: a transposed view (k')
+        # gives wrong numbers, so each is made contiguous (a no-op for most: the public
+        # torch.nn.functional.scaled_dot_product_attention does the same)
+        return self.torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
+            q.contiguous(), k.contiguous(), v.contiguous(), 0.0, causal, scale=scale)
 
     def flash_attention_backward(self, g, q, k, v, out, lse, causal, scale):
         return self.torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward(
-            g, q, k, v, out, lse, 0.0, causal, scale=scale)
+            g.contiguous(), q.contiguous(), k.contiguous(), v.contiguous(), out.contiguous(), lse.contiguous(),
+            0.0, causal, scale=scale)
 
 
 _DEVICE = re.compile(r"numpy|torch(:(cpu|cuda(:\d+)?|mps))?\Z")
