@@ -149,9 +149,12 @@ def set_dtype(name):
              "second device after the first matrix is refused rather than mixing two.",
          examples=['set_device("numpy")\nprint(device())'])
 def set_device(name):
-    be = B.make(name)
+    try:
+        be = B.make(name)
+    except B.DeviceError as e:
+        raise ValueErr(f"set_device(): {e}") from None
     if be is not B.current() and B.made_any():
-        raise ValueError(f"set_device(\"{name}\"): this session already made matrices on {B.current().name}; "
+        raise ValueErr(f"set_device(\"{name}\"): this session already made matrices on {B.current().name}; "
                          f"call set_device before the first matrix (or run with tapeml --device {name})")
     B.set_current(be)
     return None

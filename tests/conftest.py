@@ -43,8 +43,11 @@ def _float64_after_each_test():
     """The float type is process state (ops.FLOAT): a test or golden program that calls
     set_dtype("float32") in-process must not leave it to the next test."""
     yield
-    from tapeml.array import ops
+    from tapeml.array import backend, context, ops
     ops.set_dtype("float64")
+    # the device too (a program's set_device in the process default state); TAPEML_DEVICE's is the default
+    context.DEFAULT.values.pop("backend", None)
+    context.DEFAULT.values.pop("made", None)
 
 
 @pytest.fixture

@@ -231,8 +231,8 @@ def test_kernel_install_refuses_a_device_it_cannot_use(capsys):
     from tapeml.faces.kernel import main
     assert main(["install", "--device", "gpu"]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("tapeml: kernel install: device must be numpy, torch:cpu, torch:cuda, torch:cuda:N or "
-                          "torch:mps, got 'gpu'\nusage: tapeml kernel install")
+    assert err.startswith('tapeml: kernel install: device must be "numpy", "torch:cpu", "torch:cuda", "torch:cuda:N" or '
+                          '"torch:mps", got "gpu"\nusage: tapeml kernel install')
 
 
 def test_a_kernel_with_a_bad_device_says_why_at_start():
@@ -240,7 +240,7 @@ def test_a_kernel_with_a_bad_device_says_why_at_start():
     out = subprocess.run([sys.executable, "-m", "tapeml.faces.kernel", "-f", "/nonexistent.json"], capture_output=True,
                          text=True, env=env, timeout=120)
     assert out.returncode == 2
-    assert out.stderr.startswith("tapeml: TAPEML_DEVICE: device must be numpy, torch:cpu")
+    assert out.stderr.startswith('tapeml: TAPEML_DEVICE: device must be "numpy", "torch:cpu"')
 
 
 # ---- gradients and check_nan on tensors ---------------------------------------------------------

@@ -82,7 +82,7 @@ PYTHON_WORDING = re.compile("|".join([
 DOUBLED = re.compile(r"\b([a-z]+)\s+\1\b|\b(a|an|the)\s+(a|an|the)\b", re.IGNORECASE)
 # our own kinds and the words tapeml uses on purpose
 _OURS = re.compile(r"\b(SyntaxError|NameError|TypeError|ShapeError|IndexError|ValueError|RecursionError|IOError|"
-                   r"InternalError)\b")
+                   r"InternalError)\b|\"numpy\"")      # "numpy": the name of tapeml's default device
 
 
 def python_wording(message: str) -> str | None:

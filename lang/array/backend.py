@@ -361,7 +361,8 @@ def make(name: str) -> Backend:
     """The backend for a device name: "numpy", "torch" (= torch:cpu), "torch:cpu",
     "torch:cuda", "torch:cuda:N", "torch:mps". Raises DeviceError saying why one cannot be used."""
     if not isinstance(name, str) or not _DEVICE.match(name.strip()):
-        raise DeviceError(f"device must be numpy, torch:cpu, torch:cuda, torch:cuda:N or torch:mps, got {name!r}")
+        shown = f'"{name}"' if isinstance(name, str) else repr(name)
+        raise DeviceError(f'device must be "numpy", "torch:cpu", "torch:cuda", "torch:cuda:N" or "torch:mps", got {shown}')
     name = name.strip()
     if name == "numpy":
         return NUMPY
