@@ -366,3 +366,12 @@ def test_fused_attention_reads_transposed_keys_and_values():
         on_numpy_out = output_of(program)
     assert on_torch_out == on_numpy_out
     assert on_numpy_out.splitlines()[0].startswith("[0.6, 0.9, 0.5; ")      # row 0 sees key 0 only
+
+
+def test_where_between_two_numbers_keeps_the_session_float_type():
+    """torch.where of a tensor condition and two Python numbers is torch's default float32; the
+    session's float64 must hold (the max/min VJP's 0.5 at ties goes through it)."""
+    from support import output_of
+    program = "x = [1, 2, 3]\nprint(dtype(where(x > 1, 0.1, 0.2)), where(x > 1, 0.1, 0.2) == [0.2, 0.1, 0.1])\n"
+    with session_backend(TORCH):
+        assert output_of(program) == "float64 [true, true, true]\n"

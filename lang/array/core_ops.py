@@ -421,6 +421,9 @@ def _where(c, a, b):
         return python_scalar(np.where(c, a, b))
     be = B.of(like)         # another backend's: NumPy operands cross to it, torch wants a tensor condition
     c, a, b = (be.asarray(v) if type(v) is np.ndarray else v for v in (c, a, b))
+    if type(a) not in ARRAYS and type(b) not in ARRAYS:     # two numbers: the session's float type,
+        a = be.asarray(float(a), FLOAT["dtype"])             # not torch's default float32
+    
     return python_scalar(be.xp.where(_as_mask(c, like), a, b))
 
 
