@@ -350,7 +350,7 @@ def check_load_total(full: str, shapes: list) -> None:
     from tapeml.array import limits
     from tapeml.array.values import format_gb
     total = sum(_math.prod(s) for s in shapes)
-    if total > limits.MAX_ELEMENTS:
+    if total > limits.max_elements():
         raise limits.elements_error(f"load(): {full}, a file of {format_gb(os.path.getsize(full))}, holds "
                                     f"{len(shapes)} arrays that together", total)
 

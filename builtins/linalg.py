@@ -482,7 +482,7 @@ def outer_(x, y):
 def _result_fits(fname, shapes, out):
     """The size guard, said of this builtin and its result (before its steps, which would name an
     internal product of other shapes)."""
-    if math.prod(out) > limits.MAX_ELEMENTS:
+    if math.prod(out) > limits.max_elements():
         raise limits.elements_error(f"{fname}() of {' and '.join(shape_text(s) for s in shapes)} (a result of "
                                     f"{shape_text(out)})", math.prod(out))
 

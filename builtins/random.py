@@ -122,10 +122,11 @@ def randint(lo, hi, dims):
 
 
 def bernoulli_mask(shape: tuple, keep: float):
-    """A bool matrix of the session's backend, each element true with probability `keep`
-    (dropout's mask), drawn on the host; shape () gives a Python bool."""
+    """A NumPy bool array on the host, each element true with probability `keep` (dropout's
+    mask), drawn from the session's generator (the same mask on every device: the caller scales
+    it on the host and moves it); shape () gives a Python bool."""
     m = rng().random(shape) < keep
-    return bool(m) if not shape else B.new_matrix(m, np.bool_)
+    return bool(m) if not shape else m
 
 
 __all__ = ["rng", "seed", "rand", "randn", "randint", "bernoulli_mask", "raw"]

@@ -25,7 +25,7 @@ from typing import Callable as CallableType
 import numpy as np
 
 from tapeml.array import limits
-from tapeml.array.backend import ARRAYS, Matrix, new_matrix, to_numpy
+from tapeml.array.backend import ARRAYS, Matrix, is_out_of_memory, new_matrix, to_numpy
 from tapeml.syntax.errors import LangError, TypeErr, ValueErr
 from tapeml.array.tape import Box, raw
 from tapeml.array.values import Callable, Dict, Record, bind_arguments, describe, format_value
@@ -206,6 +206,10 @@ class Builtin(Callable):
             raise
         except MemoryError:
             raise ValueErr(f"{self.name}(): not enough memory for this computation", span) from None
+        except RuntimeError as e:       # PyTorch's out of memory (a GPU's): the same words
+            if is_out_of_memory(e):
+                raise ValueErr(f"{self.name}(): not enough memory for this computation", span) from None
+            raise
         except (ValueError, TypeError, IndexError, ZeroDivisionError, OverflowError) as e:
             err = ValueErr(f"{self.name}(): {e}", span)
             err.python_text = True      # a Python exception's words: the fuzz suite counts these

@@ -24,15 +24,17 @@ def on_device(x):
     return x if be is B.NUMPY or type(x) is not np.ndarray else be.asarray(x)
 
 
-def fd_grad(f, x, h=1e-6):
-    """Central differences of the scalar function f at x, element by element."""
+def fd_grad(f, x, h=1e-6, device=True):
+    """Central differences of the scalar function f at x, element by element; f gets its inputs
+    on the session's device (device=False: as NumPy arrays, for a reference written in NumPy)."""
     x = np.asarray(x, dtype=np.float64)
     g = np.zeros_like(x)
+    move = on_device if device else (lambda v: v)
     for i in range(x.size):
         xp, xm = x.copy(), x.copy()
         xp.flat[i] += h
         xm.flat[i] -= h
-        g.flat[i] = (float(raw(f(on_device(xp)))) - float(raw(f(on_device(xm))))) / (2 * h)
+        g.flat[i] = (float(raw(f(move(xp)))) - float(raw(f(move(xm))))) / (2 * h)
     return g
 
 
@@ -78,7 +80,7 @@ def grad(f, x):
     """grad of the Python function f at x (a matrix, a number or a tree), on the tape; its plain
     matrices as NumPy arrays whatever the device (a tracked one, inside an outer grad, is kept)."""
     from tapeml.builtins.util import tree_map
-    return tree_map(B.to_numpy, value_and_grad_impl(PyInterp(), f, x)[1])
+    return tree_map(B.to_numpy, value_and_grad_impl(PyInterp(), f, tree_map(on_device, x))[1])
 
 
 def grad_array(f, x):
@@ -94,7 +96,7 @@ def builtin(name):
     b = REGISTRY[name]
     if b.context:
         return lambda *args, **kw: b.fn(PyInterp(), *args, **kw)
-    return lambda *args, **kw: b.fn(*b.bind(list(args), kw))
+    return lambda *args, **kw: b.fn(*b.bind([on_device(a) for a in args], {k: on_device(v) for k, v in kw.items()}))
 
 
 def check_grads(f, *inputs, tol=1e-6, which=None):

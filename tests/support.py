@@ -48,9 +48,28 @@ def run(source: str, interp=None, *, filename: str = FILENAME, **variables):
     interp = interp if interp is not None else fresh()
     interp.out = io.StringIO()
     for name, value in variables.items():
-        interp.set_variable(name, value)
+        interp.set_variable(name, on_session_device(value))
     interp.run(source, filename)
     return interp
+
+
+def on_session_device(value, depth=0):
+    """NumPy arrays (also inside tuples and Records, 50 deep: the nesting tests' values go in as
+    they are) on the session's device, as the Python API brings values in (under `pytest --device
+    torch:cpu`); other values as they are."""
+    import numpy as np
+    from tapeml.array import backend as B
+    from tapeml.array.values import Record
+    be = B.current()
+    if be is B.NUMPY or depth > 50:
+        return value
+    if type(value) is np.ndarray:
+        return be.asarray(value)
+    if type(value) is tuple:
+        return tuple(on_session_device(v, depth + 1) for v in value)
+    if isinstance(value, Record):
+        return Record({k: on_session_device(v, depth + 1) for k, v in value.fields.items()})
+    return value
 
 
 def output_of(source: str, interp=None, **options) -> str:
@@ -67,8 +86,25 @@ def error_of(source: str, interp=None, **options):
 
 
 def variables_after(source: str, interp=None, **options) -> dict:
-    """The program's variables (name -> value) when it ended."""
-    return run(source, interp, **options).variables()
+    """The program's variables (name -> value) when it ended; matrices on another device come back
+    as NumPy arrays (as the Python API gives them)."""
+    return {k: on_host(v) for k, v in run(source, interp, **options).variables().items()}
+
+
+def on_host(value, depth=0):
+    """Another backend's matrices (also inside tuples and Records) as NumPy arrays; other values
+    as they are (the inverse of on_session_device)."""
+    from tapeml.array import backend as B
+    from tapeml.array.values import Record
+    if type(value) in B.ARRAYS:
+        return B.to_numpy(value)
+    if depth > 50:
+        return value
+    if type(value) is tuple:
+        return tuple(on_host(v, depth + 1) for v in value)
+    if isinstance(value, Record):
+        return Record({k: on_host(v, depth + 1) for k, v in value.fields.items()})
+    return value
 
 
 def value_of(expr: str, setup: str = "", interp=None, **variables):

@@ -109,6 +109,23 @@ def test_the_size_guard_reads_the_memory_of_the_sessions_device(monkeypatch):
     assert limits.max_elements() == host
 
 
+def test_a_product_past_the_devices_limit_is_refused_before_it_is_made(monkeypatch):
+    """The guard's test on another backend's matrices reads the session device's limit (a GPU's
+    memory), not the host's: an outer sum of 12000 x 12000 is under the host's limit and past a
+    2 GiB device's, for the arithmetic (core_ops) and a guarded primitive (maximum)."""
+    pytest.importorskip("torch")
+    pytest.importorskip("array_api_compat")
+    from tapeml.array import ops
+    monkeypatch.setattr(limits, "_DEVICE_ELEMENTS", {})
+    cpu = B.make("torch:cpu")
+    a, b = cpu.asarray(np.zeros((12000, 1))), cpu.asarray(np.zeros((1, 12000)))
+    assert 12000 * 12000 < limits.MAX_ELEMENTS
+    with context.State(backend=_FakeGPU()):
+        for f in (ops.add, ops.maximum):
+            with pytest.raises(LangError, match="half the memory of torch:cuda:fake"):
+                f(a, b)
+
+
 def test_a_lowered_host_limit_also_bounds_a_device(monkeypatch):
     monkeypatch.setattr(limits, "_DEVICE_ELEMENTS", {})
     monkeypatch.setattr(limits, "MAX_ELEMENTS", 1000)
@@ -133,3 +150,32 @@ def test_set_dtype_float64_on_mps_says_float32_only():
         with pytest.raises(LangError, match=r'set_dtype\(\): torch:mps has float32 matrices only'):
             run('set_dtype("float64")', fresh(prelude=False))
         run('set_dtype("float32")', fresh(prelude=False))
+
+
+def test_a_device_out_of_memory_reads_as_memory_not_as_shapes(monkeypatch):
+    """PyTorch says a GPU ran out of memory with a RuntimeError (torch.OutOfMemoryError), its
+    word for operands that do not fit too: an operator says 'not enough memory' with its span,
+    a builtin the same, and one raised anywhere else ends the run as MemoryError does."""
+    pytest.importorskip("torch")
+    pytest.importorskip("array_api_compat")
+    import torch
+    from tapeml.builtins.registry import REGISTRY
+    from tapeml.evaluator import semantics
+    from tapeml.faces import runner
+    from tapeml.evaluator.interpreter import Interpreter
+
+    def no_memory(*args, **kw):
+        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 8.00 GiB")
+    assert B.is_out_of_memory(torch.OutOfMemoryError("x")) and B.is_out_of_memory(MemoryError())
+    assert not B.is_out_of_memory(RuntimeError("The size of tensor a (2) must match the size of tensor b (3)"))
+    monkeypatch.setitem(semantics.BINARY, "+", no_memory)
+    cpu = B.make("torch:cpu")
+    a = cpu.asarray(np.zeros((2, 3)))
+    with pytest.raises(LangError, match=r"not enough memory for '\+' of 2x3 and 2x3") as info:
+        semantics.binary("+", a, a, None)
+    assert info.value.kind == "ValueError"
+    monkeypatch.setattr(REGISTRY["softmax"], "fn", no_memory)
+    out = runner.run_cell(Interpreter(), "x = [1, 2]\nsoftmax(x)\n", "<t>")
+    assert out.status == runner.ERROR and out.message == "softmax(): not enough memory for this computation"
+    monkeypatch.setattr(Interpreter, "run", no_memory)
+    assert runner.run_cell(Interpreter(), "1", "<t>").status == runner.MEMORY

@@ -11,7 +11,7 @@ import pytest
 from tapeml.array import ops
 
 from fd import grad
-from support import error_of, run_example, value_of, variables_after
+from support import error_of, on_host, run_example, value_of, variables_after
 
 
 # ---- a NumPy reference of multi-head attention ---------------------------------------------------
@@ -83,7 +83,8 @@ def test_causal_with_memory_is_bottom_right(env):
 def test_all_true_mask_is_no_mask(env):
     a = value_of("multi_head_attention(x, heads, 2, memory=m)", **env)
     b = value_of("multi_head_attention(x, heads, 2, memory=m, mask=ones(4, 6) > 0)", **env)
-    np.testing.assert_array_equal(a, b)
+    # exactly on NumPy; on torch:cpu no mask takes the fused kernel, a mask the scores: a rounding apart
+    np.testing.assert_allclose(a, b, rtol=1e-13, atol=1e-15)
 
 
 def test_mask_true_means_may_attend(env):
@@ -482,6 +483,6 @@ def test_encoder_decoder_example_short_run(tmp_path):
     interp = run_example("encoder_decoder.ml", "steps=40", "every=20", "test=40", f"plot={png}")
     text = interp.out.getvalue()
     assert "held-out exact match" in text and "checksum ending in 0: true" in text
-    g = interp.variables()
+    g = {k: on_host(v) for k, v in interp.variables().items()}
     assert np.mean(g["losses"][-10:]) < math.log(10)
     assert os.path.getsize(png) > 1000

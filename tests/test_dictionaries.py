@@ -428,7 +428,7 @@ def test_gradients_through_tuples_made_vectors_match_finite_differences_and_torc
     def f(x):
         return float(np.sum(x ** 2 * [1, 2, 3]) + max(x[0], x[2]) + np.sum(np.stack([x, 2 * x], 1) ** 2)
                      + np.sum(np.concatenate([[x[1]], x])))
-    np.testing.assert_allclose(g, fd_grad(f, x0), rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(g, fd_grad(f, x0, device=False), rtol=1e-6, atol=1e-6)
     t = torch.tensor(x0, requires_grad=True)
     (torch.sum(t ** 2 * torch.tensor([1.0, 2, 3], dtype=torch.float64)) + torch.max(t[0], t[2])
      + torch.sum(torch.stack([t, 2 * t], 1) ** 2) + torch.sum(torch.cat([t[1:2], t]))).backward()

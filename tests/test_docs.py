@@ -205,6 +205,7 @@ def test_plot_errors_are_language_errors():
     plot.close_all()
 
 
+@pytest.mark.numpy_only       # the committed pages are NumPy's: the device pages print numpy
 def test_docs_check_fails_when_an_expected_output_is_edited(tmp_path):
     """The acceptance test: a hand edit of one example's output in a copy of docs/ is caught, and
     nothing else differs. Run as the command (its own process, the CLI's call depth: the page
@@ -254,6 +255,7 @@ def test_the_cross_machine_comparison_names_the_page_and_line(tmp_path):
     assert not there.parent.exists()          # the subprocess's build is removed
 
 
+@pytest.mark.numpy_only       # the committed pages are NumPy's: the device pages print numpy
 def test_nudged_blas_moves_rounding_noise_and_keeps_exact_results():
     """The other machine's BLAS (docs.cross.nudge_blas, in a subprocess: it patches NumPy) moves
     what is rounding noise (the off-diagonal of Q' Q, the smallest singular value of a singular
@@ -384,6 +386,7 @@ def test_gradient_figures_print_as_a_stable_bound():
     assert docgen.printed_bounds(page) == {"x": "1e-9"}
 
 
+@pytest.mark.numpy_only       # the committed pages are NumPy's: the device pages print numpy
 def test_docs_build_on_a_clean_copy_changes_no_file_twice(tmp_path):
     """`tapeml docs build` in a copy of the committed docs/ rewrites every page and figure with
     the same text (figures: the same pixels), and a second build in a row does too, this one as

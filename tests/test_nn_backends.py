@@ -170,6 +170,14 @@ CASES = {
     "sdpa bias": (lambda q, k, v, b: ops.sdpa(q, k, v, b, scale=0.5), [r(2, 4, 3), r(2, 6, 3), r(2, 6, 2), r(4, 6)]),
     "sdpa few keys": (lambda q, k, v: ops.sdpa(q, k, v, None, scale=0.5), [r(4, 3), r(3, 3), r(3, 5)]),
     "attention_weights": (lambda q, k: ops.attention_weights(q, k, None, causal=True, scale=0.5), [r(2, 4, 3), r(2, 6, 3)]),
+    # every score of a row overflowing to -inf: the fused kernel calls the row masked (output 0),
+    # tapeml's row attends to its largest true score (docs/language.md)
+    "sdpa scores all below the float range": (lambda q, k, v: ops.sdpa(q, k, v, None, scale=0.7),
+                                              [np.array([[1e200, 0.0], [0.5, 1.0]]),
+                                               np.array([[-1e200, 0.0], [-2e200, 0.0]]), r(2, 2)]),
+    # relu's fused pass on torch (threshold and its backward): -0, 0, NaN and infinite inputs
+    "relu": (lambda x: ops.relu(x), [r(3, 5)]),
+    "relu edges": (lambda x: ops.relu(x), [np.array([[-0.0, 0.0, np.nan, INF, -INF, 1e-310, -1e-310, 2.0]])]),
 }
 for _shape in [(5, 3), (2, 5, 3), (2, 3, 5, 4), (2, 1, 2, 6, 3)]:        # the fused attention kernel's shapes
     for _causal in (False, True):
@@ -299,14 +307,17 @@ def test_init_weights_are_the_same_numbers_on_the_device():
         np.testing.assert_array_equal(B.to_numpy(y), x)
 
 
-def test_dropout_draws_the_same_mask_on_the_device():
+@pytest.mark.parametrize("p", [0.5, 0.1])
+def test_dropout_draws_the_same_mask_on_the_device(p):
+    """The same mask and the same scale: 1 / (1 - p) in float64 on the host (a bool tensor
+    divided on torch was float32: 1 / 0.9 lost its last digits)."""
     x = r(4, 6)
     with session_backend(B.NUMPY):
         builtin("seed")(9)
-        a = builtin("dropout")(x, 0.5, True)
+        a = builtin("dropout")(x, p, True)
     with session_backend(TORCH):
         builtin("seed")(9)
-        b = builtin("dropout")(TORCH.asarray(x), 0.5, True)
+        b = builtin("dropout")(TORCH.asarray(x), p, True)
     assert type(b) is not np.ndarray
     np.testing.assert_array_equal(B.to_numpy(b), a)
 
@@ -375,3 +386,36 @@ def test_where_between_two_numbers_keeps_the_session_float_type():
     program = "x = [1, 2, 3]\nprint(dtype(where(x > 1, 0.1, 0.2)), where(x > 1, 0.1, 0.2) == [0.2, 0.1, 0.1])\n"
     with session_backend(TORCH):
         assert output_of(program) == "float64 [true, true, true]\n"
+
+
+def test_relu_on_torch_keeps_numpys_zero_and_nan():
+    """torch.relu and clamp_min keep -0 where NumPy's maximum(x, 0) gives +0: the backend's
+    threshold gives NumPy's; the backward passes 0 at a NaN input and at an infinite cotangent
+    against a 0 slope, as zmul(g, x > 0) does."""
+    x = np.array([-0.0, 0.0, np.nan, -1.0, 2.0])
+    y = raw(ops.relu(TORCH.asarray(x)))
+    assert not np.signbit(B.to_numpy(y)).any()
+    g = np.array([1.0, 2.0, 3.0, INF, 5.0])
+    gx = TORCH.relu_backward(TORCH.asarray(g), y)
+    np.testing.assert_array_equal(B.to_numpy(gx), [0.0, 0.0, 0.0, 0.0, 5.0])
+    np.testing.assert_array_equal(B.NUMPY.relu_backward(g, B.NUMPY.relu(x)), [0.0, 0.0, 0.0, 0.0, 5.0])
+
+
+def test_fused_attention_takes_heads_as_strided_views_without_copies(monkeypatch):
+    """The CPU flash kernels honour any strides whose last axis is laid out element by element
+    (multi-head attention's heads are views of one projection): such inputs go in as they are,
+    with the numbers of contiguous copies; only a transposed last axis is copied."""
+    import torch
+    from tapeml.array import backend
+    seen = []
+    real = backend._rows_in_memory
+    monkeypatch.setattr(backend, "_rows_in_memory", lambda t: seen.append(t.is_contiguous()) or real(t))
+    heads = torch.from_numpy(r(5, 2, 3)).permute(1, 0, 2)       # [H=2, T=5, d=3], a view of [T, H, d]
+    assert not heads.is_contiguous()
+    q, k, v = heads, heads * 0.5, heads + 1.0
+    out, _ = TORCH.flash_attention(*(t[None] for t in (q, k, v)), False, 0.7)
+    want, _ = TORCH.flash_attention(*(t[None].contiguous() for t in (q, k, v)), False, 0.7)
+    assert torch.equal(out, want)
+    assert False in seen            # a strided view went in as it was
+    kt = torch.from_numpy(r(2, 3, 5)).transpose(-1, -2)           # last axis strided: copied
+    assert backend._rows_in_memory(kt).is_contiguous()

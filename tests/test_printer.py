@@ -7,7 +7,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from support import echoed, variables_after
+from support import echoed, on_host, variables_after
 
 from tapeml.syntax.parser import parse
 from tapeml.syntax.unparse import unparse
@@ -35,7 +35,7 @@ def evaluate(text: str, interp=None):
     """The value of the expression `text`, as the REPL would echo it."""
     got = echoed(text, interp)
     assert len(got) == 1, text
-    return got[0]
+    return on_host(got[0])
 
 
 def check_reads_back(a: np.ndarray, interp=None) -> None:

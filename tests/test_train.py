@@ -17,7 +17,7 @@ import pytest
 from tapeml.syntax.errors import IOErr, IndexErr, LangError, ShapeError, ValueErr
 from tapeml.array.values import Record, format_value
 
-from support import ROOT, run, run_example, value_of, variables_after
+from support import ROOT, on_host, run, run_example, value_of, variables_after
 
 REF = os.path.join(ROOT, "tests", "reference", "optim.npz")
 
@@ -345,7 +345,7 @@ def test_short_minigpt_run_learns_and_checkpoints(tmp_path):
     interp = run_example("minigpt.ml", "steps=30", "every=10", "batch=4", "context=24", "seed=0", "samples=20",
                          "lr=3e-3", "warmup=10", f"checkpoint={ckpt}", "plot=none")
     text = interp.out.getvalue()
-    g = interp.variables()
+    g = {k: on_host(v) for k, v in interp.variables().items()}
     losses = g["losses"]
     assert len(losses) == 30
     assert np.mean(losses[-5:]) < np.mean(losses[:5]) - 0.3, losses

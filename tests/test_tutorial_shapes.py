@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from fd import fd_grad
+from support import on_host, on_session_device
 from tapeml.array.backend import to_numpy
 from tapeml.array.tape import raw
 from tapeml.evaluator.interpreter import Interpreter
@@ -26,9 +27,9 @@ RNG = np.random.default_rng(293)
 def run(src, **values):
     interp = Interpreter(out=io.StringIO())
     for k, v in values.items():
-        interp.set_variable(k, v)
+        interp.set_variable(k, on_session_device(v))
     interp.run(src, "<test>")
-    return interp.variables()
+    return {k: on_host(v) for k, v in interp.variables().items()}
 
 
 def val(expr, **values):

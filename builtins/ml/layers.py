@@ -130,7 +130,7 @@ def apply_dropout(x, p: float, training: bool):
     from tapeml.builtins.random import bernoulli_mask
     keep = 1.0 - p
     s = _shape(x)
-    scale = bernoulli_mask(s, keep) / keep       # drawn on the host: the same mask on every device
+    scale = bernoulli_mask(s, keep) / keep       # on the host in float64: the same numbers on every device
     if not s:
         return ops.mul(x, float(scale))
     return ops.mul(x, new_array(scale, like=raw(x)))     # the session's float type, on x's device

@@ -30,6 +30,7 @@ of the process (the tests run the suite on `torch:cpu` that way).
 from __future__ import annotations
 
 import os
+import math
 import re
 
 import numpy as np
@@ -180,6 +181,15 @@ class Backend:
         gbeta = rows.sum(axis=0) if which[2] else None
         return gx, ggamma, gbeta
 
+    def relu(self, x):
+        """max(x, 0) of a float matrix: +0 where x is 0 or -0, NaN where x is NaN."""
+        return np.maximum(x, 0.0)
+
+    def relu_backward(self, g, ans):
+        """relu's VJP from its output: g where ans > 0, else 0 (also where ans is NaN, and where
+        g is infinite against a 0 slope)."""
+        return np.where(ans > 0, g, 0.0)
+
     def linear(self, x, w, b):
         """x @ w + b for x [..., K], w [K, N], b [N] or None, in one fused product where the
         backend has one."""
@@ -299,6 +309,8 @@ class TorchBackend(Backend):
         torch = self.torch
         if type(e) is not torch.Tensor:
             e = torch.as_tensor(np.asarray(e), device=x.device)
+        if tuple(x.shape) != tuple(e.shape):        # torch.ldexp writes into x's shape: broadcast first
+            x, e = torch.broadcast_tensors(x, e)
         return torch.ldexp(x, e).to(x.dtype)
 
     def add_at(self, target, index, values):
@@ -331,27 +343,42 @@ class TorchBackend(Backend):
         return self.torch.ops.aten.native_layer_norm_backward(g, x, (x.shape[-1],), mean, rstd, gamma, beta,
                                                               list(which))
 
+    def relu(self, x):
+        # threshold keeps NumPy's maximum(x, 0): +0 for -0 (clamp_min and relu keep -0), NaN kept
+        return self.torch.threshold(x, 0, 0)
+
+    def relu_backward(self, g, ans):
+        torch = self.torch      # one fused pass; NaN outputs pass 0, as ans > 0 says
+        return torch.ops.aten.threshold_backward(g, torch.nan_to_num(ans, nan=0.0), 0)
+
     def linear(self, x, w, b):
         torch = self.torch
         if b is None:
             return x @ w
         if x.ndim == 2:
             return torch.addmm(b, x, w)
-        return torch.addmm(b, x.reshape(-1, x.shape[-1]), w).reshape(tuple(x.shape[:-1]) + (w.shape[1],))
+        rows = math.prod(x.shape[:-1])      # not -1: a [2, 3, 0] x has no size to infer it from
+        return torch.addmm(b, x.reshape(rows, x.shape[-1]), w).reshape(tuple(x.shape[:-1]) + (w.shape[1],))
 
     def flash_attention(self, q, k, v, causal, scale):
         if self.device != "cpu":        # the GPUs' fused kernels have other signatures: nn_ops forms the scores
             return None
-        # the raw kernel reads its inputs' memory as laid out row by row: a transposed view (k')
-        # gives wrong numbers, so each is made contiguous (a no-op for most: the public
-        # torch.nn.functional.scaled_dot_product_attention does the same)
+        rows = _rows_in_memory
         return self.torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
-            q.contiguous(), k.contiguous(), v.contiguous(), 0.0, causal, scale=scale)
+            rows(q), rows(k), rows(v), 0.0, causal, scale=scale)
 
     def flash_attention_backward(self, g, q, k, v, out, lse, causal, scale):
+        rows = _rows_in_memory
         return self.torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward(
-            g.contiguous(), q.contiguous(), k.contiguous(), v.contiguous(), out.contiguous(), lse.contiguous(),
-            0.0, causal, scale=scale)
+            rows(g), rows(q), rows(k), rows(v), rows(out), lse.contiguous(), 0.0, causal, scale=scale)
+
+
+def _rows_in_memory(t):
+    """t itself when its last axis is laid out element after element (any other strides: the CPU
+    flash-attention kernels read a row at a time and honour the other strides, as PyTorch's
+    multi-head attention passes its heads, a view of the fused projection), else a contiguous
+    copy: a transposed view (k') read row by row gives wrong numbers."""
+    return t if t.stride(-1) == 1 or t.shape[-1] <= 1 else t.contiguous()
 
 
 _DEVICE = re.compile(r"numpy|torch(:(cpu|cuda(:\d+)?|mps))?\Z")
@@ -432,6 +459,18 @@ def new_matrix(data, np_dtype):
         values["made"] = True
         return np.asarray(data, dtype=np_dtype)
     return be.asarray(data, np_dtype)
+
+
+def is_out_of_memory(e: BaseException) -> bool:
+    """Whether an exception says memory ran out: Python's MemoryError, or PyTorch's (a
+    RuntimeError: torch.OutOfMemoryError on a GPU, "can't allocate memory" from its CPU
+    allocator), which would otherwise read as operands whose shapes do not fit."""
+    if isinstance(e, MemoryError):
+        return True
+    if not isinstance(e, RuntimeError):
+        return False
+    text = str(e)
+    return type(e).__name__ == "OutOfMemoryError" or "out of memory" in text or "can't allocate memory" in text
 
 
 def is_array(x) -> bool:

@@ -9,8 +9,8 @@ import numpy as np
 
 from tapeml.array import backend as B
 from tapeml.array.backend import ARRAYS, xp_of
-from tapeml.array.primitive_table import (FLOAT, bools_as_floats, crossed, is_bool_array, mixed, primitive, python_scalar,
-                                          shape_of, size_of, size_refusal, xp1)
+from tapeml.array.primitive_table import (FLOAT, bools_as_floats, crossed, device_limit, is_bool_array, mixed, primitive,
+                                          python_scalar, shape_of, size_of, size_refusal, xp1)
 
 
 # ---- elementwise arithmetic -------------------------------------------------------------
@@ -30,7 +30,7 @@ def _arith(name, op, keep_bool=False):
         if ta is _NDARRAY:
             if type(b) is _NDARRAY and a.size * b.size > big:
                 refuse((a, b))
-        elif ta in ARRAYS and type(b) in ARRAYS and size_of(a) * size_of(b) > big:
+        elif ta in ARRAYS and type(b) in ARRAYS and size_of(a) * size_of(b) > device_limit():
             refuse((a, b))
         try:
             r = op(a, b)
@@ -204,7 +204,7 @@ def _as_mask(c, like):
     """A condition (a Python bool, or a bool matrix) as a bool matrix of like's backend: torch's
     where wants a tensor condition."""
     if type(c) in ARRAYS and type(c) is not np.ndarray:
-        return c
+        return c if B.of(c).is_bool(c) else c != 0     # a tensor | a NumPy bool is uint8 in torch
     be = B.of(like)
     return be.asarray(np.asarray(c) if type(c) is not np.ndarray else c, np.bool_)
 
@@ -311,7 +311,7 @@ logical_not = primitive("not", _logical_not, nondiff=True)
 
 
 # ---- elementwise functions ----------------------------------------------------------------
-def _unary(name, impl, deriv):
+def _unary(name, impl, deriv, vjp_plain=None):
     """An elementwise primitive whose VJP is g * deriv(x, ans). Booleans take part as 0 and 1
     in the session's float type (NumPy would compute tanh of a bool matrix in float16)."""
     def on_floats(x):
@@ -324,7 +324,8 @@ def _unary(name, impl, deriv):
         elif t in ARRAYS:
             x = bools_as_floats(x)
         return impl(x)
-    return primitive(name, on_floats, lambda g, ans, saved, tracked, x: (deriv(g, x, ans),), arity=1)
+    return primitive(name, on_floats, lambda g, ans, saved, tracked, x: (deriv(g, x, ans),), arity=1,
+                     vjp_plain=vjp_plain)
 
 
 def elementwise(name, np_name=None):
@@ -340,7 +341,20 @@ def elementwise(name, np_name=None):
 
 
 def _relu(x):
-    return python_scalar((np if type(x) is _NDARRAY else xp1(x)).maximum(x, 0.0))
+    t = type(x)
+    if t is not _NDARRAY and t in ARRAYS:
+        return B.of(x).relu(x)
+    return python_scalar(np.maximum(x, 0.0))
+
+
+def _vjp_relu_plain(g, ans, saved, tracked, x):
+    """First order on matrices: g where relu's output is positive, else 0, in one pass of the
+    backend's (the values of zmul(g, x > 0): a NaN input passes 0, an infinite cotangent against
+    a 0 slope gives 0)."""
+    t = type(g)
+    if t is not type(ans) or t not in ARRAYS:
+        return None
+    return (B.of(g).relu_backward(g, ans),)
 
 
 exp = _unary("exp", elementwise("exp"), lambda g, x, ans: zmul(g, ans))
@@ -350,7 +364,7 @@ sin = _unary("sin", elementwise("sin"), lambda g, x, ans: zmul(g, cos(x)))
 cos = _unary("cos", elementwise("cos"), lambda g, x, ans: neg(zmul(g, sin(x))))
 tanh = _unary("tanh", elementwise("tanh"), lambda g, x, ans: zmul(g, sub(1.0, mul(ans, ans))))
 abs_ = _unary("abs", elementwise("abs"), lambda g, x, ans: zmul(g, sign(x)))
-relu = _unary("relu", _relu, lambda g, x, ans: zmul(g, gt(x, 0.0)))
+relu = _unary("relu", _relu, lambda g, x, ans: zmul(g, gt(x, 0.0)), vjp_plain=_vjp_relu_plain)
 
 
 def _sigmoid(x):
@@ -379,6 +393,7 @@ erf = _unary("erf", _erf, lambda g, x, ans: zmul(g, mul(2.0 / math.sqrt(math.pi)
 
 
 def _gelu(x):
+    x = bools_as_floats(x)      # in the session's float type (a bool tensor times 0.5 is torch's float32)
     y = 0.5 * x * (1.0 + _erf(x / math.sqrt(2.0)))
     if type(y) is np.ndarray:
         if np.isneginf(x).any():

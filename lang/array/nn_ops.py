@@ -826,7 +826,10 @@ def _flash(q, k, v, bias, mask, causal, scale):
     if r is None:
         return None
     out4, lse = r
-    if not (math.isfinite(float(lse.sum())) and math.isfinite(float(out4.sum()))):
+    # a row whose scores all overflow to -inf comes back as a masked row (output 0, log-sum-exp 0),
+    # where tapeml's rows attend to their largest true score: such rows, any non-finite ones too,
+    # take the scores' path (a log-sum-exp of exactly 0 otherwise only costs that path's time)
+    if not math.isfinite(float(lse.sum() + out4.sum())) or bool((lse == 0).any()):
         return None
     return out4.reshape(sq[:-1] + (sv[-1],)), ("flash", out4, lse)
 

@@ -154,6 +154,14 @@ def size_refusal(name):
     return limits.MAX_ELEMENTS, refuse
 
 
+def device_limit() -> int:
+    """The element limit of the session's device (limits.max_elements: a GPU's memory, not the
+    host's), for the guard's test on another backend's matrices; NumPy's path keeps the host's
+    limit read once."""
+    from tapeml.array import limits
+    return limits.max_elements()
+
+
 def _size_guarded(name, impl, out_shape, arity):
     """`impl` behind the size guard: when the operands' sizes multiply past the element limit
     (a bound on any broadcast or product result), the result's shape is worked out and refused
@@ -168,20 +176,22 @@ def _size_guarded(name, impl, out_shape, arity):
             if ta is nd and tb is nd:
                 if a.size * b.size > big:
                     refuse((a, b))
-            elif ta in arrays and tb in arrays and size_of(a) * size_of(b) > big:
+            elif ta in arrays and tb in arrays and size_of(a) * size_of(b) > device_limit():
                 refuse((a, b))
             return impl(a, b)
         return guarded2
 
     def guarded(*args, **kw):
         n = 1
+        limit = big
         for a in args:
             t = type(a)
             if t is nd:
                 n *= a.size
             elif t in arrays:
                 n *= size_of(a)
-        if n > big:
+                limit = device_limit()
+        if n > limit:
             refuse(args)
         return impl(*args, **kw)
     return guarded

@@ -42,7 +42,7 @@ import math
 
 import numpy as np
 
-from tapeml.array.backend import ARRAYS
+from tapeml.array.backend import ARRAYS, xp_of
 from tapeml.syntax.errors import InternalError
 
 
@@ -348,6 +348,7 @@ def all_finite(cotangents) -> bool:
     instead of one per leaf, which costs more than their elements)."""
     small = []
     n_small = 0
+    others = []
     for v in cotangents:
         while type(v) is Box:
             v = v.value
@@ -362,11 +363,26 @@ def all_finite(cotangents) -> bool:
         elif t is float:
             if not _isfinite(v):
                 return False
-        elif t in ARRAYS and not _isfinite(float(v.sum())):    # another backend's matrix
-            return False
+        elif t in ARRAYS:       # another backend's matrix: summed where it lies, read back once below
+            others.append(v.sum())
+    if others and not _isfinite(float(_stack_sum(others))):
+        return False
     if len(small) > 1 and n_small:
         return _isfinite(_add_reduce(np.concatenate(small), None))
     return not small or _isfinite(_add_reduce(small[0], None))
+
+
+def _stack_sum(sums):
+    """The sum of 0-d sums of one backend's matrices (one device read instead of one per leaf);
+    sums on several devices are added on the host."""
+    first = sums[0]
+    if len(sums) == 1:
+        return first
+    try:
+        xp = xp_of(first)
+        return xp.sum(xp.stack(sums))
+    except (RuntimeError, TypeError, ValueError):
+        return sum(float(s) for s in sums)
 
 
 def backward(out: Box, g, add, shape_of) -> dict:

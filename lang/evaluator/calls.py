@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 
-import numpy as np
 
 from tapeml.syntax.errors import IOErr, LangError, RecursionErr, TypeErr, ValueErr
 from tapeml.syntax.lexer import decode_source
@@ -14,7 +13,7 @@ from tapeml.evaluator import compiler
 from tapeml.evaluator.scope import MAX_DEPTH, Env, ReturnSignal, called_from, too_deep
 from tapeml.evaluator.stack import HOP_DEPTH, run_deep
 from tapeml.array.tape import raw
-from tapeml.array.values import Callable, Function, Record, bind_arguments, describe
+from tapeml.array.values import Callable, Function, Record, bind_arguments, describe, is_numeric
 
 
 class Calls:
@@ -34,7 +33,7 @@ class Calls:
             return self.call_function(fn, args, kwargs, span)
         if isinstance(fn, Callable):
             return fn.call(self, args, kwargs, span)
-        hint = "; to index a matrix write x[i]" if isinstance(raw(fn), (np.ndarray, float)) else ""
+        hint = "; to index a matrix write x[i]" if is_numeric(raw(fn)) and not isinstance(raw(fn), bool) else ""
         raise TypeErr(f"cannot call {describe(fn)}; only functions can be called{hint}", span)
 
     def call_function(self, fn: Function, args, kwargs, span):

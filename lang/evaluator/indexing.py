@@ -197,7 +197,7 @@ class Indexing:
             n = math.prod(shape[len(out):])
             for i, o in enumerate(out):
                 n *= len(range(*o.indices(shape[i]))) if isinstance(o, slice) else getattr(o, "size", 1)
-            if n > limits.MAX_ELEMENTS:
+            if n > limits.max_elements():
                 raise limits.elements_error(f"indexing {describe(arr)}", n).with_span(node.span)
         if vectors and len(items) > 1 and context.LIVE["notes"]:
             self.grid_note(node, items, out, vectors, shape)

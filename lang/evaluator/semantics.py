@@ -9,6 +9,7 @@ import math
 import numpy as np
 
 from tapeml.array import limits, ops
+from tapeml.array.backend import is_out_of_memory
 from tapeml.array.primitive_table import is_bool_array
 from tapeml.syntax import ast as A
 from tapeml.builtins.registry import FOREIGN_FIELDS, REGISTRY
@@ -41,7 +42,9 @@ def binary(op, a, b, span, note=""):
             raise shape_error(op, a, b, span, note) from e
         except RecursionError:
             raise
-        except RuntimeError as e:       # torch's word for operands whose shapes do not fit
+        except RuntimeError as e:       # torch's word for operands whose shapes do not fit, and for no memory
+            if is_out_of_memory(e):
+                raise memory_error(op, a, b, span) from None
             raise shape_error(op, a, b, span, note) from e
         except MemoryError:
             raise memory_error(op, a, b, span) from None
@@ -190,7 +193,9 @@ def logical_mask(node, left, right):
         return ops.logical(rl, right, op=node.op)
     except RecursionError:
         raise
-    except (ValueError, RuntimeError):        # RuntimeError: torch's word for shapes that do not fit
+    except (ValueError, RuntimeError) as e:   # RuntimeError: torch's word for shapes that do not fit
+        if is_out_of_memory(e):
+            raise memory_error(node.op, rl, right, node.span) from None
         raise shape_error(node.op, rl, right, node.span) from None
 
 

@@ -26,7 +26,7 @@ USAGE = """usage: tapeml [OPTIONS] FILE.ml [ARGS...]
        tapeml [--dtype float32|float64] [--device DEVICE]   (interactive session)
        tapeml docs build|check [--root DIR] [--kernel NAME|none]
        tapeml docs site [--root DIR] [--out DIR] | tapeml docs serve [--root DIR] [--addr HOST:PORT]
-       tapeml kernel install [--user | --sys-prefix | --prefix DIR] [--threads N]
+       tapeml kernel install [--user | --sys-prefix | --prefix DIR] [--name NAME] [--threads N] [--device DEVICE]
        tapeml -h | --help | -V | --version
 options: --debug, --dtype float32|float64, --device DEVICE, --threads N, --check-nan, --profile, --profile-out FILE, --profile-top N"""
 
@@ -45,7 +45,8 @@ Arguments:
   docs site|serve     build the docs website from docs/ into build/site (--out DIR) / preview it
                       on http://127.0.0.1:8000 (needs the extra tapeml[docs])
   kernel install      install the Jupyter kernel "tapeml" (needs the extra tapeml[jupyter]);
-                      --threads N: the kernel's BLAS threads
+                      --threads N: the kernel's BLAS threads; --device DEVICE: its session's
+                      device (a kernel per device: --name tapeml-gpu --device torch:cuda)
 
 Options (before FILE, -c or -i; later ones are passed to the program in ARGS):
   --dtype float32|float64   the floating-point type of matrices (default float64)

@@ -29,7 +29,7 @@ from tapeml.syntax.errors import LangError, LangSyntaxError, render
 from tapeml.syntax.lexer import BLOCK_CLOSER, BLOCK_CONTINUERS, BLOCK_END, BLOCK_OPENERS, KEYWORDS
 from tapeml.syntax.parser import is_complete, parse
 from tapeml.array.tape import raw
-from tapeml.array.values import Function, Record, describe, display_value, format_value, type_name
+from tapeml.array.values import Function, Record, describe, display_value, format_value, host, type_name
 from tapeml.faces import runner
 from tapeml.faces.runner import ANS  # noqa: F401 - the variable holding the last echoed value
 
@@ -290,7 +290,7 @@ def var_rows(interp) -> list[tuple[str, str, str, str]]:
     """(name, kind, shape, value preview) for each session variable, in definition order."""
     rows = []
     for name, v in interp.variables().items():
-        r = raw(v)
+        r = host(raw(v))        # another device's matrix read as NumPy (values.host: the one boundary)
         kind = type_name(r)
         if kind == "matrix":
             shape = "x".join(str(n) for n in r.shape) if r.ndim != 1 else str(r.shape[0])

@@ -162,6 +162,9 @@ def run_cell(interp, source: str, filename: str, *, show=None, ans: bool = True,
     except MemoryError as e:
         return Outcome(MEMORY, "MemoryError", MEMORY_MESSAGE, f"MemoryError: {MEMORY_MESSAGE}", e)
     except Exception as e:  # noqa: BLE001 - a bug in tapeml: the face says so
+        from tapeml.array.backend import is_out_of_memory
+        if is_out_of_memory(e):         # PyTorch's (a GPU's memory): a RuntimeError
+            return Outcome(MEMORY, "MemoryError", MEMORY_MESSAGE, f"MemoryError: {MEMORY_MESSAGE}", e)
         if raise_internal:
             raise
         return internal(e)

@@ -82,6 +82,25 @@ def _hand8():
     return lambda: handblock.block_fwd_bwd(x, W, R)
 
 
+def _block128():
+    """The post-norm block's value_and_grad at T=128, D=256 (8 heads): the matrix products'
+    share is large, the interpreter's and the tape's small."""
+    import handblock
+    import bench
+    rng = np.random.default_rng(0)
+    W = handblock.make_weights(256, 8, 1024, rng, np.float64)
+    x = rng.standard_normal((128, 256))
+    R = rng.standard_normal((128, 256))
+    step, _ = bench.tapeml_setup(W, x, R)
+    return step
+
+
+def _minigpt():
+    """One training step of examples/minigpt.ml's model (bench.MINIGPT_STEP)."""
+    import bench
+    return bench.ml_bench(bench.MINIGPT_STEP)
+
+
 def _builtin_loop(call):
     """A .ml loop of N_OPS builtin calls (minus the same loop without the call: the call's cost)."""
     return lambda: _ml(f"""
@@ -106,6 +125,8 @@ CASES = {
     "py_add_grad": (_py_loop("add", True), 5),
     "py_add_plain": (_py_loop("add", False), 5),
     "block8": (_block8, 100),
+    "block128": (_block128, 5),
+    "minigpt_step": (_minigpt, 3),
     "hand8": (_hand8, 300),
     "call_sum": (_builtin_loop("sum(x)"), 3),
     "call_sum_kw": (_builtin_loop("sum(x, dim = 1)"), 3),

@@ -46,6 +46,8 @@ def _block_sides(device, T, D, H, dtype):
     from tapeml.array import backend
     from tapeml.array.values import Record
     from tapeml.evaluator.interpreter import Interpreter
+    from tapeml.faces.cli import tune_runtime
+    tune_runtime()      # what `tapeml script.ml` does (the heap keeps freed blocks); PyTorch's side runs under it too
     rng = np.random.default_rng(0)
     hidden = 4 * D
     W = handblock.make_weights(D, H, hidden, rng, dtype)
@@ -104,6 +106,8 @@ def minigpt_steps(device, repeat):
     """Seconds per minigpt training step (bench.MINIGPT_STEP) on `device` and on NumPy."""
     from bench import MINIGPT_STEP, ml_bench
     from tapeml.array import backend
+    from tapeml.faces.cli import tune_runtime
+    tune_runtime()
     be = backend.make(device)
     ours = _within(be, lambda: ml_bench(MINIGPT_STEP))()
     on_device = _within(be, ours)
