@@ -226,6 +226,11 @@ class TorchBackend(Backend):
         self.xp = xp
         self.device = device
         self.name = f"torch:{device}"
+        aten = torch.ops.aten       # the overloads themselves: a packet resolves one on every call
+        self._ln_backward = aten.native_layer_norm_backward.default
+        self._threshold_backward = aten.threshold_backward.default
+        self._flash = aten._scaled_dot_product_flash_attention_for_cpu.default
+        self._flash_backward = aten._scaled_dot_product_flash_attention_for_cpu_backward.default
         self.array_type = torch.Tensor
         self.linalg_errors = (torch.linalg.LinAlgError, np.linalg.LinAlgError)
         self.shape_errors = (ValueError, RuntimeError)
@@ -340,7 +345,7 @@ class TorchBackend(Backend):
         return self.torch.native_layer_norm(x, (x.shape[-1],), gamma, beta, eps)
 
     def layer_norm_backward(self, g, x, mean, rstd, gamma, beta, which):
-        return self.torch.ops.aten.native_layer_norm_backward(g, x, (x.shape[-1],), mean, rstd, gamma, beta,
+        return self._ln_backward(g, x, (x.shape[-1],), mean, rstd, gamma, beta,
                                                               list(which))
 
     def relu(self, x):
@@ -349,7 +354,7 @@ class TorchBackend(Backend):
 
     def relu_backward(self, g, ans):
         torch = self.torch      # one fused pass; NaN outputs pass 0, as ans > 0 says
-        return torch.ops.aten.threshold_backward(g, torch.nan_to_num(ans, nan=0.0), 0)
+        return self._threshold_backward(g, torch.nan_to_num(ans, nan=0.0), 0)
 
     def linear(self, x, w, b):
         torch = self.torch
@@ -364,12 +369,12 @@ class TorchBackend(Backend):
         if self.device != "cpu":        # the GPUs' fused kernels have other signatures: nn_ops forms the scores
             return None
         rows = _rows_in_memory
-        return self.torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
+        return self._flash(
             rows(q), rows(k), rows(v), 0.0, causal, scale=scale)
 
     def flash_attention_backward(self, g, q, k, v, out, lse, causal, scale):
         rows = _rows_in_memory
-        return self.torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward(
+        return self._flash_backward(
             rows(g), rows(q), rows(k), rows(v), rows(out), lse.contiguous(), 0.0, causal, scale=scale)
 
 
@@ -485,8 +490,15 @@ def of(x) -> Backend:
     if t is np.ndarray:
         return NUMPY
     if t in _BY_TYPE:
-        return _TORCH.get(_device_name(x)) or make("torch:" + _device_name(x))
+        d = x.device
+        be = _BY_DEVICE.get(d)
+        if be is None:
+            be = _BY_DEVICE[d] = _TORCH.get(_device_name(x)) or make("torch:" + _device_name(x))
+        return be
     return current()
+
+
+_BY_DEVICE: dict = {}       # torch.device -> its TorchBackend (of() is asked for every tensor a primitive meets)
 
 
 def _device_name(t) -> str:

@@ -9,7 +9,7 @@ import numpy as np
 
 from tapeml.array import backend as B
 from tapeml.array.backend import ARRAYS, xp_of
-from tapeml.array.primitive_table import (FLOAT, bools_as_floats, crossed, device_limit, is_bool_array, mixed, primitive,
+from tapeml.array.primitive_table import (_NO_DEVICE_BELOW, FLOAT, bools_as_floats, crossed, device_limit, is_bool_array, mixed, primitive,
                                           python_scalar, shape_of, size_of, size_refusal, xp1)
 
 
@@ -30,7 +30,8 @@ def _arith(name, op, keep_bool=False):
         if ta is _NDARRAY:
             if type(b) is _NDARRAY and a.size * b.size > big:
                 refuse((a, b))
-        elif ta in ARRAYS and type(b) in ARRAYS and size_of(a) * size_of(b) > device_limit():
+        elif ta in ARRAYS and type(b) in ARRAYS and size_of(a) * size_of(b) > _NO_DEVICE_BELOW \
+                and size_of(a) * size_of(b) > device_limit():
             refuse((a, b))
         try:
             r = op(a, b)

@@ -162,6 +162,9 @@ def device_limit() -> int:
     return limits.max_elements()
 
 
+_NO_DEVICE_BELOW = 1 << 24      # no device's limit is lower (half of 256 MB in float64): no need to ask
+
+
 def _size_guarded(name, impl, out_shape, arity):
     """`impl` behind the size guard: when the operands' sizes multiply past the element limit
     (a bound on any broadcast or product result), the result's shape is worked out and refused
@@ -176,22 +179,23 @@ def _size_guarded(name, impl, out_shape, arity):
             if ta is nd and tb is nd:
                 if a.size * b.size > big:
                     refuse((a, b))
-            elif ta in arrays and tb in arrays and size_of(a) * size_of(b) > device_limit():
+            elif ta in arrays and tb in arrays and size_of(a) * size_of(b) > _NO_DEVICE_BELOW \
+                    and size_of(a) * size_of(b) > device_limit():
                 refuse((a, b))
             return impl(a, b)
         return guarded2
 
     def guarded(*args, **kw):
         n = 1
-        limit = big
+        other = False       # another backend's matrix among them: its device's limit applies
         for a in args:
             t = type(a)
             if t is nd:
                 n *= a.size
             elif t in arrays:
                 n *= size_of(a)
-                limit = device_limit()
-        if n > limit:
+                other = True
+        if n > big or (other and n > _NO_DEVICE_BELOW and n > device_limit()):
             refuse(args)
         return impl(*args, **kw)
     return guarded
