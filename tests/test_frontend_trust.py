@@ -344,6 +344,33 @@ def test_a_signal_during_save_leaves_no_temporary_file(tmp_path, sig, code, line
     assert output_of(f'print(size(load("{tmp_path / "ck.npz"}").w))\n') == "(4000000,)\n"
 
 
+@pytest.mark.parametrize("replaced_by", [OSError, ValueError])
+@pytest.mark.parametrize("signal_raised", ["Terminated", "KeyboardInterrupt"])
+def test_a_signal_that_a_librarys_cleanup_turns_into_an_error_still_ends_the_run_as_the_signal(
+        monkeypatch, replaced_by, signal_raised):
+    """CI saw `save` under SIGTERM exit 1: the signal landed inside zipfile's cleanup, whose own
+    failure (an OSError, or a ValueError the builtin turns into a language error) replaced it.
+    The run ended because of the signal: the face reports the signal (exit 143 / 130), not an
+    error, whatever exception carries it as its context."""
+    from tapeml.builtins.registry import REGISTRY
+    from tapeml.evaluator.interpreter import Interpreter
+    from tapeml.faces import runner
+    from tapeml.faces import cli
+
+    def save_interrupted(*args, **kw):
+        try:
+            raise runner.Terminated(15) if signal_raised == "Terminated" else KeyboardInterrupt()
+        except BaseException:
+            raise replaced_by("seek of closed file")
+    monkeypatch.setattr(REGISTRY["save"], "fn", save_interrupted)
+    out = runner.run_cell(Interpreter(), 'save("ck.npz", {w = [1, 2]})\n', "<t>")
+    want = runner.TERMINATED if signal_raised == "Terminated" else runner.INTERRUPTED
+    assert out.status == want
+    monkeypatch.setattr(cli, "tune_runtime", lambda: None)
+    code = cli.run_source(Interpreter(), 'save("ck.npz", {w = [1, 2]})\n', "<t>")
+    assert code == (143 if signal_raised == "Terminated" else 130)
+
+
 # A signal can land inside a library's constructor: zipfile.ZipFile's __init__ before it sets
 # `_writing`; the half-built object's __del__ then fails when it is freed. The face prints its one
 # line and nothing else (CI saw "Exception ignored in: <function ZipFile.__del__ ...>" under it).

@@ -147,6 +147,9 @@ def run_cell(interp, source: str, filename: str, *, show=None, ans: bool = True,
     try:
         interp.run(source, filename, echo=echo)
     except LangError as e:
+        signal = _signal_behind(e)
+        if signal is not None:
+            return _signal_outcome(signal)
         if shown is not None:
             interp.sources[filename] = shown
         return Outcome(ERROR, e.kind, e.message, render(e, interp.sources), e)
@@ -162,6 +165,9 @@ def run_cell(interp, source: str, filename: str, *, show=None, ans: bool = True,
     except MemoryError as e:
         return Outcome(MEMORY, "MemoryError", MEMORY_MESSAGE, f"MemoryError: {MEMORY_MESSAGE}", e)
     except Exception as e:  # noqa: BLE001 - a bug in tapeml: the face says so
+        signal = _signal_behind(e)
+        if signal is not None:
+            return _signal_outcome(signal)
         from tapeml.array.backend import is_out_of_memory
         if is_out_of_memory(e):         # PyTorch's (a GPU's memory): a RuntimeError
             return Outcome(MEMORY, "MemoryError", MEMORY_MESSAGE, f"MemoryError: {MEMORY_MESSAGE}", e)
@@ -169,6 +175,28 @@ def run_cell(interp, source: str, filename: str, *, show=None, ans: bool = True,
             raise
         return internal(e)
     return Outcome(OK)
+
+
+def _signal_behind(e: BaseException) -> BaseException | None:
+    """The Ctrl-C or termination an error replaced, if any: a signal raised inside a library's
+    cleanup (zipfile's close, while save writes) can make that cleanup fail with an error of its
+    own, which then carries the signal as its context (or its cause's). The run ended because of
+    the signal, and the face reports that."""
+    seen = 0
+    stack = [e]
+    while stack and seen < 64:
+        x = stack.pop()
+        seen += 1
+        if isinstance(x, (KeyboardInterrupt, Terminated)):
+            return x
+        stack.extend(c for c in (x.__cause__, x.__context__) if c is not None)
+    return None
+
+
+def _signal_outcome(signal: BaseException) -> Outcome:
+    if isinstance(signal, Terminated):
+        return Outcome(TERMINATED, "Terminated", signal.name, exception=signal)
+    return Outcome(INTERRUPTED, "KeyboardInterrupt", exception=signal)
 
 
 def internal(e: BaseException, status: str = INTERNAL) -> Outcome:

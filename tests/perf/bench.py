@@ -222,6 +222,70 @@ def torch_minigpt_step():
     return step
 
 
+ENCDEC_STEP = """
+seed(0)
+L = 6
+V = 10
+d_model = 32
+batch = 64
+params = {src_tok = 0.5 * randn(V, d_model), src_pos = 0.5 * randn(L, d_model),
+          tgt_tok = 0.5 * randn(V + 1, d_model), tgt_pos = 0.5 * randn(L, d_model),
+          enc = transformer_block_init(d_model, 2), enc_gamma = ones(d_model), enc_beta = zeros(d_model),
+          dec = transformer_decoder_block_init(d_model, 2), dec_gamma = ones(d_model), dec_beta = zeros(d_model),
+          w_out = 0.1 * randn(d_model, V), b_out = zeros(V)}
+fn loss_fn(p, src, dec_in, tgt)
+  x = transformer_block(embedding(p.src_tok, src) + p.src_pos, p.enc, norm_first = true)
+  memory = layer_norm(x, p.enc_gamma, p.enc_beta)
+  y = transformer_decoder_block(embedding(p.tgt_tok, dec_in) + p.tgt_pos, memory, p.dec, norm_first = true)
+  return cross_entropy(dense(layer_norm(y, p.dec_gamma, p.dec_beta), p.w_out, p.b_out), tgt)
+end
+src = randint(0, V, batch, L)
+tgt = src[:, L - 1:-1:0]
+dec_in = [10 * ones(batch, 1), tgt[:, 0:L - 2]]
+state = adamw_init(params)
+fn bench()
+  loss, grads = value_and_grad(fn(p) -> loss_fn(p, src, dec_in, tgt), params)
+  grads = clip_grad_norm(grads, 1.0)
+  params, state = adamw_step(params, grads, state, lr = 3e-3, weight_decay = 0.01)
+  return loss
+end
+"""
+
+
+def torch_encdec_step():
+    """examples/encoder_decoder.ml's step in PyTorch eager: a pre-norm encoder block and a pre-norm
+    decoder block (causal self-attention, cross-attention to the encoder's normed output), d_model 32,
+    2 heads, 6 positions, batch 64, float64, clip_grad_norm and AdamW."""
+    torch.manual_seed(0)
+    L, V, D, B = 6, 10, 32, 64
+    f64 = torch.float64
+    src_tok = torch.nn.Parameter(0.5 * torch.randn(V, D, dtype=f64))
+    src_pos = torch.nn.Parameter(0.5 * torch.randn(L, D, dtype=f64))
+    tgt_tok = torch.nn.Parameter(0.5 * torch.randn(V + 1, D, dtype=f64))
+    tgt_pos = torch.nn.Parameter(0.5 * torch.randn(L, D, dtype=f64))
+    enc = torch.nn.TransformerEncoderLayer(D, 2, 4 * D, dropout=0.0, batch_first=True, norm_first=True, dtype=f64)
+    dec = torch.nn.TransformerDecoderLayer(D, 2, 4 * D, dropout=0.0, batch_first=True, norm_first=True, dtype=f64)
+    enc_ln, dec_ln = torch.nn.LayerNorm(D, dtype=f64), torch.nn.LayerNorm(D, dtype=f64)
+    out = torch.nn.Linear(D, V, dtype=f64)
+    params = [src_tok, src_pos, tgt_tok, tgt_pos] + [p for m in (enc, dec, enc_ln, dec_ln, out) for p in m.parameters()]
+    opt = torch.optim.AdamW(params, lr=3e-3, weight_decay=0.01)
+    src = torch.randint(0, V, (B, L))
+    tgt = src.flip(1)
+    dec_in = torch.cat([torch.full((B, 1), V), tgt[:, :L - 1]], 1)
+    mask = torch.nn.Transformer.generate_square_subsequent_mask(L, dtype=f64)
+
+    def step():
+        memory = enc_ln(enc(src_tok[src] + src_pos))
+        y = dec(tgt_tok[dec_in] + tgt_pos, memory, tgt_mask=mask, tgt_is_causal=True)
+        loss = torch.nn.functional.cross_entropy(out(dec_ln(y)).reshape(-1, V), tgt.reshape(-1))
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, 1.0)
+        opt.step()
+        return loss
+    return step
+
+
 def ml_bench(code):
     """The `bench` function of a .ml program, as a Python callable."""
     interp = Interpreter()
@@ -351,6 +415,45 @@ def language_rows(out, quick):
         out(f"| {label} | {cell(t)} | {cell(p)} | {ratio(min(t), min(p))} | "
             f"{cell(o) if o else ('—' if octave is not None else 'not on PATH')} | "
             f"{ratio(min(t), min(o)) if o else '—'} |")
+    fib22_calls = 2 * 28657 - 1         # fib(n) makes 2 fib(n + 1) - 1 calls
+    return {"iteration": (min(times[(cases[0][0], "tapeml")]) / n, min(times[(cases[0][0], "CPython")]) / n),
+            "call": (min(times[(cases[2][0], "tapeml")]) / fib22_calls,
+                     min(times[(cases[2][0], "CPython")]) / fib22_calls)}
+
+
+def cost_rows(out, quick, lang, ops):
+    """What costs what in the language: one loop iteration, one user function call, one builtin
+    call, one operator on a 2x2 matrix without and with recording, from the measurements above
+    and a builtin-call loop measured here (the loop with the call minus the loop without it)."""
+    n = 20000 if not quick else 5000
+    loop = lambda body: ml_bench(f"x = [1, 2; 3, 4]\nfn bench()\n  y = 0\n  for i in 1:{n}\n    y = {body}\n"
+                                 f"  end\n  return y\nend")      # noqa: E731
+    with_sum, with_kw, bare = cpu_rounds([loop("sum(x)"), loop("sum(x, dim = 1)"), loop("x")], 6 if not quick else 3)
+    a = np.array([[1.0, 2.0], [3.0, 4.0]])
+    np_mul = min(cpu_rounds([lambda: [a * 1.0001 for _ in range(n)]], 6 if not quick else 3)[0]) / n
+    np_sum = min(cpu_rounds([lambda: [a.sum() for _ in range(n)]], 6 if not quick else 3)[0]) / n
+    out()
+    out("## What costs what in the language")
+    out()
+    out("Derived from the rows above (CPU-time minima) and a loop of builtin calls measured in the same run "
+        "(the loop with the call minus the same loop without it). A program's time is roughly the sum of "
+        "these over what it does, plus its matrices' own arithmetic (NumPy's, the last column).")
+    out()
+    out("| one ... | costs | reference |")
+    out("| --- | --- | --- |")
+    it, it_py = lang["iteration"]
+    call, call_py = lang["call"]
+    out(f"| loop iteration of `s = s + i` (numbers) | {fmt(it)} | CPython {fmt(it_py)} |")
+    out(f"| call of a user function (recursive fib: the call, `if`, `-`, `+`, `return`) | {fmt(call)} | "
+        f"CPython {fmt(call_py)} |")
+    out(f"| builtin call `sum(x)` of a 2x2 matrix | {fmt((min(with_sum) - min(bare)) / n)} | "
+        f"NumPy's `a.sum()` {fmt(np_sum)} |")
+    out(f"| builtin call with a keyword, `sum(x, dim = 1)` | {fmt((min(with_kw) - min(bare)) / n)} | |")
+    mul_plain, mul_share = ops
+    out(f"| operator `y * 1.0001` on a 2x2 matrix, not recorded (loop included) | {fmt(mul_plain)} | "
+        f"NumPy's `a * 1.0001` {fmt(np_mul)} |")
+    out(f"| the same operator recorded on the tape, its backward step included: the tape's share | "
+        f"+{fmt(mul_share)} | |")
 
 
 def startup(cmds, repeat=9):
@@ -446,7 +549,7 @@ def main():
     sizes = [(8, 16, 2), (128, 256, 8)] + ([] if args.quick else [(512, 512, 8)])
     lines = []
     # progress on standard error (a live bar in a terminal, log lines otherwise); the table on stdout
-    bar = progress.Bar(2 * len(sizes) + 6 + (not args.quick), "bench", progress.stream_for())
+    bar = progress.Bar(2 * len(sizes) + 8 + (not args.quick), "bench", progress.stream_for())
 
     def out(s=""):
         bar.write(sys.stdout, s + "\n")
@@ -542,6 +645,11 @@ fn bench() -> {"grad(f, x)" if recorded else "f(x)"}
                                 5 if not args.quick else 3, 2)
     out(f"| one minigpt training step (2 pre-norm causal blocks, d_model 64, batch 16x64, AdamW) | "
         f"{fmt(t_gpt)} | PyTorch eager {fmt(t_tgpt)} | {ratio(t_gpt, t_tgpt)} |")
+    stage("encoder-decoder step")
+    t_ed, t_ted = interleaved([ml_bench(ENCDEC_STEP), torch_encdec_step() if torch is not None else None],
+                              11 if not args.quick else 3, 2)
+    out(f"| one `examples/encoder_decoder.ml` training step (a pre-norm encoder and decoder block, d_model 32, "
+        f"batch 64x6, AdamW) | {fmt(t_ed)} | PyTorch eager {fmt(t_ted)} | {ratio(t_ed, t_ted)} |")
     stage("start-up")
     tml = os.path.join(os.path.dirname(sys.executable), "tapeml")
     t_start, t_np = startup([[tml, "-c", "1"], [sys.executable, "-c", "import numpy"]])
@@ -562,7 +670,9 @@ fn bench() -> {"grad(f, x)" if recorded else "f(x)"}
         out(f"| peak resident memory, T=512 D=512 fwd+bwd | {tml_rss / 1024:.0f} MB | hand NumPy "
             f"{hand_rss / 1024:.0f} MB | {tml_rss / hand_rss:.2f}x |")
     stage("the language against CPython and Octave")
-    language_rows(out, args.quick)
+    lang = language_rows(out, args.quick)
+    stage("what costs what")
+    cost_rows(out, args.quick, lang, (min(mul_plain), share(mul_rec, mul_plain)[0]))
     stage("done")
     bar.close()
     out()
