@@ -504,7 +504,9 @@ def peak_rss(code):
 
 
 def fmt(t):
-    return "—" if t is None else (f"{t * 1e3:.3g} ms" if t >= 1e-3 else f"{t * 1e6:.3g} µs")
+    if t is None:
+        return "—"
+    return f"{t * 1e3:.3g} ms" if t >= 1e-3 else f"{t * 1e6:.3g} µs" if t >= 1e-6 else f"{t * 1e9:.3g} ns"
 
 
 def ratio(a, b):
