@@ -101,6 +101,25 @@ def test_a_local_read_before_its_assignment_reads_the_enclosing_scope():
     assert both(src) == ("16 10\n", None)
 
 
+def test_only_names_assigned_on_every_path_skip_the_enclosing_scope():
+    """A local stored outside any if or loop is read directly (no test for 'not yet assigned');
+    one stored only in a branch, a loop body or an index assignment inside a branch keeps the
+    walker's fallback to the enclosing scope when that path was not taken."""
+    source = ("y = 5\nv = [7, 8]\n"
+              "fn f(c, n)\n  s = 0\n  if c\n    y = 1\n  else\n    s = 2\n  end\n  for i in 1:n\n    w = i\n"
+              "  end\n  while n > 5\n    z = 3\n    n = n - 1\n  end\n  if c\n    v[0] = 9\n  end\n"
+              "  return (s, y, v, n)\nend\n"
+              "print(f(true, 0), f(false, 2), f(false, 7), y, v)\n"
+              "fn g(n)\n  for i in 1:n\n    w = i\n  end\n  return w\nend\nprint(g(3))\nprint(g(0))\n")
+    out, err = both(source)
+    assert out.splitlines()[:2] == ["(0, 1, [9, 8], 0) (2, 5, [7, 8], 2) (2, 5, [7, 8], 5) 5 [7, 8]", "3"]
+    assert "undefined name 'w'" in err
+    code = code_of("fn h(a)\n  s = a\n  for i in 1:3\n    s = s + i\n  end\n  return s\nend\n", "h")
+    assert "is _U" not in code.source          # s and i are always assigned where they are read
+    code = code_of("fn h(a)\n  if a\n    s = 1\n  end\n  return s\nend\n", "h")
+    assert "is _U" in code.source
+
+
 def test_a_free_name_is_read_at_each_call_so_a_redefinition_is_seen():
     interp = Interpreter(out=io.StringIO())
     interp.run("fn g() -> 1\nfn f() -> g() + 1\nprint(f())")

@@ -15,6 +15,7 @@ the collection builtins (map, filter, reduce, zip, enumerate).
 """
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
@@ -90,16 +91,21 @@ class Range(Walk):
         return self.tracked_chunk(0, self.n, device=True)
 
     def __iter__(self):
+        if self.tracked:
+            return self._tracked_items()
+        # a chunk's Python floats at a time, walked at C speed (a loop's iteration pays no
+        # generator step of its own)
         n = self.n
-        tracked = self.tracked
+        return itertools.chain.from_iterable(self.chunk(lo, min(lo + CHUNK, n)).tolist()
+                                             for lo in range(0, n, CHUNK))
+
+    def _tracked_items(self):
+        n = self.n
         for lo in range(0, n, CHUNK):
             hi = min(lo + CHUNK, n)
             c = self.tracked_chunk(lo, hi)
-            if tracked:
-                for i in range(hi - lo):
-                    yield ops.index(c, idx=(i,))
-            else:
-                yield from c.tolist()
+            for i in range(hi - lo):
+                yield ops.index(c, idx=(i,))
 
 
 def plan_range(start: float, step: float, stop: float, span=None) -> Range:

@@ -229,6 +229,10 @@ class _Compiler:
         self.depth = 1
         self.loops = 0
         self.tmp = 0
+        # locals certainly assigned at this point of the straight-line code (their reads need no
+        # test for _U): a name stored outside any if or loop; a branch's or a loop body's own
+        # stores count inside it only
+        self.assigned: set = set()
 
     # ---- emitting --------------------------------------------------------------------------
     def emit(self, line: str):
@@ -264,6 +268,7 @@ class _Compiler:
             self.emit(f"LV[{name!r}] = {value}")
         else:
             self.emit(f"{self.py[name]} = {value}")
+            self.assigned.add(name)
 
     def build(self):
         if self.top:
@@ -349,6 +354,7 @@ class _Compiler:
         if not self.scope_mode:
             for r in dict.fromkeys(roots):
                 self.emit(f"{self.py[r]} = {env}.vars[{r!r}]")
+                self.assigned.add(r)
 
     def destructure(self, s):
         if not all(type(t) is A.Name for t in s.targets):
@@ -370,10 +376,12 @@ class _Compiler:
     def if_(self, branches, orelse):
         (cond, body), rest = branches[0], branches[1:]
         c = self.condition(cond, "if")
+        before = set(self.assigned)
         self.emit(f"if {c}:")
         self.depth += 1
         self.stmts(body)
         self.depth -= 1
+        self.assigned = set(before)
         if rest or orelse is not None:
             self.emit("else:")
             self.depth += 1
@@ -382,8 +390,10 @@ class _Compiler:
             else:
                 self.stmts(orelse)
             self.depth -= 1
+        self.assigned = before
 
     def while_(self, s):
+        before = set(self.assigned)
         self.emit("while True:")
         self.depth += 1
         c = self.condition(s.cond, "while")
@@ -393,12 +403,14 @@ class _Compiler:
         self.stmts(s.body)
         self.loops -= 1
         self.depth -= 1
+        self.assigned = before
 
     def for_(self, s):
         env = self.scope()
         seq, items, item = self.temp(), self.temp(), self.temp()
         self.emit(f"{seq} = I.loop_value({self.const(s.iterable)}, {env})")
         self.emit(f"with _loop(I, {seq}, {self.const(s)}) as {items}:")
+        before = set(self.assigned)
         self.depth += 1
         self.emit(f"for {item} in {items}:")
         self.depth += 1
@@ -413,6 +425,7 @@ class _Compiler:
         self.stmts(s.body)
         self.loops -= 1
         self.depth -= 2
+        self.assigned = before
 
     # ---- expressions: each returns a Python name or constant holding the value --------------
     def expr(self, node) -> str:
@@ -499,7 +512,7 @@ class _Compiler:
                 self.emit(f"    {out} = _look(I, L, {n!r}, {span}, (), ())")
                 return out
         elif n in self.py:
-            if n in self.params:
+            if n in self.params or n in self.assigned:
                 return self.py[n]
             self.emit(f"{out} = {self.py[n]}")
             self.emit(f"if {out} is _U:")
