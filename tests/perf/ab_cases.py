@@ -62,15 +62,20 @@ def _py_loop(name, recorded):
     return setup
 
 
-def _block8():
+def _block(T, D, H):
+    """The post-norm block's value_and_grad from a .ml script at T x D, H heads (hidden 4D)."""
     import handblock
     import bench
     rng = np.random.default_rng(0)
-    W = handblock.make_weights(16, 2, 64, rng, np.float64)
-    x = rng.standard_normal((8, 16))
-    R = rng.standard_normal((8, 16))
+    W = handblock.make_weights(D, H, 4 * D, rng, np.float64)
+    x = rng.standard_normal((T, D))
+    R = rng.standard_normal((T, D))
     step, _ = bench.tapeml_setup(W, x, R)
     return step
+
+
+def _block8():
+    return _block(8, 16, 2)
 
 
 def _hand8():
@@ -83,16 +88,9 @@ def _hand8():
 
 
 def _block128():
-    """The post-norm block's value_and_grad at T=128, D=256 (8 heads): the matrix products'
-    share is large, the interpreter's and the tape's small."""
-    import handblock
-    import bench
-    rng = np.random.default_rng(0)
-    W = handblock.make_weights(256, 8, 1024, rng, np.float64)
-    x = rng.standard_normal((128, 256))
-    R = rng.standard_normal((128, 256))
-    step, _ = bench.tapeml_setup(W, x, R)
-    return step
+    """T=128, D=256 (8 heads): the matrix products' share is large, the interpreter's and the
+    tape's small."""
+    return _block(128, 256, 8)
 
 
 def _minigpt():

@@ -213,13 +213,18 @@ def torch_minigpt_step():
         for blk in blocks:
             h = blk(h, src_mask=mask, is_causal=True)
         logits = ln(h) @ tok.T
-        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, V), y.reshape(-1))
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(params, 1.0)
-        opt.step()
-        return loss
+        return _torch_update(torch.nn.functional.cross_entropy(logits.reshape(-1, V), y.reshape(-1)), params, opt)
     return step
+
+
+def _torch_update(loss, params, opt):
+    """The step after the loss, as the .ml programs take it: backward, clip the gradients' norm
+    at 1, the optimizer's step; returns the loss."""
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(params, 1.0)
+    opt.step()
+    return loss
 
 
 ENCDEC_STEP = """
@@ -277,12 +282,8 @@ def torch_encdec_step():
     def step():
         memory = enc_ln(enc(src_tok[src] + src_pos))
         y = dec(tgt_tok[dec_in] + tgt_pos, memory, tgt_mask=mask, tgt_is_causal=True)
-        loss = torch.nn.functional.cross_entropy(out(dec_ln(y)).reshape(-1, V), tgt.reshape(-1))
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(params, 1.0)
-        opt.step()
-        return loss
+        return _torch_update(torch.nn.functional.cross_entropy(out(dec_ln(y)).reshape(-1, V), tgt.reshape(-1)),
+                             params, opt)
     return step
 
 
