@@ -352,11 +352,12 @@ def convert(fname: str, p: P, v):
             raise ValueErr(f"{fname}(): {p.name} must be a whole number, got {format_value(r)}")
         ok = False
     elif kind == "array":
-        ok = _is_number(r) or isinstance(r, (bool, Matrix))
+        # a backend's own array type first: isinstance against the Matrix ABC costs more than the call's work
+        ok = type(r) in ARRAYS or _is_number(r) or isinstance(r, (bool, Matrix))
     elif kind == "numbers":
         if isinstance(r, tuple):
             return numbers_vector(fname, p.name, v)
-        ok = _is_number(r) or isinstance(r, (bool, Matrix))
+        ok = type(r) in ARRAYS or _is_number(r) or isinstance(r, (bool, Matrix))
     elif kind == "bool":
         if isinstance(r, np.bool_):
             return bool(r)
