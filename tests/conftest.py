@@ -15,6 +15,19 @@ settings.register_profile("tapeml", derandomize=os.environ.get("TAPEML_FUZZ_RAND
 settings.load_profile("tapeml")
 
 
+def _signals_not_ignored():
+    """A run under nohup, or started in the background by a shell without job control, ignores
+    SIGHUP or SIGINT, and every child inherits that: the tests that send them to a tapeml process
+    would see it carry on. The suite's processes start with the signals' usual dispositions."""
+    import signal
+    for sig, handler in ((signal.SIGHUP, signal.SIG_DFL), (signal.SIGINT, signal.default_int_handler)):
+        if signal.getsignal(sig) == signal.SIG_IGN:
+            signal.signal(sig, handler)
+
+
+_signals_not_ignored()
+
+
 def pytest_addoption(parser):
     parser.addoption("--device", default=None,
                      help="run the suite's programs on this tapeml device (numpy, torch:cpu, ...): "
