@@ -24,6 +24,8 @@ from tapeml.syntax.errors import ShapeError, TypeErr, ValueErr
 from tapeml.array.tape import NO_KW, Box, backward, close_level, new_level, open_level, raw
 from tapeml.array.values import Dict, Record, describe, shape_text
 
+_ND = np.ndarray
+
 CAT = "Autodiff"
 
 
@@ -35,19 +37,15 @@ def _root_name(ctx, default="x"):
 def value_and_grad_impl(ctx, f, x, root="x", name="grad"):
     """(f(x), gradient of f at x shaped like x)."""
     level = open_level()        # its backward pass tests for other levels' Boxes once (tape.backward)
-    boxes = []
 
     def box(v):
-        r = v
-        while type(r) is Box:
-            r = r.value
-        t = type(r)
-        if not ((t is np.ndarray and r.dtype != np.bool_) or t is float or t is np.float64
-                or (t in ARRAYS and not is_bool_array(r))):
-            tree_leaves(x, root)   # a TypeError naming the path of a non-differentiable leaf
-        b = Box(v, level, None, (), NO_KW, None, ())     # a leaf (tape.leaf, inlined)
-        boxes.append(b)
-        return b
+        if type(v) is not _ND or v.dtype.kind != "f":      # the common leaf (a float matrix) tested once
+            r = raw(v)
+            t = type(r)
+            if not ((t is np.ndarray and r.dtype != np.bool_) or t is float or t is np.float64
+                    or (t in ARRAYS and not is_bool_array(r))):
+                tree_leaves(x, root)   # a TypeError naming the path of a non-differentiable leaf
+        return Box(v, level, None, (), NO_KW, None, ())     # a leaf (tape.leaf, inlined)
 
     # The tape holds no reference cycles (nodes point only to their parents), so reference
     # counting frees it; the cyclic collector would only rescan the growing tape.
@@ -55,14 +53,16 @@ def value_and_grad_impl(ctx, f, x, root="x", name="grad"):
     gc.disable()
     try:
         boxed = tree_map(box, x, f"{name}(): {root}")
-        return _run_and_backward(ctx, f, x, boxed, boxes, level, name)
+        return _run_and_backward(ctx, f, boxed, level, name)
     finally:
         close_level(level)
         if gc_was_on:
             gc.enable()
 
 
-def _run_and_backward(ctx, f, x, boxed, boxes, level, name):
+def _run_and_backward(ctx, f, boxed, level, name):
+    """(f(boxed), the gradient shaped like boxed): each leaf Box of `level` gets its cotangent,
+    or zeros where f did not use it."""
     out = ctx.call(f, boxed)
     r = raw(out)
     if type(r) in ARRAYS and r.ndim == 0:
@@ -79,18 +79,16 @@ def _run_and_backward(ctx, f, x, boxed, boxes, level, name):
     else:
         grads = {}
         value = out
-    it = iter(boxes)
 
-    def collect(v):
-        b = next(it)
+    def collect(b):
         g = grads.get(b)
         if g is None:
-            rv = raw(v)
+            rv = raw(b)
             return np.zeros_like(rv) if type(rv) is np.ndarray else \
                 B.xp_of(rv).zeros_like(rv) if type(rv) in ARRAYS else 0.0
         return _own(g)
 
-    return value, tree_map(collect, x)      # the same tree as boxed: within the nesting limit
+    return value, tree_map(collect, boxed)      # the same tree as boxed: within the nesting limit
 
 
 def _own(g):

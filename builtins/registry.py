@@ -223,7 +223,13 @@ _NO = object()         # a fast test that does not take the value: the general c
 
 def _take_array(v):
     t = type(v)
+    if t is Box:            # a tracked matrix or number is kept boxed (convert's rule)
+        r = raw(v)
+        t = type(r)
     return v if t is np.ndarray or t is float or t in ARRAYS else _NO
+
+
+_TREE_TYPES = (Record, tuple, float, np.ndarray)
 
 
 def _take_int(v):
@@ -241,6 +247,8 @@ _FAST = {
     "int": _take_int,
     "bool": lambda v: v if v is True or v is False else _NO,
     "string": lambda v: v if type(v) is str else _NO,
+    "record": lambda v: v if type(v) is Record else _NO,
+    "tree": lambda v: v if type(v) in _TREE_TYPES else _NO,
 }
 
 

@@ -281,6 +281,25 @@ PLAIN_VJP_CASES = {
         (lambda: (np.array([[INF, 1.0], [0.0, 2.0]]), r(2, 3), r(3)), {},
          lambda: np.array([[0.0, 0.0, 0.0], [1.0, -1.0, 2.0]])),
     ],
+    # the heads of multi-head attention joined (issue 28): x [.., T, D] by H weights [D, d] (and
+    # biases [d]) into [.., H, T, d]; [.., H, T, d] by H weights [d, D] summed into [.., T, D]
+    "dense_heads": [
+        (lambda: (r(3, 4), r(4, 2), r(4, 2)), {}, None),
+        (lambda: (r(2, 3, 4), r(4, 2), r(4, 2), r(4, 2), r(2), r(2), r(2)), {"bias": True}, None),
+        (lambda: (r(3, 4), r(4, 3)), {}, None),
+        (lambda: (np.array([[INF, 1.0], [0.0, 2.0]]), r(2, 1), r(2, 1)), {},
+         lambda: np.array([[[0.0], [1.0]], [[0.0], [-2.0]]])),
+    ],
+    "heads_dense": [
+        (lambda: (r(2, 3, 2), r(2, 4), r(2, 4)), {}, None),
+        (lambda: (r(2, 3, 3, 2), r(2, 4), r(2, 4), r(2, 4)), {}, None),
+        (lambda: (np.array([[[INF, 1.0]], [[0.0, 2.0]]]), r(2, 3), r(2, 3)), {}, lambda: np.zeros((1, 3))),
+    ],
+    "sum": [
+        (lambda: (r(3, 4),), {}, None),
+        (lambda: (r(2, 3, 4),), {"dim": 1}, None),
+        (lambda: (r(5),), {}, lambda: INF),
+    ],
     "concat": [
         (lambda: (r(2, 3), r(4, 3)), {"dim": 0}, None),
         (lambda: (r(2, 3), r(2, 1), r(2, 2)), {"dim": -1}, None),
@@ -442,11 +461,42 @@ def test_fully_masked_row_gives_zeros_forward_and_backward():
     check_grads(lambda q, k, v: ml_attention.attention(q, k, v, mask=mask), q, k, v)
 
 
+def test_joined_head_projections_against_the_per_head_products_and_finite_differences():
+    """Issue 28: dense_heads and heads_dense are multi-head attention's projections with the heads'
+    matrices side by side (one tape node each). Their values are the per-head products; their
+    gradients (first order: the plain VJPs; second order: the recorded ones) agree with central
+    differences, batched and not, with and without biases."""
+    x = r(2, 3, 4)
+    ws, bs = [r(4, 2) for _ in range(3)], [r(2) for _ in range(3)]
+    q = ops.dense_heads(x, *ws, *bs, bias=True)
+    assert q.shape == (2, 3, 3, 2) and q.flags.c_contiguous
+    for h in range(3):
+        np.testing.assert_allclose(q[:, h], x @ ws[h] + bs[h], rtol=1e-13, atol=1e-13)
+    wo = [r(2, 4) for _ in range(3)]
+    np.testing.assert_allclose(ops.heads_dense(q, *wo), sum(q[:, h] @ wo[h] for h in range(3)), rtol=1e-13, atol=1e-13)
+    check_grads(lambda x, w1, w2, b1, b2: ops.dense_heads(x, w1, w2, b1, b2, bias=True), x, r(4, 2), r(4, 2), r(2), r(2))
+    check_grads(lambda x, w1, w2: ops.dense_heads(x, w1, w2), r(3, 4), r(4, 1), r(4, 1))
+    check_grads(lambda o, w1, w2: ops.heads_dense(o, w1, w2), r(2, 3, 2), r(2, 4), r(2, 4))
+    check_grads(lambda o, w1, w2, w3: ops.heads_dense(o, w1, w2, w3), r(2, 3, 5, 2), r(2, 4), r(2, 4), r(2, 4))
+    # grad of grad: the recorded VJPs (dense's and concat's, with reshape and permute)
+    w1, w2, wa, wb = r(4, 2), r(4, 2), r(2, 4), r(2, 4)
+
+    def inner(t):
+        y = ops.heads_dense(ops.dense_heads(t, w1, w2), wa, wb)
+        return ops.sum_(ops.mul(ops.mul(y, y), y))
+
+    def outer(t):
+        return ops.sum_(ops.mul(grad(inner, t), grad(inner, t)))
+    t = r(3, 4)
+    np.testing.assert_allclose(grad(outer, t), fd_grad(outer, t), rtol=1e-5, atol=1e-6)
+
+
 def test_every_differentiable_primitive_is_checked_here():
     tested = set(UNARY) | {"add", "sub", "mul", "div", "pow", "zmul", "mod", "sum", "max", "min",
                            "clip", "where", "matmul", "reshape", "broadcast_to", "permute", "maximum", "minimum", "concat", "stack",
                            "index", "setitem", "scatter_add", "softmax", "log_softmax", "layer_norm",
-                           "dense", "scaled_dot_product_attention", "attention_weights", "zmatmul", "ldexp"}
+                           "dense", "scaled_dot_product_attention", "attention_weights", "zmatmul", "ldexp",
+                           "dense_heads", "heads_dense"}
     extra = {"rms_norm"}    # checked in test_block_options.py
     extra |= {"inv", "solve", "det", "adjugate", "slogdet", "pinv", "cholesky", "svd", "qr", "eigh"}  # test_linalg.py
     extra |= {"log10", "log2", "tan", "log1p", "expm1", "asin", "acos", "atan", "atan2", "sinh", "cosh",

@@ -83,6 +83,14 @@ CASES = {
                 [a(1.5, -2.0, 0.5), a(0.3, 1.0, -1.0)], [[a(0, 0, 1), a(INF, -INF, 0)]]),
     "dense": (lambda x, w, b: ops.dense(ops.reshape(x, shape=(1, 3)), ops.reshape(w, shape=(3, 1)), b),
               [a(1.5, -2.0, 0.5), a(0.3, 1.0, -1.0), a(0.2)], []),
+    # multi-head attention's joined projections: x [1, 3] by two heads' [3, 1] (and biases [1]);
+    # two heads' [1, 1] outputs by their [1, 3] weights
+    "dense_heads": (lambda x, w, b: ops.dense_heads(ops.reshape(x, shape=(1, 3)), ops.reshape(w, shape=(3, 1)),
+                                                    ops.mul(ops.reshape(w, shape=(3, 1)), 2.0), b, b, bias=True),
+                    [a(1.5, -2.0, 0.5), a(0.3, 1.0, -1.0), a(0.2)], []),
+    "heads_dense": (lambda o, w: ops.heads_dense(ops.reshape(o, shape=(3, 1, 1)), ops.reshape(w, shape=(1, 3)),
+                                                 ops.reshape(w, shape=(1, 3)), ops.mul(ops.reshape(w, shape=(1, 3)), -1.0)),
+                    [a(1.5, -2.0, 0.5), a(0.3, 1.0, -1.0)], [[a(0, 0, 1), a(INF, -INF, 0)]]),
     "softmax": (ops.softmax, [a(1.5, -2.0, 0.5)],
                 [[a(INF, INF, 1)], [a(-INF, -INF, -INF)], [a(INF, -INF, 0)], [a(1e308, 1e308, -1e308)]]),
     "log_softmax": (ops.log_softmax, [a(1.5, -2.0, 0.5)],

@@ -1,8 +1,9 @@
 """Statistics & ML: scaled_dot_product_attention and multi_head_attention.
 
 `mha` is a composite over primitives (dense, sdpa or attention_weights/matmul with dropout, add),
-with no gradient rule of its own. Above FUSE_MIN_ELEMENTS its heads run joined as one batched
-attention (`_mha_fused`); the joined weights of untracked heads are remembered in the session's joined_cache().
+with no gradient rule of its own. Heads of one shape run joined as one batched attention
+(`_mha_fused`: the projections are the dense_heads and heads_dense primitives, one tape node each);
+the joined weights of untracked heads are remembered in the session's joined_cache().
 """
 from __future__ import annotations
 
@@ -108,7 +109,10 @@ def _attend(q, k, v, causal, p, training, mask=None, weights=False):
     return (out, w) if weights else out
 
 
-FUSE_MIN_ELEMENTS = 1024     # T x D from which joining the heads pays for its extra tape nodes
+# T x D from which the heads run joined: every size since dense_heads and heads_dense (issue 28:
+# T=8 D=16 268 us joined against 283 us per head, T=32 D=32 403 against 514); tests set it
+# past every size to exercise the per-head loop, which dropout and return_weights still take
+FUSE_MIN_ELEMENTS = 1
 
 
 def _fusable(fields) -> bool:
@@ -171,25 +175,29 @@ def _joined_untracked(parts, dim):
 
 
 def _mha_fused(x, fields, causal, src=None, mask=None):
-    """All heads at once: one projection each for q, k, v (the heads' matrices side by side),
-    one batched attention over [..., H, T, d], one output projection. The same sum over heads
-    as the loop, with larger matrix products; still only primitives. Keys and values come
-    from src (the memory of cross-attention; x itself by default)."""
+    """All heads at once: one projection each for q, k, v (the heads' matrices side by side), one
+    batched attention over [..., H, T, d], one output projection: the same sum over heads as the
+    loop, with larger matrix products. Tracked weights go through ops.dense_heads and
+    ops.heads_dense (one tape node per projection); untracked ones are joined once and
+    remembered (`_joined_untracked`: inference calls the block again and again with the same
+    matrices). Keys and values come from src (the memory of cross-attention; x itself by default)."""
     n = len(fields)
     src = x if src is None else src
 
-    def joined(name, dim):
-        parts = [f[name] for f in fields]
-        if any(type(p) is Box for p in parts):
-            return ops.concat(*parts, dim=dim)
-        return _joined_untracked(parts, dim)
-
-    def bias(name):
-        return joined(name, 0) if name in fields[0] else None
-    q = _split_heads(ops.dense(x, joined("wq", 1), bias("bq")), n)
-    k = _split_heads(ops.dense(src, joined("wk", 1), bias("bk")), n)
-    v = _split_heads(ops.dense(src, joined("wv", 1), bias("bv")), n)
-    return ops.dense(_merge_heads(attention(q, k, v, mask, causal=causal)), joined("wo", 0))
+    def projected(t, w, b):
+        ps = [f[w] for f in fields] + ([f[b] for f in fields] if b in fields[0] else [])
+        if any(type(p) is Box for p in ps):
+            return ops.dense_heads(t, *ps, bias=len(ps) > n)
+        bias = _joined_untracked(ps[n:], 0) if len(ps) > n else None
+        return _split_heads(ops.dense(t, _joined_untracked(ps[:n], 1), bias), n)
+    q = projected(x, "wq", "bq")
+    k = projected(src, "wk", "bk")
+    v = projected(src, "wv", "bv")
+    o = attention(q, k, v, mask, causal=causal)
+    wo = [f["wo"] for f in fields]
+    if any(type(w) is Box for w in wo):
+        return ops.heads_dense(o, *wo)
+    return ops.dense(_merge_heads(o), _joined_untracked(wo, 0))
 
 
 def mha(x, heads, causal=False, p=0.0, training=False, bo=None, memory=None, mask=None, weights=False):
@@ -275,7 +283,10 @@ CROSS_ATTENTION_EXAMPLE = (
              "why it is an argument here and the field weights.bo of a transformer_block record, not a "
              "field of each head. With training = true and dropout = p the attention weights go through "
              "inverted dropout (as PyTorch's dropout inside MultiheadAttention). A composite: built from "
-             "dense and scaled_dot_product_attention, it has no gradient rule of its own.\n\n"
+             "dense and scaled_dot_product_attention, it has no gradient rule of its own. Heads of one "
+             "shape run joined: each projection is one product with the heads' matrices side by side "
+             "(PyTorch's in_proj_weight) and one tape node, and the attention is one batched call over "
+             "[..., H, T, d].\n\n"
              "memory = m gives PyTorch's MultiheadAttention(query = x, key = m, value = m): q = x wq_h + "
              "bq_h, k = m wk_h + bk_h, v = m wv_h + bv_h. causal = true with a memory keeps the "
              "bottom-right rule of scaled_dot_product_attention: query i sees keys j <= i + S - T. "

@@ -604,9 +604,18 @@ def _expand(g, shape, dim, keepdims):
     return broadcast_to(g, shape=shape)
 
 
+def _vjp_sum_plain(g, ans, saved, tracked, x, dim=None, keepdims=False):
+    """First order, the whole sum of a small matrix (the loss of a training step): the cotangent
+    filled into a matrix of x's shape, which costs less than making a broadcast view below 4096
+    elements; other cases take the general form (a read-only broadcast view)."""
+    if dim is None and type(g) is float and type(x) is np.ndarray and 0 < x.ndim and x.size <= 4096:
+        return (np.full(x.shape, g, dtype=FLOAT["dtype"]),)
+    return None
+
+
 sum_ = primitive("sum", _sum,
                  lambda g, ans, saved, tracked, x, dim=None, keepdims=False:
-                 (_expand(g, shape_of(x), dim, keepdims),), arity=1)
+                 (_expand(g, shape_of(x), dim, keepdims),), arity=1, vjp_plain=_vjp_sum_plain)
 
 
 def _amax(x, dim=None, keepdims=False):

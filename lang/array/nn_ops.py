@@ -16,14 +16,16 @@ import numpy as np
 from tapeml.array import backend as B
 from tapeml.array.backend import ARRAYS, xp_of
 from tapeml.array.tape import raw
-from tapeml.array.primitive_table import FLOAT, bools_as_floats, primitive, python_scalar, shape_of, size_of
+from tapeml.array.primitive_table import TABLE, FLOAT, bools_as_floats, primitive, python_scalar, shape_of, size_of
 from tapeml.array.core_ops import (
     _matmul, _rows, _vjp_matmul, _vjp_matmul_plain, _zmul, add, binary_exponents, div, exp,
-    matmul, mul, reshape, safe_floor, sqrt, sub, sum_, transpose, unbroadcast, where, zmatmul, zmul,
+    matmul, mul, permute, reshape, safe_floor, sqrt, sub, sum_, transpose, unbroadcast, where, zmatmul, zmul,
 )
+from tapeml.array.index_ops import _concat, _vjp_concat, concat
 
 
 _ND = np.ndarray
+_add_reduce, _min_reduce, _max_reduce = np.add.reduce, np.minimum.reduce, np.maximum.reduce
 
 
 def _other(x) -> bool:
@@ -284,7 +286,7 @@ def _unsafe_rows(den):
     floor = _SAFE.get(den.dtype, _SAFE[np.dtype(np.float64)])
     if den.size == 0:                                   # no rows (x is [0, D]): nothing to rescale
         return None
-    if den.min() >= floor and den.max() < np.inf:      # two reductions on the common path (nan fails both)
+    if _min_reduce(den, None) >= floor and _max_reduce(den, None) < np.inf:   # nan fails both
         return None
     return ~((den >= floor) & (den < np.inf))
 
@@ -371,14 +373,18 @@ def _layer_norm_stats(x, eps):
     if type(x) is not _ND and type(x) in ARRAYS:
         return _layer_norm_stats_xp(x, eps)
     inv_d = 1.0 / x.shape[-1]
-    xc = x - x.sum(axis=-1, keepdims=True) * inv_d
+    xc = x - _add_reduce(x, -1, keepdims=True) * inv_d
     if eps == 0:
         xc = _exact_center(x, xc)
-    den = (xc * xc).sum(axis=-1, keepdims=True) * inv_d + eps
+    den = _add_reduce(xc * xc, -1, keepdims=True)
+    den *= inv_d
+    den += eps
     bad = _unsafe_rows(den)
     if bad is None:
-        rstd = 1.0 / np.sqrt(den)
-        return xc * rstd, rstd
+        np.sqrt(den, out=den)
+        rstd = np.divide(1.0, den, out=den)
+        xc *= rstd          # xc is this function's own array
+        return xc, rstd
     with np.errstate(all="ignore"):
         rstd = 1.0 / np.sqrt(den)
         xhat = xc * rstd
@@ -547,25 +553,26 @@ def _vjp_layer_norm_plain(g, ans, saved, tracked, x, gamma, beta, eps=1e-5):
         return None
     xhat, rstd = saved
     gx = ggamma = gbeta = None
+    # No finiteness test here: an infinite cotangent or gain (m1 not finite), or a 1/std that
+    # overflows (subnormal rows: 0 x inf), gives a cotangent that is not finite, which the tape's
+    # one test per pass (tape.backward) or pullback's test sends to the general form.
     if tracked[0]:
         inv_d = 1.0 / g.shape[-1]
         dxhat = g * gamma
-        m1 = dxhat.sum(axis=-1, keepdims=True) * inv_d
-        if not np.isfinite(m1).all():
-            return None        # an infinite cotangent or gain: the general form takes it
-        m2 = (dxhat * xhat).sum(axis=-1, keepdims=True) * inv_d
+        m1 = _add_reduce(dxhat, -1, keepdims=True)
+        m1 *= inv_d
+        m2 = _add_reduce(dxhat * xhat, -1, keepdims=True)
+        m2 *= inv_d
         dxhat -= m1
-        dxhat -= xhat * m2
-        if np.isfinite(rstd).all():
-            dxhat *= rstd
-            gx = dxhat
-        else:
-            gx = _zmul(dxhat, rstd)     # 1/std overflows for subnormal rows: 0 x inf = 0
+        m2 = xhat * m2
+        dxhat -= m2
+        dxhat *= rstd
+        gx = dxhat
     rows = g.reshape(-1, g.shape[-1])
     if tracked[1]:
-        ggamma = (rows * xhat.reshape(rows.shape)).sum(axis=0)
+        ggamma = _add_reduce(rows * xhat.reshape(rows.shape), 0)
     if len(tracked) > 2 and tracked[2]:
-        gbeta = rows.sum(axis=0)
+        gbeta = _add_reduce(rows, 0)
     return gx, ggamma, gbeta
 
 
@@ -632,6 +639,150 @@ def _vjp_dense_plain(g, ans, saved, tracked, x, w, b=None):
 
 
 dense = primitive("dense", _dense_impl, _vjp_dense, vjp_plain=_vjp_dense_plain)
+_dense_guarded = TABLE["dense"].impl        # dense's forward behind the size guard
+
+
+# ---- the heads of multi-head attention as one product each -----------------------------------
+# Multi-head attention projects x by each head's wq (and wk, wv), and sums each head's output
+# times its wo. Written per head that is 4H products on the tape; written as concat, dense and a
+# reshape it is more nodes still. These two primitives are the joined form, one node each: the
+# heads' matrices side by side (PyTorch's in_proj_weight, as an expert writes it by hand), one
+# product, and the split into heads, with one VJP. Their recorded VJPs are the composite's (dense's
+# and concat's, with reshape and permute), so grad of grad sees the same operations as the loop.
+def _heads_parts(params, bias):
+    n = len(params) // 2 if bias else len(params)
+    return n, params[:n], (params[n:] if bias else None)
+
+
+def _joined(parts, axis):
+    """The heads' matrices side by side: no larger than the parts together (no size guard)."""
+    if len(parts) == 1:
+        return parts[0]
+    if type(parts[0]) is _ND:
+        for p in parts:
+            if type(p) is not _ND:
+                break
+        else:
+            return np.concatenate(parts, axis=axis)
+    return _concat(*parts, dim=axis)
+
+
+def _fwd_dense_heads(x, *params, bias=False):
+    """([..., H, T, d] = x [..., T, D] @ w_h + b_h for each head h, contiguous; the joined w)."""
+    n, ws, bs = _heads_parts(params, bias)
+    w = _joined(ws, 1)                                  # [D, H*d]
+    y = _dense_guarded(x, w, None if bs is None else _joined(bs, 0))
+    s = tuple(y.shape)
+    y = y.reshape(s[:-1] + (n, s[-1] // n)).swapaxes(-2, -3)
+    return (np.ascontiguousarray(y) if type(y) is _ND else y.contiguous()), w
+
+
+def _dense_heads_impl(x, *params, bias=False):
+    return _fwd_dense_heads(x, *params, bias=bias)[0]
+
+
+def _merged(g):
+    """[..., H, T, d] -> [..., T, H*d]"""
+    s = tuple(g.shape)
+    return g.swapaxes(-2, -3).reshape(s[:-3] + (s[-2], s[-3] * s[-1]))
+
+
+def _merged_recorded(g):
+    s = shape_of(g)
+    nd = len(s)
+    t = permute(g, axes=tuple(range(nd - 3)) + (nd - 2, nd - 3, nd - 1))
+    return reshape(t, shape=s[:-3] + (s[-2], s[-3] * s[-1]))
+
+
+def _split_recorded(g, n):
+    """[..., T, H*d] -> [..., H, T, d]"""
+    s = shape_of(g)
+    t = reshape(g, shape=s[:-1] + (n, s[-1] // n))
+    nd = len(s) + 1
+    return permute(t, axes=tuple(range(nd - 3)) + (nd - 2, nd - 3, nd - 1))
+
+
+def _cut(a, n, axis):
+    """a cut into n equal views along axis (-1 or 0)."""
+    k = a.shape[axis] // n
+    return [a[..., i * k:(i + 1) * k] if axis == -1 else a[i * k:(i + 1) * k] for i in range(n)]
+
+
+def _vjp_dense_heads(g, ans, saved, tracked, x, *params, bias=False):
+    n, ws, bs = _heads_parts(params, bias)
+    w = concat(*ws, dim=1) if n > 1 else ws[0]
+    b = None if bs is None else (concat(*bs, dim=0) if n > 1 else bs[0])
+    tw, tb = any(tracked[1:1 + n]), bias and any(tracked[1 + n:])
+    gx, gw, gb = _vjp_dense(_merged_recorded(g), None, None, (tracked[0], tw, tb), x, w,
+                            *(() if b is None else (b,)))
+    gws = _vjp_concat(gw, w, None, tracked[1:1 + n], *ws, dim=1) if tw else (None,) * n
+    gbs = (_vjp_concat(gb, b, None, tracked[1 + n:], *bs, dim=0) if tb else (None,) * n) if bias else ()
+    return (gx,) + tuple(gws) + tuple(gbs)
+
+
+def _vjp_dense_heads_plain(g, ans, saved, tracked, x, *params, bias=False):
+    """First order on float matrices of one backend: the cotangent merged back to [rows, H*d], two
+    products, and the weights' cotangents cut from the joined one as views."""
+    if not (type(g) is type(x) and type(g) in ARRAYS and _is_float(g) and _is_float(x)):
+        return None
+    n, ws, bs = _heads_parts(params, bias)
+    w = saved if saved is not None else _joined(ws, 1)
+    if type(w) is not type(g) or not _is_float(w):
+        return None
+    g2 = _rows(_merged(g))                              # [rows, H*d]
+    gx = (g2 @ w.T).reshape(tuple(x.shape)) if tracked[0] else None
+    gws = _cut(_rows(x).T @ g2, n, -1) if any(tracked[1:1 + n]) else [None] * n
+    gws = [gi if t else None for gi, t in zip(gws, tracked[1:1 + n])]
+    out = (gx, *gws)
+    if bias:
+        gb = _cut(xp_of(g2).sum(g2, axis=0), n, 0)
+        out += tuple(gi if t else None for gi, t in zip(gb, tracked[1 + n:]))
+    return out
+
+
+dense_heads = primitive("dense_heads", _dense_heads_impl, _vjp_dense_heads, _fwd_dense_heads,
+                        vjp_plain=_vjp_dense_heads_plain)
+
+
+def _fwd_heads_dense(o, *ws):
+    """([..., T, D] = sum over heads h of o[..., h, :, :] @ w_h; the joined w [H*d, D])."""
+    w = _joined(ws, 0)
+    return _dense_guarded(_merged(o), w, None), w
+
+
+def _heads_dense_impl(o, *ws):
+    return _fwd_heads_dense(o, *ws)[0]
+
+
+def _vjp_heads_dense(g, ans, saved, tracked, o, *ws):
+    n = len(ws)
+    w = concat(*ws, dim=0) if n > 1 else ws[0]
+    tw = any(tracked[1:])
+    go, gw = _vjp_matmul(g, None, None, (tracked[0], tw), _merged_recorded(o), w)
+    go = _split_recorded(go, n) if tracked[0] else None
+    gws = _vjp_concat(gw, w, None, tracked[1:], *ws, dim=0) if tw else (None,) * n
+    return (go,) + tuple(gws)
+
+
+def _vjp_heads_dense_plain(g, ans, saved, tracked, o, *ws):
+    if not (type(g) is type(o) and type(g) in ARRAYS and _is_float(g) and _is_float(o)):
+        return None
+    n = len(ws)
+    w = saved if saved is not None else _joined(ws, 0)
+    if type(w) is not type(g) or not _is_float(w):
+        return None
+    s = tuple(o.shape)
+    g2 = _rows(g)                                       # [rows, D]
+    go = None
+    if tracked[0]:
+        gm = (g2 @ w.T).reshape(s[:-3] + (s[-2], s[-3], s[-1])).swapaxes(-2, -3)
+        go = np.ascontiguousarray(gm) if type(gm) is _ND else gm.contiguous()
+    gws = _cut(_rows(_merged(o)).T @ g2, n, 0) if any(tracked[1:]) else [None] * n
+    return (go, *[gi if t else None for gi, t in zip(gws, tracked[1:])])
+
+
+heads_dense = primitive("heads_dense", _heads_dense_impl, _vjp_heads_dense, _fwd_heads_dense,
+                        vjp_plain=_vjp_heads_dense_plain)
 
 
 def _allowed(mask, causal, lq, lk, like=None):

@@ -346,6 +346,16 @@ def all_finite(cotangents) -> bool:
     elements is, unless one is inf or NaN (an overflowing sum of finite elements is a false
     alarm, which only costs a careful pass). Small matrices are summed as one (one reduction
     instead of one per leaf, which costs more than their elements)."""
+    if type(cotangents) is not list:
+        cotangents = list(cotangents)
+    n_all = 0
+    for v in cotangents:        # the common case first: NumPy matrices, all small (one sum in all)
+        if type(v) is not _NDARRAY:
+            break
+        n_all += v.size
+    else:
+        if n_all <= _SMALL * 4:
+            return not cotangents or _isfinite(_add_reduce(np.concatenate([v.ravel() for v in cotangents]), None))
     small = []
     n_small = 0
     others = []
