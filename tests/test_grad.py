@@ -741,3 +741,16 @@ print(grad(fn(x) -> grad(f, x) * x, 4))
 """)
     assert code == 0, out
     assert out.splitlines() == ["2", "[2, 0]", "2"]
+
+
+def test_a_vjp_that_keeps_a_broadcast_shape_is_an_internal_error_naming_the_argument():
+    """The walk checks every cotangent's shape against its argument's (each VJP must undo its
+    broadcasting): a wrong one is an InternalError naming the primitive and the argument."""
+    from tapeml.array.tape import Primitive
+    from tapeml.syntax.errors import InternalError
+    bad = Primitive("bad_add", lambda a, b: a + b,
+                    lambda g, ans, saved, tracked, a, b: (g, g))     # b's cotangent keeps a's shape
+    x, b = r(3, 4), r(4)
+    with pytest.raises(InternalError, match=r"VJP of bad_add gave a cotangent of shape \(3, 4\) for argument 1 of shape \(4,\)"):
+        value_and_grad_impl(PyInterp(), lambda t: ops.sum_(bad(t[0], t[1])), (x, b))
+    np.testing.assert_array_equal(grad(lambda t: ops.sum_(bad(t, t)), x), 2 * np.ones((3, 4)))

@@ -120,10 +120,12 @@ def _fusable(fields) -> bool:
     if len(fields) < 2:
         return False
     first = fields[0]
-    shapes = {k: _shape(first[k]) for k in ("wq", "wv")}
-    present = {b for b in ("bq", "bk", "bv") if b in first}
-    return all({k: _shape(f[k]) for k in ("wq", "wv")} == shapes and
-               {b for b in ("bq", "bk", "bv") if b in f} == present for f in fields[1:])
+    sq, sv = _shape(first["wq"]), _shape(first["wv"])
+    present = [b in first for b in ("bq", "bk", "bv")]
+    for f in fields[1:]:
+        if _shape(f["wq"]) != sq or _shape(f["wv"]) != sv or [b in f for b in ("bq", "bk", "bv")] != present:
+            return False
+    return True
 
 
 def _split_heads(t, n_heads):

@@ -26,6 +26,7 @@ from tapeml.array.index_ops import _concat, _vjp_concat, concat
 
 _ND = np.ndarray
 _add_reduce, _min_reduce, _max_reduce = np.add.reduce, np.minimum.reduce, np.maximum.reduce
+_isfinite = math.isfinite
 
 
 def _other(x) -> bool:
@@ -143,8 +144,9 @@ def _softmax_rows_xp(x, dim=-1, m=None):
     return e / xp.where(s == 0, 1.0, s), rows
 
 
-def _softmax_rows(x, dim=-1, m=None):
-    """(softmax(x), the rows holding a +inf or None); m: the row maxima, when the caller has them."""
+def _softmax_rows(x, dim=-1, m=None, finite=False):
+    """(softmax(x), the rows holding a +inf or None); m: the row maxima, when the caller has them
+    (finite: the caller found them all finite)."""
     x = bools_as_floats(x)
     if type(x) is not np.ndarray:
         if type(x) in ARRAYS:
@@ -152,6 +154,11 @@ def _softmax_rows(x, dim=-1, m=None):
         x = np.asarray(x, dtype=np.float64)
     if x.size == 0:
         return x.copy(), None
+    if finite and x.dtype.kind == "f":    # every row's max is finite: no row to take the limit of
+        e = np.subtract(x, m)
+        np.exp(e, out=e)
+        e /= _add_reduce(e, dim, keepdims=True)     # each row's sum is at least exp(0) = 1
+        return python_scalar(e), None
     e, rows = _shifted(x, dim, True, m)
     np.exp(e, out=e)            # in place on the fresh array: one temporary instead of three
     s = e.sum(axis=dim, keepdims=True)
@@ -630,7 +637,7 @@ def _vjp_dense_plain(g, ans, saved, tracked, x, w, b=None):
     gb = None
     if len(tracked) > 2 and tracked[2]:
         if type(b) is np.ndarray and type(g) is np.ndarray and g.ndim >= 2 and b.shape == g.shape[-1:]:
-            gb = _rows(g).sum(axis=0)
+            gb = _add_reduce(_rows(g), 0)
         elif _same_backend(g, b) and g.ndim >= 2 and tuple(b.shape) == tuple(g.shape[-1:]):
             gb = xp_of(g).sum(_rows(g), axis=0)
         else:
@@ -735,7 +742,7 @@ def _vjp_dense_heads_plain(g, ans, saved, tracked, x, *params, bias=False):
     gws = [gi if t else None for gi, t in zip(gws, tracked[1:1 + n])]
     out = (gx, *gws)
     if bias:
-        gb = _cut(xp_of(g2).sum(g2, axis=0), n, 0)
+        gb = _cut(_add_reduce(g2, 0) if type(g2) is _ND else xp_of(g2).sum(g2, axis=0), n, 0)
         out += tuple(gi if t else None for gi, t in zip(gb, tracked[1 + n:]))
     return out
 
@@ -881,11 +888,12 @@ def _sdpa_weights(q, k, bias, mask, causal, scale):
     if allowed is not None:
         s = np.where(allowed, s, -np.inf)
     lim = None
-    m = s.max(axis=-1, keepdims=True) if type(s) is np.ndarray and s.size else None
-    if m is not None and not np.isfinite(m).all():
+    m = _max_reduce(s, -1, keepdims=True) if type(s) is np.ndarray and s.size else None
+    finite = m is not None and _isfinite(_add_reduce(m, None))      # a row's max of inf or nan fails
+    if m is not None and not finite:
         s, lim = _overflowed(q, k, bias, s, allowed, scale)
         m = None
-    p, rows = _softmax_rows(s, -1, m)
+    p, rows = _softmax_rows(s, -1, m, finite)
     return p, rows, lim
 
 
@@ -1045,14 +1053,16 @@ def _vjp_sdpa_plain(g, ans, saved, tracked, q, k, v, bias=None, mask=None, causa
     if tracked[2]:
         gv = unbroadcast(np.matmul(np.swapaxes(p, -1, -2), g), v.shape)
     if tracked[0] or tracked[1]:
-        if not (math.isfinite(v.sum()) and math.isfinite(g.sum())) and \
+        if not (_isfinite(_add_reduce(v, None)) and _isfinite(_add_reduce(g, None))) and \
                 not (np.isfinite(v).all() and np.isfinite(g).all()):
             return None
         ds = np.matmul(g, np.swapaxes(v, -1, -2))
         if p.shape[-1] <= v.shape[-1]:      # as few keys as value features: the direct form is as cheap
-            corr = _zmul(ds, p).sum(axis=-1, keepdims=True)
+            # ds * p, not zmul: ds is finite unless the product overflowed, and an inf x 0 there
+            # is a NaN that the tape's test per pass sends to the careful form (tape.backward)
+            corr = _add_reduce(ds * p, -1, keepdims=True)
         else:
-            corr = (g * ans).sum(axis=-1, keepdims=True)
+            corr = _add_reduce(g * ans, -1, keepdims=True)
             if lim is not None:
                 corr = np.where(lim, _zmul(ds, p).sum(axis=-1, keepdims=True), corr)
         ds -= corr
