@@ -19,9 +19,9 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import example, given, settings, strategies as st
 
-from tapeml.array import ops
+from tapeml.array import backend as B, ops
 from tapeml.builtins.ml import attention as ml_attention
 from tapeml.array.tape import leaf, new_level, raw
 from tapeml.array.values import Record
@@ -436,6 +436,7 @@ def ev_np(name, x):
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.floats(-1e3, 1e3, allow_nan=False), min_size=2, max_size=6).filter(lambda v: max(map(abs, v)) > 1e-3),
        st.integers(-1000, 1000))
+@example(xs=[85.1544702795818] * 3, k=-493)    # the rescaled path, where torch's sqrt was 1 ulp off
 def test_std_and_norm_scale_exactly_with_a_power_of_two(xs, k):
     """std and norm are homogeneous: on x 2^k they are exactly 2^k times their value on x (the
     rescaling works on the same x 2^-E either way) and their gradients are unchanged, as long as
@@ -450,7 +451,11 @@ def test_std_and_norm_scale_exactly_with_a_power_of_two(xs, k):
         if a == 0 or not (1e-300 < abs(want) < 1e300):
             continue
         assert b == want
-        np.testing.assert_array_equal(grad(f, xk), grad(f, x))
+        if B.current() is B.NUMPY:
+            np.testing.assert_array_equal(grad(f, xk), grad(f, x))
+        else:   # the plain path's norm is a Python float (math.sqrt), the rescaled one a tensor's, and
+            # PyTorch's float64 sqrt is not correctly rounded (here 8 in 1000 values 1 ulp off NumPy's)
+            np.testing.assert_allclose(B.to_numpy(grad(f, xk)), B.to_numpy(grad(f, x)), rtol=4.5e-16, atol=0)
 
 
 @pytest.mark.numpy_only       # NumPy's own sums to the last bit (torch sums in another order: 1e-15 apart)
