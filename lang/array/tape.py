@@ -444,15 +444,20 @@ def _walk(out: Box, g, add, shape_of, mode) -> dict:
                 else:
                     grads = prim.vjp(g, node.value, node.saved, parents, *args)
             nxt = None
-            for parent, gi, a in zip(parents, grads, args):
-                if parent is None or gi is None:
+            i = -1
+            for parent in parents:      # an index, not zip: a zip per node costs the short chains more
+                i += 1
+                if parent is None:
                     continue
+                gi = grads[i]
+                if gi is None:
+                    continue
+                a = args[i]
                 if type(gi) is _NDARRAY and type(a) is _NDARRAY:
                     ok = gi.shape == a.shape
                 else:
                     ok = shape_of(gi) == shape_of(a)
                 if not ok:   # every VJP must undo its broadcasting
-                    i = next(j for j, (p, c) in enumerate(zip(parents, grads)) if p is parent and c is gi)
                     raise InternalError(f"VJP of {prim.name} gave a cotangent of shape {shape_of(gi)} "
                                         f"for argument {i} of shape {shape_of(a)}")
                 if parent.prim is None:   # a leaf has no VJP to wait for: accumulate at once
