@@ -99,6 +99,12 @@ def _minigpt():
     return bench.ml_bench(bench.MINIGPT_STEP)
 
 
+def _encdec():
+    """One training step of examples/encoder_decoder.ml's model (bench.ENCDEC_STEP)."""
+    import bench
+    return bench.ml_bench(bench.ENCDEC_STEP)
+
+
 def _builtin_loop(call):
     """A .ml loop of N_OPS builtin calls (minus the same loop without the call: the call's cost)."""
     return lambda: _ml(f"""
@@ -125,6 +131,7 @@ CASES = {
     "block8": (_block8, 100),
     "block128": (_block128, 5),
     "minigpt_step": (_minigpt, 3),
+    "encdec_step": (_encdec, 10),
     "hand8": (_hand8, 300),
     "call_sum": (_builtin_loop("sum(x)"), 3),
     "call_sum_kw": (_builtin_loop("sum(x, dim = 1)"), 3),

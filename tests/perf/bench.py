@@ -673,7 +673,7 @@ fn bench() -> {"grad(f, x)" if recorded else "f(x)"}
         f"{min_ratio(t_gpt, t_tgpt)} |")
     stage("encoder-decoder step")
     t_ed, t_ted = cpu_sides([ml_bench(ENCDEC_STEP), torch_encdec_step() if torch is not None else None],
-                            9 if not args.quick else 4, 0.05)
+                            15 if not args.quick else 4, 0.05)
     out(f"| one `examples/encoder_decoder.ml` training step (a pre-norm encoder and decoder block, d_model 32, "
         f"batch 64x6, AdamW; CPU time, minima of {len(t_ed)} alternating rounds) | {cpu_cell(t_ed)} | "
         f"PyTorch eager {cpu_cell(t_ted)} | {min_ratio(t_ed, t_ted)} |")
