@@ -665,18 +665,18 @@ fn bench() -> {"grad(f, x)" if recorded else "f(x)"}
             f"differences {fmt(min(per_round))} to {fmt(max(per_round))}) | {fmt(d)} | target 1.5 µs | {d / 1.5e-6:.2f}x |")
     out(f"| the loop on untracked values inside a grad that ignores them | {cpu_cell(ignored)} | "
         f"without grad {cpu_cell(mul_plain)} | {ratio(min(ignored), min(mul_plain))} |")
+    def step_row(what, code, reference, rounds, batch):
+        """A training step of a .ml program against the same step in PyTorch eager."""
+        t, ref = cpu_sides([ml_bench(code), reference() if torch is not None else None],
+                           rounds if not args.quick else 4, batch)
+        out(f"| one {what}; CPU time, minima of {len(t)} alternating rounds) | {cpu_cell(t)} | "
+            f"PyTorch eager {cpu_cell(ref)} | {min_ratio(t, ref)} |")
     stage("minigpt step")
-    t_gpt, t_tgpt = cpu_sides([ml_bench(MINIGPT_STEP), torch_minigpt_step() if torch is not None else None],
-                              7 if not args.quick else 4, 0.1)
-    out(f"| one minigpt training step (2 pre-norm causal blocks, d_model 64, batch 16x64, AdamW; CPU time, "
-        f"minima of {len(t_gpt)} alternating rounds) | {cpu_cell(t_gpt)} | PyTorch eager {cpu_cell(t_tgpt)} | "
-        f"{min_ratio(t_gpt, t_tgpt)} |")
+    step_row("minigpt training step (2 pre-norm causal blocks, d_model 64, batch 16x64, AdamW", MINIGPT_STEP,
+             torch_minigpt_step, 7, 0.1)
     stage("encoder-decoder step")
-    t_ed, t_ted = cpu_sides([ml_bench(ENCDEC_STEP), torch_encdec_step() if torch is not None else None],
-                            15 if not args.quick else 4, 0.05)
-    out(f"| one `examples/encoder_decoder.ml` training step (a pre-norm encoder and decoder block, d_model 32, "
-        f"batch 64x6, AdamW; CPU time, minima of {len(t_ed)} alternating rounds) | {cpu_cell(t_ed)} | "
-        f"PyTorch eager {cpu_cell(t_ted)} | {min_ratio(t_ed, t_ted)} |")
+    step_row("`examples/encoder_decoder.ml` training step (a pre-norm encoder and decoder block, d_model 32, "
+             "batch 64x6, AdamW", ENCDEC_STEP, torch_encdec_step, 15, 0.05)
     stage("start-up")
     tml = os.path.join(os.path.dirname(sys.executable), "tapeml")
     t_start, t_np = startup([[tml, "-c", "1"], [sys.executable, "-c", "import numpy"]])
