@@ -1,5 +1,6 @@
-"""The transformer primitives: softmax, log_softmax, layer_norm, rms_norm, dense, attention_weights
-and scaled_dot_product_attention, with their numerics helpers (conventions: lang/array/ops.py).
+"""The transformer primitives: softmax, log_softmax, layer_norm, rms_norm, dense, dense_heads and
+heads_dense (multi-head attention's projections with the heads joined), attention_weights and
+scaled_dot_product_attention, with their numerics helpers (conventions: lang/array/ops.py).
 
 Each runs on NumPy arrays with its NumPy code, and on another backend's matrices (torch tensors)
 with the array API through `xp` plus the backend's fused kernels where the standard has none
