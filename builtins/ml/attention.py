@@ -128,22 +128,6 @@ def _fusable(fields) -> bool:
     return True
 
 
-def _split_heads(t, n_heads):
-    """[..., T, H*d] -> [..., H, T, d]"""
-    s = _shape(t)
-    t = ops.reshape(t, shape=s[:-1] + (n_heads, s[-1] // n_heads))
-    nd = len(s) + 1
-    return ops.permute(t, axes=tuple(range(nd - 3)) + (nd - 2, nd - 3, nd - 1))
-
-
-def _merge_heads(t):
-    """[..., H, T, d] -> [..., T, H*d]"""
-    s = _shape(t)
-    nd = len(s)
-    t = ops.permute(t, axes=tuple(range(nd - 3)) + (nd - 2, nd - 3, nd - 1))
-    return ops.reshape(t, shape=s[:-3] + (s[-2], s[-3] * s[-1]))
-
-
 # The cache of joined head weights is the current session's (lang/array/context.py): a dict
 # (dim, ids of the parts) -> (weak references to the parts, joined).
 context.slot("joined_heads", dict)
@@ -191,7 +175,7 @@ def _mha_fused(x, fields, causal, src=None, mask=None):
         if any(type(p) is Box for p in ps):
             return ops.dense_heads(t, *ps, bias=len(ps) > n)
         bias = _joined_untracked(ps[n:], 0) if len(ps) > n else None
-        return _split_heads(ops.dense(t, _joined_untracked(ps[:n], 1), bias), n)
+        return ops.split_heads(ops.dense(t, _joined_untracked(ps[:n], 1), bias), n)
     q = projected(x, "wq", "bq")
     k = projected(src, "wk", "bk")
     v = projected(src, "wv", "bv")
@@ -199,7 +183,7 @@ def _mha_fused(x, fields, causal, src=None, mask=None):
     wo = [f["wo"] for f in fields]
     if any(type(w) is Box for w in wo):
         return ops.heads_dense(o, *wo)
-    return ops.dense(_merge_heads(o), _joined_untracked(wo, 0))
+    return ops.dense(ops.merge_heads(o), _joined_untracked(wo, 0))
 
 
 def mha(x, heads, causal=False, p=0.0, training=False, bo=None, memory=None, mask=None, weights=False):

@@ -22,7 +22,7 @@ from tapeml.array.core_ops import (
     _matmul, _rows, _vjp_matmul, _vjp_matmul_plain, _zmul, add, binary_exponents, div, exp,
     matmul, mul, permute, reshape, safe_floor, sqrt, sub, sum_, transpose, unbroadcast, where, zmatmul, zmul,
 )
-from tapeml.array.index_ops import _concat, _vjp_concat, concat
+from tapeml.array.index_ops import _concat, _vjp_concat, _vjp_concat_plain, concat
 
 
 _ND = np.ndarray
@@ -695,25 +695,20 @@ def _merged(g):
     return g.swapaxes(-2, -3).reshape(s[:-3] + (s[-2], s[-3] * s[-1]))
 
 
-def _merged_recorded(g):
-    s = shape_of(g)
+def merge_heads(t):
+    """[..., H, T, d] -> [..., T, H*d] with primitives (recorded where t is tracked)."""
+    s = shape_of(t)
     nd = len(s)
-    t = permute(g, axes=tuple(range(nd - 3)) + (nd - 2, nd - 3, nd - 1))
+    t = permute(t, axes=tuple(range(nd - 3)) + (nd - 2, nd - 3, nd - 1))
     return reshape(t, shape=s[:-3] + (s[-2], s[-3] * s[-1]))
 
 
-def _split_recorded(g, n):
-    """[..., T, H*d] -> [..., H, T, d]"""
-    s = shape_of(g)
-    t = reshape(g, shape=s[:-1] + (n, s[-1] // n))
+def split_heads(t, n_heads):
+    """[..., T, H*d] -> [..., H, T, d] with primitives (recorded where t is tracked)."""
+    s = shape_of(t)
+    t = reshape(t, shape=s[:-1] + (n_heads, s[-1] // n_heads))
     nd = len(s) + 1
     return permute(t, axes=tuple(range(nd - 3)) + (nd - 2, nd - 3, nd - 1))
-
-
-def _cut(a, n, axis):
-    """a cut into n equal views along axis (-1 or 0)."""
-    k = a.shape[axis] // n
-    return [a[..., i * k:(i + 1) * k] if axis == -1 else a[i * k:(i + 1) * k] for i in range(n)]
 
 
 def _vjp_dense_heads(g, ans, saved, tracked, x, *params, bias=False):
@@ -721,7 +716,7 @@ def _vjp_dense_heads(g, ans, saved, tracked, x, *params, bias=False):
     w = concat(*ws, dim=1) if n > 1 else ws[0]
     b = None if bs is None else (concat(*bs, dim=0) if n > 1 else bs[0])
     tw, tb = any(tracked[1:1 + n]), bias and any(tracked[1 + n:])
-    gx, gw, gb = _vjp_dense(_merged_recorded(g), None, None, (tracked[0], tw, tb), x, w,
+    gx, gw, gb = _vjp_dense(merge_heads(g), None, None, (tracked[0], tw, tb), x, w,
                             *(() if b is None else (b,)))
     gws = _vjp_concat(gw, w, None, tracked[1:1 + n], *ws, dim=1) if tw else (None,) * n
     gbs = (_vjp_concat(gb, b, None, tracked[1 + n:], *bs, dim=0) if tb else (None,) * n) if bias else ()
@@ -739,12 +734,12 @@ def _vjp_dense_heads_plain(g, ans, saved, tracked, x, *params, bias=False):
         return None
     g2 = _rows(_merged(g))                              # [rows, H*d]
     gx = (g2 @ w.T).reshape(tuple(x.shape)) if tracked[0] else None
-    gws = _cut(_rows(x).T @ g2, n, -1) if any(tracked[1:1 + n]) else [None] * n
-    gws = [gi if t else None for gi, t in zip(gws, tracked[1:1 + n])]
-    out = (gx, *gws)
+    tw = tracked[1:1 + n]         # the weights' cotangents: views cut from the joined one, as concat's
+    out = (gx, *(_vjp_concat_plain(_rows(x).T @ g2, None, None, tw, *ws, dim=1) if any(tw) else (None,) * n))
     if bias:
-        gb = _cut(_add_reduce(g2, 0) if type(g2) is _ND else xp_of(g2).sum(g2, axis=0), n, 0)
-        out += tuple(gi if t else None for gi, t in zip(gb, tracked[1 + n:]))
+        tb = tracked[1 + n:]
+        gb = _add_reduce(g2, 0) if type(g2) is _ND else xp_of(g2).sum(g2, axis=0)
+        out += _vjp_concat_plain(gb, None, None, tb, *bs, dim=0) if any(tb) else (None,) * n
     return out
 
 
@@ -766,8 +761,8 @@ def _vjp_heads_dense(g, ans, saved, tracked, o, *ws):
     n = len(ws)
     w = concat(*ws, dim=0) if n > 1 else ws[0]
     tw = any(tracked[1:])
-    go, gw = _vjp_matmul(g, None, None, (tracked[0], tw), _merged_recorded(o), w)
-    go = _split_recorded(go, n) if tracked[0] else None
+    go, gw = _vjp_matmul(g, None, None, (tracked[0], tw), merge_heads(o), w)
+    go = split_heads(go, n) if tracked[0] else None
     gws = _vjp_concat(gw, w, None, tracked[1:], *ws, dim=0) if tw else (None,) * n
     return (go,) + tuple(gws)
 
@@ -785,8 +780,8 @@ def _vjp_heads_dense_plain(g, ans, saved, tracked, o, *ws):
     if tracked[0]:
         gm = (g2 @ w.T).reshape(s[:-3] + (s[-2], s[-3], s[-1])).swapaxes(-2, -3)
         go = np.ascontiguousarray(gm) if type(gm) is _ND else gm.contiguous()
-    gws = _cut(_rows(_merged(o)).T @ g2, n, 0) if any(tracked[1:]) else [None] * n
-    return (go, *[gi if t else None for gi, t in zip(gws, tracked[1:])])
+    tw = tracked[1:]
+    return (go, *(_vjp_concat_plain(_rows(_merged(o)).T @ g2, None, None, tw, *ws, dim=0) if any(tw) else (None,) * n))
 
 
 heads_dense = primitive("heads_dense", _heads_dense_impl, _vjp_heads_dense, _fwd_heads_dense,

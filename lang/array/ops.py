@@ -58,7 +58,8 @@ from tapeml.array.index_ops import (  # noqa: F401
     concat, index, last_writes, orthogonal, scatter_add, setitem, stack,
 )
 from tapeml.array.nn_ops import (  # noqa: F401
-    attention_weights, dense, dense_heads, heads_dense, layer_norm, log_softmax, rms_norm, sdpa, softmax,
+    attention_weights, dense, dense_heads, heads_dense, layer_norm, log_softmax, merge_heads, rms_norm, sdpa,
+    softmax, split_heads,
 )
 from tapeml.array.elementwise_ops import (  # noqa: F401
     acos, asin, atan, atan2, ceil, cosh, expm1, log1p, log10, log2, sinh, softplus, tan,
