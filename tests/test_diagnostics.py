@@ -298,6 +298,37 @@ def test_the_tape_of_a_two_op_function_has_exactly_its_nodes_and_edges():
     assert tapeview.fold(g).describe() == (nodes, edges)
 
 
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_the_node_hook_sees_enough_of_a_block_step_to_replay_it_exactly(dtype):
+    """What the hook hands over (each node's primitive, arguments, parents, keywords and saved
+    values) is the whole step: replayed without the interpreter (tests/perf/replay.py, the bench's
+    floor of a compiled step) it gives the step's value and gradients to the last bit."""
+    import sys
+    sys.path.insert(0, os.path.join(ROOT, "tests", "perf"))
+    import handblock        # (not bench: it sets the process's threads and allocator)
+    from replay import check_replay, recorded_replay
+    from tapeml.array.values import Record
+    rng = np.random.default_rng(0)
+    W = handblock.make_weights(16, 2, 64, rng, dtype)
+    f = handblock.to_record_fields(W)
+    heads = tuple(Record(h) for h in f.pop("heads"))
+    interp = Interpreter(out=io.StringIO())
+    if dtype == np.float32:
+        interp.run('set_dtype("float32")', "<replay>")
+    interp.globals.vars.update(w=Record({"heads": heads, **f}), x=rng.standard_normal((8, 16)).astype(dtype),
+                               R=rng.standard_normal((8, 16)).astype(dtype))
+    interp.run("loss = fn(w) -> sum(transformer_block(x, w) * R)\nfn step() -> value_and_grad(loss, w)", "<replay>")
+
+    def step():
+        return interp.call(interp.get_variable("step"), [], {}, None)
+    try:
+        replay, leaves = recorded_replay(step)
+        assert len(leaves) == 16
+        check_replay(replay, leaves, step, interp.get_variable("w"))
+    finally:
+        interp.run('set_dtype("float64")', "<replay>")
+
+
 def test_a_branch_the_result_does_not_use_is_off_the_path():
     _, g = graph_of("\nfn f(w)\n  unused = exp(w.a)\n  return sum(w.a * w.b)\nend", "f",
                     tapeml.array.values.Record({"a": np.ones(2), "b": np.ones(2)}), "w")

@@ -2,10 +2,12 @@
 
     python tests/perf/bench.py [--quick] [--write docs/performance.md]
 
-Every figure is the median of repeated runs after warm-up, measured in this one run, except the
-last section (the language against CPython and GNU Octave: the minimum of CPU time over alternating
-rounds, with the spread; Octave's column when `octave-cli` or `octave` is on PATH). The hand
-NumPy block's gradients are checked against tapeml's before anything is timed.
+Every figure is the minimum of CPU time over alternating rounds (each round a batch of calls of one
+side, the order reversed every other round), with each side's spread; ratios are ratios of minima.
+Start-up and the REPL's first prompt are medians of wall time (whole processes). The language rows
+compare with CPython and, when `octave-cli` or `octave` is on PATH, GNU Octave. The hand NumPy
+block's gradients are checked against tapeml's before anything is timed, and the replayed tape's
+(tests/perf/replay.py) against the step's.
 """
 from __future__ import annotations
 
@@ -32,7 +34,8 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, HERE)
-import handblock  # noqa: E402
+import handblock
+from replay import check_replay, recorded_replay  # noqa: E402
 
 from tapeml.evaluator import progress  # noqa: E402
 from tapeml.evaluator.interpreter import Interpreter  # noqa: E402
@@ -43,17 +46,6 @@ try:
     torch.set_num_threads(int(_threads))
 except ImportError:  # PyTorch is only a reference, never a dependency
     torch = None
-
-
-def median_time(fn, repeat, warmup=2):
-    for _ in range(warmup):
-        fn()
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
 
 
 def interleaved(fns, repeat, warmup=2):
@@ -89,7 +81,11 @@ def tapeml_setup(W, x, R, dtype="float64"):
         fn forward() -> transformer_block(x, w)
     """), "<bench>")
     g = interp.globals.vars
-    return (lambda: interp.call(g["step"], [], {}, None)), (lambda: interp.call(g["forward"], [], {}, None))
+
+    def step():
+        return interp.call(g["step"], [], {}, None)
+    step.weights = g["w"]       # the record grad differentiates (tests/perf/replay.py)
+    return step, (lambda: interp.call(g["forward"], [], {}, None))
 
 
 def check_against_hand(step, W, x, R):
@@ -157,6 +153,13 @@ def block_rows(sizes, dtype, repeat_scale):
         tstep, tfwd = torch_setup(W, x, R, hidden) if torch is not None else (None, None)
         t_tml, t_hand, t_torch = cpu_sides([step, lambda: handblock.block_fwd_bwd(x, W, R), tstep], rounds)
         rows.append((f"fwd+bwd T={T}, D={D}, {H} heads", t_tml, t_hand, t_torch))
+        if T * D <= 128:        # where the fixed costs dominate: what a compiled step could reach
+            replay, leaves = recorded_replay(step)
+            check_replay(replay, leaves, step, step.weights)
+            t_rep, t_hand2 = cpu_sides([replay, lambda: handblock.block_fwd_bwd(x, W, R)], rounds)
+            rows.append((f"the same step's {len(leaves)}-leaf tape replayed: its recorded primitives' "
+                         "forwards and VJPs only (no interpreter, checks or Box; a measure, not a "
+                         "feature: tests/perf/replay.py)", t_rep, t_hand2, None))
         if (T, D) == (128, 256):
             t_f, t_hf, t_tf = cpu_sides([forward, lambda: handblock.block_fwd(x, W), tfwd], rounds)
             rows.append((f"forward only T={T}, D={D}, {H} heads", t_f, t_hf, t_tf))
