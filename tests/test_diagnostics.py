@@ -59,6 +59,25 @@ def test_a_nan_made_only_in_the_backward_names_the_forward_line_and_the_grad():
     assert text.split("\n")[1:3] == ["  3 |   r = sqrt(x)", "    |       ^^^^^^^"]
 
 
+def test_a_backward_report_names_the_arguments_of_the_primitive():
+    """Primitives with several arguments name them (dense's x, w, b; the joined heads' matrices by
+    head), not 'argument 2'."""
+    src = "x = [1e200, 1e200; 1, 2]\ng = grad(fn(w) -> sum(dense(x, w) * 1e150), [1e-200; 1e-200])"
+    _, e, _ = checked_run(src)
+    assert e.message.startswith("the backward pass of dense made inf from finite values: the gradient for w (2x1) "
+                                "is inf at [0, 0], where the incoming gradient is 1e150, the forward result is 2 "
+                                "and w is 1e-200")
+    from tapeml.array import ops
+    from tapeml.array.diagnostics import argument_names
+    heads = ops.TABLE["dense_heads"]
+    assert argument_names(heads, (0, 1, 2, 3, 4), {"bias": True}) == [
+        "x", "head 1's projection matrix", "head 2's projection matrix", "head 1's projection bias",
+        "head 2's projection bias"]
+    assert argument_names(ops.TABLE["heads_dense"], (0, 1, 2), {}) == ["the heads' outputs", "head 1's wo", "head 2's wo"]
+    assert argument_names(ops.TABLE["add"], (0, 1), {}) == ["argument 1", "argument 2"]
+    assert argument_names(ops.TABLE["sqrt"], (0,), {}) == ["the argument"]
+
+
 def test_a_bad_cotangent_that_a_later_vjp_takes_away_is_not_flagged():
     """The gradient of sqrt(sum(v^2)) at v = 0 is 0 (a zero factor wins in every VJP): sqrt's VJP
     makes inf, pow's takes it away. The error names the VJP whose inf reached the gradient."""
@@ -112,9 +131,9 @@ print(grad(g2, s)[1, :])
 def test_an_infinity_turned_into_nan_is_flagged_with_the_input_already_non_finite():
     _, e, _ = checked_run("\na = [1, -1 / 0]\nb = a - a")
     assert (e.line, e.column) == (3, 7)
-    assert e.message == ("'-' made NaN where its operands held no NaN: the result (a vector of length 2) is nan "
-                         "at [1], where the left operand is -inf (already non-finite) and the right operand is "
-                         "-inf (already non-finite)")
+    assert e.message == ("'-' made NaN from operands with infinities but no NaN: the result (a vector of length 2) "
+                         "is nan at [1], where the left operand is -inf (already infinite) and the right operand is "
+                         "-inf (already infinite)")
 
 
 def test_an_overflow_of_plain_numbers_is_flagged():

@@ -9,7 +9,7 @@ from tapeml.array import ops
 from tapeml.array.backend import to_numpy
 from tapeml.syntax.errors import LangError
 
-from support import output_of, run, tapeml_command, variables_after
+from support import fresh, output_of, run, tapeml_command, variables_after
 
 
 def test_constructors_follow_the_setting(f32):
@@ -37,6 +37,23 @@ def test_numbers_never_promote_a_float32_matrix(f32):
         assert to_numpy(g[name]).dtype == np.float32, name
     assert type(g["s"]) is float
     np.testing.assert_allclose(g["a"], np.array([1, 2, 3]) / np.sqrt(2), rtol=1e-6)
+
+
+BOOL_WITH_NUMBERS = ["b * 2", "2 * b", "b + 1", "1 - b", "b - 1", "b / 2", "-b", "b ^ 2", "b * true",
+                     "where(b, 1, 0)", "where(b, 1.5, b)", "exp(b)", "b @ [1; 2; 3]"]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_a_bool_matrix_with_a_number_is_a_matrix_of_the_sessions_float_type(dtype):
+    """NumPy makes bool-and-number float64 and torch float32, whatever the session's type: a mask
+    times a number (`(x > 0) * 2`) must not change a float32 model's type, nor lose a float64
+    gradient check's digits on torch."""
+    interp = run(f'set_dtype("{dtype}")\nb = [1, 2, 3] > 1.5', fresh())
+    for src in BOOL_WITH_NUMBERS:
+        g = variables_after(f"r = {src}", interp)
+        assert str(to_numpy(g["r"]).dtype) == dtype, src
+    assert to_numpy(variables_after("r = where(b, true, false)", interp)["r"]).dtype == np.bool_
+    assert to_numpy(variables_after("r = b * b", interp)["r"]).dtype == np.bool_      # and
 
 
 @pytest.mark.parametrize("step", ["sgd_step(p, g, sgd_init(p), lr = 0.1, momentum = 0.9)",

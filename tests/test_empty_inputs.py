@@ -279,3 +279,28 @@ def test_second_order_through_a_batch_against_one_matrix_of_empty_shapes(xs, ws)
                     f"print(size(grad(fn(w) -> sum(grad(fn(v) -> sum((x @ v)^2), w)), ones({ws[0]}, {ws[1]}))))\n")
     x = np.ones(xs).reshape(int(np.prod(xs[:-1])), xs[-1])
     assert out == f"{(2 * x.T @ x @ np.ones(ws)).shape}\n"
+
+
+def test_attention_with_zero_wide_queries_and_keys_averages_the_values():
+    """d_k = 0: every score is an empty sum, 0, so the weights are uniform and the output is the
+    mean of the values, as PyTorch's F.scaled_dot_product_attention gives (the scale 1/sqrt(0) was
+    a Python ZeroDivisionError, reported as 'float division by zero'); v's gradient is the uniform
+    weights' transpose times the cotangent, q's and k's are empty."""
+    from tapeml.array import ops
+    v = np.array([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]])
+    R = np.array([[1.0, -1.0], [2.0, 0.5], [0.0, 3.0]])
+    q = np.zeros((3, 0))
+    sdpa = B("scaled_dot_product_attention")
+    np.testing.assert_allclose(sdpa(q, q, v), np.tile(v.mean(axis=0), (3, 1)), rtol=1e-15)
+    np.testing.assert_allclose(grad(lambda t: tsum(ops.mul(sdpa(q, q, t), R)), v), np.full((3, 3), 1 / 3) @ R, rtol=1e-15)
+    assert grad(lambda t: tsum(sdpa(t, q, v)), q).shape == (3, 0)
+    out = output_of("h = {wq = zeros(4, 0), wk = zeros(4, 0), wv = eye(4), wo = eye(4)}\n"
+                    "x = [1, 2, 3, 4; 5, 6, 7, 8; 0, 0, 0, 1]\n"
+                    "print(multi_head_attention(x, (h,), 1) == multi_head_attention(x, (h,), 1, return_weights = true)[0])\n"
+                    "print(multi_head_attention(x, (h,), 1)[0, :])")
+    assert out == "[true, true, true, true; true, true, true, true; true, true, true, true]\n[2, 2.666667, 3.333333, 4.333333]\n"
+    if HAS_TORCH:
+        import torch
+        t = torch.nn.functional.scaled_dot_product_attention(torch.zeros(3, 0, dtype=torch.float64),
+                                                             torch.zeros(3, 0, dtype=torch.float64), torch.tensor(v))
+        np.testing.assert_allclose(sdpa(q, q, v), t.numpy(), rtol=1e-15)

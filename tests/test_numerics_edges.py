@@ -280,6 +280,52 @@ def test_multi_head_attention_paths_agree_on_overflowing_scores(monkeypatch):
         np.testing.assert_allclose(g, grads[0], rtol=1e-12)
 
 
+@pytest.mark.parametrize("size", [1e4, 1e8, 1e12, 1e150])
+def test_attention_rows_saturated_inside_the_float_range_give_q_and_k_exactly_zero(size):
+    """Scores apart by more than ~745 (inside the float range) make each row's weights exactly
+    one-hot: the exact gradient to q and k is 0, as PyTorch's softmax-then-matmul gives. The VJP's
+    shortcut rowsum(g * out) for softmax's correction rounds in another order than g v^T and left
+    eps |g| |v| |k| scale there: 1e-4 at 1e4, 1e19 at 1e12, inf at 1e150 (and the torch backend's
+    fused kernel the same): such rows take rowsum(dp * p), exact on them."""
+    rng = np.random.default_rng(3)
+    q, k, v = (rng.standard_normal((5, 4)) * size for _ in range(3))
+    v = v[:, :2]                           # more keys than value features: the shortcut's case
+    R = rng.standard_normal((5, 2))
+    scale = 0.5
+    s = q @ k.T * scale
+    p = np.exp(s - s.max(axis=-1, keepdims=True))
+    assert np.all(p.max(axis=-1) == 1.0) and np.all(p.sum(axis=-1) == 1.0)     # one-hot rows
+    for i, want in ((0, np.zeros_like(q)), (1, np.zeros_like(k)), (2, p.T @ R)):
+        def f(t, i=i):
+            args = [q, k, v]
+            args[i] = t
+            return ops.sum_(ops.mul(ops.sdpa(*args, scale=scale), R))
+        np.testing.assert_array_equal(grad(f, (q, k, v)[i]), want)
+    if torch is not None:                  # PyTorch's math form (softmax, then the product)
+        tq = torch.tensor(q, requires_grad=True)
+        out = torch.softmax(tq @ torch.tensor(k).T * scale, dim=-1) @ torch.tensor(v)
+        (out * torch.tensor(R)).sum().backward()
+        assert torch.all(tq.grad == 0)
+
+
+def test_multi_head_attention_with_saturated_rows_matches_its_weights_path():
+    """The joined heads (sdpa) and return_weights (attention_weights) agree where every row's
+    weights are one-hot: no gradient reaches wq (PyTorch gives 0), x's is the same on both."""
+    src = """
+seed(0)
+h = transformer_block_init(8, 2, seed=0).heads
+R = randn(5, 8)
+x = randn(5, 8) * {size}
+g = grad(fn(hh) -> sum(multi_head_attention(x, hh, 2) * R), h)
+gw = grad(fn(hh) -> sum(multi_head_attention(x, hh, 2, return_weights=true)[0] * R), h)
+gx = grad(fn(t) -> sum(multi_head_attention(t, h, 2) * R), x)
+gxw = grad(fn(t) -> sum(multi_head_attention(t, h, 2, return_weights=true)[0] * R), x)
+print(max(abs(g[0].wq)), max(abs(g[1].wk)), max(abs(gw[0].wq)), max(abs(gx - gxw)) / max(abs(gxw)) < 1e-12)
+"""
+    for size in ("1e4", "1e8", "1e12", "1e150"):
+        assert output_of(src.format(size=size)) == "0 0 0 true\n", size
+
+
 # ==== 2. a NaN is never hidden ======================================================================
 @needs_torch
 @pytest.mark.parametrize("dtype", ["float64", "float32"])

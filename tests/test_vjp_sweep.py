@@ -219,6 +219,37 @@ def test_vjp_has_no_nan_the_limit_does_not_have(label, call, inputs):
         assert np.array_equal(g, np.zeros_like(g)), (label, k, "zero cotangent", g)
 
 
+def bool_cases():
+    """(label, call, inputs, k, j): input k made a bool matrix (untracked), input j differentiated."""
+    out = []
+    for name, (call, base, _) in CASES.items():
+        for k in range(len(base)):
+            for j in range(len(base)):
+                if j != k:
+                    out.append((f"{name}[{k}]=bool,d{j}", call, base, k, j))
+    return out
+
+
+@pytest.mark.parametrize("label, call, base, k, j", bool_cases(), ids=[c[0] for c in bool_cases()])
+def test_a_bool_matrix_beside_a_differentiated_input_acts_as_its_floats(label, call, base, k, j):
+    """Programs pass bool matrices (masks, one-hot tokens, comparisons) to arithmetic, where they
+    count as 0 and 1: the gradient to the other inputs is the one with those floats (a plain VJP
+    once took a NumPy bool matrix for a tensor and failed)."""
+    flags = base[k] > 0.4
+    grads = []
+    for other in (on_device(flags), on_device(flags.astype(np.float64))):
+        def f(x, other=other):
+            args = [on_device(b) for b in base]
+            args[k], args[j] = other, x
+            total = 0.0
+            for y in _outputs(call(*args)):
+                total = ops.add(total, ops.sum_(y))
+            return total
+        grads.append(np.asarray(B.to_numpy(raw(grad(f, base[j]))), dtype=np.float64))
+    # (another backend may take another kernel for the bool form: its rounding, not another value)
+    np.testing.assert_allclose(grads[0], grads[1], rtol=1e-12, atol=1e-12 * max(1.0, np.abs(grads[1]).max()))
+
+
 # ---- the limits the sweep relies on, as values ----------------------------------------------------
 def test_pow_at_zero():
     assert grad(lambda x: ops.pow_(x, 0.0), 0.0) == 0.0                     # right: 0 (was nan)

@@ -45,7 +45,11 @@ CAT = "Statistics & ML"
              "it) where PyTorch gives nan, and such a row's gradient to q, k and bias is exactly 0 (v still "
              "gets its share). A +inf in bias is a true +inf: the +inf keys share the row, softmax's limit. "
              "The backward pass takes softmax's correction term rowsum(dP * P) as rowsum(dO * O), a T x d_v "
-             "product instead of a T x T one (FlashAttention's identity, Dao et al. 2022). mask and bias "
+             "product instead of a T x T one (FlashAttention's identity, Dao et al. 2022), except in the rows "
+             "whose weights are exactly one-hot (scores apart by more than about 745): there the identity's "
+             "rounding times large q and k would be a gradient where the exact one, PyTorch's, is 0, and "
+             "rowsum(dP * P) gives that 0. On torch, where the fused CPU kernel has the same identity, "
+             "|k| |v| scale d_k beyond 2^20 takes the scores' path. mask and bias "
              "broadcast against the scores [..., L_q, L_k] by PyTorch's rule (sizes compared from the "
              "right, a size-1 axis repeats, missing leading axes count as 1), as in PyTorch's "
              "`F.scaled_dot_product_attention`: a [B, 1, L_k] padding mask or a [1, L_q, L_k] one shared by "
@@ -91,10 +95,16 @@ def scaled_dot_product_attention(q, k, v, mask, bias, causal):
     return attention(q, k, v, mask, bias, causal)
 
 
+def score_scale(q) -> float:
+    """1/sqrt(d_k); 1 for d_k = 0, where every score is an empty sum, 0 whatever the scale (the
+    weights are uniform and the output the mean of the values, as PyTorch gives)."""
+    d_k = _shape(q)[-1]
+    return 1.0 / math.sqrt(d_k) if d_k else 1.0
+
+
 def attention(q, k, v, mask=None, bias=None, causal=False):
     """The sdpa primitive with the 1/sqrt(d_k) scale."""
-    scale = 1.0 / math.sqrt(_shape(q)[-1])
-    return ops.sdpa(q, k, v, bias, mask=mask, causal=causal, scale=scale)
+    return ops.sdpa(q, k, v, bias, mask=mask, causal=causal, scale=score_scale(q))
 
 
 def _attend(q, k, v, causal, p, training, mask=None, weights=False):
@@ -103,7 +113,7 @@ def _attend(q, k, v, causal, p, training, mask=None, weights=False):
     MultiheadAttention does); with weights = true, (output, the weights the values were averaged with)."""
     if not weights and (not training or p == 0):
         return attention(q, k, v, mask, causal=causal)
-    w = ops.attention_weights(q, k, None, mask=mask, causal=causal, scale=1.0 / math.sqrt(_shape(q)[-1]))
+    w = ops.attention_weights(q, k, None, mask=mask, causal=causal, scale=score_scale(q))
     w = apply_dropout(w, p, training)
     out = ops.matmul(w, v)
     return (out, w) if weights else out

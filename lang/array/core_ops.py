@@ -15,6 +15,7 @@ from tapeml.array.primitive_table import (_NO_DEVICE_BELOW, FLOAT, bools_as_floa
 
 # ---- elementwise arithmetic -------------------------------------------------------------
 _BOOL = np.dtype(bool)     # NumPy's one bool dtype: `dtype is _BOOL` is the cheapest test
+_NUMBERS = (float, int, bool)     # a Python number beside a bool matrix (_arith)
 _NDARRAY, _INF = np.ndarray, math.inf     # module names: one lookup on the hot paths instead of two
 _add_reduce = np.add.reduce               # ndarray.sum without its Python wrapper (numpy/_core/_methods.py)
 
@@ -27,12 +28,26 @@ def _arith(name, op, keep_bool=False):
 
     def impl(a, b):
         ta = type(a)
+        tb = type(b)
+        # A bool matrix meeting a number counts as the session's floats: NumPy would make it
+        # float64 and torch float32 whatever the session's float type (set_dtype).
         if ta is _NDARRAY:
-            if type(b) is _NDARRAY and a.size * b.size > big:
-                refuse((a, b))
-        elif ta in ARRAYS and type(b) in ARRAYS and size_of(a) * size_of(b) > _NO_DEVICE_BELOW \
-                and size_of(a) * size_of(b) > device_limit():
-            refuse((a, b))
+            if tb is _NDARRAY:
+                if a.size * b.size > big:
+                    refuse((a, b))
+            elif a.dtype is _BOOL and tb in _NUMBERS:
+                a = bools_as_floats(a)
+        elif tb is _NDARRAY:
+            if b.dtype is _BOOL and ta in _NUMBERS:
+                b = bools_as_floats(b)
+        elif ta in ARRAYS:
+            if tb in ARRAYS:
+                if size_of(a) * size_of(b) > _NO_DEVICE_BELOW and size_of(a) * size_of(b) > device_limit():
+                    refuse((a, b))
+            elif tb in _NUMBERS and B.of(a).is_bool(a):
+                a = bools_as_floats(a)
+        elif tb in ARRAYS and ta in _NUMBERS and B.of(b).is_bool(b):
+            b = bools_as_floats(b)
         try:
             r = op(a, b)
         except TypeError:          # NumPy refuses bool - bool; a NumPy array and a tensor meet
@@ -433,13 +448,19 @@ def _where(c, a, b):
         if t is not np.ndarray and t in ARRAYS:
             like = v
             break
+    # Branches of numbers or bool matrices are the session's float type (not NumPy's float64 nor
+    # torch's float32); two bool branches stay bool.
+    if not (type(a) is bool or is_bool_array(a)) or not (type(b) is bool or is_bool_array(b)):
+        a, b = bools_as_floats(a), bools_as_floats(b)
+    numbers = type(a) not in ARRAYS and type(b) not in ARRAYS and not (type(a) is bool and type(b) is bool)
     if like is None:
+        if numbers:
+            a = np.asarray(float(a), FLOAT["dtype"])
         return python_scalar(np.where(c, a, b))
     be = B.of(like)         # another backend's: NumPy operands cross to it, torch wants a tensor condition
     c, a, b = (be.asarray(v) if type(v) is np.ndarray else v for v in (c, a, b))
-    if type(a) not in ARRAYS and type(b) not in ARRAYS:     # two numbers: the session's float type,
-        a = be.asarray(float(a), FLOAT["dtype"])             # not torch's default float32
-    
+    if numbers:
+        a = be.asarray(float(a), FLOAT["dtype"])
     return python_scalar(be.xp.where(_as_mask(c, like), a, b))
 
 
@@ -690,8 +711,8 @@ def _vjp_matmul_plain(g, ans, saved, tracked, a, b):
         if tracked[1]:
             gb = np.matmul(a.T, g) if a.ndim == 2 else np.matmul(_rows(a).T, _rows(g))
         return ga, gb
-    if type(g) in ARRAYS and type(g) is type(a) and type(b) is type(a) and b.ndim == 2 \
-            and a.ndim >= 2 and a.dtype.is_floating_point and b.dtype.is_floating_point:    # torch
+    if type(g) is not np.ndarray and type(g) in ARRAYS and type(g) is type(a) and type(b) is type(a) \
+            and b.ndim == 2 and a.ndim >= 2 and a.dtype.is_floating_point and b.dtype.is_floating_point:   # torch
         ga = g @ b.T if tracked[0] else None
         gb = None
         if tracked[1]:

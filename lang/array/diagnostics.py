@@ -279,7 +279,7 @@ class Recorded:
                 if p is not None:
                     p.nodes[self.bwd_bucket] = p.nodes.get(self.bwd_bucket, 0) + 1
                 if d.check_nan and outer is None:
-                    self._check(grads, g, ans, args)
+                    self._check(grads, g, ans, args, kw)
         finally:
             d.vjp_site = outer
             if p is not None:
@@ -288,7 +288,7 @@ class Recorded:
                 p.switch(before if before[1] == BWD else d.bucket(before[0], BWD, before[2]))
         return grads
 
-    def _check(self, grads, g, ans, args):
+    def _check(self, grads, g, ans, args, kw):
         """A VJP that makes a NaN or infinity is a suspect, not yet an error: a later VJP may take
         the bad cotangent away (a zero factor wins: zmul(0, inf) = 0, so the gradient of
         sqrt(sum(x^2)) at 0 is 0). The suspect's bad cotangents are followed to the nodes they
@@ -302,11 +302,11 @@ class Recorded:
                 d.absorbed(self.node)
             return
         targets = {pid for i, pid in self.parents if i in bad}
-        one = len(args) == 1
+        names = argument_names(self.prim, args, kw)
         inputs = [("the incoming gradient", g), ("the forward result", ans)]
-        inputs += [("the argument" if one else f"argument {i + 1}", a) for i, a in enumerate(args)]
-        outputs = [("the gradient for its argument" if one else f"the gradient for argument {i + 1}", gi)
-                   for i, gi in enumerate(grads) if gi is not None]
+        inputs += [(name, a) for name, a in zip(names, args)]
+        outputs = [(f"the gradient for {'its argument' if name == 'the argument' else name}", gi)
+                   for name, gi in zip(names, grads) if gi is not None]
         verdict = judge(None, inputs, "values", outputs)
         if verdict is None:
             if g_bad:
@@ -320,6 +320,18 @@ class Recorded:
             f"{self.name} (in {self.op})"
         d.suspects.append([NaNErr(f"the backward pass of {what} {verdict}; this line recorded {self.name} "
                                   f"in the forward pass{ran}", self.span), targets])
+
+
+def argument_names(prim, args, kw) -> list:
+    """What a report calls each positional argument of a primitive's application: its declared
+    names (Primitive.arg_names), else "the argument" for one and "argument i" for several."""
+    declared = getattr(prim, "arg_names", None)      # (a Part of a several-output primitive has none)
+    if callable(declared):
+        declared = declared(len(args), kw)
+    declared = list(declared or ())
+    if len(args) == 1 and not declared:
+        return ["the argument"]
+    return [declared[i] if i < len(declared) else f"argument {i + 1}" for i in range(len(args))]
 
 
 class RecordedNoPlain(Recorded):
@@ -449,13 +461,13 @@ def judge(result, inputs, word="operands", outputs=None) -> str | None:
             at = a if type(a) is float else np.broadcast_to(B.to_numpy(a), _shape(x))[idx]
         except ValueError:
             at = None
-        already = "" if finite(a) else " (already non-finite)"
+        state = None if finite(a) else "NaN" if _has(a, "nan") else "infinite"
         if at is not None:
-            there.append(f"{iname} is {format_value(float(at))}{already}")
-        elif already:
-            there.append(f"{iname} was already non-finite")
+            there.append(f"{iname} is {format_value(float(at))}" + (f" (already {state})" if state else ""))
+        elif state:
+            there.append(f"{iname} was already {state}")
     before = {("nan", False): f"from finite {word}", ("inf", False): f"from finite {word}",
-              ("nan", True): f"where its {word} held no NaN"}[(what, in_inf and what == "nan")]
+              ("nan", True): f"from {word} with infinities but no NaN"}[(what, in_inf and what == "nan")]
     verb = "made NaN" if what == "nan" else f"made {shown}"
     return f"{verb} {before}: {place}" + (f", where {_join(there)}" if there else "")
 

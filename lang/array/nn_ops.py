@@ -614,7 +614,7 @@ def _vjp_layer_norm_plain_xp(g, saved, tracked, x, gamma, beta):
 
 
 layer_norm = primitive("layer_norm", _layer_norm_impl, _vjp_layer_norm, _fwd_layer_norm,
-                       vjp_plain=_vjp_layer_norm_plain)
+                       vjp_plain=_vjp_layer_norm_plain, arg_names=("x", "gamma", "beta"))
 
 
 def _dense_impl(x, w, b=None):
@@ -646,7 +646,7 @@ def _vjp_dense_plain(g, ans, saved, tracked, x, w, b=None):
     return gx, gw, gb
 
 
-dense = primitive("dense", _dense_impl, _vjp_dense, vjp_plain=_vjp_dense_plain)
+dense = primitive("dense", _dense_impl, _vjp_dense, vjp_plain=_vjp_dense_plain, arg_names=("x", "w", "b"))
 _dense_guarded = TABLE["dense"].impl        # dense's forward behind the size guard
 
 
@@ -743,8 +743,15 @@ def _vjp_dense_heads_plain(g, ans, saved, tracked, x, *params, bias=False):
     return out
 
 
+def _dense_heads_names(n_args, kw):
+    """x, then each head's matrix and bias (check_nan's reports: the weights are heads' fields)."""
+    n = (n_args - 1) // 2 if kw.get("bias") else n_args - 1
+    return (["x"] + [f"head {h + 1}'s projection matrix" for h in range(n)]
+            + [f"head {h + 1}'s projection bias" for h in range(n_args - 1 - n)])
+
+
 dense_heads = primitive("dense_heads", _dense_heads_impl, _vjp_dense_heads, _fwd_dense_heads,
-                        vjp_plain=_vjp_dense_heads_plain)
+                        vjp_plain=_vjp_dense_heads_plain, arg_names=_dense_heads_names)
 
 
 def _fwd_heads_dense(o, *ws):
@@ -785,7 +792,8 @@ def _vjp_heads_dense_plain(g, ans, saved, tracked, o, *ws):
 
 
 heads_dense = primitive("heads_dense", _heads_dense_impl, _vjp_heads_dense, _fwd_heads_dense,
-                        vjp_plain=_vjp_heads_dense_plain)
+                        vjp_plain=_vjp_heads_dense_plain,
+                        arg_names=lambda n_args, kw: ["the heads' outputs"] + [f"head {h}'s wo" for h in range(1, n_args)])
 
 
 def _allowed(mask, causal, lq, lk, like=None):
@@ -947,7 +955,8 @@ def _vjp_weights(g, ans, saved, tracked, q, k, bias=None, mask=None, causal=Fals
 
 # the weights of attention, softmax(q k^T * scale + bias) over the allowed keys, [..., Lq, Lk]: the
 # form of attention that keeps them (attention dropout, need_weights), and sdpa's recorded VJP
-attention_weights = primitive("attention_weights", _weights_impl, _vjp_weights, _fwd_weights)
+attention_weights = primitive("attention_weights", _weights_impl, _vjp_weights, _fwd_weights,
+                              arg_names=("q", "k", "bias"))
 
 
 def _sdpa_impl(q, k, v, bias=None, mask=None, causal=False, scale=None):
@@ -964,6 +973,9 @@ def _as_heads(t):
     return t.reshape((math.prod(s[:-3]),) + s[-3:])
 
 
+_FLASH_MAGNITUDE = 2.0 ** 20
+
+
 def _flash(q, k, v, bias, mask, causal, scale):
     """(out, ("flash", out [B, H, Lq, d], log-sum-exp)) from the backend's fused attention kernel,
     or None where it does not apply or its rows are not all ordinary: no bias or mask, causal only
@@ -977,6 +989,13 @@ def _flash(q, k, v, bias, mask, causal, scale):
             or (causal and sq[-2] != sk[-2]) or 0 in sq or 0 in sk:
         return None
     be = B.of(q)
+    xp = be.xp
+    # The kernel's backward takes softmax's correction as rowsum(g * out) (FlashAttention's
+    # identity), whose rounding is about eps |g| |v| |k| scale in q's and k's gradients: in a row
+    # whose weights are exactly one-hot that is all there is (the exact gradient is 0). Past
+    # 2^20 for |k| |v| scale d, such rows take the scores' path, exact there (_saturated_rows).
+    if float(xp.max(xp.abs(k)) * xp.max(xp.abs(v))) * abs(float(scale)) * sk[-1] > _FLASH_MAGNITUDE:
+        return None
     r = be.flash_attention(_as_heads(q), _as_heads(k), _as_heads(v), bool(causal), float(scale))
     if r is None:
         return None
@@ -1027,6 +1046,27 @@ def _vjp_sdpa(g, ans, saved, tracked, q, k, v, bias=None, mask=None, causal=Fals
     return gq, gk, gv, gbias
 
 
+def _saturated_rows(p, lim):
+    """The rows [..., 1] whose correction rowsum(dp * p) must be taken directly rather than as
+    rowsum(g * ans): the rows whose scores went beyond the float range (lim) and the rows whose
+    weights hold an exact 1 (every other weight underflowed to 0, scores apart by more than ~745).
+    There the exact correction is dp at that key, and ds exactly 0 (no gradient reaches q or k, as
+    in PyTorch); the identity's rounding (its sum is in another order than the product's) is not 0,
+    and times q and k of 1e8 it is a gradient of 1e8 (of inf at 1e150). None when there is none."""
+    if type(p) is _ND:
+        sat = _max_reduce(p, -1, keepdims=True) == 1.0 if p.size else None
+        if sat is not None and lim is not None:
+            sat |= lim
+        sat = lim if sat is None else sat
+        return sat if sat is not None and sat.any() else None
+    xp = xp_of(p)
+    sat = xp.max(p, axis=-1, keepdims=True) == 1.0 if size_of(p) else None
+    if sat is not None and lim is not None:
+        sat = sat | (lim if _other(lim) else B.of(p).asarray(lim))
+    sat = lim if sat is None else sat
+    return sat if sat is not None and _any(sat) else None
+
+
 def _vjp_sdpa_plain(g, ans, saved, tracked, q, k, v, bias=None, mask=None, causal=False, scale=None):
     """First order, finite v and cotangent, no bias to differentiate: softmax's VJP
     p * (dp - rowsum(dp * p)) with rowsum(dp * p) = rowsum(g * ans) because dp = g v^T and
@@ -1059,8 +1099,9 @@ def _vjp_sdpa_plain(g, ans, saved, tracked, q, k, v, bias=None, mask=None, causa
             corr = _add_reduce(ds * p, -1, keepdims=True)
         else:
             corr = _add_reduce(g * ans, -1, keepdims=True)
-            if lim is not None:
-                corr = np.where(lim, _zmul(ds, p).sum(axis=-1, keepdims=True), corr)
+            exact = _saturated_rows(p, lim)
+            if exact is not None:
+                corr = np.where(exact, _zmul(ds, p).sum(axis=-1, keepdims=True), corr)
         ds -= corr
         ds *= p
         ds *= scale
@@ -1099,8 +1140,9 @@ def _vjp_sdpa_plain_xp(g, ans, p, rows, lim, tracked, q, k, v, scale):
             corr = xp.sum(_zmul(ds, p), axis=-1, keepdims=True)
         else:
             corr = xp.sum(g * ans, axis=-1, keepdims=True)
-            if lim is not None:
-                corr = xp.where(lim, xp.sum(_zmul(ds, p), axis=-1, keepdims=True), corr)
+            exact = _saturated_rows(p, lim)
+            if exact is not None:
+                corr = xp.where(exact, xp.sum(_zmul(ds, p), axis=-1, keepdims=True), corr)
         ds -= corr
         ds *= p
         ds *= scale
@@ -1129,8 +1171,9 @@ def _score_grads(g, v, ans, p, rows, lim, q, k, bias, tracked, scale):
         corr = sum_(zmul(dp, p), dim=-1, keepdims=True)
     else:
         corr = sum_(zmul(g, ans), dim=-1, keepdims=True)
-        if lim is not None:
-            corr = where(lim, sum_(zmul(dp, p), dim=-1, keepdims=True), corr)
+        exact = _saturated_rows(raw(p), lim)
+        if exact is not None:
+            corr = where(exact, sum_(zmul(dp, p), dim=-1, keepdims=True), corr)
     ds = zmul(p, sub(dp, corr))
     if rows is not None:
         ds = where(rows, 0.0, ds)
@@ -1169,7 +1212,8 @@ def _score_grads_split(g, v, p, rows, lim, q, k, bias, tracked, scale):
     return tuple(combine(x, y) for x, y in zip(a, b))
 
 
-sdpa = primitive("scaled_dot_product_attention", _sdpa_impl, _vjp_sdpa, _fwd_sdpa, vjp_plain=_vjp_sdpa_plain)
+sdpa = primitive("scaled_dot_product_attention", _sdpa_impl, _vjp_sdpa, _fwd_sdpa, vjp_plain=_vjp_sdpa_plain,
+                 arg_names=("q", "k", "v", "bias"))
 
 
 # ==== rms_norm (transformer_block options, issue 6) ============================================
@@ -1245,4 +1289,4 @@ def _vjp_rms_norm(g, ans, saved, tracked, x, gamma, eps=1e-5):
     return gx, ggamma
 
 
-rms_norm = primitive("rms_norm", _rms_norm_impl, _vjp_rms_norm)
+rms_norm = primitive("rms_norm", _rms_norm_impl, _vjp_rms_norm, arg_names=("x", "gamma"))

@@ -148,10 +148,13 @@ class Primitive:
     output that got no cotangent. Such a primitive has no `vjp_plain`."""
 
     def __init__(self, name: str, impl, vjp=None, fwd=None, nondiff: bool = False, arity: int | None = None,
-                 scalar=None, vjp_plain=None, outputs: int = 1):
+                 scalar=None, vjp_plain=None, outputs: int = 1, arg_names=None):
         if outputs > 1 and vjp_plain is not None:
             raise InternalError(f"primitive {name}: a primitive with several outputs has no vjp_plain")
         self.name = name
+        # what check_nan's reports call the positional arguments: a tuple of names, or a function
+        # (number of arguments, keywords) -> names; "argument i" where it gives none
+        self.arg_names = arg_names
         self.outputs = outputs
         self.parts = tuple(Part(self, i, outputs) for i in range(outputs)) if outputs > 1 else None
         self.impl = impl
