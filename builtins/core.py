@@ -21,7 +21,8 @@ from tapeml.builtins.util import axis, tree_leaves as leaves_with_paths
 
 
 @builtin("print", "Core", "Print values separated by spaces, then a newline.",
-         [P("values", variadic=True, doc="any values; each is formatted as the REPL shows it")],
+         [P("values", variadic=True, doc="any values; each is written on one line as the literal that makes it "
+           "(a string without quotes), where the REPL shows a large matrix as a grid")],
          returns="none", context=True,
          errors=["none for values of any kind (print() writes an empty line); a ValueError for a tuple or "
                  "record nested more than 20000 deep"],

@@ -32,7 +32,7 @@ end
 #     params) returns)
 # param state (record): the optimizer state: the record sgd_init(params) made, then the state the
 #     last step returned
-# param lr (number): the learning rate (step size), > 0
+# param lr (number): the learning rate (step size), >= 0 (0 leaves the parameters as they are)
 # param momentum (number): the momentum factor, 0 (none) to < 1
 # param dampening (number): how much of each new gradient is held back from the momentum buffer, 0
 #     to 1
@@ -47,6 +47,8 @@ end
 # error: ValueError naming the path where grads (or the state) does not have the structure of params
 #     (from tree_map)
 # error: NameError when state is not a record from sgd_init (it has no field momentum_buffer)
+# error: ValueError when lr or weight_decay is negative, momentum is not in [0, 1), dampening not in
+#     [0, 1], or nesterov is true without momentum > 0 and dampening 0 (torch.optim.SGD's rule)
 # example:
 #     p = {w = [1.0, 2.0], b = 0.5}
 #     g = {w = [0.1, -0.2], b = 1.0}
@@ -55,6 +57,21 @@ end
 #     p, s = sgd_step(p, g, s, lr = 0.1, momentum = 0.9)
 #     p
 fn sgd_step(params, grads, state, lr = 0.001, momentum = 0, dampening = 0, weight_decay = 0, nesterov = false)
+    if not (lr >= 0)
+        error("sgd_step(): lr must be >= 0, got {lr}")
+    end
+    if not (momentum >= 0 and momentum < 1)
+        error("sgd_step(): momentum must be >= 0 and < 1, got {momentum}")
+    end
+    if not (dampening >= 0 and dampening <= 1)
+        error("sgd_step(): dampening must be from 0 to 1, got {dampening}")
+    end
+    if not (weight_decay >= 0)
+        error("sgd_step(): weight_decay must be >= 0, got {weight_decay}")
+    end
+    if nesterov and (momentum == 0 or dampening != 0)
+        error("sgd_step(): nesterov = true needs momentum > 0 and dampening = 0, got momentum = {momentum} and dampening = {dampening}")
+    end
     if weight_decay != 0
         grads = tree_map(fn(g, p) -> g + weight_decay * p, grads, params)
     end
@@ -113,7 +130,7 @@ end
 # param params (tree): the parameters to update: a number, matrix, or tuple/record of them, nested
 # param grads (tree): the gradients: the same structure and shapes as params (what grad(loss,
 #     params) returns)
-# param lr (number): the learning rate, > 0
+# param lr (number): the learning rate, >= 0
 # param betas (tuple): (b1, b2): the decay rates of the first and second moment estimates, each in
 #     [0, 1)
 # param eps (number): added to the denominator for numerical stability, > 0
@@ -128,13 +145,25 @@ end
 #     decay is 1 - lr * weight_decay for AdamW, 1 for Adam.
 # error: ValueError naming the path where grads or the state's moments do not have the structure of
 #     params (from tree_map)
-# error: IndexError when betas has fewer than 2 items
+# error: ValueError when lr is negative, betas is not two numbers each in [0, 1), or eps is not > 0
 # error: NameError when state has no field step, m or v
 # example:
 #     p = {w = [1.0, 2.0], b = 0.5}
 #     g = {w = [0.1, -0.2], b = 1.0}
 #     adam_update(p, g, adam_init(p), 0.1, (0.9, 0.999), 1e-8)[0]
 fn adam_update(params, grads, state, lr, betas, eps, decay = 1)
+    if not (lr >= 0)
+        error("lr must be >= 0, got {lr}")
+    end
+    if type(betas) != "tuple" or len(betas) != 2
+        error("betas must be a tuple of two numbers (b1, b2), such as (0.9, 0.999); got {betas}")
+    end
+    if not (betas[0] >= 0 and betas[0] < 1 and betas[1] >= 0 and betas[1] < 1)
+        error("betas must each be >= 0 and < 1, got {betas}")
+    end
+    if not (eps > 0)
+        error("eps must be > 0, got {eps} (it keeps the step finite where a gradient's mean square is 0)")
+    end
     b1 = betas[0]
     b2 = betas[1]
     t = state.step + 1
@@ -150,7 +179,7 @@ end
 # param params (tree): the parameters to update: a number, matrix, or tuple/record of them, nested
 # param grads (tree): the gradients: the same structure and shapes as params (what grad(loss,
 #     params) returns)
-# param lr (number): the learning rate, > 0
+# param lr (number): the learning rate, >= 0
 # param betas (tuple): (b1, b2): the decay rates of the first and second moment estimates, each in
 #     [0, 1)
 # param eps (number): added to the denominator for numerical stability, > 0
@@ -167,6 +196,8 @@ end
 # error: ValueError naming the path where grads (or the state) does not have the structure of params
 #     (from tree_map)
 # error: NameError when state is not a record from adam_init (no field step, m or v)
+# error: ValueError when lr or weight_decay is negative, betas is not two numbers each in [0, 1), or
+#     eps is not > 0
 # example:
 #     p = {w = [1.0, 2.0], b = 0.5}
 #     g = {w = [0.1, -0.2], b = 1.0}
@@ -174,6 +205,9 @@ end
 #     p, s = adam_step(p, g, s, lr = 0.1)
 #     print(p, s.step)
 fn adam_step(params, grads, state, lr = 0.001, betas = (0.9, 0.999), eps = 1e-8, weight_decay = 0)
+    if not (weight_decay >= 0)
+        error("weight_decay must be >= 0, got {weight_decay}")
+    end
     if weight_decay != 0
         grads = tree_map(fn(g, p) -> g + weight_decay * p, grads, params)
     end
@@ -184,7 +218,7 @@ end
 # param params (tree): the parameters to update: a number, matrix, or tuple/record of them, nested
 # param grads (tree): the gradients: the same structure and shapes as params (what grad(loss,
 #     params) returns)
-# param lr (number): the learning rate, > 0
+# param lr (number): the learning rate, >= 0
 # param betas (tuple): (b1, b2): the decay rates of the first and second moment estimates, each in
 #     [0, 1)
 # param eps (number): added to the denominator for numerical stability, > 0
@@ -200,6 +234,8 @@ end
 # error: ValueError naming the path where grads (or the state) does not have the structure of params
 #     (from tree_map)
 # error: NameError when state is not a record from adamw_init (no field step, m or v)
+# error: ValueError when lr or weight_decay is negative, betas is not two numbers each in [0, 1), or
+#     eps is not > 0
 # example:
 #     p = {w = [1.0, 2.0], b = 0.5}
 #     g = {w = [0.1, -0.2], b = 1.0}
@@ -207,6 +243,9 @@ end
 #     p, s = adamw_step(p, g, s, lr = 0.1, weight_decay = 0.01)
 #     p
 fn adamw_step(params, grads, state, lr = 0.001, betas = (0.9, 0.999), eps = 1e-8, weight_decay = 0.01)
+    if not (weight_decay >= 0)
+        error("weight_decay must be >= 0, got {weight_decay}")
+    end
     return adam_update(params, grads, state, lr, betas, eps, 1 - lr * weight_decay)
 end
 
@@ -242,15 +281,19 @@ end
 
 # The gradient tree scaled down so that its global norm is at most max_norm.
 # param grads (tree): a gradient tree: a number, matrix, or tuple/record of them, nested
-# param max_norm (number): the largest global L2 norm allowed, > 0
+# param max_norm (number): the largest global L2 norm allowed, >= 0
 # returns: the gradient tree, scaled down so its global norm is at most max_norm
 # what: Guards against a single huge gradient step (exploding gradients).
 # how: torch.nn.utils.clip_grad_norm_: coef = min(max_norm / (grad_norm(grads) + 1e-6), 1); every
 #     leaf times coef. Returns the clipped tree (use grad_norm for the norm itself).
 # error: TypeError when a leaf is not a number or matrix, or max_norm is not a number
+# error: ValueError when max_norm is negative (or NaN)
 # example:
 #     clip_grad_norm({w = [3, 0], b = 4}, 1)
 fn clip_grad_norm(grads, max_norm)
+    if not (max_norm >= 0)
+        error("max_norm must be >= 0, got {max_norm} (a negative one would flip the gradient's sign)")
+    end
     coef = min([max_norm / (grad_norm(grads) + 1e-6), 1])
     return tree_map(fn(g) -> g * coef, grads)
 end

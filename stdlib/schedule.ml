@@ -27,10 +27,11 @@ end
 
 # Linear warmup to lr_max, then a half cosine down to lr_min at step total.
 # param step (number): the optimizer step (0 at the start)
-# param total (number): the step at which the rate reaches lr_min
+# param total (number): the step at which the rate reaches lr_min, > 0
 # param lr_max (number): the peak learning rate, reached at the end of warmup
 # param lr_min (number): the final learning rate
-# param warmup (number): the number of linear warmup steps (0: none)
+# param warmup (number): the number of linear warmup steps (0: none; beyond total, the whole run
+#     warms up)
 # returns: number: the learning rate at step
 # what: A learning rate that climbs linearly from 0 to lr_max over `warmup` steps, then follows half
 #     a cosine wave down to lr_min at step total and stays there: large steps early, small ones to
@@ -38,11 +39,15 @@ end
 # how: step <= warmup: lr_max * step / warmup; after: lr_min + (lr_max - lr_min) (1 + cos(pi p)) / 2
 #     with p = (step - warmup) / (total - warmup), capped at 1 (Loshchilov & Hutter 2017).
 # error: TypeError when an argument is not a number
+# error: ValueError when total is not > 0, or warmup is negative
 # example:
 #     cosine_lr(50, 100, 1e-3)
 # example:
 #     cosine_lr(5, 100, 1e-3, warmup = 10)
 fn cosine_lr(step, total, lr_max, lr_min = 0, warmup = 0)
+    if not (total > 0 and warmup >= 0)
+        error("cosine_lr(): total must be > 0 and warmup >= 0, got total = {total}, warmup = {warmup}")
+    end
     if warmup > 0 and step <= warmup
         return lr_max * max([step, 0]) / warmup
     end

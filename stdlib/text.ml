@@ -71,7 +71,7 @@ end
 #     number.
 # how: Scans ARGS (the tuple of strings after the script name, filled in by the command line;
 #     assigning ARGS in a script does not change what script_arg reads) for the first item that
-#     starts with name=, and returns the rest of it.
+#     starts with name=, and returns the rest of it (an empty string for a bare `name=`).
 # error: ValueError when name is not a string
 # example:
 #     # run as `tapeml this.ml`, without steps=...: the default
@@ -85,7 +85,7 @@ fn script_arg(name, default)
     prefix = name + "="
     n = len(prefix)
     for a in ARGS
-        if len(a) > n and a[0:n - 1] == prefix
+        if len(a) >= n and a[0:n - 1] == prefix
             return a[n:end]
         end
     end

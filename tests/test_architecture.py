@@ -221,7 +221,7 @@ def test_a_node_class_without_handler_is_an_internal_error_naming_it():
     ("sum([1,2], axis=1)", "sum() has no parameter 'axis'; did you mean 'dim'? (parameters: x, dim, keepdims)"),
     ("sum([1,2], x=[1])", "sum() got 'x' both by position and by keyword"),
     ("sum()", "sum() is missing the argument 'x': sum(x, dim=none, keepdims=false)"),
-    ("print(1, 2, sep=3)", "print() has no parameter 'sep' (parameters: none)"),
+    ("print(1, 2, sep=3)", "print() has no parameter 'sep': it takes only values, print(values...)"),
 ])
 def test_one_binder_keeps_each_kinds_wording(program, message):
     from tapeml.syntax.errors import LangError

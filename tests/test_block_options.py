@@ -202,6 +202,8 @@ def test_bo_added_once_after_the_heads():
     ("w.gamma1 = ones(8)", "weights is missing the field 'gamma2': layer scale needs both"),
     ("w.ln2_beta = zeros(3)", "weights.ln2_beta is a vector of length 3, expected a vector of length 8"),
     ("w.w2 = zeros(8, 32)", "weights.w2 is 8x32, expected 32x8"),
+    ("w.w1 = zeros(8, 3)", "weights.w1 is 8x3 and weights.w2 is 32x8: the feed-forward width must agree, "
+                           "but w1 has 3 columns and w2 has 32 rows"),
     ("w.w1 = zeros(7, 32)", "weights.w1 is 7x32, expected 8xhidden"),
     ("w.heads = (w.heads[0], {wq = zeros(8, 4), wk = zeros(8, 4), wv = zeros(8, 4)})",
      "weights.heads\\[1\\] is missing the field 'wo'"),

@@ -75,3 +75,14 @@ def test_packaging_metadata():
     with open(os.path.join(ROOT, "LICENSE"), encoding="utf-8") as f:
         text = f.read()
     assert text.startswith("MIT License") and "Copyright (c) 2026 tapeml developers" in text
+
+
+def test_script_arg_reads_name_value_and_a_bare_name_equals_is_the_empty_string():
+    """`steps=` given with nothing after it is the empty value (num("") then says it is not a
+    number), not silently the default; an absent option is the default."""
+    prog = 'v = script_arg("steps", "3")\nprint("[{v}]")'
+    assert run_cli(["-c", prog, "steps=30"]) == (0, "[30]\n")
+    assert run_cli(["-c", prog, "steps="]) == (0, "[]\n")
+    assert run_cli(["-c", prog, "other=1", "steps"]) == (0, "[3]\n")
+    code, out = run_cli(["-c", 'print(num(script_arg("steps", "3")))', "steps="])
+    assert code == 1 and 'ValueError: num(): "" is not a number' in out

@@ -74,7 +74,8 @@ def test_a_backward_report_names_the_arguments_of_the_primitive():
         "x", "head 1's projection matrix", "head 2's projection matrix", "head 1's projection bias",
         "head 2's projection bias"]
     assert argument_names(ops.TABLE["heads_dense"], (0, 1, 2), {}) == ["the heads' outputs", "head 1's wo", "head 2's wo"]
-    assert argument_names(ops.TABLE["add"], (0, 1), {}) == ["argument 1", "argument 2"]
+    assert argument_names(ops.TABLE["pow"], (0, 1), {}) == ["the base", "the exponent"]
+    assert argument_names(ops.TABLE["concat"], (0, 1), {}) == ["argument 1", "argument 2"]
     assert argument_names(ops.TABLE["sqrt"], (0,), {}) == ["the argument"]
 
 

@@ -71,6 +71,10 @@ CASES = [
     ('\nx = import("no_such_file.ml")', "IOError", "no_such_file.ml", "2:5"),
     ('\na, b = (1, 2, 3)', "ValueError", "cannot unpack a tuple of 3 into 2 names", "2:1"),
     ('\n1 = x', "SyntaxError", "the left side of '=' must be a name, a field or an index, not this expression (use '==' to compare)", "2:1"),
+    ('\ntrue = 1', "SyntaxError", "'true' is a value, not a name: it cannot be assigned to (pick another name, such as true_)", "2:1"),
+    ('\nx, none = (1, 2)', "SyntaxError", "'none' is a value, not a name", "2:4"),
+    ('\n(a, 1) = (1, 2)', "SyntaxError", "the left side of '=' must be a name, a field or an index", "2:5"),
+    ('\n(a, b) = (1, 2, 3)', "ValueError", "cannot unpack a tuple of 3 into 2 names", "2:1"),
     ('\nx = 2x', "SyntaxError", "did you mean 2 * x", "2:6"),
     ('\nx = [1, 2] ** 2', "SyntaxError", "'**' is not a tapeml operator; write '^'", "2:12"),
     ('\nx = grad(fn(v) -> v, [1, 2])', "ValueError",
@@ -295,3 +299,39 @@ def test_grad_of_a_non_number_hints_by_what_came_back():
     assert code == 1 and "returned a string; the function to differentiate must compute a number" in out
     code, out = run_ml("grad(fn(x) -> [x, x], 1)")
     assert code == 1 and "returned a vector of length 2; reduce it first (for example sum(...)" in out
+
+
+def test_an_import_cycle_through_the_main_script_runs_it_once_and_names_the_cycle(tmp_path, monkeypatch):
+    """The script run from the command line counts as being imported: importing it back (itself,
+    or through other files) is the cycle error at once, not a second run of the script first."""
+    from support import run_cli
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "selfimp.ml").write_text('print("main once")\nm = import("selfimp.ml")\n')
+    (tmp_path / "a.ml").write_text('print("running a")\nb = import("b.ml")\n')
+    (tmp_path / "b.ml").write_text('c = import("c.ml")\n')
+    (tmp_path / "c.ml").write_text('a = import("a.ml")\n')
+    code, out = run_cli(["selfimp.ml"])
+    assert code == 1 and out.splitlines()[:2] == [
+        "main once", f"selfimp.ml:2:5: ValueError: circular import of {tmp_path / 'selfimp.ml'}: selfimp.ml imports itself"]
+    code, out = run_cli(["a.ml"])
+    assert code == 1 and out.splitlines()[:2] == [
+        "running a", f"c.ml:1:5: ValueError: circular import of {tmp_path / 'a.ml'}: a.ml imports b.ml, which "
+                     "imports c.ml, which imports a.ml"]
+    assert "  called from b.ml:1:5 in import(\"c.ml\")" in out and "  called from a.ml:2:5 in import(\"b.ml\")" in out
+    # a module imported twice (not a cycle) runs once and is the same record
+    (tmp_path / "m.ml").write_text('print("m runs")\nk = 1\n')
+    (tmp_path / "twice.ml").write_text('x = import("m.ml")\ny = import("m.ml")\nprint(x.k + y.k)\n')
+    assert run_cli(["twice.ml"]) == (0, "m runs\n2\n")
+
+
+def test_the_caret_counts_terminal_columns_under_wide_characters():
+    """A CJK character or an emoji takes two columns on screen, a combining accent none: the caret
+    is placed by columns, not code points, so it lands under the '+' (the column in the message
+    stays the code-point count, as editors number it)."""
+    from tapeml.syntax.errors import Span, caret_lines
+    for line, col in (('print("日本 {1 + "a"}")', 14), ('s = "🙂🙂" + 1', 10), ('x = "e\u0301" + 1', 10)):
+        text, carets = caret_lines(Span("f", 1, col, 1, col + 1), line)
+        shown = text.split(" | ", 1)[1]
+        at = len(carets.split(" | ", 1)[1]) - 1          # the caret's column on screen (0-based)
+        wide = sum(2 if ord(c) > 0x2E80 else 0 if c == "\u0301" else 1 for c in shown[:col - 1])
+        assert at == wide and shown[col - 1] == "+", line

@@ -117,3 +117,9 @@ def test_non_ascii_digits_are_not_numbers():
 def test_a_number_glued_to_a_name():
     err = error_of("x = 2x")
     assert where(err) == ("SyntaxError", 1, 6) and "did you mean 2 * x" in err.message
+
+
+def test_a_parenthesised_tuple_of_names_destructures_as_python_does():
+    """`(a, b) = pair` is `a, b = pair` (a Python habit); fields and indexes are targets too."""
+    assert output_of("t = (1, 2, 3)\n(p, q, s) = t\nprint(p, q, s)\nr = {a = 0}\nm = [0, 0]\n"
+                     "(r.a, m[1]) = (q, s)\nprint(r.a, m)\n(x, y) = [5, 6]\nprint(x + y)") == "1 2 3\n2 [0, 3]\n11\n"

@@ -4,6 +4,7 @@ it; ```ml blocks are coloured by tapeml's own lexer; formulas are MathML; nothin
 another host; and the strict build fails on a broken link, a missing figure, a link to a missing
 heading and a page left out of the navigation. tests/test_site_browser.py opens the site in
 Chromium. Both skip where the extra tapeml[docs] is not installed."""
+import importlib.util
 import os
 import re
 import shutil
@@ -131,8 +132,16 @@ def test_usage_errors():
 
 
 def test_without_the_extra_it_says_what_to_install(monkeypatch):
-    monkeypatch.setitem(sys.modules, "mkdocs", None)          # import mkdocs now fails
-    monkeypatch.setitem(sys.modules, "latex2mathml", None)
+    """Every package of the extra missing (as after the README's install, which has no [docs]);
+    then only some (as after a partial one)."""
+    for mod in ("mkdocs", "material", "pymdownx", "latex2mathml"):
+        monkeypatch.setitem(sys.modules, mod, None)            # import mod now fails
     code, out = run_cli(["docs", "site"])
     assert code == 1
-    assert out.strip() == 'tapeml docs: the site needs mkdocs, latex2mathml: install the extra, pip install -e ".[docs]"'
+    assert out.strip() == ('tapeml docs: the site needs mkdocs, mkdocs-material, pymdown-extensions, latex2mathml: '
+                           'install the extra, pip install -e ".[docs]"')
+    if importlib.util.find_spec("material") and importlib.util.find_spec("pymdownx"):
+        monkeypatch.delitem(sys.modules, "material")
+        monkeypatch.delitem(sys.modules, "pymdownx")
+        code, out = run_cli(["docs", "site"])
+        assert out.strip() == 'tapeml docs: the site needs mkdocs, latex2mathml: install the extra, pip install -e ".[docs]"'

@@ -14,10 +14,10 @@ import re
 import numpy as np
 import pytest
 
-from tapeml.syntax.errors import IOErr, IndexErr, LangError, ShapeError, ValueErr
+from tapeml.syntax.errors import IOErr, IndexErr, LangError, ShapeError, ValueErr, render
 from tapeml.array.values import Record, format_value
 
-from support import ROOT, on_host, run, run_example, value_of, variables_after
+from support import ROOT, error_of, on_host, run, run_example, value_of, variables_after
 
 REF = os.path.join(ROOT, "tests", "reference", "optim.npz")
 
@@ -230,6 +230,53 @@ norm = grad_norm(g)
     np.testing.assert_allclose(v["clipped"].fields["w"], ref[f"{key}/w"], rtol=1e-12)
     np.testing.assert_allclose(v["clipped"].fields["b"], ref[f"{key}/b"], rtol=1e-12)
     assert v["norm"] == pytest.approx(float(ref[f"{key}/norm"]), rel=1e-12)
+
+
+BAD_HYPERPARAMETERS = [
+    ("sgd_step(p, g, sgd_init(p), lr = -1)", "sgd_step(): lr must be >= 0, got -1"),
+    ("sgd_step(p, g, sgd_init(p), lr = 0 / 0)", "sgd_step(): lr must be >= 0, got nan"),
+    ("sgd_step(p, g, sgd_init(p), momentum = 2)", "sgd_step(): momentum must be >= 0 and < 1, got 2"),
+    ("sgd_step(p, g, sgd_init(p), momentum = -0.1)", "sgd_step(): momentum must be >= 0 and < 1, got -0.1"),
+    ("sgd_step(p, g, sgd_init(p), dampening = 1.5)", "sgd_step(): dampening must be from 0 to 1, got 1.5"),
+    ("sgd_step(p, g, sgd_init(p), weight_decay = -1)", "sgd_step(): weight_decay must be >= 0, got -1"),
+    ("sgd_step(p, g, sgd_init(p), nesterov = true)",
+     "sgd_step(): nesterov = true needs momentum > 0 and dampening = 0, got momentum = 0 and dampening = 0"),
+    ("sgd_step(p, g, sgd_init(p), momentum = 0.9, dampening = 0.1, nesterov = true)",
+     "sgd_step(): nesterov = true needs momentum > 0 and dampening = 0, got momentum = 0.9 and dampening = 0.1"),
+    ("adam_step(p, g, adam_init(p), lr = -0.1)", "adam_step(): lr must be >= 0, got -0.1"),
+    ("adam_step(p, g, adam_init(p), betas = (0.9,))",
+     "adam_step(): betas must be a tuple of two numbers (b1, b2), such as (0.9, 0.999); got (0.9,)"),
+    ("adamw_step(p, g, adamw_init(p), betas = 0.9)",
+     "adamw_step(): betas must be a tuple of two numbers (b1, b2), such as (0.9, 0.999); got 0.9"),
+    ("adam_step(p, g, adam_init(p), betas = (0.9, 1))", "adam_step(): betas must each be >= 0 and < 1, got (0.9, 1)"),
+    ("adamw_step(p, g, adamw_init(p), eps = 0)",
+     "adamw_step(): eps must be > 0, got 0 (it keeps the step finite where a gradient's mean square is 0)"),
+    ("adam_step(p, g, adam_init(p), weight_decay = -0.5)", "adam_step(): weight_decay must be >= 0, got -0.5"),
+    ("adamw_step(p, g, adamw_init(p), weight_decay = -0.5)", "adamw_step(): weight_decay must be >= 0, got -0.5"),
+    ("clip_grad_norm(g, -1)", "clip_grad_norm(): max_norm must be >= 0, got -1 (a negative one would flip the "
+                               "gradient's sign)"),
+    ("cosine_lr(5, 0, 1)", "cosine_lr(): total must be > 0 and warmup >= 0, got total = 0, warmup = 0"),
+    ("cosine_lr(5, 10, 1, warmup = -1)", "cosine_lr(): total must be > 0 and warmup >= 0, got total = 10, warmup = -1"),
+]
+
+
+@pytest.mark.parametrize("call, message", BAD_HYPERPARAMETERS)
+def test_hyperparameters_outside_their_documented_range_are_errors(call, message):
+    """A negative rate or max_norm, or momentum of 2, silently trained the wrong way; a betas of one
+    item was an IndexError inside the standard library. Each is a ValueError at the call, naming
+    the argument and its range (as torch.optim's constructors do)."""
+    src = f"p = {{w = [3.0, 4.0]}}\ng = {{w = [1.0, 1.0]}}\nr = {call}"
+    first = render(error_of(src), src).splitlines()[0]      # blamed on the user's call, not the stdlib's line
+    name, rest = message.split("(): ", 1)
+    assert first in (f"<test>:3:5: ValueError: {message}", f"<test>:3:5: ValueError in {name}(): {rest}")
+
+
+def test_a_zero_learning_rate_and_max_norm_are_allowed():
+    """lr = 0 (a warmup's first step) leaves the parameters; max_norm = 0 clips every gradient to 0."""
+    v = variables_after("p = {w = [3.0, 4.0]}\ng = {w = [1.0, 1.0]}\na, s = sgd_step(p, g, sgd_init(p), lr = 0)\n"
+                        "b, s2 = adamw_step(p, g, adamw_init(p), lr = 0)\nc = clip_grad_norm(g, 0)")
+    assert v["a"].fields["w"].tolist() == [3.0, 4.0] and v["b"].fields["w"].tolist() == [3.0, 4.0]
+    assert v["c"].fields["w"].tolist() == [0.0, 0.0]
 
 
 # ---- save and load -----------------------------------------------------------------------------------

@@ -200,7 +200,12 @@ def _check_layers(w, d: int, heads: tuple, gains: tuple, needed: str) -> int:
     for name in gains:
         need_shape(need_field(w, name, "weights", needed), f"weights.{name}", (d,), ValueErr)
     hidden = _schema_matrix(need_field(w, "w1", "weights", needed), "weights.w1", d, "hidden")
-    need_shape(need_field(w, "w2", "weights", needed), "weights.w2", (hidden, d), ValueErr)
+    w2 = need_field(w, "w2", "weights", needed)
+    s2 = _shape(w2)
+    if len(s2) == 2 and s2[1] == d and s2[0] != hidden:     # the widths disagree: either may be the wrong one
+        raise ValueErr(f"weights.w1 is {shape_text(_shape(fields['w1']))} and weights.w2 is {shape_text(s2)}: "
+                       f"the feed-forward width must agree, but w1 has {hidden} columns and w2 has {s2[0]} rows")
+    need_shape(w2, "weights.w2", (hidden, d), ValueErr)
     return hidden
 
 

@@ -188,8 +188,13 @@ def _vjp_pow(g, ans, saved, tracked, a, b):
         # b * a^(b-1) with 0 x inf = 0: d/dx x^0 is 0 at x = 0 too, not 0 * 0^-1 = nan
         ga = unbroadcast(zmul(g, zmul(b, pow_(a, sub(b, 1.0)))), shape_of(a))
     if tracked[1]:
+        # d/db a^b = a^b ln a for a > 0 (0 x inf = 0: inf^b for b < 0 tends to 0). At a = 0 the
+        # limit from a > 0: 0 for b >= 0 (PyTorch's 0 at b = 0), -inf for b < 0. For a < 0 the
+        # function of b has no real values around any b, so no derivative: NaN, as PyTorch and
+        # JAX give (it was a silent 0, which trained on a wrong number).
         pos = gt(a, 0.0)
-        gb = unbroadcast(zmul(g, where(pos, zmul(ans, log(where(pos, a, 1.0))), 0.0)), shape_of(b))
+        at_zero = where(eq(a, 0.0), where(ge(b, 0.0), 0.0, -_INF), math.nan)
+        gb = unbroadcast(zmul(g, where(pos, zmul(ans, log(where(pos, a, 1.0))), at_zero)), shape_of(b))
     return ga, gb
 
 
@@ -230,12 +235,13 @@ def _vjp_zmul(g, ans, saved, tracked, a, b):
             unbroadcast(zmul(g, a), shape_of(b)) if tracked[1] else None)
 
 
-add = primitive("add", _add, _vjp_add, arity=2, scalar=operator.add)
-sub = primitive("sub", _sub, _vjp_sub, arity=2, scalar=operator.sub)
-mul = primitive("mul", _mul, _vjp_mul, arity=2, scalar=operator.mul, vjp_plain=_vjp_mul_plain)
-div = primitive("div", _div, _vjp_div, arity=2)
-mod = primitive("mod", _mod, _vjp_mod, arity=2)
-pow_ = primitive("pow", _pow, _vjp_pow, arity=2)
+_OPERANDS = ("the left operand", "the right operand")      # as check_nan's forward reports call them
+add = primitive("add", _add, _vjp_add, arity=2, scalar=operator.add, arg_names=_OPERANDS)
+sub = primitive("sub", _sub, _vjp_sub, arity=2, scalar=operator.sub, arg_names=_OPERANDS)
+mul = primitive("mul", _mul, _vjp_mul, arity=2, scalar=operator.mul, vjp_plain=_vjp_mul_plain, arg_names=_OPERANDS)
+div = primitive("div", _div, _vjp_div, arity=2, arg_names=_OPERANDS)
+mod = primitive("mod", _mod, _vjp_mod, arity=2, arg_names=_OPERANDS)
+pow_ = primitive("pow", _pow, _vjp_pow, arity=2, arg_names=("the base", "the exponent"))
 zmul = primitive("zmul", _zmul, _vjp_zmul, arity=2)
 neg = primitive("neg", _neg, lambda g, ans, saved, tracked, a: (neg(g),), arity=1)
 
@@ -751,7 +757,8 @@ def _vjp_matmul(g, ans, saved, tracked, a, b):
     return ga, gb
 
 
-matmul = primitive("matmul", _matmul, _vjp_matmul, arity=2, vjp_plain=_vjp_matmul_plain)
+matmul = primitive("matmul", _matmul, _vjp_matmul, arity=2, vjp_plain=_vjp_matmul_plain,
+                   arg_names=("the left matrix", "the right matrix"))
 
 
 def _zmatmul(a, b):

@@ -239,8 +239,11 @@ def bind_arguments(fn: Callable, args: list, kwargs: dict, bound: dict, span=Non
                 close = ([fn.synonyms[k]] if fn.synonyms.get(k) in names
                          else close_names(k, names))
                 hint = f"; did you mean '{close[0]}'?" if close else ""
+                if not names:       # print(1, sep="-"): nothing to name, only values to pass
+                    raise TypeErr(f"{fn.name}() has no parameter '{k}': it takes only values, "
+                                  f"{fn.signature()}", span)
                 raise TypeErr(fn.UNKNOWN.format(name=fn.name, key=k, hint=hint, signature=fn.signature(),
-                                                names=", ".join(names) or "none"), span)
+                                                names=", ".join(names)), span)
             if k in bound:
                 raise TypeErr(f"{fn.name}() got '{k}' both by position and by keyword", span)
             bound[k] = v

@@ -112,7 +112,12 @@ class Calls:
         if full in self.modules:
             return self.modules[full]
         if full in self.importing:
-            raise ValueErr(f"circular import of {full}", node.span)
+            cwd = os.getcwd()
+            names = [os.path.relpath(f, cwd) if f.startswith(os.path.join(cwd, "")) else f
+                     for f in self.importing[self.importing.index(full):]]
+            chain = (f"{names[0]} imports itself" if len(names) == 1 else
+                     f"{names[0]} imports {names[1]}" + "".join(f", which imports {n}" for n in names[2:] + names[:1]))
+            raise ValueErr(f"circular import of {full}: {chain}", node.span)
         if os.path.isdir(full):
             raise IOErr(f"import: {full} is a directory, not a file (from \"{path}\")", node.span)
         if not os.path.isfile(full):

@@ -166,8 +166,12 @@ class Interpreter(Statements, Calls, Indexing):
         self.sources[filename] = source
         program = parse(source, filename)
         env = env or self.globals
+        main = None         # a script run as a file counts as being imported while it runs
         if filename not in ("<input>", "<string>") and os.path.exists(filename):
             self.dir_stack.append(os.path.dirname(os.path.abspath(filename)))
+            if os.path.abspath(filename) not in self.importing:
+                main = os.path.abspath(filename)
+                self.importing.append(main)
         else:
             self.dir_stack.append(os.getcwd())
         stmt = None
@@ -197,6 +201,8 @@ class Interpreter(Statements, Calls, Indexing):
                                "(name the parts) or build the value in a loop", stmt.span if stmt else None) from None
         finally:
             self.dir_stack.pop()
+            if main is not None:
+                self.importing.remove(main)
 
     # ---- evaluation core -------------------------------------------------------------------
     def eval(self, node, env):

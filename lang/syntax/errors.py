@@ -11,6 +11,7 @@ InternalError is reserved for bugs in tapeml itself.
 """
 from __future__ import annotations
 
+import unicodedata
 from dataclasses import dataclass
 
 
@@ -159,7 +160,16 @@ def caret_lines(span: Span, source: str | None) -> list[str]:
         col = col - start + len(prefix)
         width = min(width, 120 - (col - len(prefix)) + 1)
     gutter = str(span.line)
-    return [f"  {gutter} | {text}", f"  {' ' * len(gutter)} | {' ' * (col - 1)}{'^' * max(1, width)}"]
+    pad, under = text[:col - 1], text[col - 1:col - 1 + width]
+    return [f"  {gutter} | {text}", f"  {' ' * len(gutter)} | {' ' * _columns(pad)}{'^' * max(1, _columns(under))}"]
+
+
+def _columns(s: str) -> int:
+    """The terminal columns s takes: 2 for an East Asian wide or full-width character (CJK, most
+    emoji), 0 for a combining mark, 1 otherwise, so that the caret lands under the blamed text."""
+    if s.isascii():
+        return len(s)
+    return sum(0 if unicodedata.combining(c) else 2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in s)
 
 
 def render(error: LangError, sources: dict[str, str] | str | None = None) -> str:

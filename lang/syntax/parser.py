@@ -156,6 +156,14 @@ class Parser:
             value = self.expression()
             silent = self.end_statement()
             return A.Destructure(expr.span.to(value.span), tuple(targets), value, silent)
+        if self.check("=") and type(expr) is A.TupleLit and len(expr.items) > 1:
+            # (a, b) = pair: the parenthesised form of 'a, b = pair' (as Python takes it)
+            eq = self.advance()
+            for t in expr.items:
+                self.check_target(t, eq)
+            value = self.expression()
+            silent = self.end_statement()
+            return A.Destructure(expr.span.to(value.span), tuple(expr.items), value, silent)
         if self.check("=", *COMPOUND):
             eq = self.advance()
             self.check_target(expr, eq)
@@ -169,6 +177,10 @@ class Parser:
         root = node
         while isinstance(root, (A.Field, A.Index)):
             root = root.obj
+        if type(root) in (A.Bool, A.NoneLit) and root is node:
+            word = "none" if type(root) is A.NoneLit else str(root.value).lower()
+            raise LangSyntaxError(f"'{word}' is a value, not a name: it cannot be assigned to (pick another "
+                                  f"name, such as {word}_)", node.span)
         if not isinstance(root, A.Name):
             hint = " (use '==' to compare)" if eq.kind == "=" else ""
             raise LangSyntaxError(f"the left side of '{eq.text}' must be a name, a field or an index, not this "
