@@ -1072,8 +1072,9 @@ def _vjp_sdpa_plain(g, ans, saved, tracked, q, k, v, bias=None, mask=None, causa
     p * (dp - rowsum(dp * p)) with rowsum(dp * p) = rowsum(g * ans) because dp = g v^T and
     ans = p v: a [.., T, d_v] product instead of a [.., T, T] one (the identity of FlashAttention's
     backward pass: Dao et al. 2022, appendix B.2); the [.., T, T] steps in place, the scale folded in.
-    The rows whose scores went beyond the float range (lim) take rowsum(dp * p) itself: exact on
-    their one-hot weights, where the identity's rounding, times q and k of 1e200, would not be 0;
+    The rows whose weights are one-hot (scores beyond the float range, lim, or apart by more than
+    ~745: _saturated_rows) take rowsum(dp * p) itself: exact there, where the identity's rounding,
+    times q and k of 1e8 or 1e200, would not be 0;
     so does every row when there are no more keys than value features (the direct form costs no
     more there, and one key's weight of exactly 1 then gives exactly 0, as softmax's VJP does)."""
     if saved is None or (len(tracked) > 3 and tracked[3]):
