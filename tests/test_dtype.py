@@ -40,20 +40,33 @@ def test_numbers_never_promote_a_float32_matrix(f32):
 
 
 BOOL_WITH_NUMBERS = ["b * 2", "2 * b", "b + 1", "1 - b", "b - 1", "b / 2", "-b", "b ^ 2", "b * true",
-                     "where(b, 1, 0)", "where(b, 1.5, b)", "exp(b)", "b @ [1; 2; 3]"]
+                     "b - true", "x - true", "true - x",
+                     "where(b, 1, 0)", "where(b, 1.5, b)", "exp(b)", "b @ [1; 2; 3]", "clip(b, 0, 0.5)",
+                     "unique(b)", "unique(x)",
+                     # a number made a matrix (reshape, stack) takes the session's type too
+                     "reshape(2, 1)", "[x, 2]", "concat(x, 2)", "stack(1, 2)", "[true, 2]", "kron(x, 2)",
+                     "outer(2, x)", "put_along(x, 1, 5, 0)", "quantile(x, [0.5])",
+                     # and so do the gradients whose backward reshapes a number
+                     "grad(fn(v) -> sum(v, 0), x)", "grad(fn(v) -> std(v), x)", "grad(fn(v) -> logsumexp(v), x)",
+                     "grad(fn(v) -> median(v), x)", "grad(fn(v) -> quantile(v, 0.3), x)",
+                     "grad(fn(v) -> max(v, dim = 0), x)"]
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 def test_a_bool_matrix_with_a_number_is_a_matrix_of_the_sessions_float_type(dtype):
     """NumPy makes bool-and-number float64 and torch float32, whatever the session's type: a mask
     times a number (`(x > 0) * 2`) must not change a float32 model's type, nor lose a float64
-    gradient check's digits on torch."""
-    interp = run(f'set_dtype("{dtype}")\nb = [1, 2, 3] > 1.5', fresh())
+    gradient check's digits on torch. The same for a number made a matrix (reshape, stack: the
+    literal `[x, 2]`, the backward of a reduction to one number) and unique's values."""
+    interp = run(f'set_dtype("{dtype}")\nb = [1, 2, 3] > 1.5\nx = [3, 1, 2]', fresh())
     for src in BOOL_WITH_NUMBERS:
         g = variables_after(f"r = {src}", interp)
         assert str(to_numpy(g["r"]).dtype) == dtype, src
     assert to_numpy(variables_after("r = where(b, true, false)", interp)["r"]).dtype == np.bool_
     assert to_numpy(variables_after("r = b * b", interp)["r"]).dtype == np.bool_      # and
+    assert to_numpy(variables_after("r = [true, false]", interp)["r"]).dtype == np.bool_
+    assert to_numpy(variables_after("r = reshape(true, 1)", interp)["r"]).dtype == np.bool_
+    assert to_numpy(variables_after("r = x - true", interp)["r"]).tolist() == [2, 0, 1]     # (torch refused it)
 
 
 @pytest.mark.parametrize("step", ["sgd_step(p, g, sgd_init(p), lr = 0.1, momentum = 0.9)",

@@ -185,8 +185,10 @@ def linspace(a, b, n):
          how="NumPy's `unique` over all elements (flattened); NaN sorts last.",
          examples=["unique([3, 1, 3, 2, 1])"])
 def unique(x):
-    # on the host on every backend (NumPy's order and its one NaN), back on x's backend, float64
+    # on the host on every backend (NumPy's order and its one NaN), back on x's backend, in x's
+    # float type (its values are exact there), or the session's for bools and numbers
     r = raw(x)
-    u = np.unique(np.asarray(B.to_numpy(r), dtype=np.float64))
+    h = np.asarray(B.to_numpy(r))
+    u = np.unique(h.astype(h.dtype if h.dtype.kind == "f" else ops.FLOAT["dtype"], copy=False))
     be = B.of(r)
-    return u if be is B.NUMPY else be.asarray(u, np.float64)
+    return u if be is B.NUMPY else be.asarray(u, u.dtype)

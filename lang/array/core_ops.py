@@ -44,10 +44,16 @@ def _arith(name, op, keep_bool=False):
             if tb in ARRAYS:
                 if size_of(a) * size_of(b) > _NO_DEVICE_BELOW and size_of(a) * size_of(b) > device_limit():
                     refuse((a, b))
-            elif tb in _NUMBERS and B.of(a).is_bool(a):
-                a = bools_as_floats(a)
-        elif tb in ARRAYS and ta in _NUMBERS and B.of(b).is_bool(b):
-            b = bools_as_floats(b)
+            elif tb in _NUMBERS:
+                if tb is bool:          # torch refuses a tensor minus a bool
+                    b = float(b)
+                if B.of(a).is_bool(a):
+                    a = bools_as_floats(a)
+        elif tb in ARRAYS and ta in _NUMBERS:
+            if ta is bool:
+                a = float(a)
+            if B.of(b).is_bool(b):
+                b = bools_as_floats(b)
         try:
             r = op(a, b)
         except TypeError:          # NumPy refuses bool - bool; a NumPy array and a tensor meet
@@ -437,6 +443,7 @@ gelu = primitive("gelu", _gelu, _vjp_gelu)
 
 
 def _clip(x, lo=-math.inf, hi=math.inf):
+    x = bools_as_floats(x)          # a bool matrix clips as its 0s and 1s, in the session's float type
     if type(x) in ARRAYS and type(x) is not np.ndarray:
         return python_scalar(xp_of(x).clip(x, lo, hi))
     return python_scalar(np.clip(x, lo, hi))
@@ -573,7 +580,8 @@ def _reshape(x, shape):
     t = type(x)
     if t is np.ndarray or t in ARRAYS:
         return x.reshape(shape)
-    return B.current().asarray(x).reshape(shape)
+    # a number: a matrix of the session's float type (a bool stays bool), as in _broadcast_to
+    return B.current().asarray(x, None if t is bool else FLOAT["dtype"]).reshape(shape)
 
 
 reshape = primitive("reshape", _reshape,

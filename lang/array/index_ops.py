@@ -107,6 +107,8 @@ def _stack(*xs, dim=0):
         for x in xs:
             if type(x) is _ND:
                 return r
+        if r.dtype != np.bool_:     # numbers: the session's float type (NumPy's is float64); bools stay
+            r = r.astype(FLOAT["dtype"], copy=False)
         if len(ARRAYS) == 1:        # no other backend loaded
             return r
         be = B.current()            # numbers only: a matrix of the session's backend
