@@ -18,7 +18,8 @@ Two families of programs:
   transpose, indexing of every sort (scalars, `end`, ranges with steps, `:`, index vectors,
   1-D masks on an axis, full masks, omitted trailing axes; rank up to 4), softmax,
   log_softmax, layer_norm (over the last axis or the last two), scaled_dot_product_attention
-  (mask, broadcast masks, causal, bias), concat, stack, reshape, where, take_along (the pairs
+  (mask, broadcast masks, causal, bias), concat, stack, reshape, where, comparisons as 0/1
+  operands of + - *, take_along (the pairs
   and NumPy's take_along_axis), einsum (one operand with diagonals, three operands), and grad
   inside the expression;
 - statements: for over vectors, rows, rank-3 slices, tuples, tuples of functions, ranges,
@@ -428,7 +429,7 @@ class Gen:
         if depth <= 0 or self.rng.random() < 0.15:
             return self.leaf(shape)
         r = len(shape)
-        ops = ["unary"] * 4 + ["binary"] * 4 + ["positive"] * 2 + ["where", "scale"]
+        ops = ["unary"] * 4 + ["binary"] * 4 + ["positive"] * 2 + ["where", "scale", "bool"]
         ops += ["matmul"] * 2 + ["reduce"] * 2 if r <= 3 else []
         if r >= 1:
             ops += ["softmax", "layer_norm", "concat", "reshape", "stack"]
@@ -506,6 +507,18 @@ class Gen:
         a, b = self.expr(self.bshape(shape), d), self.expr(shape, d)
         return E(f"where({c1.ml} > {c2.ml}, {a.ml}, {b.ml})",
                  f"torch.where(T.c({c1.py}) > T.c({c2.py}), T.c({a.py}), T.c({b.py}))", shape)
+
+    def op_bool(self, shape, d):
+        """A comparison (a bool matrix) in arithmetic with a tracked expression: its 0s and 1s, on
+        either side of + - * (a bool beside a tracked matrix once broke a plain VJP)."""
+        self.tag("bool_operand")
+        c1, c2 = self.expr(self.bshape(shape), d - 1), self.expr(self.bshape(shape), d - 1)
+        a = self.expr(shape, d)
+        op = self.rng.choice(["*", "+", "-"])
+        m_ml, m_py = f"({c1.ml} > {c2.ml})", f"(T.c({c1.py}) > T.c({c2.py})).to(torch.float64)"
+        if self.rng.random() < 0.5:
+            return E(f"({m_ml} {op} {a.ml})", f"({m_py} {op} {a.py})", shape)
+        return E(f"({a.ml} {op} {m_ml})", f"({a.py} {op} {m_py})", shape)
 
     def op_matmul(self, shape, d):
         r = len(shape)
@@ -1566,7 +1579,7 @@ EXPRESSION_PATTERNS = {
     "sdpa_batched", "sdpa_mask", "sdpa_causal", "sdpa_bias", "matmul_2x2", "matmul_3x2",
     "layer_norm_2axes", "sdpa_mask_broadcast", "take_along_pairs", "take_along_axis", "einsum_one",
     "einsum_many",
-    "transpose", "concat", "stack", "reshape", "where", "inner_grad", "second_order",
+    "transpose", "concat", "stack", "reshape", "where", "bool_operand", "inner_grad", "second_order",
     "index_scalar", "index_range", "index_step", "index_colon", "index_vector", "index_mask",
     "index_full_mask", "index_implicit_axes", "index_rank3", "index_rank4", "repeated_index_read",
     "fn_exp", "fn_log", "fn_sqrt", "fn_pow", "fn_div", "fn_gelu", "fn_relu", "fn_max2"}
