@@ -112,9 +112,7 @@ class Calls:
         if full in self.modules:
             return self.modules[full]
         if full in self.importing:
-            cwd = os.getcwd()
-            names = [os.path.relpath(f, cwd) if f.startswith(os.path.join(cwd, "")) else f
-                     for f in self.importing[self.importing.index(full):]]
+            names = [_shown(f) for f in self.importing[self.importing.index(full):]]
             chain = (f"{names[0]} imports itself" if len(names) == 1 else
                      f"{names[0]} imports {names[1]}" + "".join(f", which imports {n}" for n in names[2:] + names[:1]))
             raise ValueErr(f"circular import of {full}: {chain}", node.span)
@@ -130,10 +128,7 @@ class Calls:
             raise IOErr(f"import: cannot read {full}: {e.strerror or e}", node.span) from None
         module_env = Env(self.prelude)
         self.importing.append(full)
-        # errors name the file as the main script is named: relative to the current directory
-        # when it lies below it (the module table keys stay absolute)
-        cwd = os.getcwd()
-        shown = os.path.relpath(full, cwd) if cwd != os.sep and full.startswith(os.path.join(cwd, "")) else full
+        shown = _shown(full)
         try:
             try:
                 text = decode_source(data, shown)
@@ -149,3 +144,10 @@ class Calls:
         record = Record(dict(module_env.vars))
         self.modules[full] = record
         return record
+
+
+def _shown(full: str) -> str:
+    """A file as errors name it, as the main script is named: relative to the current directory
+    when it lies below it, else absolute (the module table keys stay absolute)."""
+    cwd = os.getcwd()
+    return os.path.relpath(full, cwd) if cwd != os.sep and full.startswith(os.path.join(cwd, "")) else full
