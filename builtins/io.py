@@ -22,6 +22,7 @@ import zlib
 import numpy as np
 
 from tapeml.builtins.registry import P, builtin, one_of
+from tapeml.builtins.util import tree_map
 from tapeml.builtins.files import (WRITER_ERRORS, WRITER_HOW, atomic_write, existing_file, read_limited,
                                    resolve_path)
 from tapeml.array import backend as B
@@ -106,7 +107,10 @@ def _declared_shape(data, key: str, full: str) -> tuple:
 
 
 @builtin("load", CAT, "Read a checkpoint written by save: the same record or tuple of matrices.",
-         [P("path", "string", doc="a .npz file written by save (relative paths start at the script's directory)")],
+         [P("path", "string", doc="a .npz file written by save (relative paths start at the script's directory)"),
+          P("dtype", "string", None, doc="\"float32\" or \"float64\": every float matrix converted to it "
+            "(none: each as stored)", check=one_of("float32", "float64"),
+            constraint='"float32", "float64" or none')],
          returns="the record or tuple that was saved", context=True,
          what="The inverse of save: load(path) equals the value given to save, field for field and bit for bit.",
          how="numpy.load with allow_pickle=False (a checkpoint can never run code), then the tree is "
@@ -117,7 +121,9 @@ def _declared_shape(data, key: str, full: str) -> tuple:
              "every shape before a tensor is read; Hugging Face names such as \"layers.0.wq\" are read "
              "as layers[0].wq, and the field order of a file written by save is kept (in its metadata); "
              "bfloat16 and float16 tensors are widened exactly to float64. The matrices are made on the "
-             "session's device (set_device), whichever device saved the file.",
+             "session's device (set_device), whichever device saved the file. dtype converts every float "
+             "matrix, as a float32 run of float64 weights wants (float64 wins in arithmetic, so kept "
+             "float64 weights would run the whole model in float64).",
          errors=["IOError when the file is missing, truncated, or not an .npz archive",
                  "IOError when an array name is not a field path (a file not written by save), an array "
                  "holds strings, records or pickled objects, or the names nest more than 1000 deep",
@@ -125,8 +131,26 @@ def _declared_shape(data, key: str, full: str) -> tuple:
                  "from the file's headers before any array is read, so a small compressed file that would "
                  "expand to gigabytes (a zip bomb) is refused at once"],
          examples=["save(\"/tmp/tapeml_doc_ckpt2.npz\", ([1, 2], {b = 0.5}))\n"
-                   "load(\"/tmp/tapeml_doc_ckpt2.npz\")"])
-def load(ctx, path):
+                   "load(\"/tmp/tapeml_doc_ckpt2.npz\")",
+                   "save(\"/tmp/tapeml_doc_ckpt3.npz\", {w = [1, 2]})   # float64\n"
+                   "dtype(load(\"/tmp/tapeml_doc_ckpt3.npz\", dtype = \"float32\").w)"])
+def load(ctx, path, dtype):
+    tree = _load(ctx, path)
+    if dtype is None:
+        return tree
+    target = np.float32 if dtype == "float32" else np.float64
+
+    def converted(v):
+        t = type(v)
+        if t is np.ndarray:
+            return v.astype(target) if v.dtype.kind == "f" else v
+        if t in B.ARRAYS and B.of(v).is_float(v):
+            return B.of(v).asarray(v, target)
+        return v
+    return tree_map(converted, tree, "load()")
+
+
+def _load(ctx, path):
     full = existing_file("load", resolve_path(ctx, path), "a checkpoint")
     if full.endswith(".safetensors"):
         return load_safetensors(full)

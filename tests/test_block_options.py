@@ -61,6 +61,42 @@ def test_dropout_same_seed_agrees_and_differs_otherwise():
     np.testing.assert_array_equal(g["m1"], g["m2"])
 
 
+@pytest.mark.parametrize("norm_first", ["false", "true"])
+def test_block_dropout_is_where_pytorchs_layer_puts_it(norm_first):
+    """On the attention weights, after the activation, and on each sublayer's output before its
+    residual add (nn.TransformerEncoderLayer's dropout1 and dropout2; nanoGPT's resid_dropout):
+    the block equals the same steps written out, drawing the same masks in the same order. The
+    sublayer dropouts were missing, so a port with dropout trained another model."""
+    steps = ("a = dropout(multi_head_attention({hin}, w.heads, 2, dropout = 0.3, training = true, bo = w.bo), 0.3)\n"
+             "h = {h}\n"
+             "f = dropout(dense(dropout(relu(dense({fin}, w.w1, w.b1)), 0.3), w.w2, w.b2), 0.3)\n"
+             "y2 = {y}\n")
+    ln1, ln2 = "layer_norm({}, w.ln1_gamma, w.ln1_beta)", "layer_norm({}, w.ln2_gamma, w.ln2_beta)"
+    if norm_first == "true":
+        steps = steps.format(hin=ln1.format("x"), h="x + a", fin=ln2.format("h"), y="h + f")
+    else:
+        steps = steps.format(hin="x", h=ln1.format("x + a"), fin="h", y=ln2.format("h + f"))
+    g = variables_after("w = transformer_block_init(8, 2, seed=0)\nseed(1)\nx = randn(2, 5, 8)\n"
+                        f"seed(4)\ny = transformer_block(x, w, dropout = 0.3, training = true, norm_first = {norm_first})\n"
+                        "seed(4)\n" + steps)
+    np.testing.assert_allclose(g["y"], g["y2"], rtol=1e-13, atol=1e-13)
+    assert not np.allclose(g["y"], value_of("transformer_block(x, w, norm_first = " + norm_first + ")",
+                                            "w = transformer_block_init(8, 2, seed=0)\nseed(1)\nx = randn(2, 5, 8)"))
+
+
+def test_decoder_block_drops_each_sublayers_output_too():
+    g = variables_after("w = transformer_decoder_block_init(8, 2, seed=0)\nseed(1)\nx = randn(3, 8)\nm = randn(4, 8)\n"
+                        "seed(6)\ny = transformer_decoder_block(x, m, w, dropout = 0.2, training = true)\n"
+                        "seed(6)\n"
+                        "a = dropout(multi_head_attention(x, w.self_heads, 2, causal = true, dropout = 0.2, training = true, bo = w.self_bo), 0.2)\n"
+                        "h1 = layer_norm(x + a, w.ln1_gamma, w.ln1_beta)\n"
+                        "c = dropout(multi_head_attention(h1, w.cross_heads, 2, memory = m, dropout = 0.2, training = true, bo = w.cross_bo), 0.2)\n"
+                        "h2 = layer_norm(h1 + c, w.ln2_gamma, w.ln2_beta)\n"
+                        "f = dropout(dense(dropout(relu(dense(h2, w.w1, w.b1)), 0.2), w.w2, w.b2), 0.2)\n"
+                        "y2 = layer_norm(h2 + f, w.ln3_gamma, w.ln3_beta)\n")
+    np.testing.assert_allclose(g["y"], g["y2"], rtol=1e-13, atol=1e-13)
+
+
 @pytest.mark.parametrize("p", [0.1, 0.3, 0.5, 0.8])
 def test_dropout_mask_mean_is_keep_probability(p):
     g = variables_after(f"seed(0)\nkept = mean(dropout(ones(200, 1000), {p}) > 0)\nm = mean(dropout(ones(200, 1000), {p}))")

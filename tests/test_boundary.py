@@ -64,6 +64,22 @@ def test_a_numpy_session_in_python_imports_no_torch():
     assert out.stdout == "6.0 numpy False\n"
 
 
+def test_a_numpy_session_takes_tensors_and_parameters_before_any_torch_session():
+    """A tensor given to a NumPy Session was refused until some torch Session had loaded the
+    backend, and an nn.Parameter always (its hint, numpy.asarray, fails on a tensor that requires
+    grad): both come in as their values, bfloat16 widened exactly."""
+    pytest.importorskip("torch")
+    code = ("import torch, numpy as np, tapeml\ns = tapeml.Session()\ns['x'] = torch.ones(2)\n"
+            "lin = torch.nn.Linear(2, 3)\ns['w'] = lin.weight\ns['h'] = torch.tensor([1.5, 2.0], dtype=torch.bfloat16)\n"
+            "s['d'] = {'a': torch.tensor([0.5])}\n"
+            "print(s['x'].tolist(), np.array_equal(s['w'], lin.weight.detach().numpy()), s['h'].tolist(), "
+            "s['d']['a'].tolist(), s.eval('device()'))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=_no_device_env(),
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout == "[1.0, 1.0] True [1.5, 2.0] [0.5] numpy\n"
+
+
 # ---- torch sessions -----------------------------------------------------------------------------
 @pytest.fixture
 def torch():

@@ -310,6 +310,20 @@ def test_save_load_round_trip_is_exact(tmp_path):
     assert _tree_equal(t, v["result"])
 
 
+def test_load_converts_to_the_float_type_asked(tmp_path):
+    """float64 weights in a float32 run: load(path, dtype = "float32") converts every float matrix
+    (bools and numbers stay); without dtype each comes back as stored."""
+    path = str(tmp_path / "w.npz")
+    v = variables_after(f'save("{path}", {{w = [1.5, 2], b = (0.5, [true, false], [3.0; 4])}})\n'
+                        f'a = load("{path}", dtype = "float32")\nb = load("{path}")')
+    a, b = v["a"], v["b"]
+    assert a.fields["w"].dtype == np.float32 and a.fields["b"][2].dtype == np.float32
+    assert a.fields["b"][1].dtype == np.bool_ and a.fields["b"][0] == 0.5
+    assert a.fields["w"].tolist() == [1.5, 2.0] and b.fields["w"].dtype == np.float64
+    with pytest.raises(LangError, match='dtype must be one of "float32", "float64", got "float16"'):
+        run(f'load("{path}", dtype = "float16")')
+
+
 def test_save_is_atomic(tmp_path, monkeypatch):
     path = str(tmp_path / "ck.npz")
     good = Record({"w": np.arange(4.0), "b": np.ones(2)})

@@ -9,7 +9,7 @@ from tapeml.builtins.registry import P, builtin
 from tapeml.builtins.util import axis
 from tapeml.syntax.errors import IndexErr, LangError, ShapeError, TypeErr
 from tapeml.array.tape import raw
-from tapeml.array.values import describe, format_value, shape_text
+from tapeml.array.values import describe, format_value, not_whole_text, shape_text
 
 
 # ---- one element per position along an axis: the pairs, not the grid (issue 29) --------------
@@ -43,7 +43,7 @@ def _along_ids(fname: str, x, ids, dim, write: bool):
     if a.size:
         bad = ~np.isfinite(a) | (a != np.floor(a))
         if bad.any():
-            raise IndexErr(f"{fname}(): ids must be whole numbers, got {format_value(float(a[bad].flat[0]))}")
+            raise IndexErr(f"{fname}(): ids must be whole numbers, got {not_whole_text(a[bad].flat[0])}")
         out = (a < 0) | (a > xs[d] - 1)
         if out.any():
             where = f"ids go from 0 to {xs[d] - 1}" if xs[d] else "that axis has no elements"

@@ -34,12 +34,15 @@ def block(x, f, norm_first=False, norm="layer_norm", causal=False, activation="r
     def scaled(h, name):
         return ops.mul(h, f[name]) if name in f else h
 
+    # dropout as PyTorch's layer: on the attention weights, after the activation, and on each
+    # sublayer's output before its residual add (dropout1, dropout2; nanoGPT's resid_dropout)
     def attn(h):
-        return scaled(mha(h, raw(f["heads"]), causal, p, training, f.get("bo"), mask=mask), "gamma1")
+        out = mha(h, raw(f["heads"]), causal, p, training, f.get("bo"), mask=mask)
+        return scaled(apply_dropout(out, p, training), "gamma1")
 
     def ffn(h):
         hidden = apply_dropout(act(ops.dense(h, f["w1"], f.get("b1"))), p, training)
-        return scaled(ops.dense(hidden, f["w2"], f.get("b2")), "gamma2")
+        return scaled(apply_dropout(ops.dense(hidden, f["w2"], f.get("b2")), p, training), "gamma2")
 
     if norm_first:
         h = ops.add(x, attn(normed(x, 1)))
@@ -85,8 +88,9 @@ SEED_PROGRAM = (
             constraint='one of "layer_norm", "rms_norm"'),
           P("causal", "bool", False, doc="position t attends only to positions <= t"),
           _ACTIVATION,
-          P("dropout", "number", 0.0, doc="dropout on the attention weights and after the feed-forward "
-                                          "activation (training only)", check=dropout_range,
+          P("dropout", "number", 0.0, doc="dropout on the attention weights, after the feed-forward "
+                                          "activation and on each sublayer's output (training only)",
+            check=dropout_range,
             constraint=">= 0 and < 1"),
           _TRAINING,
           P("eps", "number", 1e-5, doc="epsilon of both normalizations", check=positive, constraint="> 0"),
@@ -101,21 +105,22 @@ SEED_PROGRAM = (
               "transformer_block_init makes such a record; param_count and summary count it.",
          how="Post-norm (default; Vaswani et al. 2017, §3.1, PyTorch's nn.TransformerEncoderLayer "
              "with norm_first=False):\n\n"
-             "    h   = norm1(x + ls1 * attn(x))\n"
-             "    out = norm2(h + ls2 * ffn(h))\n\n"
+             "    h   = norm1(x + ls1 * drop(attn(x)))\n"
+             "    out = norm2(h + ls2 * drop(ffn(h)))\n\n"
              "Pre-norm (norm_first = true; Xiong et al. 2020, GPT-2, ViT):\n\n"
-             "    h   = x + ls1 * attn(norm1(x))\n"
-             "    out = h + ls2 * ffn(norm2(h))\n\n"
+             "    h   = x + ls1 * drop(attn(norm1(x)))\n"
+             "    out = h + ls2 * drop(ffn(norm2(h)))\n\n"
              "with attn = multi_head_attention(., heads, causal, dropout, training, bo), "
-             "ffn(h) = dense(drop(act(dense(h, w1, b1))), w2, b2), norm = layer_norm (gain ln*_gamma, bias "
+             "ffn(h) = dense(drop(act(dense(h, w1, b1))), w2, b2), drop = dropout(., dropout, training), norm = layer_norm (gain ln*_gamma, bias "
              "ln*_beta) or rms_norm (gain only), and ls1, ls2 the layer-scale vectors gamma1, gamma2 "
              "when the record has them (CaiT, Touvron et al. 2021), else 1. mask is the self-attention's "
              "'may attend' matrix, as multi_head_attention's (true = may attend; PyTorch's boolean "
              "src_mask means the opposite): a T x T matrix, or B x T x T for a batch of sequences of "
              "different lengths padded to T, or any shape that broadcasts to those by PyTorch's rule "
-             "(a B x 1 x T padding mask, a 1 x T x T one). Dropout acts on the attention "
-             "weights and after the activation, only with training = true, drawing from seed(n)'s "
-             "generator. A composite of recorded primitives: its gradient comes from the tape's "
+             "(a B x 1 x T padding mask, a 1 x T x T one). Dropout acts where PyTorch's layer puts it: "
+             "on the attention weights, after the activation, and on each sublayer's output before the "
+             "residual add (its dropout1 and dropout2), only with training = true, drawing from "
+             "seed(n)'s generator. A composite of recorded primitives: its gradient comes from the tape's "
              "ordinary reverse walk, with no rule of its own; checked against PyTorch 2.13 to 1e-10 "
              "(tests/test_parity.py).",
          errors=["ValueError naming the path of a missing or unknown field",
@@ -151,16 +156,17 @@ def decoder_block(x, memory, f, norm_first=False, causal=True, activation="relu"
     def normed(h, i):
         return ops.layer_norm(h, f[f"ln{i}_gamma"], f.get(f"ln{i}_beta"), eps=eps)
 
-    def self_attn(h):
-        return mha(h, raw(f["self_heads"]), causal, p, training, f.get("self_bo"), mask=mask)
+    def self_attn(h):      # each sublayer's output dropped before its residual add (dropout1..3)
+        return apply_dropout(mha(h, raw(f["self_heads"]), causal, p, training, f.get("self_bo"), mask=mask),
+                             p, training)
 
     def cross_attn(h):
-        return mha(h, raw(f["cross_heads"]), False, p, training, f.get("cross_bo"), memory=memory,
-                   mask=memory_mask)
+        return apply_dropout(mha(h, raw(f["cross_heads"]), False, p, training, f.get("cross_bo"), memory=memory,
+                                 mask=memory_mask), p, training)
 
     def ffn(h):
         hidden = apply_dropout(act(ops.dense(h, f["w1"], f.get("b1"))), p, training)
-        return ops.dense(hidden, f["w2"], f.get("b2"))
+        return apply_dropout(ops.dense(hidden, f["w2"], f.get("b2")), p, training)
 
     if norm_first:
         h = ops.add(x, self_attn(normed(x, 1)))
@@ -183,8 +189,9 @@ def decoder_block(x, memory, f, norm_first=False, causal=True, activation="relu"
           P("norm_first", "bool", False, doc="pre-norm (true) or the original post-norm (false)"),
           P("causal", "bool", True, doc="self-attention: position t attends only to positions <= t"),
           _ACTIVATION,
-          P("dropout", "number", 0.0, doc="dropout on both attentions' weights and after the feed-forward "
-                                          "activation (training only)", check=dropout_range,
+          P("dropout", "number", 0.0, doc="dropout on both attentions' weights, after the feed-forward "
+                                          "activation and on each sublayer's output (training only)",
+            check=dropout_range,
             constraint=">= 0 and < 1"),
           _TRAINING,
           P("eps", "number", 1e-5, doc="epsilon of the three layer norms", check=positive, constraint="> 0"),
@@ -201,13 +208,13 @@ def decoder_block(x, memory, f, norm_first=False, causal=True, activation="relu"
               "weights; param_count and summary count them.",
          how="Post-norm (default; Vaswani et al. 2017, §3.1; PyTorch's nn.TransformerDecoderLayer with "
              "norm_first=False):\n\n"
-             "    h1  = ln1(x + self_attn(x))\n"
-             "    h2  = ln2(h1 + cross_attn(h1, memory))\n"
-             "    out = ln3(h2 + ffn(h2))\n\n"
+             "    h1  = ln1(x + drop(self_attn(x)))\n"
+             "    h2  = ln2(h1 + drop(cross_attn(h1, memory)))\n"
+             "    out = ln3(h2 + drop(ffn(h2)))\n\n"
              "Pre-norm (norm_first = true):\n\n"
-             "    h1  = x + self_attn(ln1(x))\n"
-             "    h2  = h1 + cross_attn(ln2(h1), memory)\n"
-             "    out = h2 + ffn(ln3(h2))\n\n"
+             "    h1  = x + drop(self_attn(ln1(x)))\n"
+             "    h2  = h1 + drop(cross_attn(ln2(h1), memory))\n"
+             "    out = h2 + drop(ffn(ln3(h2)))\n\n"
              "with self_attn(h) = multi_head_attention(h, self_heads, causal=causal, mask=mask, bo=self_bo), "
              "cross_attn(h, m) = multi_head_attention(h, cross_heads, memory=m, mask=memory_mask, "
              "bo=cross_bo) (never causal: every target position may read the whole source), "
@@ -216,7 +223,8 @@ def decoder_block(x, memory, f, norm_first=False, causal=True, activation="relu"
              "nn.Transformer the encoder's final norm does that. Masks are bool with true = may attend "
              "(PyTorch's boolean tgt_mask and memory_mask mean the opposite); they broadcast by PyTorch's rule "
              "(a B x 1 x S padding mask of the source serves every target position). Dropout acts on both "
-             "attentions' weights and after the activation, as in transformer_block. A composite of "
+             "attentions' weights, after the activation and on each sublayer's output before its residual "
+             "add (PyTorch's dropout1, dropout2, dropout3), as in transformer_block. A composite of "
              "recorded primitives: its gradient comes from the tape's ordinary reverse walk, with no "
              "rule of its own; checked against PyTorch 2.13's nn.TransformerDecoderLayer to 1e-10, "
              "output and every gradient (tests/test_parity.py).",

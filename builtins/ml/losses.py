@@ -16,7 +16,7 @@ from tapeml.array.primitive_table import is_bool_array, new_array
 from tapeml.builtins.registry import P, builtin
 from tapeml.syntax.errors import IndexErr, ShapeError, TypeErr, ValueErr
 from tapeml.array.tape import raw
-from tapeml.array.values import describe, format_value, shape_text
+from tapeml.array.values import describe, format_value, not_whole_text, shape_text
 
 CAT = "Statistics & ML"
 
@@ -34,7 +34,7 @@ def _ids(ids, n: int, fname: str, what: str, bound_name: str) -> np.ndarray:
     if a.size:
         if not np.all(np.isfinite(a)) or np.any(a != np.floor(a)):
             bad = a[~np.isfinite(a) | (a != np.floor(a))].flat[0]
-            raise IndexErr(f"{fname}(): {what}s must be whole numbers, got {format_value(bad)}")
+            raise IndexErr(f"{fname}(): {what}s must be whole numbers, got {not_whole_text(bad)}")
         if a.min() < 0 or a.max() > n - 1:
             bad = a[(a < 0) | (a > n - 1)].flat[0]
             where = f"with {n} classes," if bound_name is None else f"{bound_name} has {n} entries, so"

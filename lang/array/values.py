@@ -467,6 +467,16 @@ def key_text(k) -> str:
     return format_value(k, True)
 
 
+def not_whole_text(v) -> str:
+    """A number that should have been whole, as an error shows it: every digit where the printer's
+    7 would hide why (3.0000000000000004, the rounding of 0.1 * 3 * 10, prints as 3), with the cure."""
+    v = float(v)
+    shown = format_value(v)
+    if math.isfinite(v) and not v.is_integer() and float(shown).is_integer():
+        return f"{v!r} (not a whole number, though it prints as {shown}: round(x) makes it one)"
+    return shown
+
+
 def format_value(v, nested: bool = False, depth: int = 0) -> str:
     """The printed form of any value (LANGUAGE.md, Printing). `depth`: how many tuples and
     records hold v (a value nested past limits.MAX_NESTING is refused, not walked)."""

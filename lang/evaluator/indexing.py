@@ -15,7 +15,7 @@ from tapeml.array.backend import ARRAYS, to_numpy
 from tapeml.syntax.unparse import unparse
 from tapeml.syntax.errors import IndexErr, KeyErr, LangError, TypeErr, ValueErr, caret_lines
 from tapeml.array.tape import raw
-from tapeml.array.values import _ABSENT, Dict, Record, describe, dict_key, format_value, key_text, shape_text
+from tapeml.array.values import _ABSENT, Dict, Record, describe, dict_key, format_value, key_text, not_whole_text, shape_text
 
 
 def _number(text: str):
@@ -134,7 +134,10 @@ class Indexing:
         items = node.indices
         shape = arr.shape if type(arr) is np.ndarray else tuple(arr.shape)
         if len(items) > max(len(shape), 1) and not (len(shape) == 0):
-            raise IndexErr(f"{len(items)} indices for {describe(arr)}", node.span)
+            new_axis = any(type(i) is A.NoneLit or (type(i) is A.Name and i.name == "None") for i in items)
+            hint = ("; none is not an index: NumPy's x[:, None] (a new axis of length 1) is "
+                    "expand_dims(x, dim)" if new_axis else "")
+            raise IndexErr(f"{len(items)} indices for {describe(arr)}{hint}", node.span)
         out = []
         vectors = []        # the axes indexed by a vector of numbers (for the note of grid_note)
         for axis, item in enumerate(items):
@@ -257,7 +260,7 @@ class Indexing:
 
     def whole_index(self, v, n, span, arr, axis) -> int:
         if not math.isfinite(v) or not float(v).is_integer():
-            raise IndexErr(f"indices must be whole numbers, got {format_value(v)}", span)
+            raise IndexErr(f"indices must be whole numbers, got {not_whole_text(v)}", span)
         if v < 0 or v > n - 1:
             hint = negative_hint(v) if v < 0 else " (indices start at 0; the last is 'end')" if v == n else ""
             raise IndexErr(f"index {format_value(v)} is out of range for {self.axis_text(arr, axis)}{hint}", span)

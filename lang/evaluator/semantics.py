@@ -227,7 +227,7 @@ def foreign_field(name) -> str:
     if name in FOREIGN_FIELDS:
         return f"; for x.{name} tapeml writes {FOREIGN_FIELDS[name]}"
     b = REGISTRY.get(name)
-    if b is not None and b.params and b.params[0].kind in ("any", "array", "numbers", "tree"):
+    if b is not None and b.params and not b.params[0].variadic:
         if any(p.name == "dim" for p in b.params):
             return f"; tapeml has no methods: x.{name}() is {name}(x), x.{name}(d) is {name}(x, dim=d)"
         if len(b.params) == 1:

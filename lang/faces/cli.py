@@ -49,7 +49,8 @@ Arguments:
                       device (a kernel per device: --name tapeml-gpu --device torch:cuda)
 
 Options (before FILE, -c or -i; later ones are passed to the program in ARGS):
-  --dtype float32|float64   the floating-point type of matrices (default float64)
+  --dtype float32|float64   the floating-point type of matrices (default float64); a file's
+                            load() keeps its own unless load(path, dtype=...) converts it
   --device DEVICE           where matrices live and compute: numpy (default), torch:cpu,
                             torch:cuda, torch:cuda:N or torch:mps (PyTorch tensors, needs the
                             extra tapeml[torch]); the same programs, the same tape, the same output

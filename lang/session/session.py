@@ -455,8 +455,8 @@ def _leaf(session, v, base, path, dtype):
         return v.fn
     if isinstance(v, (np.ndarray, list)):
         return _on_device(session, _matrix(v, base, path, dtype))
-    if type(v) in B.ARRAYS:             # a tensor (a torch session's values are NumPy arrays in Python)
-        return _on_device(session, _matrix(B.to_numpy(v), base, path, dtype))
+    if _is_torch_tensor(v):             # a tensor (a torch session's values are NumPy arrays in Python)
+        return _on_device(session, _matrix(_tensor_to_numpy(v), base, path, dtype))
     if callable(v) and not hasattr(v, "__array__") and not isinstance(v, type):
         return PythonFunction(session, v, _function_name(v, base, path))
     kind = _python_kind(v)
@@ -465,6 +465,23 @@ def _leaf(session, v, base, path, dtype):
 
 _HAS = ("tapeml takes numbers, bools, strings, None, NumPy arrays and lists of numbers, tuples, "
         "dicts and functions")
+
+
+def _is_torch_tensor(v) -> bool:
+    """A torch.Tensor, an nn.Parameter or another subclass, whether or not a torch Session was
+    made in this process (the backend need not be loaded): only when torch is imported can v be one."""
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(v, torch.Tensor)
+
+
+def _tensor_to_numpy(v) -> np.ndarray:
+    """A tensor's values on the host: detached (a Parameter requires grad), widened to float64
+    where NumPy has no such type (bfloat16)."""
+    t = v.detach().cpu()
+    try:
+        return t.numpy()
+    except TypeError:
+        return t.double().numpy()
 
 
 def _python_kind(v) -> str:

@@ -13,6 +13,9 @@ from tapeml.syntax.errors import IncompleteInput, LangSyntaxError, Span
 from tapeml.syntax.formatspec import parse_spec
 from tapeml.syntax.lexer import BLOCK_END, CONTINUES, EOF, FOREIGN_WORDS, NAME, NEWLINE, NUMBER, STRING, Token, tokenize
 
+NO_CONDITIONAL = ("; tapeml has no conditional expression (Python's 'a if c else b'): write where(c, a, b), "
+                  "or an if statement that assigns in each branch")
+
 COMPARISONS = ("==", "!=", "<", "<=", ">", ">=")
 COMPOUND = {"+=": "+", "-=": "-", "*=": "*", "/=": "/"}
 
@@ -104,6 +107,8 @@ class Parser:
         hint = ""
         if prev.kind == NAME and prev.text in FOREIGN_WORDS:     # `lambda x: ...`, `def f(x): ...`
             hint = f"; '{prev.text}' is not tapeml: write {FOREIGN_WORDS[prev.text]}"
+        elif tok.kind == "if":                                    # `y = a if c else b`
+            hint = NO_CONDITIONAL
         raise self.error(f"expected the end of the statement (a new line or ';'), found "
                          f"{self.describe(tok)}{hint}", tok)
 
@@ -510,6 +515,10 @@ class Parser:
             hint = "; a range inside brackets names both ends: x[1:end], x[0:2]"
         elif kind == ":" and self.i > 0 and self.previous().kind in ("[", ","):
             hint = "; a range inside brackets names both ends: x[0:2], x[1:end] (a lone ':' is the whole axis)"
+        elif kind == "if":                                        # `lr = if warm ... `
+            hint = NO_CONDITIONAL
+        elif kind == "." and self.peek(1).kind == "." and self.peek(2).kind == ".":     # x[..., 0]
+            hint = "; tapeml has no '...' (Ellipsis): write every axis, x[:, :, 0]"
         raise self.error(f"expected an expression, found {self.describe(tok)}{hint}", tok)
 
     def dangling_operator(self, tok: Token) -> None:
