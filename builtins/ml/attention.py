@@ -33,7 +33,8 @@ CAT = "Statistics & ML"
           P("mask", "array", None, shape="broadcasts to [..., L_q, L_k]",
             doc="bool; true means 'may attend' (PyTorch SDPA's convention); [B, 1, L_k] masks keys per batch element"),
           P("bias", "array", None, shape="broadcasts to [..., L_q, L_k]", doc="added to the scores before the softmax"),
-          P("causal", "bool", False, doc="query i sees keys j <= i + L_k - L_q (bottom-right aligned)")],
+          P("causal", "bool", False, doc="query i sees keys j <= i + L_k - L_q (bottom-right aligned, as "
+                                         "FlashAttention 2; PyTorch's is_causal aligns top-left when L_q < L_k)")],
          returns="[..., L_q, d_v]", differentiable=True,
          what="Each query's output is an average of the values, weighted by how well the query matches each key.",
          how="Attention(Q, K, V) = softmax(Q K' / sqrt(d_k)) V (Vaswani et al. 2017, eq. 1). Masked "

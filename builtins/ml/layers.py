@@ -169,7 +169,8 @@ NORMS = ("layer_norm", "rms_norm")
          what="Root-mean-square normalization: like layer_norm without centering and without a bias; "
               "the normalization of LLaMA-style decoders.",
          how="y = x / sqrt(mean(x^2) + eps) * gamma over the last axis (Zhang & Sennrich 2019; PyTorch's "
-             "nn.RMSNorm). The mean square is accumulated in float64. One primitive with a VJP written with "
+             "nn.RMSNorm, whose eps defaults to the float type's machine epsilon where this one's is 1e-5, "
+             "LLaMA's and T5's: pass eps to match either). The mean square is accumulated in float64. One primitive with a VJP written with "
              "primitives: dx = r (g gamma - xhat mean(g gamma xhat)), xhat = x r, r = 1/sqrt(mean(x^2) + eps). "
              "A row whose mean square would overflow or underflow is computed scaled by a power of 2, so "
              "the result stays finite wherever it is representable. With eps = 0 a row of zeros gives "
