@@ -372,7 +372,7 @@ def save_safetensors(full: str, items: list) -> None:
     atomic_write("save", full, lambda f: f.write(blob), binary=True)
 
 
-def load_safetensors(full: str):
+def load_safetensors(full: str, target=None):
     """The tree in a .safetensors file: the keys are save's field paths (Hugging Face's
     'layers.0.wq' is read as layers[0].wq); the size guard sees every shape before reading."""
     from tapeml.array import limits
@@ -406,17 +406,24 @@ def load_safetensors(full: str):
             order = saved
     except ValueError:
         pass
-    out = []
-    for key in order:
-        a = tensors[key]
-        if a.dtype.kind not in "fbiu":
-            raise IOErr(f"load(): '{key}' in {full} has dtype {a.dtype}; checkpoints hold numbers")
-        if a.dtype.kind in "iu" or (a.dtype.kind == "f" and a.dtype not in (np.float32, np.float64)):
-            a = a.astype(np.float64)
-        value = float(a) if a.ndim == 0 and a.dtype.kind == "f" else bool(a) if a.ndim == 0 else \
-            matrix_from_file(a, a.dtype)
-        out.append((re.sub(r"\.([0-9]+)(?=\.|$)", r"[\1]", key), value))
+    out = [(re.sub(r"\.([0-9]+)(?=\.|$)", r"[\1]", key), file_value(tensors[key], key, full, target))
+           for key in order]
     return unflatten(out, full)
+
+
+def file_value(a, key: str, full: str, target=None):
+    """One array of a checkpoint as a value: a 0-d array a number (or bool), else a matrix on the
+    session's device. Integer arrays become float64 (ids stay exact whatever target says); float16
+    and bfloat16 are widened to float64; float32 and float64 keep their precision (a float32 run
+    resumes in float32), or every float array takes `target` when it is given (load's dtype)."""
+    if a.dtype.kind not in "fbiu":
+        raise IOErr(f"load(): '{key}' in {full} has dtype {a.dtype}; checkpoints hold numbers")
+    if a.dtype.kind == "f" and target is not None:
+        a = a.astype(target)
+    elif a.dtype.kind in "iu" or (a.dtype.kind == "f" and a.dtype not in (np.float32, np.float64)):
+        a = a.astype(np.float64)
+    return float(a) if a.ndim == 0 and a.dtype.kind == "f" else bool(a) if a.ndim == 0 else \
+        matrix_from_file(a, a.dtype)
 
 
 def _bf16_tensors(full: str, keys: list) -> dict:

@@ -22,13 +22,12 @@ import zlib
 import numpy as np
 
 from tapeml.builtins.registry import P, builtin, one_of
-from tapeml.builtins.util import tree_map
 from tapeml.builtins.files import (WRITER_ERRORS, WRITER_HOW, atomic_write, existing_file, read_limited,
                                    resolve_path)
 from tapeml.array import backend as B
 from tapeml.builtins.formats import (JSON_MAX_DEPTH, _csv_number, _csv_rows, _from_json, _is_header, _json_stack,
                                      _number_text, _read_utf8, _to_json, check_load_total, flatten,
-                                     load_safetensors, matrix_from_file, save_safetensors, unflatten)
+                                     file_value, load_safetensors, matrix_from_file, save_safetensors, unflatten)
 from tapeml.syntax.errors import IOErr, TypeErr
 from tapeml.syntax.errors import ValueErr as _ValueErr
 from tapeml.array.tape import raw
@@ -121,9 +120,10 @@ def _declared_shape(data, key: str, full: str) -> tuple:
              "every shape before a tensor is read; Hugging Face names such as \"layers.0.wq\" are read "
              "as layers[0].wq, and the field order of a file written by save is kept (in its metadata); "
              "bfloat16 and float16 tensors are widened exactly to float64. The matrices are made on the "
-             "session's device (set_device), whichever device saved the file. dtype converts every float "
-             "matrix, as a float32 run of float64 weights wants (float64 wins in arithmetic, so kept "
-             "float64 weights would run the whole model in float64).",
+             "session's device (set_device), whichever device saved the file. dtype converts every matrix "
+             "stored as floats, as a float32 run of float64 weights wants (float64 wins in arithmetic, so "
+             "kept float64 weights would run the whole model in float64); integer arrays (ids) stay "
+             "float64, exact.",
          errors=["IOError when the file is missing, truncated, or not an .npz archive",
                  "IOError when an array name is not a field path (a file not written by save), an array "
                  "holds strings, records or pickled objects, or the names nest more than 1000 deep",
@@ -135,25 +135,10 @@ def _declared_shape(data, key: str, full: str) -> tuple:
                    "save(\"/tmp/tapeml_doc_ckpt3.npz\", {w = [1, 2]})   # float64\n"
                    "dtype(load(\"/tmp/tapeml_doc_ckpt3.npz\", dtype = \"float32\").w)"])
 def load(ctx, path, dtype):
-    tree = _load(ctx, path)
-    if dtype is None:
-        return tree
-    target = np.float32 if dtype == "float32" else np.float64
-
-    def converted(v):
-        t = type(v)
-        if t is np.ndarray:
-            return v.astype(target) if v.dtype.kind == "f" else v
-        if t in B.ARRAYS and B.of(v).is_float(v):
-            return B.of(v).asarray(v, target)
-        return v
-    return tree_map(converted, tree, "load()")
-
-
-def _load(ctx, path):
+    target = None if dtype is None else np.float32 if dtype == "float32" else np.float64
     full = existing_file("load", resolve_path(ctx, path), "a checkpoint")
     if full.endswith(".safetensors"):
-        return load_safetensors(full)
+        return load_safetensors(full, target)
     if not zipfile.is_zipfile(full):
         raise IOErr(f"load(): {full} is not a checkpoint (.npz archive written by save); it may be "
                     f"truncated or another kind of file")
@@ -177,15 +162,7 @@ def _load(ctx, path):
             zlib.error, OverflowError, MemoryError):
         # corrupted headers: an unknown compression method, an "encrypted" flag, a broken stream
         raise IOErr(f"load(): {full} is damaged or truncated") from None
-    out = []
-    for key, a in items:
-        if a.dtype.kind not in "fb" and a.dtype.kind not in "iu":
-            raise IOErr(f"load(): '{key}' in {full} has dtype {a.dtype}; checkpoints hold numbers")
-        if a.dtype.kind in "iu" or (a.dtype.kind == "f" and a.dtype not in (np.float32, np.float64)):
-            a = a.astype(np.float64)     # float32 and float64 come back as stored (a float32 run resumes float32)
-        out.append((key, float(a) if a.ndim == 0 and a.dtype.kind == "f" else
-                    bool(a) if a.ndim == 0 else matrix_from_file(a, a.dtype)))
-    return unflatten(out, full)
+    return unflatten([(key, file_value(a, key, full, target)) for key, a in items], full)
 
 
 @builtin("read_text", "IO", "The contents of a UTF-8 text file as a string.",

@@ -31,10 +31,9 @@ def _array(name, x):
 
 
 def _number(r):
-    """A result of one element as a number: NumPy's reshape to no axes (a 0-d matrix, as before);
-    on another backend the sum of its one element, a Python float (a 0-d tensor is no number)."""
-    if type(raw(r)) is np.ndarray:
-        return ops.reshape(r, shape=())
+    """A result of one element as a number (a Python float, as sum's, on every backend: a 0-d
+    float32 matrix would be no number, and added to one it would round it to float32): the sum of
+    its one element, which is that element exactly."""
     return ops.sum_(r)
 
 

@@ -28,7 +28,7 @@ from tapeml.array import limits
 from tapeml.array.backend import ARRAYS, Matrix, is_out_of_memory, new_matrix, to_numpy
 from tapeml.syntax.errors import LangError, TypeErr, ValueErr
 from tapeml.array.tape import Box, raw
-from tapeml.array.values import Callable, Dict, Record, bind_arguments, describe, format_value
+from tapeml.array.values import Callable, Dict, Record, bind_arguments, describe, format_value, not_whole_text
 
 REQUIRED = object()
 INT_BOUND = 2 ** 53           # "int" parameters: whole numbers a float64 holds exactly
@@ -357,7 +357,7 @@ def convert(fname: str, p: P, v):
                                f"got {format_value(r)}")
             return int(r)
         if _is_number(r):
-            raise ValueErr(f"{fname}(): {p.name} must be a whole number, got {format_value(r)}")
+            raise ValueErr(f"{fname}(): {p.name} must be a whole number, got {not_whole_text(r)}")
         ok = False
     elif kind == "array":
         # a backend's own array type first: isinstance against the Matrix ABC costs more than the call's work

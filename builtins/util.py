@@ -9,7 +9,7 @@ from tapeml.array.primitive_table import is_bool_array
 from tapeml.syntax.errors import TypeErr, ValueErr
 from tapeml.array.ops import shape_of
 from tapeml.array.tape import Box, raw
-from tapeml.array.values import Dict, Record, describe, format_gb, format_value, shape_text
+from tapeml.array.values import Dict, Record, describe, format_gb, format_value, not_whole_text, shape_text
 
 MAX_ELEMENTS = limits.MAX_ELEMENTS     # the one size guard lives in lang/array/limits.py
 
@@ -47,7 +47,7 @@ def check_size(fname: str, dims) -> tuple:
     for d in one_by_one(fname, dims):
         d = raw(d)
         if isinstance(d, bool) or not isinstance(d, (float, int)) or not float(d).is_integer() or d < 0:
-            got = describe(d) if not isinstance(d, (float, int)) or isinstance(d, bool) else format_value(d)
+            got = describe(d) if not isinstance(d, (float, int)) or isinstance(d, bool) else not_whole_text(d)
             raise ValueErr(f"{fname}(): sizes must be whole numbers >= 0, got {got}")
         out.append(int(d))
     shown = ", ".join(str(d) if d < 10 ** 16 else limits.g3(d) for d in out)   # never 300 digits

@@ -47,7 +47,7 @@ end
 # error: ValueError naming the path where grads (or the state) does not have the structure of params
 #     (from tree_map)
 # error: NameError when state is not a record from sgd_init (it has no field momentum_buffer)
-# error: ValueError when lr or weight_decay is negative, momentum is not in [0, 1), dampening not in
+# error: ValueError when lr or weight_decay is not a number >= 0, momentum not in [0, 1), dampening not in
 #     [0, 1], or nesterov is true without momentum > 0 and dampening 0 (torch.optim.SGD's rule)
 # example:
 #     p = {w = [1.0, 2.0], b = 0.5}
@@ -57,17 +57,17 @@ end
 #     p, s = sgd_step(p, g, s, lr = 0.1, momentum = 0.9)
 #     p
 fn sgd_step(params, grads, state, lr = 0.001, momentum = 0, dampening = 0, weight_decay = 0, nesterov = false)
-    if not (lr >= 0)
-        error("sgd_step(): lr must be >= 0, got {lr}")
+    if type(lr) != "number" or not (lr >= 0)
+        error("sgd_step(): lr must be a number >= 0, got {lr}")
     end
-    if not (momentum >= 0 and momentum < 1)
-        error("sgd_step(): momentum must be >= 0 and < 1, got {momentum}")
+    if type(momentum) != "number" or not (momentum >= 0 and momentum < 1)
+        error("sgd_step(): momentum must be a number >= 0 and < 1, got {momentum}")
     end
-    if not (dampening >= 0 and dampening <= 1)
-        error("sgd_step(): dampening must be from 0 to 1, got {dampening}")
+    if type(dampening) != "number" or not (dampening >= 0 and dampening <= 1)
+        error("sgd_step(): dampening must be a number from 0 to 1, got {dampening}")
     end
-    if not (weight_decay >= 0)
-        error("sgd_step(): weight_decay must be >= 0, got {weight_decay}")
+    if type(weight_decay) != "number" or not (weight_decay >= 0)
+        error("sgd_step(): weight_decay must be a number >= 0, got {weight_decay}")
     end
     if nesterov and (momentum == 0 or dampening != 0)
         error("sgd_step(): nesterov = true needs momentum > 0 and dampening = 0, got momentum = {momentum} and dampening = {dampening}")
@@ -145,15 +145,15 @@ end
 #     decay is 1 - lr * weight_decay for AdamW, 1 for Adam.
 # error: ValueError naming the path where grads or the state's moments do not have the structure of
 #     params (from tree_map)
-# error: ValueError when lr is negative, betas is not two numbers each in [0, 1), or eps is not > 0
+# error: ValueError when lr is not a number >= 0, betas not two numbers each in [0, 1), or eps not > 0
 # error: NameError when state has no field step, m or v
 # example:
 #     p = {w = [1.0, 2.0], b = 0.5}
 #     g = {w = [0.1, -0.2], b = 1.0}
 #     adam_update(p, g, adam_init(p), 0.1, (0.9, 0.999), 1e-8)[0]
 fn adam_update(params, grads, state, lr, betas, eps, decay = 1)
-    if not (lr >= 0)
-        error("lr must be >= 0, got {lr}")
+    if type(lr) != "number" or not (lr >= 0)
+        error("lr must be a number >= 0, got {lr}")
     end
     if type(betas) != "tuple" or len(betas) != 2
         error("betas must be a tuple of two numbers (b1, b2), such as (0.9, 0.999); got {betas}")
@@ -161,8 +161,8 @@ fn adam_update(params, grads, state, lr, betas, eps, decay = 1)
     if not (betas[0] >= 0 and betas[0] < 1 and betas[1] >= 0 and betas[1] < 1)
         error("betas must each be >= 0 and < 1, got {betas}")
     end
-    if not (eps > 0)
-        error("eps must be > 0, got {eps} (it keeps the step finite where a gradient's mean square is 0)")
+    if type(eps) != "number" or not (eps > 0)
+        error("eps must be a number > 0, got {eps} (it keeps the step finite where a gradient's mean square is 0)")
     end
     b1 = betas[0]
     b2 = betas[1]
@@ -196,7 +196,7 @@ end
 # error: ValueError naming the path where grads (or the state) does not have the structure of params
 #     (from tree_map)
 # error: NameError when state is not a record from adam_init (no field step, m or v)
-# error: ValueError when lr or weight_decay is negative, betas is not two numbers each in [0, 1), or
+# error: ValueError when lr or weight_decay is not a number >= 0, betas not two numbers each in [0, 1), or
 #     eps is not > 0
 # example:
 #     p = {w = [1.0, 2.0], b = 0.5}
@@ -205,8 +205,8 @@ end
 #     p, s = adam_step(p, g, s, lr = 0.1)
 #     print(p, s.step)
 fn adam_step(params, grads, state, lr = 0.001, betas = (0.9, 0.999), eps = 1e-8, weight_decay = 0)
-    if not (weight_decay >= 0)
-        error("weight_decay must be >= 0, got {weight_decay}")
+    if type(weight_decay) != "number" or not (weight_decay >= 0)
+        error("weight_decay must be a number >= 0, got {weight_decay}")
     end
     if weight_decay != 0
         grads = tree_map(fn(g, p) -> g + weight_decay * p, grads, params)
@@ -234,7 +234,7 @@ end
 # error: ValueError naming the path where grads (or the state) does not have the structure of params
 #     (from tree_map)
 # error: NameError when state is not a record from adamw_init (no field step, m or v)
-# error: ValueError when lr or weight_decay is negative, betas is not two numbers each in [0, 1), or
+# error: ValueError when lr or weight_decay is not a number >= 0, betas not two numbers each in [0, 1), or
 #     eps is not > 0
 # example:
 #     p = {w = [1.0, 2.0], b = 0.5}
@@ -243,8 +243,11 @@ end
 #     p, s = adamw_step(p, g, s, lr = 0.1, weight_decay = 0.01)
 #     p
 fn adamw_step(params, grads, state, lr = 0.001, betas = (0.9, 0.999), eps = 1e-8, weight_decay = 0.01)
-    if not (weight_decay >= 0)
-        error("weight_decay must be >= 0, got {weight_decay}")
+    if type(lr) != "number" or not (lr >= 0)
+        error("lr must be a number >= 0, got {lr}")
+    end
+    if type(weight_decay) != "number" or not (weight_decay >= 0)
+        error("weight_decay must be a number >= 0, got {weight_decay}")
     end
     return adam_update(params, grads, state, lr, betas, eps, 1 - lr * weight_decay)
 end
@@ -286,13 +289,13 @@ end
 # what: Guards against a single huge gradient step (exploding gradients).
 # how: torch.nn.utils.clip_grad_norm_: coef = min(max_norm / (grad_norm(grads) + 1e-6), 1); every
 #     leaf times coef. Returns the clipped tree (use grad_norm for the norm itself).
-# error: TypeError when a leaf is not a number or matrix, or max_norm is not a number
-# error: ValueError when max_norm is negative (or NaN)
+# error: TypeError when a leaf is not a number or matrix
+# error: ValueError when max_norm is not a number >= 0 (negative, NaN, a bool or a matrix)
 # example:
 #     clip_grad_norm({w = [3, 0], b = 4}, 1)
 fn clip_grad_norm(grads, max_norm)
-    if not (max_norm >= 0)
-        error("max_norm must be >= 0, got {max_norm} (a negative one would flip the gradient's sign)")
+    if type(max_norm) != "number" or not (max_norm >= 0)
+        error("max_norm must be a number >= 0, got {max_norm}")
     end
     coef = min([max_norm / (grad_norm(grads) + 1e-6), 1])
     return tree_map(fn(g) -> g * coef, grads)

@@ -39,14 +39,14 @@ end
 # how: step <= warmup: lr_max * step / warmup; after: lr_min + (lr_max - lr_min) (1 + cos(pi p)) / 2
 #     with p = (step - warmup) / (total - warmup), capped at 1 (Loshchilov & Hutter 2017).
 # error: TypeError when an argument is not a number
-# error: ValueError when total is not > 0, or warmup is negative
+# error: ValueError when total is not a number > 0, or warmup not a number >= 0
 # example:
 #     cosine_lr(50, 100, 1e-3)
 # example:
 #     cosine_lr(5, 100, 1e-3, warmup = 10)
 fn cosine_lr(step, total, lr_max, lr_min = 0, warmup = 0)
-    if not (total > 0 and warmup >= 0)
-        error("cosine_lr(): total must be > 0 and warmup >= 0, got total = {total}, warmup = {warmup}")
+    if type(total) != "number" or type(warmup) != "number" or not (total > 0 and warmup >= 0)
+        error("cosine_lr(): total must be a number > 0 and warmup a number >= 0, got total = {total}, warmup = {warmup}")
     end
     if warmup > 0 and step <= warmup
         return lr_max * max([step, 0]) / warmup

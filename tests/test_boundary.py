@@ -80,6 +80,16 @@ def test_a_numpy_session_takes_tensors_and_parameters_before_any_torch_session()
     assert out.stdout == "[1.0, 1.0] True [1.5, 2.0] [0.5] numpy\n"
 
 
+def test_a_tensor_whose_values_cannot_be_read_is_a_language_error_naming_its_path():
+    torch = pytest.importorskip("torch")
+    s = tapeml.Session(out=io.StringIO())
+    with pytest.raises(tapeml.LangError, match=r"d\['a'\]\[0\] is a torch tensor \(torch.strided, on meta\) whose "
+                                               r"values cannot be read: Cannot copy out of meta tensor"):
+        s["d"] = {"a": (torch.empty(2, device="meta"),)}
+    with pytest.raises(tapeml.LangError, match=r"sp is a torch tensor \(torch.sparse_coo, on cpu\)"):
+        s["sp"] = torch.eye(2).to_sparse()
+
+
 # ---- torch sessions -----------------------------------------------------------------------------
 @pytest.fixture
 def torch():

@@ -67,6 +67,10 @@ def test_a_bool_matrix_with_a_number_is_a_matrix_of_the_sessions_float_type(dtyp
     assert to_numpy(variables_after("r = [true, false]", interp)["r"]).dtype == np.bool_
     assert to_numpy(variables_after("r = reshape(true, 1)", interp)["r"]).dtype == np.bool_
     assert to_numpy(variables_after("r = x - true", interp)["r"]).tolist() == [2, 0, 1]     # (torch refused it)
+    # a reduction to one value is a number (double precision), on every backend: median and
+    # quantile gave a 0-d matrix on NumPy, which rounded 16777217 to float32 when added to it
+    g = variables_after("m = median(b)\nq = quantile(x, 0.5)\nr = m + 16777217", interp)
+    assert type(g["m"]) is float and type(g["q"]) is float and g["r"] == 16777218.0
 
 
 @pytest.mark.parametrize("step", ["sgd_step(p, g, sgd_init(p), lr = 0.1, momentum = 0.9)",

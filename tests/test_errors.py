@@ -75,6 +75,10 @@ CASES = [
     ('\nx, none = (1, 2)', "SyntaxError", "'none' is a value, not a name", "2:4"),
     ('\n(a, 1) = (1, 2)', "SyntaxError", "the left side of '=' must be a name, a field or an index", "2:5"),
     ('\n(a, b) = (1, 2, 3)', "ValueError", "cannot unpack a tuple of 3 into 2 names", "2:1"),
+    ('\n((a, b), c) = ((1, 2), 3)', "SyntaxError", "a tuple on the left of '=' unpacks one level into names, "
+     "fields or indexes: nested tuples are not unpacked (write the inner one out: a, b = pair)", "2:2"),
+    ('\na = 1\nb = 2\n(a, b) += (1, 2)', "SyntaxError", "'+=' updates one name, field or index; a tuple of them "
+     "takes '='", "4:1"),
     ('\nx = 2x', "SyntaxError", "did you mean 2 * x", "2:6"),
     ('\nx = [1, 2] ** 2', "SyntaxError", "'**' is not a tapeml operator; write '^'", "2:12"),
     ('\nx = grad(fn(v) -> v, [1, 2])', "ValueError",
@@ -304,7 +308,6 @@ def test_grad_of_a_non_number_hints_by_what_came_back():
 def test_an_import_cycle_through_the_main_script_runs_it_once_and_names_the_cycle(tmp_path, monkeypatch):
     """The script run from the command line counts as being imported: importing it back (itself,
     or through other files) is the cycle error at once, not a second run of the script first."""
-    from support import run_cli
     monkeypatch.chdir(tmp_path)
     (tmp_path / "selfimp.ml").write_text('print("main once")\nm = import("selfimp.ml")\n')
     (tmp_path / "a.ml").write_text('print("running a")\nb = import("b.ml")\n')
@@ -318,6 +321,11 @@ def test_an_import_cycle_through_the_main_script_runs_it_once_and_names_the_cycl
         "running a", f"c.ml:1:5: ValueError: circular import of {tmp_path / 'a.ml'}: a.ml imports b.ml, which "
                      "imports c.ml, which imports a.ml"]
     assert "  called from b.ml:1:5 in import(\"c.ml\")" in out and "  called from a.ml:2:5 in import(\"b.ml\")" in out
+    # through a symlink to the script (the same file by its real path)
+    (tmp_path / "link.ml").symlink_to(tmp_path / "selfimp.ml")
+    code, out = run_cli(["link.ml"])
+    assert code == 1 and out.splitlines()[:2] == [
+        "main once", f"link.ml:2:5: ValueError: circular import of {tmp_path / 'selfimp.ml'}: selfimp.ml imports itself"]
     # a module imported twice (not a cycle) runs once and is the same record
     (tmp_path / "m.ml").write_text('print("m runs")\nk = 1\n')
     (tmp_path / "twice.ml").write_text('x = import("m.ml")\ny = import("m.ml")\nprint(x.k + y.k)\n')
@@ -335,3 +343,21 @@ def test_the_caret_counts_terminal_columns_under_wide_characters():
         at = len(carets.split(" | ", 1)[1]) - 1          # the caret's column on screen (0-based)
         wide = sum(2 if ord(c) > 0x2E80 else 0 if c == "\u0301" else 1 for c in shown[:col - 1])
         assert at == wide and shown[col - 1] == "+", line
+
+
+@pytest.mark.parametrize("use, message", [
+    ("one_hot(i, 4)", "one_hot(): ids must be whole numbers, got"),
+    ("x[i]", "indices must be whole numbers, got"),
+    ("x[[0, i]]", "indices must be whole numbers, got"),
+    ("x[0:i]", "index ranges need whole numbers, got"),
+    ("zeros(i)", "zeros(): sizes must be whole numbers >= 0, got"),
+    ("repeat([1, 2], i)", "repeat(): n must be a whole number, got"),
+    ("reshape(1:6, i, 2)", "reshape(): sizes must be whole numbers (or -1), got"),
+    ("take_along(x, [i], dim = 0)", "take_along(): ids must be whole numbers, got"),
+])
+def test_a_number_that_prints_whole_but_is_not_is_shown_with_every_digit(use, message):
+    """0.1 * 3 * 10 is 3.0000000000000004, which the 7-digit printer shows as 3: every message
+    that refuses it for not being whole shows the digits that make it so, and the cure."""
+    e = error_of(f"x = [1, 2, 3, 4, 5]\ni = 0.1 * 3 * 10\ny = {use}")
+    assert e.message == (f"{message} 3.0000000000000004 (not a whole number, though it prints as 3: "
+                         f"round(x) makes it one)"), e.message

@@ -23,6 +23,20 @@ CASES = [
     (M + "y = x.item()", "TypeError", "cannot read field 'item' of a 2x2 matrix; for x.item tapeml writes x itself "
      "(a 1-element result is a number already)", "3:5"),
     (M + "y = x.foo", "TypeError", "cannot read field 'foo' of a 2x2 matrix; only records have fields", "3:5"),
+    (M + "y = x.append(3)", "TypeError", "cannot read field 'append' of a 2x2 matrix; tapeml has no methods: "
+     "x.append(...) is append(x, ...)", "3:5"),
+    (M + "y = x.concat([3])", "TypeError", "cannot read field 'concat' of a 2x2 matrix; tapeml has no methods: "
+     "x.concat(...) is concat(x, ...)", "3:5"),
+    (M + "y = x[..., 0]", "SyntaxError", "expected an expression, found '.'; tapeml has no '...' (Ellipsis): "
+     "write every axis, x[:, :, 0]", "3:7"),
+    (M + "y = x[:, :, none]", "IndexError", "3 indices for a 2x2 matrix; none is not an index: NumPy's x[:, None] "
+     "(a new axis of length 1) is expand_dims(x, dim)", "3:5"),
+    (M + "y = 1 if true else 2", "SyntaxError", "expected the end of the statement (a new line or ';'), found 'if'"
+     "; tapeml has no conditional expression (Python's 'a if c else b'): write where(c, a, b), or an if statement that assigns in each branch", "3:7"),
+    (M + "y = (1 if true else 2)", "SyntaxError", "expected ',' or ')' in the parentheses, found 'if'; tapeml has no conditional expression (Python's 'a if c else b'): write where(c, a, b), or an if statement that assigns in each branch", "3:8"),
+    (M + "y = [1 if true else 2]", "SyntaxError", "matrix elements need commas: expected ',', ';' or ']', found "
+     "'if'; tapeml has no conditional expression (Python's 'a if c else b'): write where(c, a, b), or an if statement that assigns in each branch", "3:8"),
+    (M + "y = if true 1 end", "SyntaxError", "expected an expression, found 'if'; tapeml has no conditional expression (Python's 'a if c else b'): write where(c, a, b), or an if statement that assigns in each branch", "3:5"),
     ('\nd = {"a": 1}\nk = d.keys()', "TypeError", "cannot read field 'keys' of a dict of 1 key; tapeml has "
      "no methods: x.keys() is keys(x)", "3:5"),
     ("\nc = true\nif c then\n  print(1)\nend", "SyntaxError", "'then' is not tapeml: 'if' needs nothing after its "

@@ -122,4 +122,5 @@ def test_a_number_glued_to_a_name():
 def test_a_parenthesised_tuple_of_names_destructures_as_python_does():
     """`(a, b) = pair` is `a, b = pair` (a Python habit); fields and indexes are targets too."""
     assert output_of("t = (1, 2, 3)\n(p, q, s) = t\nprint(p, q, s)\nr = {a = 0}\nm = [0, 0]\n"
-                     "(r.a, m[1]) = (q, s)\nprint(r.a, m)\n(x, y) = [5, 6]\nprint(x + y)") == "1 2 3\n2 [0, 3]\n11\n"
+                     "(r.a, m[1]) = (q, s)\nprint(r.a, m)\n(x, y) = [5, 6]\nprint(x + y)\n(z,) = (7,)\nprint(z)\n"
+                     "for (u, v) in ((1, 2), (3, 4))\n  print(u * v)\nend") == "1 2 3\n2 [0, 3]\n11\n7\n2\n12\n"

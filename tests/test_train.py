@@ -233,30 +233,32 @@ norm = grad_norm(g)
 
 
 BAD_HYPERPARAMETERS = [
-    ("sgd_step(p, g, sgd_init(p), lr = -1)", "sgd_step(): lr must be >= 0, got -1"),
-    ("sgd_step(p, g, sgd_init(p), lr = 0 / 0)", "sgd_step(): lr must be >= 0, got nan"),
-    ("sgd_step(p, g, sgd_init(p), momentum = 2)", "sgd_step(): momentum must be >= 0 and < 1, got 2"),
-    ("sgd_step(p, g, sgd_init(p), momentum = -0.1)", "sgd_step(): momentum must be >= 0 and < 1, got -0.1"),
-    ("sgd_step(p, g, sgd_init(p), dampening = 1.5)", "sgd_step(): dampening must be from 0 to 1, got 1.5"),
-    ("sgd_step(p, g, sgd_init(p), weight_decay = -1)", "sgd_step(): weight_decay must be >= 0, got -1"),
+    ("sgd_step(p, g, sgd_init(p), lr = -1)", "sgd_step(): lr must be a number >= 0, got -1"),
+    ("sgd_step(p, g, sgd_init(p), lr = 0 / 0)", "sgd_step(): lr must be a number >= 0, got nan"),
+    ("sgd_step(p, g, sgd_init(p), momentum = 2)", "sgd_step(): momentum must be a number >= 0 and < 1, got 2"),
+    ("sgd_step(p, g, sgd_init(p), momentum = -0.1)", "sgd_step(): momentum must be a number >= 0 and < 1, got -0.1"),
+    ("sgd_step(p, g, sgd_init(p), dampening = 1.5)", "sgd_step(): dampening must be a number from 0 to 1, got 1.5"),
+    ("sgd_step(p, g, sgd_init(p), weight_decay = -1)", "sgd_step(): weight_decay must be a number >= 0, got -1"),
     ("sgd_step(p, g, sgd_init(p), nesterov = true)",
      "sgd_step(): nesterov = true needs momentum > 0 and dampening = 0, got momentum = 0 and dampening = 0"),
     ("sgd_step(p, g, sgd_init(p), momentum = 0.9, dampening = 0.1, nesterov = true)",
      "sgd_step(): nesterov = true needs momentum > 0 and dampening = 0, got momentum = 0.9 and dampening = 0.1"),
-    ("adam_step(p, g, adam_init(p), lr = -0.1)", "adam_step(): lr must be >= 0, got -0.1"),
+    ("adam_step(p, g, adam_init(p), lr = -0.1)", "adam_step(): lr must be a number >= 0, got -0.1"),
     ("adam_step(p, g, adam_init(p), betas = (0.9,))",
      "adam_step(): betas must be a tuple of two numbers (b1, b2), such as (0.9, 0.999); got (0.9,)"),
     ("adamw_step(p, g, adamw_init(p), betas = 0.9)",
      "adamw_step(): betas must be a tuple of two numbers (b1, b2), such as (0.9, 0.999); got 0.9"),
     ("adam_step(p, g, adam_init(p), betas = (0.9, 1))", "adam_step(): betas must each be >= 0 and < 1, got (0.9, 1)"),
     ("adamw_step(p, g, adamw_init(p), eps = 0)",
-     "adamw_step(): eps must be > 0, got 0 (it keeps the step finite where a gradient's mean square is 0)"),
-    ("adam_step(p, g, adam_init(p), weight_decay = -0.5)", "adam_step(): weight_decay must be >= 0, got -0.5"),
-    ("adamw_step(p, g, adamw_init(p), weight_decay = -0.5)", "adamw_step(): weight_decay must be >= 0, got -0.5"),
-    ("clip_grad_norm(g, -1)", "clip_grad_norm(): max_norm must be >= 0, got -1 (a negative one would flip the "
-                               "gradient's sign)"),
-    ("cosine_lr(5, 0, 1)", "cosine_lr(): total must be > 0 and warmup >= 0, got total = 0, warmup = 0"),
-    ("cosine_lr(5, 10, 1, warmup = -1)", "cosine_lr(): total must be > 0 and warmup >= 0, got total = 10, warmup = -1"),
+     "adamw_step(): eps must be a number > 0, got 0 (it keeps the step finite where a gradient's mean square is 0)"),
+    ("adam_step(p, g, adam_init(p), weight_decay = -0.5)", "adam_step(): weight_decay must be a number >= 0, got -0.5"),
+    ("adamw_step(p, g, adamw_init(p), weight_decay = -0.5)", "adamw_step(): weight_decay must be a number >= 0, got -0.5"),
+    ("adamw_step(p, g, adamw_init(p), lr = \"x\")", "adamw_step(): lr must be a number >= 0, got x"),
+    ("sgd_step(p, g, sgd_init(p), lr = [0.1])", "sgd_step(): lr must be a number >= 0, got [0.1]"),
+    ("clip_grad_norm(g, true)", "clip_grad_norm(): max_norm must be a number >= 0, got true"),
+    ("clip_grad_norm(g, -1)", "clip_grad_norm(): max_norm must be a number >= 0, got -1"),
+    ("cosine_lr(5, 0, 1)", "cosine_lr(): total must be a number > 0 and warmup a number >= 0, got total = 0, warmup = 0"),
+    ("cosine_lr(5, 10, 1, warmup = -1)", "cosine_lr(): total must be a number > 0 and warmup a number >= 0, got total = 10, warmup = -1"),
 ]
 
 
@@ -322,6 +324,12 @@ def test_load_converts_to_the_float_type_asked(tmp_path):
     assert a.fields["w"].tolist() == [1.5, 2.0] and b.fields["w"].dtype == np.float64
     with pytest.raises(LangError, match='dtype must be one of "float32", "float64", got "float16"'):
         run(f'load("{path}", dtype = "float16")')
+    # integer arrays (ids) come back float64 and stay exact: 16777217 has no float32
+    ids = str(tmp_path / "ids.npz")
+    np.savez(ids, ids=np.array([16777217, 100000001], dtype=np.int64), w=np.array([1.5, 2.0]))
+    v = variables_after(f'c = load("{ids}", dtype = "float32")')["c"]
+    assert v.fields["ids"].dtype == np.float64 and v.fields["ids"].tolist() == [16777217, 100000001]
+    assert v.fields["w"].dtype == np.float32
 
 
 def test_save_is_atomic(tmp_path, monkeypatch):

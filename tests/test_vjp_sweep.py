@@ -285,6 +285,19 @@ def test_pow_gradient_to_the_exponent(a, b, want):
         assert (math.isnan(got) and math.isnan(t)) or got == pytest.approx(t, rel=1e-15)
 
 
+def test_pow_second_derivatives_in_the_exponent_are_nan_or_inf_where_the_first_is():
+    """The NaN (a < 0) and -inf (0^b, b < 0) of the first derivative were constants, so grad of grad
+    was finite there (10.86 where PyTorch says NaN): each branch is now written with the answer."""
+    a = np.array([-2.0, 3.0])
+    inner = lambda x, c: ops.sum_(ops.pow_(x, c))        # noqa: E731
+    assert np.isnan(grad(lambda c: grad(lambda t: inner(a, t), c), 2.0))
+    gx = grad(lambda x: grad(lambda t: inner(x, t), 2.0), a)
+    assert np.isnan(gx[0]) and gx[1] == pytest.approx(3.0 * (1 + 2 * math.log(3.0)), rel=1e-14)
+    assert grad(lambda c: grad(lambda t: inner(np.array([0.0, 3.0]), t), c), -1.0) == INF
+    gx0 = grad(lambda x: grad(lambda t: inner(x, t), -1.0), np.array([0.0, 3.0]))
+    assert gx0[0] == INF and gx0[1] == pytest.approx((1 - math.log(3.0)) / 9.0, rel=1e-14)
+
+
 def test_gelu_at_infinity_is_its_limit():
     assert ops.gelu(-INF) == 0.0 and ops.gelu(INF) == INF
     assert grad(lambda x: ops.sum_(ops.gelu(x)), a(INF, -INF)).tolist() == [1.0, 0.0]

@@ -13,7 +13,7 @@ from tapeml.builtins.util import axis, one_by_one
 from tapeml.syntax.errors import ShapeError, TypeErr, ValueErr
 from tapeml.array.primitive_table import is_bool_array
 from tapeml.array.tape import Box, raw
-from tapeml.array.values import describe, format_number, format_value, shape_text
+from tapeml.array.values import describe, format_number, format_value, not_whole_text, shape_text
 
 
 @builtin("reshape", "Arrays", "The same elements in a new shape, filled in row-major (C) order.",
@@ -34,7 +34,7 @@ def reshape(x, dims):
         d = raw(d)
         if not isinstance(d, (float, int)) or isinstance(d, bool) or not math.isfinite(d) \
                 or not float(d).is_integer() or d < -1:
-            got = format_value(d) if isinstance(d, (float, int)) and not isinstance(d, bool) else describe(d)
+            got = not_whole_text(d) if isinstance(d, (float, int)) and not isinstance(d, bool) else describe(d)
             raise ValueErr(f"reshape(): sizes must be whole numbers (or -1), got {got}")
         shape.append(int(d))
     n = math.prod(ops.shape_of(x))
@@ -169,7 +169,7 @@ def _whole(fname, what, v, lo=0):
     v = raw(v)
     if isinstance(v, bool) or not isinstance(v, (float, int)) or not math.isfinite(v) \
             or not float(v).is_integer() or (lo is not None and v < lo):
-        got = format_value(v) if isinstance(v, (float, int)) and not isinstance(v, bool) else describe(v)
+        got = not_whole_text(v) if isinstance(v, (float, int)) and not isinstance(v, bool) else describe(v)
         raise ValueErr(f"{fname}(): {what} must be a whole number{'' if lo is None else f' >= {lo}'}, got {got}")
     if abs(v) > INT_BOUND:
         low = "-2^53" if lo is None else lo

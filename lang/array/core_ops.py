@@ -194,13 +194,16 @@ def _vjp_pow(g, ans, saved, tracked, a, b):
         # b * a^(b-1) with 0 x inf = 0: d/dx x^0 is 0 at x = 0 too, not 0 * 0^-1 = nan
         ga = unbroadcast(zmul(g, zmul(b, pow_(a, sub(b, 1.0)))), shape_of(a))
     if tracked[1]:
-        # d/db a^b = a^b ln a for a > 0 (0 x inf = 0: inf^b for b < 0 tends to 0). At a = 0 the
-        # limit from a > 0: 0 for b >= 0 (PyTorch's 0 at b = 0), -inf for b < 0. For a < 0 the
-        # function of b has no real values around any b, so no derivative: NaN, as PyTorch and
-        # JAX give (it was a silent 0, which trained on a wrong number).
-        pos = gt(a, 0.0)
-        at_zero = where(eq(a, 0.0), where(ge(b, 0.0), 0.0, -_INF), math.nan)
-        gb = unbroadcast(zmul(g, where(pos, zmul(ans, log(where(pos, a, 1.0))), at_zero)), shape_of(b))
+        # d/db a^b = a^b ln a for a >= 0 (0 x inf = 0: inf^b for b < 0 tends to 0; at a = 0 and
+        # b < 0 it is inf x -inf = -inf, PyTorch's), 0 at 0^b for b >= 0 (PyTorch's 0 at b = 0).
+        # For a < 0 the function of b has no real values around any b, so no derivative: NaN, as
+        # PyTorch and JAX give (it was a silent 0, which trained on a wrong number). Each branch
+        # is written with the answer, so a second derivative is NaN (or inf) there too, not 0.
+        nonneg = ge(a, 0.0)
+        natural = zmul(ans, log(where(nonneg, a, 1.0)))
+        at_zero = where(ge(b, 0.0), 0.0, natural)
+        d = where(gt(a, 0.0), natural, where(eq(a, 0.0), at_zero, mul(ans, math.nan)))
+        gb = unbroadcast(zmul(g, d), shape_of(b))
     return ga, gb
 
 

@@ -111,8 +111,9 @@ class Calls:
         full = os.path.abspath(os.path.join(base, path))
         if full in self.modules:
             return self.modules[full]
-        if full in self.importing:
-            names = [_shown(f) for f in self.importing[self.importing.index(full):]]
+        real = os.path.realpath(full)      # a symlink to a file being imported is that file
+        if real in self.importing:
+            names = [_shown(f) for f in self.importing[self.importing.index(real):]]
             chain = (f"{names[0]} imports itself" if len(names) == 1 else
                      f"{names[0]} imports {names[1]}" + "".join(f", which imports {n}" for n in names[2:] + names[:1]))
             raise ValueErr(f"circular import of {full}: {chain}", node.span)
@@ -127,7 +128,7 @@ class Calls:
         except OSError as e:
             raise IOErr(f"import: cannot read {full}: {e.strerror or e}", node.span) from None
         module_env = Env(self.prelude)
-        self.importing.append(full)
+        self.importing.append(real)
         shown = _shown(full)
         try:
             try:

@@ -17,6 +17,8 @@ from tapeml.syntax.errors import IndexErr, KeyErr, LangError, TypeErr, ValueErr,
 from tapeml.array.tape import raw
 from tapeml.array.values import _ABSENT, Dict, Record, describe, dict_key, format_value, key_text, not_whole_text, shape_text
 
+NEW_AXIS_HINT = "; none is not an index: NumPy's x[:, None] (a new axis of length 1) is expand_dims(x, dim)"
+
 
 def _number(text: str):
     """The number a string spells ("3" -> 3.0), or None: for the hint of a missing key."""
@@ -135,8 +137,7 @@ class Indexing:
         shape = arr.shape if type(arr) is np.ndarray else tuple(arr.shape)
         if len(items) > max(len(shape), 1) and not (len(shape) == 0):
             new_axis = any(type(i) is A.NoneLit or (type(i) is A.Name and i.name == "None") for i in items)
-            hint = ("; none is not an index: NumPy's x[:, None] (a new axis of length 1) is "
-                    "expand_dims(x, dim)" if new_axis else "")
+            hint = NEW_AXIS_HINT if new_axis else ""
             raise IndexErr(f"{len(items)} indices for {describe(arr)}{hint}", node.span)
         out = []
         vectors = []        # the axes indexed by a vector of numbers (for the note of grid_note)
@@ -187,7 +188,8 @@ class Indexing:
                                    f"(PyTorch's C[X] with a matrix X) write embedding(C, X)", item.span)
                 ints = np.asarray(v, dtype=np.float64)
                 if ints.size and (not np.all(np.isfinite(ints)) or np.any(ints != np.floor(ints))):
-                    raise IndexErr("indices must be whole numbers", item.span)
+                    bad = ints[~np.isfinite(ints) | (ints != np.floor(ints))][0]
+                    raise IndexErr(f"indices must be whole numbers, got {not_whole_text(bad)}", item.span)
                 if ints.size and (ints.min() < 0 or ints.max() > n - 1):
                     bad = ints[(ints < 0) | (ints > n - 1)][0]
                     raise IndexErr(f"index {format_value(bad)} is out of range for {self.axis_text(arr, axis)}",
@@ -195,7 +197,8 @@ class Indexing:
                 out.append(ints.astype(np.intp))
                 vectors.append(axis)
                 continue
-            raise IndexErr(f"an index must be a number, a vector or a bool mask, got {describe(v)}", item.span)
+            raise IndexErr(f"an index must be a number, a vector or a bool mask, got {describe(v)}"
+                           + (NEW_AXIS_HINT if v is None else ""), item.span)
         if any(type(o) is np.ndarray for o in out):   # index vectors can pick more elements than arr has
             n = math.prod(shape[len(out):])
             for i, o in enumerate(out):
@@ -272,7 +275,7 @@ class Indexing:
         step = 1.0 if item.step is None else self.range_bound(item.step, env, "step")
         for v in (start, stop, step):
             if not math.isfinite(v) or not float(v).is_integer():
-                raise IndexErr(f"index ranges need whole numbers, got {format_value(v)}", item.span)
+                raise IndexErr(f"index ranges need whole numbers, got {not_whole_text(v)}", item.span)
         if step == 0:
             raise ValueErr("a range step cannot be 0", item.span)
         start, stop, step = int(start), int(stop), int(step)

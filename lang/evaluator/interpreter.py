@@ -169,8 +169,8 @@ class Interpreter(Statements, Calls, Indexing):
         main = None         # a script run as a file counts as being imported while it runs
         if filename not in ("<input>", "<string>") and os.path.exists(filename):
             self.dir_stack.append(os.path.dirname(os.path.abspath(filename)))
-            if os.path.abspath(filename) not in self.importing:
-                main = os.path.abspath(filename)
+            if os.path.realpath(filename) not in self.importing:     # (its real path: a symlink too)
+                main = os.path.realpath(filename)
                 self.importing.append(main)
         else:
             self.dir_stack.append(os.getcwd())

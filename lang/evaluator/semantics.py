@@ -227,7 +227,9 @@ def foreign_field(name) -> str:
     if name in FOREIGN_FIELDS:
         return f"; for x.{name} tapeml writes {FOREIGN_FIELDS[name]}"
     b = REGISTRY.get(name)
-    if b is not None and b.params and not b.params[0].variadic:
+    if b is not None and b.params:
+        if b.params[0].variadic:            # concat(xs..., dim): x.concat(y) is concat(x, y)
+            return f"; tapeml has no methods: x.{name}(...) is {name}(x, ...)"
         if any(p.name == "dim" for p in b.params):
             return f"; tapeml has no methods: x.{name}() is {name}(x), x.{name}(d) is {name}(x, dim=d)"
         if len(b.params) == 1:

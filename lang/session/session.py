@@ -456,7 +456,12 @@ def _leaf(session, v, base, path, dtype):
     if isinstance(v, (np.ndarray, list)):
         return _on_device(session, _matrix(v, base, path, dtype))
     if _is_torch_tensor(v):             # a tensor (a torch session's values are NumPy arrays in Python)
-        return _on_device(session, _matrix(_tensor_to_numpy(v), base, path, dtype))
+        try:
+            host = _tensor_to_numpy(v)
+        except (RuntimeError, TypeError, NotImplementedError, ValueError) as e:    # meta, sparse, ...
+            raise TypeErr(f"{_where(base, path)} is a torch tensor ({v.layout}, on {v.device}) whose values "
+                          f"cannot be read: {str(e).splitlines()[0]}") from None
+        return _on_device(session, _matrix(host, base, path, dtype))
     if callable(v) and not hasattr(v, "__array__") and not isinstance(v, type):
         return PythonFunction(session, v, _function_name(v, base, path))
     kind = _python_kind(v)

@@ -66,6 +66,8 @@ class Parser:
                                    f"{b.span.line}:{b.span.col} is missing 'end')", b.span)
         if tok.kind == EOF:
             return IncompleteInput(message, tok.span)
+        if tok.kind == "if" and NO_CONDITIONAL not in message:     # `a if c else b`, anywhere
+            message += NO_CONDITIONAL
         return LangSyntaxError(message, tok.span)
 
     def consume(self, kind: str, message: str) -> Token:
@@ -107,8 +109,6 @@ class Parser:
         hint = ""
         if prev.kind == NAME and prev.text in FOREIGN_WORDS:     # `lambda x: ...`, `def f(x): ...`
             hint = f"; '{prev.text}' is not tapeml: write {FOREIGN_WORDS[prev.text]}"
-        elif tok.kind == "if":                                    # `y = a if c else b`
-            hint = NO_CONDITIONAL
         raise self.error(f"expected the end of the statement (a new line or ';'), found "
                          f"{self.describe(tok)}{hint}", tok)
 
@@ -161,7 +161,7 @@ class Parser:
             value = self.expression()
             silent = self.end_statement()
             return A.Destructure(expr.span.to(value.span), tuple(targets), value, silent)
-        if self.check("=") and type(expr) is A.TupleLit and len(expr.items) > 1:
+        if self.check("=") and type(expr) is A.TupleLit and expr.items:
             # (a, b) = pair: the parenthesised form of 'a, b = pair' (as Python takes it)
             eq = self.advance()
             for t in expr.items:
@@ -182,6 +182,11 @@ class Parser:
         root = node
         while isinstance(root, (A.Field, A.Index)):
             root = root.obj
+        if type(node) is A.TupleLit:
+            what = (f"'{eq.text}' updates one name, field or index; a tuple of them takes '='" if eq.kind != "="
+                    else "a tuple on the left of '=' unpacks one level into names, fields or indexes: "
+                         "nested tuples are not unpacked (write the inner one out: a, b = pair)")
+            raise LangSyntaxError(what, node.span)
         if type(root) in (A.Bool, A.NoneLit) and root is node:
             word = "none" if type(root) is A.NoneLit else str(root.value).lower()
             raise LangSyntaxError(f"'{word}' is a value, not a name: it cannot be assigned to (pick another "
@@ -287,19 +292,28 @@ class Parser:
     def for_stmt(self) -> A.Node:
         for_tok = self.advance()
         self.open(for_tok)
-        if self.check("("):
-            raise self.error("the loop variables of 'for' are names, as the left side of 'a, b = pair': "
-                             "write 'for a, b in pairs' (nested unpacking is not supported)")
+        opener = self.peek()
+        paren = self.match("(")   # for (a, b) in pairs: as (a, b) = pair, Python's habit
+        nested = ("the loop variables of 'for' are names, as the left side of 'a, b = pair': "
+                  "write 'for a, b in pairs' (nested unpacking is not supported)")
+        if paren and self.check("("):
+            raise self.error(nested)
         var = self.consume(NAME, "expected a loop variable after 'for'")
         if self.check(","):       # for i, v in enumerate(xs): each item is unpacked, as 'i, v = item'
             names = [A.Name(var.span, var.text)]
             while self.match(","):
                 tok = self.consume(NAME, "expected a loop variable after ','; the loop variables of "
-                                         "'for a, b in ...' are names")
+                                         "'for a, b in ...' are names (nested unpacking is not supported)")
                 names.append(A.Name(tok.span, tok.text))
+            if paren:
+                self.consume(")", "expected ')' after the loop variables")
+                if self.check(","):          # for (a, b), c in ...
+                    raise self.error(nested, opener)
             self.consume("in", "expected 'in' after the loop variables")
             var = tuple(names)
         else:
+            if paren:
+                self.consume(")", "expected ')' after the loop variable")
             self.consume("in", "expected 'in' after the loop variable")
             var = var.text
         iterable = self.expression()
@@ -515,8 +529,6 @@ class Parser:
             hint = "; a range inside brackets names both ends: x[1:end], x[0:2]"
         elif kind == ":" and self.i > 0 and self.previous().kind in ("[", ","):
             hint = "; a range inside brackets names both ends: x[0:2], x[1:end] (a lone ':' is the whole axis)"
-        elif kind == "if":                                        # `lr = if warm ... `
-            hint = NO_CONDITIONAL
         elif kind == "." and self.peek(1).kind == "." and self.peek(2).kind == ".":     # x[..., 0]
             hint = "; tapeml has no '...' (Ellipsis): write every axis, x[:, :, 0]"
         raise self.error(f"expected an expression, found {self.describe(tok)}{hint}", tok)
@@ -588,8 +600,8 @@ class Parser:
                 tok = self.peek()
                 if tok.kind == EOF:
                     raise self.error("expected ']' to close the matrix", tok)
-                raise LangSyntaxError(f"matrix elements need commas: expected ',', ';' or ']', "
-                                      f"found {self.describe(tok)}", tok.span)
+                raise self.error(f"matrix elements need commas: expected ',', ';' or ']', "
+                                 f"found {self.describe(tok)}", tok)
         close = self.consume("]", "expected ']' to close the matrix")
         return A.Matrix(open_.span.to(close.span), tuple(tuple(r) for r in rows if r), stacked)
 
