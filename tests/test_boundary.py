@@ -55,13 +55,18 @@ def test_the_command_line_on_numpy_imports_no_torch():
     assert "torch" not in names and "array_api_compat" not in names
 
 
-def test_a_numpy_session_in_python_imports_no_torch():
-    code = ("import sys, numpy as np, tapeml\ns = tapeml.Session()\ns['x'] = np.ones(3)\n"
-            "print(s.eval('sum(x * 2)'), s.eval('device()'), 'torch' in sys.modules)")
+def _fresh_python(code: str) -> str:
+    """What `python -c code` printed, in a fresh process on NumPy (it must succeed)."""
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=_no_device_env(),
                          timeout=120)
     assert out.returncode == 0, out.stderr
-    assert out.stdout == "6.0 numpy False\n"
+    return out.stdout
+
+
+def test_a_numpy_session_in_python_imports_no_torch():
+    code = ("import sys, numpy as np, tapeml\ns = tapeml.Session()\ns['x'] = np.ones(3)\n"
+            "print(s.eval('sum(x * 2)'), s.eval('device()'), 'torch' in sys.modules)")
+    assert _fresh_python(code) == "6.0 numpy False\n"
 
 
 def test_a_numpy_session_takes_tensors_and_parameters_before_any_torch_session():
@@ -74,10 +79,7 @@ def test_a_numpy_session_takes_tensors_and_parameters_before_any_torch_session()
             "s['d'] = {'a': torch.tensor([0.5])}\n"
             "print(s['x'].tolist(), np.array_equal(s['w'], lin.weight.detach().numpy()), s['h'].tolist(), "
             "s['d']['a'].tolist(), s.eval('device()'))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=_no_device_env(),
-                         timeout=120)
-    assert out.returncode == 0, out.stderr
-    assert out.stdout == "[1.0, 1.0] True [1.5, 2.0] [0.5] numpy\n"
+    assert _fresh_python(code) == "[1.0, 1.0] True [1.5, 2.0] [0.5] numpy\n"
 
 
 def test_a_tensor_whose_values_cannot_be_read_is_a_language_error_naming_its_path():
