@@ -32,6 +32,9 @@ def pytest_addoption(parser):
     parser.addoption("--device", default=None,
                      help="run the suite's programs on this tapeml device (numpy, torch:cpu, ...): "
                           "the same as TAPEML_DEVICE, which subprocesses inherit")
+    parser.addoption("--slow", action="store_true", default=False,
+                     help="also run the tests marked slow (the long sweeps; the same as TAPEML_SLOW=1, "
+                          "which CI sets)")
 
 
 def pytest_configure(config):
@@ -40,7 +43,17 @@ def pytest_configure(config):
         os.environ["TAPEML_DEVICE"] = device
 
 
+def run_slow(config=None):
+    """Whether the tests marked slow run: --slow or TAPEML_SLOW=1 (CI's runs)."""
+    return os.environ.get("TAPEML_SLOW") == "1" or bool(config and config.getoption("--slow"))
+
+
 def pytest_collection_modifyitems(config, items):
+    if not run_slow(config):
+        skip_slow = pytest.mark.skip(reason="a slow sweep: runs with --slow or TAPEML_SLOW=1 (CI)")
+        for item in items:
+            if "slow" in item.keywords:
+                item.add_marker(skip_slow)
     device = os.environ.get("TAPEML_DEVICE", "").strip()
     if device and device != "numpy":
         skip = pytest.mark.skip(reason=f"a test of NumPy-internal paths: runs on the numpy device, not {device}")
