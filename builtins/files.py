@@ -90,17 +90,41 @@ def file_kind(mode: int) -> str:
 MAX_LINKS = 40          # links followed in a chain, as Linux follows (ELOOP)
 
 
-def follow_links(fname: str, full: str) -> str:
-    """The file a chain of symbolic links ends at (`full` itself when it is no link); the last
-    one may not exist (a dangling link). A loop is an IOError."""
-    path = full
+def _chase(full: str):
+    """(where a chain of symbolic links from `full` ends, None), or (None, why it ends nowhere:
+    'a loop of symbolic links (a -> b -> a)', 'a chain of more than 40 symbolic links')."""
+    path, seen = full, []
     for _ in range(MAX_LINKS):
         try:
             link = os.readlink(path)
         except OSError:         # not a link, or nothing there
-            return path
+            return path, None
+        seen.append(os.path.normpath(path))
         path = os.path.join(os.path.dirname(path), link)
-    raise IOErr(f"{fname}(): {full} is a chain of more than {MAX_LINKS} symbolic links (a loop?)")
+        if os.path.normpath(path) in seen:
+            cycle = seen[seen.index(os.path.normpath(path)):] + [os.path.normpath(path)]
+            here = os.path.dirname(os.path.abspath(full))       # the links named from full's folder
+            return None, f"a loop of symbolic links ({' -> '.join(os.path.relpath(c, here) for c in cycle)})"
+    return None, f"a chain of more than {MAX_LINKS} symbolic links"
+
+
+def follow_links(fname: str, full: str) -> str:
+    """The file a chain of symbolic links ends at (`full` itself when it is no link); the last
+    one may not exist (a dangling link). A loop is an IOError."""
+    end, why = _chase(full)
+    if end is None:
+        raise IOErr(f"{fname}(): {full} is {why}")
+    return end
+
+
+def link_trouble(full: str) -> str | None:
+    """Why the path `full`, which names no file, is a link that leads to none: 'it is a loop of
+    symbolic links (...)', 'it is a link to T, which does not exist'; None when it is no link.
+    Every reader says it (import, the command line, load, read_*)."""
+    if not os.path.islink(full):
+        return None
+    end, why = _chase(full)
+    return f"it is {why}" if end is None else f"it is a link to {end}, which does not exist"
 
 
 def _shown(full: str, target: str) -> str:
@@ -117,10 +141,8 @@ def _reason(e: OSError) -> str:
 def existing_file(fname: str, full: str, what: str) -> str:
     """`full` when it names a file; an IOError naming the resolved path otherwise."""
     if not os.path.exists(full):
-        if os.path.islink(full):
-            raise IOErr(f"{fname}(): no file at {full}: it is a link to {follow_links(fname, full)}, "
-                        f"which does not exist")
-        raise IOErr(f"{fname}(): no file at {full}")
+        trouble = link_trouble(full)
+        raise IOErr(f"{fname}(): no file at {full}" + (f": {trouble}" if trouble else ""))
     if os.path.isdir(full):
         raise IOErr(f"{fname}(): {full} is a directory, not {what}")
     if not os.path.isfile(full):        # /dev/zero, a pipe, a socket: no end, or no size to check

@@ -232,12 +232,8 @@ def _from_json(v, full: str, where: str, objects: str = "auto"):
     is a name and `objects` is "auto", else a dictionary."""
     if v is None or isinstance(v, (bool, str)):
         return v
-    if isinstance(v, (int, float)):
-        try:
-            return float(v)
-        except OverflowError:
-            raise IOErr(f"read_json(): {full}: the number at {where or 'the top'} is too large for a "
-                        f"float64") from None
+    if isinstance(v, (int, float)):     # read_json parses every number as a float (parse_int=float)
+        return float(v)
     if isinstance(v, dict):
         if objects == "auto" and all(is_name(k) for k in v):
             return Record({k: _from_json(x, full, f"{where}.{k}" if where else k, objects) for k, x in v.items()})
@@ -246,11 +242,7 @@ def _from_json(v, full: str, where: str, objects: str = "auto"):
     if shape is not None:
         from tapeml.array import limits
         limits.check_elements(f"read_json(): the array at {where or 'the top'} of {full}", shape)
-        try:
-            return matrix_from_file(np.array(v, dtype=np.float64))
-        except OverflowError:
-            raise IOErr(f"read_json(): {full}: a number in the array at {where or 'the top'} is too "
-                        f"large for a float64") from None
+        return matrix_from_file(np.array(v, dtype=np.float64))
     return tuple(_from_json(x, full, f"{where}[{i}]", objects) for i, x in enumerate(v))
 
 

@@ -419,7 +419,9 @@ def _json_problem(msg: str) -> str:
              "[1, 2] or [[1, 2], [3, 4]]) becomes a vector or matrix in the session's float type; any "
              "other list (mixed items, ragged rows, bools, an empty list) becomes a tuple; numbers become "
              "numbers, strings strings, true/false bools, null none. NaN and Infinity (which Python "
-             "writes, though JSON has no such numbers) are read too.",
+             "writes, though JSON has no such numbers) are read too. Every number is read as the float64 "
+             "it spells, integers of any length included (a number past 1.8e308, 1e999 or an integer of "
+             "400 digits, is inf).",
          errors=["IOError naming the line and column of a JSON syntax error",
                  "IOError when the file does not exist or is not UTF-8",
                  "ValueError when objects is not \"auto\" or \"dict\"",
@@ -435,7 +437,9 @@ def read_json(ctx, path, objects):
     # a deeply nested file is a RecursionError here, not a segfault.
     try:
         with _json_stack():
-            return _from_json(_json.loads(text), full, "", objects)
+            # parse_int=float: an integer of any length is read as the float64 it spells (5,000
+            # digits give inf, as 1e999 does), never through int(), which stops at 4,300 digits
+            return _from_json(_json.loads(text, parse_int=float), full, "", objects)
     except _json.JSONDecodeError as e:
         raise IOErr(f"read_json(): {full} line {e.lineno}, column {e.colno}: {_json_problem(e.msg)}") from None
     except RecursionError:

@@ -361,3 +361,83 @@ def test_a_number_that_prints_whole_but_is_not_is_shown_with_every_digit(use, me
     e = error_of(f"x = [1, 2, 3, 4, 5]\ni = 0.1 * 3 * 10\ny = {use}")
     assert e.message == (f"{message} 3.0000000000000004 (not a whole number, though it prints as 3: "
                          f"round(x) makes it one)"), e.message
+
+
+# ---- issue 38, item 6: messages that name the real cause ------------------------------------------
+def _exact(source, kind, message, place, **variables):
+    err = error_of(source, **variables)
+    assert (err.kind, err.message, f"{err.span.line}:{err.span.col}") == (kind, message, place)
+
+
+@pytest.mark.parametrize("source,shapes,result,need,place", [
+    # the inner sizes are equal (0): the m x n result of zeros is what cannot be made
+    ("x = zeros(0, 9e8)\nx = concat(x, x, x, dim=1)\ny = x' @ x", "2700000000x0 and 0x2700000000",
+     "2700000000x2700000000", "58300000000 GB", "3:8"),
+    ("y = zeros(0, 9e8)' @ zeros(0, 9e8)", "900000000x0 and 0x900000000", "900000000x900000000",
+     "6480000000 GB", "1:20"),
+])
+def test_an_empty_product_too_large_to_make_is_refused_by_its_size(source, shapes, result, need, place):
+    from tapeml.array import limits
+    from tapeml.array.values import format_gb
+    # 2.7e9^2 float64 = 5.83e19 bytes; 9e8^2 = 6.48e18 bytes
+    _exact(source, "ValueError", f"'@' of {shapes} (a result of {result}) would need {need} of float64; the "
+           f"limit is {format_gb(limits.max_elements() * 8)} (half this machine's memory, at most 8 GB)", place)
+
+
+def test_the_siblings_of_an_empty_product_say_the_result_too():
+    err = error_of("x = zeros(0, 9e8)\ny = dense(x', x)")
+    assert err.message.startswith("dense() of 900000000x0 and 0x900000000 (a result of 900000000x900000000) "
+                                  "would need 6480000000 GB of float64") and (err.span.line, err.span.col) == (2, 5)
+    err = error_of("q = zeros(0, 9e8)'\ny = scaled_dot_product_attention(q, q, zeros(9e8, 1))")
+    assert err.message.startswith("scaled_dot_product_attention() of 900000000x0, 900000000x0 and 900000000x1 "
+                                  "(a result of 900000000x900000000) would need 6480000000 GB")
+    # small empty products are still made: zeros, as NumPy's
+    from support import value_of
+    assert value_of("zeros(2, 0) @ zeros(0, 3)").tolist() == [[0.0] * 3] * 2
+    assert value_of("size(zeros(0, 3) @ zeros(3, 4))") == (0.0, 4.0)
+
+
+TREE = ("; operators do not reach into records, tuples and dictionaries: tree_map applies one leaf by leaf "
+        "(p - 0.1 * g is tree_map(fn(w, d) -> w - 0.1 * d, p, g)), and sgd_step(p, g, state, lr = 0.1) "
+        "takes a gradient step")
+
+
+@pytest.mark.parametrize("source,message,place", [
+    ("p = {w = [1, 2]}\ng = {w = [3, 4]}\np = p - 0.1 * g", "cannot apply '*' to a number and a record" + TREE, "3:13"),
+    ("p = {w = [1, 2]}\np = p * 2", "cannot apply '*' to a record and a number" + TREE, "2:7"),
+    ("p = {w = 1}\nq = p + p", "cannot apply '+' to a record and a record" + TREE, "2:7"),
+    ("p = (1, [2])\nq = p - (1, 1)", "cannot apply '-' to a tuple of 2 and a tuple of 2" + TREE, "2:7"),
+    ('d = {"a": 1}\nq = d / 2', "cannot apply '/' to a dict of 1 key and a number" + TREE, "2:7"),
+    ("fn step(p, g)\n  return p - 0.1 * g\nend\nq = step({w = 1}, {w = 2})",      # compiled: the same words
+     "cannot apply '*' to a number and a record" + TREE, "2:18"),
+    ("p = {w = 1}\nq = -p", "unary '-' needs a number or a matrix, got a record; tree_map(fn(w) -> -w, r) "
+     "applies it to each leaf of a record or tuple r", "2:5"),
+    ("p = {w = 1}\nq = p'", "cannot transpose a record; tree_map(fn(w) -> w', r) transposes each leaf of a "
+     "record or tuple r", "2:5"),
+])
+def test_arithmetic_on_records_points_to_tree_map_and_sgd_step(source, message, place):
+    _exact(source, "TypeError", message, place)
+
+
+@pytest.mark.parametrize("source,message,place", [
+    ("x = [1, 2, 3]\ny = x[-1e300]", "index -1e300 is out of range for a vector of length 3 (indices start at 0 "
+     "and do not count from the end)", "2:7"),
+    ("x = [1, 2, 3]\nx[-1e300] = 1", "index -1e300 is out of range for a vector of length 3 (indices start at 0 "
+     "and do not count from the end)", "2:3"),
+    ("t = (1, 2)\ny = t[-1e300]", "index -1e300 is out of range for a tuple of 2 items (indices start at 0 and "
+     "do not count from the end)", "2:7"),
+    ("x = [1, 2, 3]\ny = x[1:-1e300]", "the range 1:-1e300 is empty: tapeml does not count from the end", "2:7"),
+    # a small one keeps its translation
+    ("x = [1, 2, 3]\ny = x[-3]", "index -3 is out of range for a vector of length 3 (indices start at 0 and do not "
+     "count from the end: Python's [-3] is [end-2] here)", "2:7"),
+])
+def test_a_hint_never_prints_a_301_digit_number(source, message, place):
+    _exact(source, "IndexError", message, place)
+
+
+def test_a_5000_digit_format_width_is_a_syntax_error_not_pythons_digit_limit():
+    digits = "9" * 5000
+    _exact(f'x = 1\nprint("{{x:.{digits}f}}")', "SyntaxError", "the precision of 5000 digits in the format spec "
+           "'.999999999999999999999999999999999999...' is past the limit of 1000", "2:11")
+    _exact('x = 1\nprint("{x:1001}")', "SyntaxError", "the width 1001 in the format spec '1001' is past the "
+           "limit of 1000", "2:11")

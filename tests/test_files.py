@@ -297,7 +297,7 @@ def test_links_are_followed_and_their_errors_name_both_paths(tmp_path):
     (tmp_path / "loop2").symlink_to("loop1")
     err = error_of("save(p, {w = 1})", p=str(tmp_path / "loop1"))
     assert isinstance(err, IOErr) and err.message == \
-        f"save(): {tmp_path / 'loop1'} is a chain of more than 40 symbolic links (a loop?)"
+        f"save(): {tmp_path / 'loop1'} is a loop of symbolic links (loop1 -> loop2 -> loop1)"
     (tmp_path / "far.npz").symlink_to("no/such/dir/x.npz")
     err = error_of("save(p, {w = 1})", p=str(tmp_path / "far.npz"))
     assert err.message == (f"save(): {tmp_path / 'far.npz'} is a link to {tmp_path / 'no/such/dir/x.npz'}, "
@@ -627,3 +627,56 @@ def test_savefig_and_show_tape_write_next_to_the_script(tmp_path):
     assert out.returncode == 0, out.stderr
     assert sorted(p.name for p in sub.iterdir()) == ["a.png", "a.txt", "tape.png", "w.ml"]
     assert list(cwd.iterdir()) == []
+
+
+# ---- issue 38, item 6: readers of numbers and of paths say the real cause -----------------------------
+def test_read_json_reads_an_integer_of_any_length_as_the_float_it_spells(tmp_path):
+    p = tmp_path / "big.json"
+    big = "1" * 5000
+    p.write_text(f'{{"a": -{big}, "b": [1, {"2" * 400}], "c": 12345678901234567890, "d": 1e999, "e": -0}}')
+    v = variables_after("r = read_json(p)", p=str(p))["r"].fields
+    # Python's float of the same text: no digit limit, correctly rounded (int() stops at 4300 digits)
+    assert v["a"] == float("-" + big) == -np.inf and v["d"] == float("1e999") == np.inf
+    assert v["b"].tolist() == [1.0, np.inf] and v["c"] == float("12345678901234567890") == 1.2345678901234567e19
+    assert v["e"] == 0.0 and np.signbit(v["e"])         # "-0" is the float -0.0, as JSON.parse reads it
+    p.write_text("[" + big + "]")
+    assert variables_after("r = read_json(p)", p=str(p))["r"].tolist() == [np.inf]
+
+
+def _loop(tmp_path):
+    (tmp_path / "a.ml").symlink_to("b.ml")
+    (tmp_path / "b.ml").symlink_to("a.ml")
+    return str(tmp_path / "a.ml")
+
+
+@pytest.mark.parametrize("call", ["import(p)", "read_text(p)", "read_csv(p)", "read_json(p)", "read_columns(p)",
+                                  "csv_header(p)", "load(p)"])
+def test_every_reader_says_a_loop_of_symbolic_links(tmp_path, call):
+    p = _loop(tmp_path)
+    err = error_of(f"x = {call}", p=p)
+    name = call.split("(")[0]
+    head = "import: " if name == "import" else f"{name}(): "
+    tail = ' (from "' + p + '")' if name == "import" else ""
+    assert (err.kind, err.message, err.span.line, err.span.col) == (
+        "IOError", f"{head}no file at {p}: it is a loop of symbolic links (a.ml -> b.ml -> a.ml){tail}", 1, 5)
+
+
+@pytest.mark.parametrize("call", ['write_text(p, "x")', "write_csv(p, [1])", "write_json(p, 1)", "save(p, {w = 1})"])
+def test_every_writer_says_a_loop_of_symbolic_links(tmp_path, call):
+    p = _loop(tmp_path)
+    err = error_of(call, p=p)
+    assert err.message == f"{call.split('(')[0]}(): {p} is a loop of symbolic links (a.ml -> b.ml -> a.ml)"
+
+
+def test_the_command_line_says_a_loop_of_symbolic_links_and_a_long_chain(tmp_path):
+    p = _loop(tmp_path)
+    r = subprocess.run(TAPEML + [p], capture_output=True, text=True)
+    assert (r.returncode, r.stderr) == (2, f"tapeml: cannot open '{p}': it is a loop of symbolic links "
+                                           f"(a.ml -> b.ml -> a.ml)\n")
+    for i in range(45):                         # l0 -> l1 -> ... -> l45 (no loop; Linux follows 40)
+        (tmp_path / f"l{i}").symlink_to(f"l{i + 1}")
+    (tmp_path / "l45").write_text("print(1)\n")
+    r = subprocess.run(TAPEML + [str(tmp_path / "l0")], capture_output=True, text=True)
+    assert r.stderr == f"tapeml: cannot open '{tmp_path / 'l0'}': it is a chain of more than 40 symbolic links\n"
+    err = error_of("x = read_text(p)", p=str(tmp_path / "l0"))
+    assert err.message == f"read_text(): no file at {tmp_path / 'l0'}: it is a chain of more than 40 symbolic links"

@@ -140,7 +140,8 @@ GROWS.update({"matmul": _matmul_shape, "zmatmul": _matmul_shape, "dense": _matmu
 
 def size_refusal(name):
     """The size guard's two halves for a primitive in GROWS: the element limit `big`, and
-    `refuse(args)`, called when the operands' sizes multiply past it, which works out the
+    `refuse(args)`, called when the operands' sizes multiply past it (or to 0: an empty operand
+    bounds nothing, [m, 0] @ [0, n] is m x n), which works out the
     result's shape and raises if it is past the limit. `_size_guarded` puts them around an impl;
     an impl that makes the test itself (one Python call less on the commonest operators:
     core_ops._arith) says so with `impl.guards_size = True`."""
@@ -178,11 +179,13 @@ def _size_guarded(name, impl, out_shape, arity):
     if arity == 2:
         def guarded2(a, b):
             ta, tb = type(a), type(b)
+            # an empty operand bounds nothing: [m, 0] @ [0, n] is an m x n matrix of zeros
             if ta is nd and tb is nd:
-                if a.size * b.size > big:
+                n = a.size * b.size
+                if n > big or n == 0:
                     refuse((a, b))
-            elif ta in arrays and tb in arrays and size_of(a) * size_of(b) > _NO_DEVICE_BELOW \
-                    and size_of(a) * size_of(b) > device_limit():
+            elif ta in arrays and tb in arrays and ((n := size_of(a) * size_of(b)) == 0 or
+                                                    n > _NO_DEVICE_BELOW and n > device_limit()):
                 refuse((a, b))
             return impl(a, b)
         return guarded2
@@ -197,7 +200,7 @@ def _size_guarded(name, impl, out_shape, arity):
             elif t in arrays:
                 n *= size_of(a)
                 other = True
-        if n > big or (other and n > _NO_DEVICE_BELOW and n > device_limit()):
+        if n > big or n == 0 or (other and n > _NO_DEVICE_BELOW and n > device_limit()):
             refuse(args)
         return impl(*args, **kw)
     return guarded

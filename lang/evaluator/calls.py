@@ -9,6 +9,7 @@ import os
 
 from tapeml.syntax.errors import IOErr, LangError, RecursionErr, TypeErr, ValueErr
 from tapeml.syntax.lexer import decode_source
+from tapeml.builtins.files import link_trouble
 from tapeml.evaluator import compiler
 from tapeml.evaluator.scope import MAX_DEPTH, Env, ReturnSignal, called_from, too_deep
 from tapeml.evaluator.stack import HOP_DEPTH, run_deep
@@ -121,7 +122,9 @@ class Calls:
             raise IOErr(f"import: {full} is a directory, not a file (from \"{path}\")", node.span)
         if not os.path.isfile(full):
             why = "no file" if not os.path.exists(full) else "not a regular file"
-            raise IOErr(f"import: {why} at {full} (from \"{path}\")", node.span)
+            trouble = link_trouble(full)        # a loop of links, a dangling link: say so, as load does
+            raise IOErr(f"import: {why} at {full}{f': {trouble}' if trouble else ''} (from \"{path}\")",
+                        node.span)
         try:
             with open(full, "rb") as f:
                 data = f.read()

@@ -284,6 +284,9 @@ class Indexing:
             if stop < 0 <= start and step > 0 and negative_literal(item.stop):     # Python's x[1:-1]
                 lines = (self.sources.get(item.span.file) or "").splitlines()
                 a = self.written(item.start, lines)
+                if stop < -2 ** 53:     # x[1:-1e300]: no translation with a 301-digit number
+                    raise IndexErr(f"the range {a}:{format_value(float(stop))} is empty: tapeml does not "
+                                   f"count from the end", item.span)
                 raise IndexErr(f"the range {a}:{stop} is empty: tapeml does not count from the end; "
                                f"Python's [{a}:{stop}] is [{a}:end{stop}] here (a:b includes b)", item.span)
             return slice(0, 0)
@@ -309,6 +312,8 @@ class Indexing:
 
 def negative_hint(v) -> str:
     """Said with a negative index: tapeml does not count from the end (Python's x[-1] is x[end])."""
+    if v < -2 ** 53:        # x[-1e300]: Python's index would be a 301-digit number; no translation to show
+        return " (indices start at 0 and do not count from the end)"
     back = -int(v) - 1
     return (f" (indices start at 0 and do not count from the end: Python's [{int(v)}] is "
             f"[end{f'-{back}' if back else ''}] here)")

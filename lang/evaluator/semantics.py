@@ -10,12 +10,12 @@ import numpy as np
 
 from tapeml.array import limits, ops
 from tapeml.array.backend import is_out_of_memory
-from tapeml.array.primitive_table import is_bool_array
+from tapeml.array.primitive_table import _matmul_shape, is_bool_array
 from tapeml.syntax import ast as A
 from tapeml.builtins.registry import FOREIGN_FIELDS, REGISTRY
 from tapeml.syntax.errors import LangError, NameErr, ShapeError, TypeErr, ValueErr, close_names
 from tapeml.array.tape import Box, raw
-from tapeml.array.values import Function, Record, describe, format_gb, format_value, is_numeric, shape_text, values_equal
+from tapeml.array.values import Dict, Function, Record, describe, format_gb, format_value, is_numeric, shape_text, values_equal
 
 BINARY = {"+": ops.add, "-": ops.sub, "*": ops.mul, "/": ops.div, "%": ops.mod, "^": ops.pow_,
           "@": ops.matmul, "==": ops.eq, "!=": ops.ne, "<": ops.lt, "<=": ops.le, ">": ops.gt,
@@ -80,7 +80,15 @@ def binary(op, a, b, span, note=""):
     elif callable(getattr(ra, "fn", None)) or isinstance(ra, Function) or \
             callable(getattr(rb, "fn", None)) or isinstance(rb, Function):
         hint = "; call the function first, e.g. pi() rather than pi"
+    elif isinstance(ra, (Record, tuple, Dict)) or isinstance(rb, (Record, tuple, Dict)):
+        hint = TREE_HINT
     raise TypeErr(f"cannot apply '{op}' to {describe(a)} and {describe(b)}{hint}", span)
+
+# the end of the message for an operator given a record or tuple (a model's parameters)
+TREE_HINT = ("; operators do not reach into records, tuples and dictionaries: tree_map applies one leaf by leaf "
+             "(p - 0.1 * g is tree_map(fn(w, d) -> w - 0.1 * d, p, g)), and sgd_step(p, g, state, "
+             "lr = 0.1) takes a gradient step")
+
 
 def repeat_string(s, n, span):
     """`s * n`: a string repeated a whole, non-negative number of times."""
@@ -107,7 +115,7 @@ def memory_error(op, a, b, span) -> LangError:
     """The error for an operator whose result does not fit in memory."""
     sa, sb = tuple(np.shape(raw(a))), tuple(np.shape(raw(b)))
     try:
-        out = np.broadcast_shapes(sa, sb)
+        out = _matmul_shape(sa, sb) if op == "@" else np.broadcast_shapes(sa, sb)
         need = f"a result of shape {shape_text(out)} ({format_gb(math.prod(out) * 8)})"
     except ValueError:
         need = "the result"
@@ -132,7 +140,7 @@ def range_note(*nodes) -> str:
 
 
 def _num(v) -> str:
-    return str(int(v)) if float(v).is_integer() else format_value(v)
+    return str(int(v)) if float(v).is_integer() and abs(v) < 2 ** 53 else format_value(v)
 
 
 def shape_error(op, a, b, span, note="") -> LangError:
@@ -144,6 +152,8 @@ def shape_error(op, a, b, span, note="") -> LangError:
                            "use '*' to scale by a number", span)
         inner_a = sa[-1]
         inner_b = sb[0] if len(sb) == 1 else sb[-2]
+        if inner_a == inner_b:      # the shapes fit: the result is what cannot be made (NumPy's "array is too big")
+            return memory_error(op, a, b, span)
         return ShapeError(f"matrix product {shape_text(sa)} @ {shape_text(sb)}: the inner sizes "
                           f"{inner_a} and {inner_b} differ{note}", span)
     msg = f"cannot {OP_WORDS.get(op, op)} {shape_text(sa)} and {shape_text(sb)}: the shapes do not broadcast"
@@ -174,7 +184,9 @@ def unary(op, v, span):
             return ops.logical_not(r)
         raise TypeErr(f"'not' needs true/false or a bool matrix, got {describe(v)}", span)
     if not is_numeric(v):
-        raise TypeErr(f"unary '{op}' needs a number or a matrix, got {describe(v)}", span)
+        hint = (f"; tree_map(fn(w) -> {op}w, r) applies it to each leaf of a record or tuple r"
+                if isinstance(raw(v), (Record, tuple, Dict)) else "")
+        raise TypeErr(f"unary '{op}' needs a number or a matrix, got {describe(v)}{hint}", span)
     return ops.neg(v) if op == "-" else v
 
 
@@ -202,7 +214,9 @@ def logical_mask(node, left, right):
 def transpose(v, span):
     """`v'`."""
     if not is_numeric(v):
-        raise TypeErr(f"cannot transpose {describe(v)}", span)
+        hint = ("; tree_map(fn(w) -> w', r) transposes each leaf of a record or tuple r"
+                if isinstance(raw(v), (Record, tuple, Dict)) else "")
+        raise TypeErr(f"cannot transpose {describe(v)}{hint}", span)
     return ops.transpose(v)
 
 

@@ -333,7 +333,8 @@ def _warn_late_options(args: list[str]) -> None:
 
 def run_file(interp, path: str, args: list[str], debug: bool) -> int:
     if not os.path.isfile(path):
-        why = "it is a directory" if os.path.isdir(path) else "no such file"
+        from tapeml.builtins.files import link_trouble
+        why = "it is a directory" if os.path.isdir(path) else link_trouble(path) or "no such file"
         print(f"tapeml: cannot open '{path}': {why}", file=sys.stderr)
         return 2
     try:

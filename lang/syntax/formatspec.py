@@ -41,6 +41,11 @@ class Spec(NamedTuple):
     type: str
 
 
+def _short(text: str) -> str:
+    """A spec as quoted in a message: at most 40 characters."""
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
 def parse_spec(text: str, span) -> Spec:
     """The parts of the spec `text` (the characters between ':' and '}'), or a SyntaxError at `span`."""
     # a spec that reads like code was most likely meant as a range: "{0:n}" for "{(0:n)}"
@@ -54,8 +59,11 @@ def parse_spec(text: str, span) -> Spec:
     if kind and kind not in WHOLE_TYPES | REAL_TYPES | {"s"}:
         raise LangSyntaxError(f"unknown format type '{kind}' in '{text}'; {TYPES}{hint}", span)
     for part in ("width", "precision"):
-        if g[part] is not None and int(g[part]) > MAX_FIELD:
-            raise LangSyntaxError(f"the {part} {int(g[part])} in the format spec '{text}' is past the "
+        digits = (g[part] or "").lstrip("0") or "0"
+        # compared by length first: int() of more than 4,300 digits is Python's ValueError
+        if len(digits) > len(str(MAX_FIELD)) or int(digits) > MAX_FIELD:
+            shown = digits if len(digits) <= 20 else f"of {len(digits)} digits"
+            raise LangSyntaxError(f"the {part} {shown} in the format spec '{_short(text)}' is past the "
                                   f"limit of {MAX_FIELD}", span)
     if kind in WHOLE_TYPES and g["precision"] is not None:
         raise LangSyntaxError(f"the format spec '{text}' gives a precision to the whole-number type "
