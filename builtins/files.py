@@ -59,6 +59,15 @@ def resolve_path(ctx, path: str) -> str:
     return os.path.join(ctx.directory, path)
 
 
+def shown_path(full: str) -> str:
+    """A path written as a message names it: relative to the current directory when the file is
+    under it (examples/loss.png for a script in examples/ run from the repository), else absolute:
+    the file the user will look for, wherever the script's relative path started."""
+    full = os.path.abspath(full)
+    here = os.getcwd()
+    return os.path.relpath(full, here) if full.startswith(os.path.join(here, "")) else full
+
+
 def read_limited(f, fname: str, full: str) -> bytes:
     """The bytes of an open file, refused before reading when it is past the string limit
     (lang/array/limits.py), and never more than the limit read even if the file grows meanwhile."""

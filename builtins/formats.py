@@ -29,26 +29,36 @@ def matrix_from_file(a: np.ndarray, dtype=None):
         dtype = FLOAT["dtype"]
     return B.new_matrix(a, dtype)
 
-_PART = re.compile(r"\.([A-Za-z_][A-Za-z0-9_]*)|\[([0-9]+)\]")
+_FIRST = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|[0-9]+")
+_PART = re.compile(r"\.([A-Za-z_][A-Za-z0-9_]*)|\[([0-9]+)\]|\.([0-9]+)")
+
 
 def _parse_key(key: str, where: str) -> list:
-    """'heads[0].wq' -> ['heads', 0, 'wq']; '[1].w' -> [1, 'w']."""
+    """An array's name as a path: PyTorch's state-dict names, 'heads.0.wq' -> ['heads', 0, 'wq'] and
+    '0.weight' -> [0, 'weight'] (nn.Sequential), and tapeml's earlier 'heads[0].wq', '[1].w'."""
     parts: list = []
     pos = 0
-    m = _NAME.match(key)
+    m = _FIRST.match(key)
     if m:
-        parts.append(m.group(0))
+        parts.append(m.group(0) if not m.group(0).isdigit() else int(m.group(0)))
         pos = m.end()
     while pos < len(key):
         m = _PART.match(key, pos)
         if not m:
             raise IOErr(f"load(): {where} holds an array named '{key}', which is not a field path "
-                        f"(like 'heads[0].wq'); it was not written by save()")
-        parts.append(m.group(1) if m.group(1) is not None else int(m.group(2)))
+                        f"(like 'heads.0.wq' or '0.weight', PyTorch's state-dict names)")
+        parts.append(m.group(1) if m.group(1) is not None else int(m.group(2) or m.group(3)))
         pos = m.end()
     if not parts:
         raise IOErr(f"load(): {where} holds an array with an empty name; it was not written by save()")
     return parts
+
+
+def file_key(path: str) -> str:
+    """The name an array is written under: its field path in PyTorch's state-dict spelling, a
+    tuple item's index after a dot ('heads[0].wq' -> 'heads.0.wq', '[0].weight' -> '0.weight'), so
+    torch's load_state_dict takes the file's names as they are."""
+    return re.sub(r"\[([0-9]+)\]", r".\1", path).lstrip(".")
 
 
 def flatten(value) -> list:
@@ -65,6 +75,8 @@ def flatten(value) -> list:
             if depth >= limits.FILE_NESTING:
                 raise limits.file_nesting_error("save(): the value")
             if isinstance(r, Record):
+                if not r.fields and path.endswith("]"):
+                    continue        # an item without parameters (nn.Sequential's ReLU): no names, as in PyTorch
                 if not r.fields:
                     raise TypeErr(f"save(): {path or 'the value'} is an empty record; checkpoints store matrices, "
                                   f"so every record needs at least one field")
@@ -140,11 +152,13 @@ def unflatten(items: list, where: str):
             if node["kind"] == "record":
                 done[id(node)] = Record(items)
                 continue
-            n = len(items)
-            if sorted(items) != list(range(n)):
-                raise IOErr(f"load(): {where} has a tuple with missing items "
-                            f"(indices {sorted(items)})")
-            done[id(node)] = tuple(items[i] for i in range(n))
+            # PyTorch's order; an index with no arrays (nn.Sequential's ReLU at 1 in '0.weight',
+            # '2.weight') is an empty record, as the ReLU's own state dict is empty: t[2] is model[2]
+            n = max(items) + 1
+            if n > 2 * len(items) + 1000:       # '0.w' and '1000000000.w': not a list of layers
+                raise IOErr(f"load(): {where} has a tuple of {len(items)} items numbered up to {n - 1}: too "
+                            f"many missing to be a list")
+            done[id(node)] = tuple(items[i] if i in items else Record({}) for i in range(n))
         return done[id(top)]
 
     if root is None:
@@ -359,8 +373,8 @@ def save_safetensors(full: str, items: list) -> None:
         a = np.asarray(arr)
         if a.dtype.kind not in "fb":
             a = a.astype(np.float64)
-        tensors[key] = np.array(a, order="C")       # (ascontiguousarray would make a 0-d array 1-d)
-    blob = st_save(tensors, metadata={_ORDER_KEY: _json.dumps([k for k, _ in items])})
+        tensors[file_key(key)] = np.array(a, order="C")       # (ascontiguousarray would make a 0-d array 1-d)
+    blob = st_save(tensors, metadata={_ORDER_KEY: _json.dumps(list(tensors))})
     atomic_write("save", full, lambda f: f.write(blob), binary=True)
 
 
@@ -387,6 +401,9 @@ def load_safetensors(full: str, target=None):
         raise
     except Exception as e:          # safetensors_rust.SafetensorError, a truncated or foreign file
         what = str(e).split("\n")[0]
+        why = _safetensors_fault(full)
+        if why:
+            raise IOErr(f"load(): {full} is damaged: {why}") from None
         if "data type" in what.lower() or "dtype" in what.lower() or "not supported" in what.lower():
             raise IOErr(f"load(): {full} holds a tensor of a type tapeml cannot read (float64, float32, "
                         f"float16, bfloat16, integers and bools are read)") from None
@@ -398,9 +415,47 @@ def load_safetensors(full: str, target=None):
             order = saved
     except ValueError:
         pass
-    out = [(re.sub(r"\.([0-9]+)(?=\.|$)", r"[\1]", key), file_value(tensors[key], key, full, target))
-           for key in order]
+    out = [(key, file_value(tensors[key], key, full, target)) for key in order]
     return unflatten(out, full)
+
+
+_ST_BYTES = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "I64": 8, "I32": 4, "I16": 2, "I8": 1, "U64": 8,
+             "U32": 4, "U16": 2, "U8": 1, "BOOL": 1, "F8_E4M3": 1, "F8_E5M2": 1, "C64": 8}
+
+
+def _safetensors_fault(full: str) -> str | None:
+    """What is wrong in a .safetensors file's header, read by hand (the library's error says only
+    'invalid shape, data type, or offset'): a tensor whose shape and type need more or fewer bytes
+    than its offsets hold, or whose data runs past the file's end. None when none is found."""
+    import os
+    import struct
+    from tapeml.array.values import shape_text
+    try:
+        size = os.path.getsize(full)
+        with open(full, "rb") as f:
+            n = struct.unpack("<Q", f.read(8))[0]
+            if n > size - 8:
+                return None         # no header to read: not a .safetensors file, or cut inside its header
+            header = _json.loads(f.read(n))
+    except (OSError, struct.error, ValueError):
+        return None
+    if not isinstance(header, dict):
+        return None
+    data = size - 8 - n
+    for key, info in header.items():
+        if key == "__metadata__" or not isinstance(info, dict):
+            continue
+        try:
+            shape, (start, end), kind = tuple(info["shape"]), info["data_offsets"], info["dtype"]
+            need = _math.prod(shape) * _ST_BYTES[kind]
+        except (KeyError, TypeError, ValueError):
+            continue
+        if end - start != need:
+            return (f"the tensor '{key}' has the shape {shape_text(shape)} of {kind} ({need} bytes), but its "
+                    f"data offsets hold {end - start} bytes")
+        if end > data:
+            return f"the tensor '{key}' ends at byte {end} of the data, which has {data} bytes (a truncated file?)"
+    return None
 
 
 def file_value(a, key: str, full: str, target=None):

@@ -72,16 +72,19 @@ def _param_rows(params) -> list[str]:
     return lines
 
 
-NO_RUN_CATEGORIES = {"Plotting", "IO"}   # examples with effects beyond printing are shown, not run
+# examples whose result is a picture are shown, not run; the IO examples run (they write their
+# files under /tmp, as the docs build does), so help shows what the page shows
+NO_RUN_CATEGORIES = {"Plotting"}
 
 
-def example_output(example: str, interp) -> str | None:
-    """What the REPL shows for `example` in a fresh session (prints and the echo), or None when
-    it fails. Used so that help shows the result beside the code. The fresh session is a new
+def example_output(example: str, interp, filename: str = "<example>") -> str | None:
+    """What the REPL shows for `example` in a fresh session (prints and the echo, and the error an
+    example that raises ends with, rendered as the page renders it), or None when it fails in
+    another way. Used so that help shows the result beside the code. The fresh session is a new
     interpreter of the kind of `interp` (the session asking; help has no interpreter of its own,
     which would import the interpreter that imports the builtins); without one, None."""
     import io
-    from tapeml.syntax.errors import LangError
+    from tapeml.syntax.errors import LangError, render
     if interp is None:
         return None
     from tapeml.array import context, diagnostics
@@ -96,18 +99,21 @@ def example_output(example: str, interp) -> str | None:
             interp.err = buf
             interp.progress_out = False     # an example's progress(...) loop draws no bar into help
             # echoed as the REPL and the docs echo: strings quoted, big matrices as grids
-            interp.run(example, "<example>", echo=lambda v: buf.write(display_value(v) + "\n"))
-    except (LangError, RecursionError, MemoryError, ArithmeticError, ValueError, TypeError):
+            interp.run(example, filename, echo=lambda v: buf.write(display_value(v) + "\n"))
+    except LangError as e:      # an example that shows an error ("# raises: ..."): the page shows it too
+        buf.write(render(e, {**interp.sources, filename: example}) + "\n")
+    except (RecursionError, MemoryError, ArithmeticError, ValueError, TypeError):
         return None
     finally:        # an example that turns check_nan on or off does it in the example only
         interp.set_diagnostics(**modes)
     return buf.getvalue().rstrip("\n")
 
 
-def _example_lines(example: str, interp, run: bool = True) -> list[str]:
+def _example_lines(example: str, interp, run: bool = True, name: str = "") -> list[str]:
     lines = example.split("\n")
     out = ["  ml> " + lines[0]] + ["  ... " + more for more in lines[1:]]
-    result = example_output(example, interp) if run else None
+    # the file name the docs page's run gives its first example, so an error reads as there
+    result = example_output(example, interp, f"<{name} example 1>" if name else "<example>") if run else None
     if result:
         out.extend("  " + line for line in result.split("\n"))
     return out
@@ -141,7 +147,7 @@ def _doc_text(name: str, entry, interp, category: str = "") -> str:
     if examples:
         out.append("")
         out.append("Example")
-        out.extend(_example_lines(examples[0], interp, run=category not in NO_RUN_CATEGORIES))
+        out.extend(_example_lines(examples[0], interp, run=category not in NO_RUN_CATEGORIES, name=name))
     return "\n".join(out)
 
 

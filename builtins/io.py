@@ -1,9 +1,13 @@
-"""IO: read_text and write_text; save and load parameter trees (records and tuples of matrices) as .npz checkpoints.
+"""IO: read_text and write_text; save and load parameter trees (records and tuples of matrices) as
+.npz or .safetensors checkpoints.
 
-Format: a plain NumPy .npz (a zip of .npy files), one array per leaf, named by its field
-path from the root: `tok`, `heads[0].wq`, `blocks[1].ln1_gamma`; a tuple at the root gives
-keys `[0]`, `[1].w`, ... Numbers are stored as 0-d float64 arrays and come back as numbers.
-Any NumPy can read the file (`numpy.load(path)["heads[0].wq"]`), and `load` never unpickles.
+Format: a plain NumPy .npz (a zip of .npy files) or a .safetensors file, one array per leaf,
+named by its path from the root in PyTorch's state-dict spelling: `tok`, `heads.0.wq`,
+`blocks.1.ln1_gamma`; a tuple at the root gives `0.weight`, `1.w`, ... (nn.Sequential's names),
+and an empty record in a tuple (a layer without parameters) gives none. Numbers are stored as
+0-d float64 arrays and come back as numbers. Any NumPy can read the file
+(`numpy.load(path)["heads.0.wq"]`), torch's load_state_dict takes its names, and `load` never
+unpickles; it reads tapeml's earlier names (`heads[0].wq`) too.
 
 Every writer here (save, write_text, write_csv, write_json) goes through the one writer of
 builtins/files.py (`atomic_write`): a temporary file renamed over the target, links followed,
@@ -26,7 +30,7 @@ from tapeml.builtins.files import (WRITER_ERRORS, WRITER_HOW, atomic_write, exis
                                    resolve_path)
 from tapeml.array import backend as B
 from tapeml.builtins.formats import (JSON_MAX_DEPTH, _csv_number, _csv_rows, _from_json, _is_header, _json_stack,
-                                     _number_text, _read_utf8, _to_json, check_load_total, flatten,
+                                     _number_text, _read_utf8, _to_json, check_load_total, file_key, flatten,
                                      file_value, load_safetensors, matrix_from_file, save_safetensors, unflatten)
 from tapeml.syntax.errors import IOErr, TypeErr
 from tapeml.syntax.errors import ValueErr as _ValueErr
@@ -36,15 +40,18 @@ from tapeml.array.values import Dict, Record, describe, format_value
 CAT = "IO"
 
 
-@builtin("save", CAT, "Write a record or tuple of matrices to a .npz checkpoint, atomically.",
-         [P("path", "string", doc="the file to write (relative paths start at the script's directory)"),
+@builtin("save", CAT, "Write a record or tuple of matrices to a .npz or .safetensors checkpoint, atomically.",
+         [P("path", "string", doc="the file to write: .safetensors for that format, else .npz (relative paths "
+                                  "start at the script's directory)"),
           P("value", doc="a record or tuple (nested) of numbers and matrices, e.g. model parameters")],
          returns="none", context=True,
          what="Saves model parameters (or an optimizer state) so that load(path) gives back exactly the "
-              "same values. Each matrix is stored under its field path, e.g. \"heads[0].wq\", so Python can "
-              "read the file with numpy.load. A path ending in .safetensors writes the safetensors format "
-              "(Hugging Face's, no pickles) with the same names, which Python reads with "
-              "safetensors.numpy.load_file.",
+              "same values. Each matrix is stored under its path in PyTorch's state-dict spelling, e.g. "
+              "\"heads.0.wq\" for heads[0].wq and \"0.weight\" for item 0 of a tuple (nn.Sequential's names), "
+              "so Python reads the file with numpy.load and a PyTorch model takes it with load_state_dict. A "
+              "path ending in .safetensors writes the safetensors format (Hugging Face's, no pickles) with "
+              "the same names, which Python reads with safetensors.torch.load_file. An empty record in a "
+              "tuple (a layer without parameters, as nn.ReLU's empty state dict) writes no names.",
          how="A NumPy .npz archive (uncompressed zip of .npy files in row-major order, no pickles); "
              "float64 values are stored bit for bit, and the file is byte for byte the same on every "
              "device (a torch:cuda run's checkpoint is a NumPy run's). " + WRITER_HOW,
@@ -68,7 +75,7 @@ def save(ctx, path, value):
     def write(f):
         with zipfile.ZipFile(f, "w", compression=zipfile.ZIP_STORED, allowZip64=True) as zf:
             for key, arr in items:
-                with zf.open(key + ".npy", "w", force_zip64=True) as member:
+                with zf.open(file_key(key) + ".npy", "w", force_zip64=True) as member:
                     # row-major always: the file is the same whatever the memory layout (a transposed
                     # view, a column-major result of torch's linalg) and the device
                     np.lib.format.write_array(member, np.asarray(arr, order="C"), allow_pickle=False)
@@ -105,27 +112,36 @@ def _declared_shape(data, key: str, full: str) -> tuple:
     return shape
 
 
-@builtin("load", CAT, "Read a checkpoint written by save: the same record or tuple of matrices.",
-         [P("path", "string", doc="a .npz file written by save (relative paths start at the script's directory)"),
+@builtin("load", CAT, "Read a .npz or .safetensors checkpoint (save's, or a PyTorch state dict's): a record or tuple of matrices.",
+         [P("path", "string", doc="a .npz or .safetensors file, written by save or from a PyTorch state dict "
+                                  "(relative paths start at the script's directory)"),
           P("dtype", "string", None, doc="\"float32\" or \"float64\": every float matrix converted to it "
             "(none: each as stored)", check=one_of("float32", "float64"),
             constraint='"float32", "float64" or none')],
          returns="the record or tuple that was saved", context=True,
-         what="The inverse of save: load(path) equals the value given to save, field for field and bit for bit.",
-         how="numpy.load with allow_pickle=False (a checkpoint can never run code), then the tree is "
-             "rebuilt from the field paths of the array names (\"heads[0].wq\" is field wq of item 0 of "
-             "field heads). 0-d arrays come back as numbers. float32 and float64 matrices keep their "
+         what="The inverse of save: load(path) equals the value given to save, field for field and bit for bit. "
+              "It reads a PyTorch model's weights too, saved from Python with "
+              "safetensors.torch.save_file(model.state_dict(), path) (or numpy.savez): the numbered names of "
+              "an nn.Sequential (\"0.weight\", \"0.bias\", \"2.weight\") become a tuple of records in "
+              "PyTorch's order, sd[0].weight being model[0].weight (tapeml counts from 0 as PyTorch does), "
+              "with an empty record for a layer without parameters (the ReLU at 1); save writes the same "
+              "names back, for load_state_dict.",
+         how="numpy.load with allow_pickle=False (a checkpoint can never run code; a torch.save .pt file "
+             "is a pickle and is not read), then the tree is rebuilt from the array names: \"heads.0.wq\" "
+             "(and tapeml's earlier \"heads[0].wq\") is field wq of item 0 of field heads. 0-d arrays come "
+             "back as numbers. float32 and float64 matrices keep their "
              "precision (a float32 run resumes in float32); integer arrays become float64. A path ending in "
              ".safetensors is read with the safetensors library (numpy API), its size guard checking "
-             "every shape before a tensor is read; Hugging Face names such as \"layers.0.wq\" are read "
-             "as layers[0].wq, and the field order of a file written by save is kept (in its metadata); "
+             "every shape before a tensor is read; the field order of a file written by save is kept (in "
+             "its metadata; another file's names come in the library's sorted order); "
              "bfloat16 and float16 tensors are widened exactly to float64. The matrices are made on the "
              "session's device (set_device), whichever device saved the file. dtype converts every matrix "
              "stored as floats, as a float32 run of float64 weights wants (float64 wins in arithmetic, so "
              "kept float64 weights would run the whole model in float64); integer arrays (ids) stay "
              "float64, exact.",
-         errors=["IOError when the file is missing, truncated, or not an .npz archive",
-                 "IOError when an array name is not a field path (a file not written by save), an array "
+         errors=["IOError when the file is missing, truncated, or not an .npz archive or a .safetensors file "
+                 "(a damaged .safetensors file: the tensor whose shape and offsets disagree is named)",
+                 "IOError when an array name is not a field path (\"heads.0.wq\", \"0.weight\"), an array "
                  "holds strings, records or pickled objects, or the names nest more than 1000 deep",
                  "ValueError when an array, or all of them together, would pass the element limit: counted "
                  "from the file's headers before any array is read, so a small compressed file that would "
@@ -133,7 +149,11 @@ def _declared_shape(data, key: str, full: str) -> tuple:
          examples=["save(\"/tmp/tapeml_doc_ckpt2.npz\", ([1, 2], {b = 0.5}))\n"
                    "load(\"/tmp/tapeml_doc_ckpt2.npz\")",
                    "save(\"/tmp/tapeml_doc_ckpt3.npz\", {w = [1, 2]})   # float64\n"
-                   "dtype(load(\"/tmp/tapeml_doc_ckpt3.npz\", dtype = \"float32\").w)"])
+                   "dtype(load(\"/tmp/tapeml_doc_ckpt3.npz\", dtype = \"float32\").w)",
+                   "# an nn.Sequential(Linear, ReLU, Linear)'s names: 0.weight, 0.bias, 2.weight, 2.bias\n"
+                   "save(\"/tmp/tapeml_doc_seq.safetensors\", ({weight = [1, 2; 3, 4], bias = [0, 1]}, {}, "
+                   "{weight = [1, 1], bias = 0.5}))\n"
+                   "sd = load(\"/tmp/tapeml_doc_seq.safetensors\")\nsd[2].weight\nsd[1]"])
 def load(ctx, path, dtype):
     target = None if dtype is None else np.float32 if dtype == "float32" else np.float64
     full = existing_file("load", resolve_path(ctx, path), "a checkpoint")

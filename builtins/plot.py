@@ -20,7 +20,7 @@ import numpy as np
 
 from tapeml.array import context
 from tapeml.array.backend import to_numpy
-from tapeml.builtins.files import WRITER_ERRORS, WRITER_HOW, atomic_write, resolve_path
+from tapeml.builtins.files import WRITER_ERRORS, WRITER_HOW, atomic_write, resolve_path, shown_path
 from tapeml.builtins.registry import REGISTRY, P, builtin, one_of, positive
 from tapeml.syntax.errors import ShapeError, TypeErr, ValueErr
 from tapeml.array.tape import raw
@@ -410,9 +410,12 @@ def subplot(rows, cols, index):
 @builtin("savefig", CAT, "Save the current figure to a PNG file.",
          [P("path", "string", doc="the file to write; .png is added when the name has no extension")],
          returns="none",
-         what="Writes the current figure to a PNG file, e.g. a loss curve at the end of a training script. "
-              "The figure stays open, so drawing can continue and be saved again. After show() has saved "
-              "and closed the figures (no display), savefig warns and writes nothing: call it before show().",
+         what="Writes the current figure to a PNG file, e.g. a loss curve at the end of a training script, "
+              "and prints where: \"figure saved to examples/loss.png\", the path relative to the current "
+              "directory (absolute when the file is outside it), since a script's relative path starts at "
+              "the script's own folder. The figure stays open, so drawing can continue and be saved again. "
+              "After show() has saved and closed the figures (no display), savefig warns and writes nothing: "
+              "call it before show().",
          how="matplotlib's `Figure.savefig` as PNG with fixed dpi and without the software-version "
              "metadata, so saving the same drawing twice gives the same bytes. " + WRITER_HOW,
          errors=[WRITER_ERRORS,
@@ -437,6 +440,8 @@ def savefig(ctx, path):
     except (ValueError, OverflowError, RuntimeError, MemoryError):     # the drawing itself failed
         raise ValueErr("savefig(): the figure cannot be drawn: its values or sizes are out of the range "
                        "a picture can show (near +-1e308, or too many points)") from None
+    # where the file really is (a script's relative path starts at its own folder), as show() says
+    ctx.out.write(f"figure saved to {shown_path(path)}\n")
 
 
 def _display_available() -> bool:
@@ -495,7 +500,7 @@ def show(ctx):
         path = _next_figure_path()
         atomic_write("show", path, lambda f, fig=fig: save_png(fig, f), binary=True)   # as savefig writes
         paths.append(path)
-        ctx.out.write(f"figure saved to {path}\n")
+        ctx.out.write(f"figure saved to {shown_path(path)}\n")
     close_all()
     _after_show = paths
     return None

@@ -285,6 +285,14 @@ def _cap(g: Graph, max_nodes: int) -> None:
 # ---- layout ------------------------------------------------------------------------------------
 def layered(g: Graph) -> dict:
     """{node id: (x, row)}: the pure-Python layered layout (see the module's docstring)."""
+    return layered_routes(g)[0]
+
+
+def layered_routes(g: Graph) -> tuple:
+    """({node id: (x, row)}, {edge: [(x, row), ...]}): the layered layout, and for each edge that
+    spans more than one row the points it bends at, one in each row between its ends. Those points
+    are dummy nodes of Sugiyama's scheme: each takes a place in its row as a node does, so no box
+    is put where an edge passes and a long edge never crosses an unrelated box."""
     ids = list(g.nodes)
     parents = {i: [] for i in ids}
     children = {i: [] for i in ids}
@@ -307,8 +315,25 @@ def layered(g: Graph) -> dict:
     for i in ids:
         if g.nodes[i].kind in ("input", "more"):
             row[i] = max(0, min((row[c] for c in children[i]), default=1) - 1)
+    # an edge over several rows becomes a chain through one dummy node in each row between
+    chains = {}
+    for a, b in sorted(g.edges):
+        if row[b] - row[a] > 1:
+            chain = [("bend", a, b, r) for r in range(row[a] + 1, row[b])]
+            for d, r in zip(chain, range(row[a] + 1, row[b])):
+                row[d] = r
+                parents[d], children[d] = [], []
+            links = [a] + chain + [b]
+            children[a][children[a].index(b)] = chain[0]
+            parents[b][parents[b].index(a)] = chain[-1]
+            for u, v in zip(chain, links[2:]):
+                children[u].append(v)
+            for u, v in zip(chain, links):
+                parents[u].append(v)
+            chains[(a, b)] = chain
+    every = ids + [d for chain in chains.values() for d in chain]
     rows: dict = {}
-    for i in ids:
+    for i in every:
         rows.setdefault(row[i], []).append(i)
     pos = {i: float(k) for r in rows.values() for k, i in enumerate(r)}
 
@@ -324,7 +349,8 @@ def layered(g: Graph) -> dict:
             for k, i in enumerate(rows[r]):
                 pos[i] = float(k)
     width = max(len(r) for r in rows.values())
-    return {i: (pos[i] - (len(rows[row[i]]) - 1) / 2 + (width - 1) / 2, row[i]) for i in ids}
+    place = {i: (pos[i] - (len(rows[row[i]]) - 1) / 2 + (width - 1) / 2, row[i]) for i in every}
+    return {i: place[i] for i in ids}, {e: [place[d] for d in chain] for e, chain in chains.items()}
 
 
 def dot_layout(g: Graph) -> dict:
@@ -375,8 +401,9 @@ def _text(n: Node) -> str:
 def draw(g: Graph, layout: str = "python", title: str | None = None):
     """The figure of a folded graph (a pyplot figure: the session's figures hold it)."""
     import tapeml.builtins.plot as plot
-    pos = dot_layout(g) if layout == "dot" else layered(g)
-    width = max((x for x, _ in pos.values()), default=0) + 1
+    pos, routes = (dot_layout(g), {}) if layout == "dot" else layered_routes(g)
+    bent = [p for bends in routes.values() for p in bends]      # the long edges' places count too
+    width = max((x for x, _ in list(pos.values()) + bent), default=0) + 1
     rows = max((r for _, r in pos.values()), default=0) + 1
     fig_w = min(plot.MAX_INCHES, max(4.0, 1.75 * width + 0.6))
     fig_h = min(plot.MAX_INCHES, max(2.5, 0.95 * rows + 0.9))
@@ -397,9 +424,18 @@ def draw(g: Graph, layout: str = "python", title: str | None = None):
                                        lw=1.4 if n.output else 0.6, ls="--" if n.kind == "more" else "-"))
     for a, b in sorted(g.edges):
         on = g.nodes[a].on_path and g.nodes[b].on_path
-        ax.annotate("", xy=(0.5, 1.0), xycoords=artists[b], xytext=(0.5, 0.0), textcoords=artists[a],
-                    arrowprops=dict(arrowstyle="-|>", color="#cc0000" if on else "#aaaaaa",
-                                    lw=0.9 if on else 0.6, shrinkA=1, shrinkB=1))
+        look = dict(color="#cc0000" if on else "#aaaaaa", lw=0.9 if on else 0.6, shrinkA=1, shrinkB=1)
+        bends = routes.get((a, b), [])
+        if bends:       # a long edge: through its places in the rows between, where no box is
+            ax.annotate("", xy=bends[0], xycoords="data", xytext=(0.5, 0.0), textcoords=artists[a],
+                        arrowprops=dict(arrowstyle="-", **{**look, "shrinkB": 0}))
+            for (x0, r0), (x1, r1) in zip(bends, bends[1:]):
+                ax.plot([x0, x1], [r0, r1], color=look["color"], lw=look["lw"], zorder=1)
+            ax.annotate("", xy=(0.5, 1.0), xycoords=artists[b], xytext=bends[-1], textcoords="data",
+                        arrowprops=dict(arrowstyle="-|>", **{**look, "shrinkA": 0}))
+        else:
+            ax.annotate("", xy=(0.5, 1.0), xycoords=artists[b], xytext=(0.5, 0.0), textcoords=artists[a],
+                        arrowprops=dict(arrowstyle="-|>", **look))
     _frame_groups(ax, g, pos)
     caption = f"{g.recorded} primitive{'s' * (g.recorded != 1)} recorded, {len(g.nodes)} node{'s' * (len(g.nodes) != 1)} shown"
     if g.notes:

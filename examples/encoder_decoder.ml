@@ -171,5 +171,4 @@ if png != "none"
     ylabel("output step (decoder)")
     title("cross-attention, {src[0, :]} -> reversed")
     savefig(png)
-    print("loss and cross-attention saved to {png}")
 end

@@ -186,7 +186,6 @@ if png != "none" and main
     title("minigpt on verses.txt")
     legend()
     savefig(png)
-    print("loss curve saved to {png}")
 end
 
 # ---- text -------------------------------------------------------------------------------------------

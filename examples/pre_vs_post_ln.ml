@@ -85,5 +85,4 @@ if png != "none"
     title("Top-block gradient at initialisation")
     legend()
     savefig(png)
-    print("plot saved to {png}")
 end

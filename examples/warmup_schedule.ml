@@ -42,5 +42,4 @@ if png != "none"
     title("Warmup schedules")
     legend()
     savefig(png)
-    print("plot saved to {png}")
 end

@@ -83,13 +83,24 @@ def test_a_numpy_session_takes_tensors_and_parameters_before_any_torch_session()
 
 
 def test_a_tensor_whose_values_cannot_be_read_is_a_language_error_naming_its_path():
+    """In tapeml's words (issue 38): never PyTorch's 'Cannot copy out of meta tensor' or 'Use
+    Tensor.to_dense() first', nor a complex tensor called a NumPy array."""
     torch = pytest.importorskip("torch")
     s = tapeml.Session(out=io.StringIO())
-    with pytest.raises(tapeml.LangError, match=r"d\['a'\]\[0\] is a torch tensor \(torch.strided, on meta\) whose "
-                                               r"values cannot be read: Cannot copy out of meta tensor"):
-        s["d"] = {"a": (torch.empty(2, device="meta"),)}
-    with pytest.raises(tapeml.LangError, match=r"sp is a torch tensor \(torch.sparse_coo, on cpu\)"):
-        s["sp"] = torch.eye(2).to_sparse()
+    cases = [("d", {"a": (torch.empty(2, 3, device="meta"),)}, "d['a'][0] is a torch tensor on the 'meta' device: "
+              "it has a shape (2x3) but no values; make it on a device that holds them (cpu, cuda)"),
+             ("sp", torch.eye(2).to_sparse(), "sp is a sparse torch tensor (torch.sparse_coo, 2x2); tapeml's "
+              "matrices are dense: give t.to_dense()"),
+             ("c", torch.zeros(2, dtype=torch.complex64), "c is a torch tensor of complex numbers (torch.complex64); "
+              "a matrix holds real numbers")]
+    for name, value, message in cases:
+        with pytest.raises(tapeml.LangError) as info:
+            s[name] = value
+        assert (info.value.kind, info.value.message) == ("TypeError", message)
+    with pytest.raises(tapeml.LangError) as info:
+        s.call("sum", torch.empty(3, device="meta"))
+    assert info.value.message == ("argument 1 of sum is a torch tensor on the 'meta' device: it has a shape (3) "
+                                  "but no values; make it on a device that holds them (cpu, cuda)")
 
 
 # ---- torch sessions -----------------------------------------------------------------------------

@@ -457,3 +457,53 @@ def test_help_runs_check_nans_examples_without_turning_the_check_on():
     interp.set_diagnostics(check_nan=True)
     help_text("check_nan", interp)
     assert diagnostics.current().check_nan and instrument.attached(interp)
+
+
+# ---- issue 38, item 9: no edge of show_tape's picture crosses a box --------------------------------
+def _edges_through_boxes(defs, f, x, expand=False):
+    """(the edges drawn through a box not their own, as (from, to, crossed) labels; the nodes): each
+    drawn edge (parent's box bottom, its bends, child's box top) sampled in display coordinates
+    against every other box's extent."""
+    interp, g = graph_of(defs, f, x)
+    g = tapeview.fold(g, expand)
+    fig = tapeview.draw(g)
+    try:
+        fig.canvas.draw()
+        renderer, ax = fig.canvas.get_renderer(), fig.axes[0]
+        boxes = dict(zip(g.nodes, (t.get_bbox_patch().get_window_extent(renderer) for t in ax.texts
+                                   if t.get_bbox_patch() is not None)))
+        _, routes = tapeview.layered_routes(g)
+        crossed = []
+        for a, b in sorted(g.edges):
+            pa, pb = boxes[a], boxes[b]
+            points = ([((pa.x0 + pa.x1) / 2, pa.y0)] + [tuple(ax.transData.transform(p)) for p in routes.get((a, b), [])]
+                      + [((pb.x0 + pb.x1) / 2, pb.y1)])
+            for i, box in boxes.items():
+                if i not in (a, b) and any(box.x0 < x0 + t * (x1 - x0) < box.x1 and box.y0 < y0 + t * (y1 - y0) < box.y1
+                                           for (x0, y0), (x1, y1) in zip(points, points[1:])
+                                           for t in np.linspace(0, 1, 201)):
+                    crossed.append((g.nodes[a].label, g.nodes[b].label, g.nodes[i].label))
+        return crossed, len(boxes)
+    finally:
+        import matplotlib.pyplot as plt
+        plt.close(fig)
+
+
+@pytest.mark.parametrize("defs,f", [
+    ("fn f(x) -> sum(exp(sin(x)) * x)", "f"),          # x -> mul passed through sin and exp
+    ("fn f(x) -> sum(exp(sin(cos(x))) * x + x)", "f"),
+    ("fn f(x) -> sum(tanh(x * 2) * exp(x) + x ^ 2 - sin(cos(x)))", "f"),
+])
+def test_no_edge_of_show_tape_crosses_an_unrelated_box(defs, f):
+    crossed, n = _edges_through_boxes(defs, f, np.array([1.0, 2.0, 3.0]))
+    assert n >= 5 and crossed == []
+
+
+def test_a_long_edge_bends_through_one_place_in_each_row_between():
+    _, g = graph_of("fn f(x) -> sum(exp(sin(x)) * x)", "f", np.array([1.0, 2.0, 3.0]))
+    pos, routes = tapeview.layered_routes(tapeview.fold(g))
+    label = {n.label: i for i, n in g.nodes.items()}
+    bends = routes[(label["x"], label["mul"])]
+    assert [r for _, r in bends] == [1, 2]                  # x at row 0, mul at row 3
+    assert all((x, r) != pos[i] for x, r in bends for i in pos)      # a place of its own
+    assert tapeview.layered(tapeview.fold(g)) == pos

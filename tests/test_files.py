@@ -680,3 +680,132 @@ def test_the_command_line_says_a_loop_of_symbolic_links_and_a_long_chain(tmp_pat
     assert r.stderr == f"tapeml: cannot open '{tmp_path / 'l0'}': it is a chain of more than 40 symbolic links\n"
     err = error_of("x = read_text(p)", p=str(tmp_path / "l0"))
     assert err.message == f"read_text(): no file at {tmp_path / 'l0'}: it is a chain of more than 40 symbolic links"
+
+
+# ---- issue 38, item 9: a PyTorch state dict in and out ------------------------------------------------
+def _sequential(torch):
+    return torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.ReLU(), torch.nn.Linear(4, 2),
+                               torch.nn.LayerNorm(2)).double()
+
+
+@pytest.mark.parametrize("ext", [".safetensors", ".npz"])
+def test_an_nn_sequential_state_dict_loads_as_a_tuple_and_saves_back_for_load_state_dict(tmp_path, ext):
+    torch = pytest.importorskip("torch")
+    from safetensors.torch import load_file, save_file
+    torch.manual_seed(0)
+    model = _sequential(torch)
+    sd = model.state_dict()                     # 0.weight, 0.bias, 2.weight, 2.bias, 3.weight, 3.bias
+    src, out = str(tmp_path / f"m{ext}"), str(tmp_path / f"out{ext}")
+    if ext == ".safetensors":
+        save_file(sd, src)                      # torch's own writer
+    else:
+        np.savez(src, **{k: v.numpy() for k, v in sd.items()})
+    v = variables_after("sd = load(src)\nw0 = sd[0].weight\nrelu = sd[1]\nb3 = sd[3].bias\n"
+                        "sd2 = tree_map(fn(w) -> w - 0.5, sd)\nsave(out, sd2)", src=src, out=out)
+    # a tuple in PyTorch's order, 0-based as PyTorch's: sd[i] is model[i]; the ReLU an empty record
+    assert isinstance(v["sd"], tuple) and len(v["sd"]) == 4 and v["relu"].fields == {}
+    assert np.array_equal(v["w0"], model[0].weight.detach().numpy())
+    assert np.array_equal(v["b3"], model[3].bias.detach().numpy())
+    back = load_file(out) if ext == ".safetensors" else {k: torch.from_numpy(a) for k, a in np.load(out).items()}
+    assert sorted(back) == sorted(sd)           # the same names written back
+    again = _sequential(torch)
+    assert str(again.load_state_dict(back, strict=True)) == "<All keys matched successfully>"
+    for k, t in again.state_dict().items():
+        assert torch.equal(t, sd[k] - 0.5), k
+
+
+def test_tapemls_earlier_names_and_hugging_face_names_still_load(tmp_path):
+    p = str(tmp_path / "old.npz")
+    np.savez(p, **{"heads[0].wq": np.ones(2), "heads.1.wq": np.zeros(2)})      # either spelling, even mixed
+    v = variables_after("r = load(p)", p=p)["r"]
+    assert [h.fields["wq"].tolist() for h in v.fields["heads"]] == [[1.0, 1.0], [0.0, 0.0]]
+
+
+def test_names_that_are_no_path_and_gaps_too_wide_are_named(tmp_path):
+    p = str(tmp_path / "bad.npz")
+    np.savez(p, **{"a-b": np.ones(1)})
+    err = error_of("load(p)", p=p)
+    assert err.message == (f"load(): {p} holds an array named 'a-b', which is not a field path (like 'heads.0.wq' "
+                           f"or '0.weight', PyTorch's state-dict names)")
+    np.savez(p, **{"0.w": np.ones(1), "5000.w": np.ones(1)})
+    err = error_of("load(p)", p=p)
+    assert err.message == f"load(): {p} has a tuple of 2 items numbered up to 5000: too many missing to be a list"
+
+
+def test_a_safetensors_file_whose_shape_and_offsets_disagree_names_the_tensor(tmp_path):
+    import json
+    import struct
+    p = tmp_path / "bad.safetensors"
+    head = json.dumps({"w": {"dtype": "F64", "shape": [3, 4], "data_offsets": [0, 64]}}).encode()
+    head += b" " * (-len(head) % 8)
+    p.write_bytes(struct.pack("<Q", len(head)) + head + bytes(64))
+    err = error_of("x = load(p)", p=str(p))
+    assert (err.kind, err.message, err.span.line, err.span.col) == (
+        "IOError", f"load(): {p} is damaged: the tensor 'w' has the shape 3x4 of F64 (96 bytes), but its data "
+                   f"offsets hold 64 bytes", 1, 5)
+    good = tmp_path / "g.safetensors"
+    run("save(p, {a = [1, 2, 3]})", p=str(good))
+    good.write_bytes(good.read_bytes()[:-4])                          # truncated
+    err = error_of("x = load(p)", p=str(good))
+    assert err.message == (f"load(): {good} is damaged: the tensor 'a' ends at byte 24 of the data, which has "
+                           f"20 bytes (a truncated file?)")
+
+
+# ---- issue 38, item 9: help shows the result its page shows -------------------------------------------
+ROOT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _page_result(name):
+    """The text under the first example on docs/builtins/<name>.md (None: the example printed nothing)."""
+    import re
+    with open(os.path.join(ROOT_DIR, "docs", "builtins", f"{name}.md"), encoding="utf-8") as f:
+        m = re.search(r"### Example 1\n\n```ml\n.*?\n```\n\n(?:```text\n(.*?)\n```)?", f.read(), re.S)
+    return m.group(1)
+
+
+def _help_result(name):
+    """The lines help(name) shows under its example's code."""
+    from tapeml.builtins.help import help_text
+    from tapeml.evaluator.interpreter import Interpreter
+    text = help_text(name, Interpreter(out=io.StringIO())).split("\nExample\n", 1)[1]
+    text = text.split("\n\nWritten in tapeml", 1)[0]
+    shown = [line[2:] for line in text.split("\n") if not line.startswith(("  ml> ", "  ... "))]
+    return "\n".join(shown).strip("\n") or None
+
+
+@pytest.mark.parametrize("name", ["read_csv", "csv_header", "read_columns", "read_json", "read_text", "load",
+                                  "save", "write_csv", "write_json", "write_text", "file_exists", "check_nan"])
+def test_help_shows_the_result_the_page_shows(name):
+    assert _page_result(name) is not None and _help_result(name) == _page_result(name)
+
+
+@pytest.mark.slow
+def test_every_builtins_help_shows_what_its_page_shows():
+    from tapeml.builtins.help import stdlib_table
+    from tapeml.builtins.registry import REGISTRY
+    names = [n for n in sorted(set(REGISTRY) | set(stdlib_table()))
+             if os.path.exists(os.path.join(ROOT_DIR, "docs", "builtins", f"{n}.md"))]
+    assert len(names) > 200
+    differ = [n for n in names if (REGISTRY[n].category if n in REGISTRY else "") != "Plotting"
+              and _help_result(n) != _page_result(n)]
+    assert differ == []
+
+
+# ---- issue 38, item 9: savefig says the path it really wrote ------------------------------------------
+def test_savefig_says_the_path_it_wrote_relative_to_the_current_directory(tmp_path):
+    (tmp_path / "examples").mkdir()
+    script = tmp_path / "examples" / "fig.ml"
+    script.write_text('plot([1, 3, 2])\nsavefig("curve.png")\nsavefig(out)\n', encoding="utf-8")
+    elsewhere = tempfile.mkdtemp()
+    try:
+        out = os.path.join(elsewhere, "abs.png")
+        src = script.read_text().replace("savefig(out)", f'savefig("{out}")')
+        script.write_text(src, encoding="utf-8")
+        r = subprocess.run(TAPEML + ["examples/fig.ml"], cwd=tmp_path, capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+        # the script's relative path starts at its folder: the file is examples/curve.png, and so it says
+        assert r.stdout == f"figure saved to {os.path.join('examples', 'curve.png')}\nfigure saved to {out}\n"
+        assert (tmp_path / "examples" / "curve.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        assert not (tmp_path / "curve.png").exists() and os.path.exists(out)
+    finally:
+        shutil.rmtree(elsewhere)

@@ -456,11 +456,12 @@ def _leaf(session, v, base, path, dtype):
     if isinstance(v, (np.ndarray, list)):
         return _on_device(session, _matrix(v, base, path, dtype))
     if _is_torch_tensor(v):             # a tensor (a torch session's values are NumPy arrays in Python)
+        _check_tensor(v, _where(base, path))
         try:
             host = _tensor_to_numpy(v)
-        except (RuntimeError, TypeError, NotImplementedError, ValueError) as e:    # meta, sparse, ...
-            raise TypeErr(f"{_where(base, path)} is a torch tensor ({v.layout}, on {v.device}) whose values "
-                          f"cannot be read: {str(e).splitlines()[0]}") from None
+        except (RuntimeError, TypeError, NotImplementedError, ValueError):    # another kind we cannot read
+            raise TypeErr(f"{_where(base, path)} is a torch tensor ({v.layout}, {v.dtype}, on {v.device}) "
+                          f"whose values cannot be read as a NumPy array") from None
         return _on_device(session, _matrix(host, base, path, dtype))
     if callable(v) and not hasattr(v, "__array__") and not isinstance(v, type):
         return PythonFunction(session, v, _function_name(v, base, path))
@@ -477,6 +478,20 @@ def _is_torch_tensor(v) -> bool:
     made in this process (the backend need not be loaded): only when torch is imported can v be one."""
     torch = sys.modules.get("torch")
     return torch is not None and isinstance(v, torch.Tensor)
+
+
+def _check_tensor(v, where: str) -> None:
+    """Refuse, in tapeml's words, a tensor that has no values to read (the meta device), is
+    not dense (sparse layouts) or holds complex numbers."""
+    shape = "x".join(str(n) for n in v.shape) or "a number's"
+    if v.device.type == "meta":
+        raise TypeErr(f"{where} is a torch tensor on the 'meta' device: it has a shape ({shape}) but no values; "
+                      f"make it on a device that holds them (cpu, cuda)")
+    if str(v.layout) != "torch.strided":         # sparse_coo, sparse_csr, ...
+        raise TypeErr(f"{where} is a sparse torch tensor ({v.layout}, {shape}); tapeml's matrices are dense: "
+                      f"give t.to_dense()")
+    if v.is_complex():
+        raise TypeErr(f"{where} is a torch tensor of complex numbers ({v.dtype}); a matrix holds real numbers")
 
 
 def _tensor_to_numpy(v) -> np.ndarray:
