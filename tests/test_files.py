@@ -809,3 +809,12 @@ def test_savefig_says_the_path_it_wrote_relative_to_the_current_directory(tmp_pa
         assert not (tmp_path / "curve.png").exists() and os.path.exists(out)
     finally:
         shutil.rmtree(elsewhere)
+
+
+def test_the_readme_says_how_to_install_pytorch_for_the_cpu_only():
+    """`.[torch]` alone brings PyTorch built for CUDA on Linux (5.7 GB): the README gives the CPU
+    wheel's line first, then the extra."""
+    with open(os.path.join(ROOT_DIR, "README.md"), encoding="utf-8") as f:
+        text = f.read()
+    cpu = text.index("    pip install torch --index-url https://download.pytorch.org/whl/cpu\n")
+    assert text.index('    pip install -e ".[torch]"\n', cpu) > cpu
