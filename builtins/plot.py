@@ -500,7 +500,7 @@ def show(ctx):
         path = _next_figure_path()
         atomic_write("show", path, lambda f, fig=fig: save_png(fig, f), binary=True)   # as savefig writes
         paths.append(path)
-        ctx.out.write(f"figure saved to {shown_path(path)}\n")
+        ctx.out.write(f"figure saved to {path}\n")
     close_all()
     _after_show = paths
     return None
