@@ -818,3 +818,16 @@ def test_the_readme_says_how_to_install_pytorch_for_the_cpu_only():
         text = f.read()
     cpu = text.index("    pip install torch --index-url https://download.pytorch.org/whl/cpu\n")
     assert text.index('    pip install -e ".[torch]"\n', cpu) > cpu
+
+
+def test_every_reader_of_numbers_reads_5000_digits_as_the_float_they_spell(tmp_path):
+    """The siblings of read_json: read_csv, read_columns, num and the lexer's literals read a
+    5,000-digit integer as Python's float of the text (inf), never through int()'s 4,300-digit limit."""
+    big = "1" * 5000
+    p = tmp_path / "big.csv"
+    p.write_text(f"x,y\n{big},2\n-{big},3\n")
+    v = variables_after(f"m = read_csv(p)\nc = read_columns(p)\nn = num(\"{big}\")\nlit = {big}\nneg = -{big}",
+                        p=str(p))
+    assert v["m"].tolist() == [[float(big), 2.0], [float("-" + big), 3.0]] == [[np.inf, 2.0], [-np.inf, 3.0]]
+    assert v["c"].get("x").tolist() == [np.inf, -np.inf]
+    assert v["n"] == v["lit"] == float(big) == np.inf and v["neg"] == -np.inf
