@@ -17,7 +17,7 @@ from tapeml.array import backend as B
 from tapeml.array import ops
 from tapeml.array.backend import ARRAYS
 from tapeml.array.primitive_table import is_bool_array, is_float_array, size_of
-from tapeml.builtins.files import resolve_path
+from tapeml.builtins.files import note_written, resolve_path
 from tapeml.builtins.registry import P, builtin, one_of, positive
 from tapeml.builtins.util import tree_leaves, tree_map
 from tapeml.syntax.errors import ShapeError, TypeErr, ValueErr
@@ -575,10 +575,12 @@ def show_tape(ctx, f, x, file, expand, max_nodes, layout):
                                                           and not all(isinstance(e, str) for e in raw(expand))):
         raise TypeErr(f"show_tape(): expand must be true, false, a builtin's name or a tuple of names, "
                       f"got {describe(expand)}")
+    site = ctx.span         # the call of show_tape (recording calls f, whose calls move ctx.span)
     graph = tapeview.fold(tapeview.record(ctx, f, x, _root_name(ctx)), raw(expand), max_nodes)
 
     def draw():
         fig = tapeview.draw(graph, layout)
         if file is not None:
-            tapeview.save(fig, resolve_path(ctx, file))   # relative: next to the script, as every writer
+            tapeview.save(fig, full := resolve_path(ctx, file))   # relative: next to the script, as every writer
+            note_written(ctx, "show_tape", file, full, site)
     plot._holding_figures(draw)()

@@ -33,7 +33,10 @@ import stat
 import tempfile
 import zlib
 
+from tapeml.array import context as _context
 from tapeml.syntax.errors import IOErr
+
+_context.slot("written_notes", set)      # the files a note already named, per session (note_written)
 
 # The shared paragraph of every writer's documentation (save, write_text, write_csv,
 # write_json, savefig): one text, so the pages cannot drift apart.
@@ -46,7 +49,9 @@ WRITER_HOW = (
     "mode 0666 minus the umask. A file with several hard links, or one whose owner could not be "
     "kept, is written in place instead (its links kept, as with `>`; not atomic). A read-only file "
     "is refused, as `>` refuses it. A temporary file left by a killed run is removed by the next "
-    "run that writes the same file.")
+    "run that writes the same file. A relative path starts at the script's folder: run from another "
+    "folder, the writer names the file it wrote in a note on standard error, once per file "
+    "(\"note: save() wrote examples/ckpt.npz: ...\"; notes(false) silences it).")
 WRITER_ERRORS = ("IOError when the directory does not exist or cannot be written, or path is a read-only "
                  "file (permission denied), a directory, a device, a pipe, a socket or a loop of links")
 
@@ -66,6 +71,32 @@ def shown_path(full: str) -> str:
     full = os.path.abspath(full)
     here = os.getcwd()
     return os.path.relpath(full, here) if full.startswith(os.path.join(here, "")) else full
+
+
+def _written_notes() -> set:
+    """This session's files already named by note_written (a session slot)."""
+    from tapeml.array import context
+    return context.LIVE["written_notes"]
+
+
+def note_written(ctx, fname: str, path: str, full: str, span=None) -> None:
+    """After a writer wrote `full` for the relative `path` of a script in another folder than the
+    current directory (tapeml examples/train.ml writes examples/ckpt.npz for "ckpt.npz"): a note
+    on standard error, once per file and session, naming where the file is. A writer in a loop
+    says it once; notes(false) or TAPEML_NOTES=0 silences it, as every note."""
+    import sys
+    from tapeml.array import context
+    if os.path.isabs(path) or os.path.abspath(path) == os.path.abspath(full) or not context.LIVE["notes"]:
+        return
+    seen = _written_notes()
+    if full in seen:
+        return
+    seen.add(full)
+    span = span or ctx.span         # (a builtin that called f since it began gives its own call's)
+    where = f"{span}: " if span is not None else ""
+    sys.stderr.write(f"{where}note: {fname}() wrote {shown_path(full)}: a script's relative path starts at the "
+                     f"script's folder ({shown_path(ctx.directory) or '.'}), not the current directory; "
+                     f"notes(false) turns these notes off\n")
 
 
 def read_limited(f, fname: str, full: str) -> bytes:

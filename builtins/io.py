@@ -26,8 +26,8 @@ import zlib
 import numpy as np
 
 from tapeml.builtins.registry import P, builtin, one_of
-from tapeml.builtins.files import (WRITER_ERRORS, WRITER_HOW, atomic_write, existing_file, read_limited,
-                                   resolve_path)
+from tapeml.builtins.files import (WRITER_ERRORS, WRITER_HOW, atomic_write, existing_file, note_written,
+                                   read_limited, resolve_path)
 from tapeml.array import backend as B
 from tapeml.builtins.formats import (JSON_MAX_DEPTH, _csv_number, _csv_rows, _from_json, _is_header, _json_stack,
                                      _number_text, _read_utf8, _to_json, check_load_total, file_key, flatten,
@@ -70,7 +70,8 @@ def save(ctx, path, value):
     items = flatten(r)
     full = resolve_path(ctx, path)
     if full.endswith(".safetensors"):
-        return save_safetensors(full, items)
+        save_safetensors(full, items)
+        return note_written(ctx, "save", path, full)
 
     def write(f):
         with zipfile.ZipFile(f, "w", compression=zipfile.ZIP_STORED, allowZip64=True) as zf:
@@ -80,7 +81,7 @@ def save(ctx, path, value):
                     # view, a column-major result of torch's linalg) and the device
                     np.lib.format.write_array(member, np.asarray(arr, order="C"), allow_pickle=False)
     atomic_write("save", full, write, binary=True)
-    return None
+    return note_written(ctx, "save", path, full)
 
 
 def _declared_shape(data, key: str, full: str) -> tuple:
@@ -223,7 +224,8 @@ def read_text(ctx, path):
          errors=[WRITER_ERRORS, "TypeError when path or text is not a string"],
          examples=["write_text(\"/tmp/tapeml_doc_text2.txt\", \"abc\")\nread_text(\"/tmp/tapeml_doc_text2.txt\")"])
 def write_text(ctx, path, text):
-    atomic_write("write_text", resolve_path(ctx, path), lambda f: f.write(text), binary=False)
+    atomic_write("write_text", full := resolve_path(ctx, path), lambda f: f.write(text), binary=False)
+    note_written(ctx, "write_text", path, full)
     return None
 
 
@@ -400,6 +402,7 @@ def write_csv(ctx, path, m, header):
         for row in a.tolist():
             f.write(",".join(_number_text(x) for x in row) + "\n")
     atomic_write("write_csv", full, write, binary=False)
+    note_written(ctx, "write_csv", path, full)
     return None
 
 
@@ -491,7 +494,8 @@ def write_json(ctx, path, value):
         text = _json.dumps(_to_json(value, ""), ensure_ascii=False, allow_nan=False) + "\n"
     from tapeml.array import limits
     limits.check_string_bytes("write_json(): the JSON text", limits.utf8_len(text))
-    atomic_write("write_json", resolve_path(ctx, path), lambda f: f.write(text), binary=False)
+    atomic_write("write_json", full := resolve_path(ctx, path), lambda f: f.write(text), binary=False)
+    note_written(ctx, "write_json", path, full)
     return None
 
 

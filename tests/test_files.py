@@ -831,3 +831,31 @@ def test_every_reader_of_numbers_reads_5000_digits_as_the_float_they_spell(tmp_p
     assert v["m"].tolist() == [[float(big), 2.0], [float("-" + big), 3.0]] == [[np.inf, 2.0], [-np.inf, 3.0]]
     assert v["c"].get("x").tolist() == [np.inf, -np.inf]
     assert v["n"] == v["lit"] == float(big) == np.inf and v["neg"] == -np.inf
+
+
+def test_every_writer_names_the_file_it_wrote_when_the_script_is_in_another_folder(tmp_path):
+    """A script's relative path starts at its folder: run from elsewhere, each writer says once, on
+    standard error, where the file is (relative to the current directory); from its own folder, or
+    with an absolute path, nothing."""
+    (tmp_path / "examples").mkdir()
+    (tmp_path / "examples" / "w.ml").write_text(
+        'for i in 1:3\n    save("ck.npz", {w = [1, 2]})\nend\nwrite_text("t.txt", "x")\nwrite_csv("t.csv", [1, 2])\n'
+        'write_json("t.json", 1)\nshow_tape(fn(x) -> sum(x * 2), [1, 2], file = "tape.png")\n'
+        f'save("{tmp_path / "abs.npz"}", {{w = 1}})\n', encoding="utf-8")
+    r = subprocess.run(TAPEML + ["examples/w.ml"], cwd=tmp_path, capture_output=True, text=True)
+    tail = "a script's relative path starts at the script's folder (examples), not the current directory; " \
+           "notes(false) turns these notes off"
+    assert (r.returncode, r.stdout) == (0, "")
+    assert r.stderr.splitlines() == [
+        f"examples/w.ml:2:5: note: save() wrote examples/ck.npz: {tail}",          # once, not 3 times
+        f"examples/w.ml:4:1: note: write_text() wrote examples/t.txt: {tail}",
+        f"examples/w.ml:5:1: note: write_csv() wrote examples/t.csv: {tail}",
+        f"examples/w.ml:6:1: note: write_json() wrote examples/t.json: {tail}",
+        f"examples/w.ml:7:1: note: show_tape() wrote examples/tape.png: {tail}"]
+    for name in ("ck.npz", "t.txt", "t.csv", "t.json", "tape.png"):
+        assert (tmp_path / "examples" / name).exists() and not (tmp_path / name).exists()
+    r = subprocess.run(TAPEML + ["w.ml"], cwd=tmp_path / "examples", capture_output=True, text=True)
+    assert (r.returncode, r.stderr) == (0, "")
+    r = subprocess.run(TAPEML + ["examples/w.ml"], cwd=tmp_path, capture_output=True, text=True,
+                       env={**os.environ, "TAPEML_NOTES": "0"})
+    assert (r.returncode, r.stderr) == (0, "")
