@@ -664,7 +664,8 @@ def main():
     sizes = [(8, 16, 2), (128, 256, 8)] + ([] if args.quick else [(512, 512, 8)])
     lines = []
     stages = (2 * len(sizes) * ("block" in only) + ("tape" in only) + 2 * ("steps" in only)
-              + 2 * ("startup" in only) + (not args.quick and "memory" in only) + 2 * ("language" in only) + 1)
+              + 2 * ("startup" in only) + (not args.quick and "memory" in only)
+              + ("language" in only) * (1 + ("tape" in only)) + 1)
     # progress on standard error (a live bar in a terminal, log lines otherwise); the table on stdout
     bar = progress.Bar(stages, "bench", progress.stream_for())
 
