@@ -191,20 +191,58 @@ def _vjp_mod(g, ans, saved, tracked, a, b):
 def _vjp_pow(g, ans, saved, tracked, a, b):
     ga = gb = None
     if tracked[0]:
-        # b * a^(b-1) with 0 x inf = 0: d/dx x^0 is 0 at x = 0 too, not 0 * 0^-1 = nan
-        ga = unbroadcast(zmul(g, zmul(b, pow_(a, sub(b, 1.0)))), shape_of(a))
+        # g b a^(b-1), one primitive (pow_grad) so that its own VJP, the second derivative, can tell a
+        # zero cotangent of the first pass from one of the second (pow_grad's docstring)
+        ga = unbroadcast(pow_grad(g, a, b), shape_of(a))
     if tracked[1]:
         # d/db a^b = a^b ln a for a >= 0 (0 x inf = 0: inf^b for b < 0 tends to 0; at a = 0 and
         # b < 0 it is inf x -inf = -inf, PyTorch's), 0 at 0^b for b >= 0 (PyTorch's 0 at b = 0).
         # For a < 0 the function of b has no real values around any b, so no derivative: NaN, as
         # PyTorch and JAX give (it was a silent 0, which trained on a wrong number). Each branch
         # is written with the answer, so a second derivative is NaN (or inf) there too, not 0.
-        nonneg = ge(a, 0.0)
-        natural = zmul(ans, log(where(nonneg, a, 1.0)))
-        at_zero = where(ge(b, 0.0), 0.0, natural)
-        d = where(gt(a, 0.0), natural, where(eq(a, 0.0), at_zero, mul(ans, math.nan)))
-        gb = unbroadcast(zmul(g, d), shape_of(b))
+        gb = unbroadcast(zmul(g, _pow_db(a, b, ans)), shape_of(b))
     return ga, gb
+
+
+def _pow_db(a, b, ans):
+    """d/db a^b where ans = a^b (the branches: _vjp_pow)."""
+    nonneg = ge(a, 0.0)
+    natural = zmul(ans, log(where(nonneg, a, 1.0)))
+    at_zero = where(ge(b, 0.0), 0.0, natural)
+    return where(gt(a, 0.0), natural, where(eq(a, 0.0), at_zero, mul(ans, math.nan)))
+
+
+def _pow_grad(g, a, b):
+    """g b a^(b-1), the cotangent a^b sends to a: 0 x inf = 0 in both products, so d/dx x^0 is 0 at
+    x = 0 too (not 0 * 0^-1 = nan) and a zero cotangent stays zero."""
+    return _zmul(g, _zmul(b, _pow(a, _sub(b, 1.0))))
+
+
+def _vjp_pow_grad(h, ans, saved, tracked, g, a, b):
+    """The second derivative of a^b. Where the first pass's cotangent g is 0 (a branch `where` did
+    not take, a relu that was off) the result is 0, as every zero cotangent; but where g is not 0
+    and the second pass's cotangent h is 0 (abs'(0) = 0: the second derivative of |y|^1.5 at 0) an
+    infinite b (b-1) a^(b-2) gives NaN, PyTorch's value: that zero is a kink's convention, not an
+    untaken branch, and 0 may not hide the singularity (it was a silent 0)."""
+    k = zmul(h, g)
+    s1 = sub(b, 1.0)
+    gg = ga = gb = None
+    if tracked[0]:
+        gg = unbroadcast(pow_grad(h, a, b), shape_of(g))
+    if tracked[1]:
+        # 0 x b (b-1) a^(b-2): NaN at a = 0 where 0 < b < 2 (b < 1 too: that first derivative is infinite)
+        singular = logical(logical(ne(g, 0.0), eq(h, 0.0), op="and"), eq(a, 0.0), op="and")
+        bare = mul(0.0, zmul(b, pow_grad(1.0, a, s1)))
+        ga = unbroadcast(where(singular, bare, zmul(b, pow_grad(k, a, s1))), shape_of(a))
+    if tracked[2]:
+        # d/db b a^(b-1) = a^(b-1) + b d/db a^(b-1): the second term is a^b's own rule at (a, b - 1)
+        # (NaN for a negative base, also at b = 0: b a^(b-1) has no values around it; at a = b = 0,
+        # where it has no limit, 0: PyTorch's, as a^b's own 0 at 0^0)
+        p = pow_(a, s1)
+        d = where(lt(a, 0.0), mul(p, math.nan),
+                  where(logical(eq(a, 0.0), eq(b, 0.0), op="and"), 0.0, add(p, zmul(b, _pow_db(a, s1, p)))))
+        gb = unbroadcast(zmul(k, d), shape_of(b))
+    return gg, ga, gb
 
 
 def _zmul(a, b):
@@ -252,6 +290,7 @@ div = primitive("div", _div, _vjp_div, arity=2, arg_names=_OPERANDS)
 mod = primitive("mod", _mod, _vjp_mod, arity=2, arg_names=_OPERANDS)
 pow_ = primitive("pow", _pow, _vjp_pow, arity=2, arg_names=("the base", "the exponent"))
 zmul = primitive("zmul", _zmul, _vjp_zmul, arity=2)
+pow_grad = primitive("pow_grad", _pow_grad, _vjp_pow_grad, arity=3)
 neg = primitive("neg", _neg, lambda g, ans, saved, tracked, a: (neg(g),), arity=1)
 
 
@@ -394,7 +433,10 @@ sqrt = _unary("sqrt", elementwise("sqrt"), lambda g, x, ans: zmul(g, div(0.5, an
 sin = _unary("sin", elementwise("sin"), lambda g, x, ans: zmul(g, cos(x)))
 cos = _unary("cos", elementwise("cos"), lambda g, x, ans: neg(zmul(g, sin(x))))
 tanh = _unary("tanh", elementwise("tanh"), lambda g, x, ans: zmul(g, sub(1.0, mul(ans, ans))))
-abs_ = _unary("abs", elementwise("abs"), lambda g, x, ans: zmul(g, sign(x)))
+# abs'(0) = 0 is neither side's slope (-1 or 1): against an infinite or NaN cotangent it gives NaN
+# (PyTorch's g * sgn(x)), not a 0 that hides the singularity (sqrt(abs(y)), abs(y)^0.5 at 0);
+# elsewhere a zero cotangent wins as in every VJP (a NaN x from an untaken branch stays 0)
+abs_ = _unary("abs", elementwise("abs"), lambda g, x, ans: where(eq(x, 0.0), mul(g, 0.0), zmul(g, sign(x))))
 relu = _unary("relu", _relu, lambda g, x, ans: zmul(g, gt(x, 0.0)), vjp_plain=_vjp_relu_plain)
 
 
