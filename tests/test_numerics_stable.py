@@ -136,3 +136,115 @@ def test_pow_grad_against_finite_differences():
     x = rng.uniform(0.5, 2.0, 3)
     np.testing.assert_allclose(grad(d2, x), 2.5 * 1.5 * 0.5 * x ** -0.5, rtol=1e-12)
     np.testing.assert_allclose(grad(d2, x), fd_grad(d2, x), rtol=1e-6)
+
+
+# ---- 1(c): the accuracy of every elementwise rule ------------------------------------------------
+mp = pytest.importorskip("mpmath")
+_C = math.sqrt(2.0 / math.pi)
+
+
+def _mp_sigmoid(x):
+    return 1 / (1 + mp.exp(-x))
+
+
+# rule: (tapeml expression of x, the same function in mpmath, its grid). References are the
+# function's own definition (gelu with erfc and gelu_tanh as x sigmoid(2u), equal in exact
+# arithmetic to the textbook forms, which cancel in 80 digits too at x = -36).
+_RULES = {
+    "exp": ("exp(x)", mp.exp, "all"),
+    "log": ("log(x)", mp.log, "pos"),
+    "sqrt": ("sqrt(x)", mp.sqrt, "pos"),
+    "tanh": ("tanh(x)", mp.tanh, "all"),
+    "sin": ("sin(x)", mp.sin, "trig"),
+    "cos": ("cos(x)", mp.cos, "trig"),
+    "tan": ("tan(x)", mp.tan, "trig"),
+    "sigmoid": ("sigmoid(x)", _mp_sigmoid, "all"),
+    "erf": ("erf(x)", mp.erf, "all"),
+    "gelu": ("gelu(x)", lambda x: x * (1 + mp.erf(x / mp.sqrt(2))) / 2 if x >= 0 else       # (below -1000 the
+             x * mp.erfc(-x / mp.sqrt(2)) / 2 if x > -1000 else mp.mpf(0), "all"),           # value is < 1e-300000)
+    "gelu_tanh": ("gelu_tanh(x)",
+                  lambda x: x / (1 + mp.exp(-2 * mp.sqrt(mp.mpf(2) / mp.pi) * (x + mp.mpf("0.044715") * x ** 3))), "all"),
+    "silu": ("silu(x)", lambda x: x * _mp_sigmoid(x), "all"),
+    "quick_gelu": ("quick_gelu(x)", lambda x: x * _mp_sigmoid(mp.mpf("1.702") * x), "all"),
+    "softplus": ("softplus(x)", lambda x: mp.log1p(mp.exp(x)), "softplus"),
+    "log10": ("log10(x)", mp.log10, "pos"),
+    "log2": ("log2(x)", lambda x: mp.log(x, 2), "pos"),
+    "log1p": ("log1p(x)", mp.log1p, "gt-1"),
+    "expm1": ("expm1(x)", mp.expm1, "all"),
+    "asin": ("asin(x)", mp.asin, "unit"),
+    "acos": ("acos(x)", mp.acos, "unit"),
+    "atan": ("atan(x)", mp.atan, "all"),
+    "sinh": ("sinh(x)", mp.sinh, "all"),
+    "cosh": ("cosh(x)", mp.cosh, "all"),
+    "x^1.5": ("x ^ 1.5", lambda x: x ** mp.mpf(1.5), "pos"),
+    "x^3": ("x ^ 3", lambda x: x ** 3, "all"),
+}
+_BASE = [1e-300, 1e-200, 1e-20, 1e-8, 1e-5, 1e-3, 0.1, 0.5, 1, 1.5, 2, 3, 5.554, 7, 10, 15, 19, 20.5, 25, 30,
+         36, 40, 50, 100, 300, 700, 710, 745, 800, 1e4, 1e8, 1e15, 1e150, 1e200]
+_GRIDS = {
+    "all": sorted({-v for v in _BASE} | set(_BASE) | {0.0}),
+    "pos": sorted(set(_BASE) | {1 - 1e-10, 1 + 1e-10, 1 - 1e-15, 1 + 1e-15}),
+    "softplus": sorted({-v for v in _BASE} | {v for v in _BASE if v < 19} | {0.0}),  # below PyTorch's threshold 20
+    "trig": [-1e5, -100, -3, -1.5707963, -1, -1e-8, -1e-300, 0.0, 1e-300, 1e-8, 0.5, 1, 1.5707963, 3, 100, 1e5],
+    "unit": [-1 + 1e-15, -1 + 1e-10, -0.999, -0.5, -1e-8, -1e-300, 0.0, 1e-300, 1e-8, 0.5, 0.999, 1 - 1e-10, 1 - 1e-15],
+    "gt-1": sorted({-1 + 1e-15, -1 + 1e-10, -0.999, -0.5} | {-v for v in _BASE if v < 1} | set(_BASE) | {0.0}),
+}
+# The worst relative error measured over the grid (forward, first and second derivative), with a
+# margin; 2e-15 where no tolerance is named. The three above 1e-14 are at the conditioning limit of
+# the function itself at large negative x (relative condition number ~x^2 for gelu, ~0.13 x^3 for
+# gelu_tanh, 1.7 |x| for quick_gelu: the rounding of x alone moves the true value that much).
+_TOL = {"gelu": 4e-13, "gelu_tanh": 2.5e-13, "quick_gelu": 1.5e-13, "erf": 4e-15, "silu": 3e-15,
+        "gelu_tanh'": 2e-14, "quick_gelu'": 1e-14}
+_TINY = 2.2250738585072014e-308
+
+
+def _reference(f, x: float, order: int, grid: str):
+    xm = mp.mpf(x)
+    if order == 0:
+        return f(xm)
+    h = {"pos": abs(xm), "gt-1": min(max(abs(xm), 1), abs(1 + xm)), "unit": min(1, 1 - abs(xm))}.get(grid, max(abs(xm), 1))
+    return mp.diff(f, xm, order, h=h * mp.mpf(10) ** -25)
+
+
+def _error(got: float, ref, x: float) -> float:
+    if abs(ref) > mp.mpf("1.7976931348623157e308"):
+        return 0.0 if got == math.copysign(math.inf, ref) else math.inf       # overflows: exactly inf
+    if abs(ref) < _TINY or abs(mp.mpf(got) - ref) < mp.mpf(10) ** -44 * max(1, abs(x)):
+        return 0.0 if abs(got) < _TINY * 4 or abs(mp.mpf(got) - ref) < mp.mpf(10) ** -44 * max(1, abs(x)) else math.inf
+    if not math.isfinite(got):
+        return math.inf
+    return float(abs((mp.mpf(got) - ref) / ref))
+
+
+@pytest.mark.parametrize("name", list(_RULES))
+def test_elementwise_rule_is_accurate_against_mpmath(name):
+    """Forward, first and second derivative (grad of grad) of each rule, in float64, against
+    mpmath at 80 digits, over a grid with large negative and positive inputs, tiny ones and the
+    points where the formulas switch (softplus's threshold, tanh and sigmoid rounding to 1)."""
+    mp.mp.dps = 80
+    expr, f, grid = _RULES[name]
+    xs = _GRIDS[grid]
+    got = value_of("(f(x), f1(x), grad(fn(x) -> sum(f1(x)), x))",
+                   f"f = fn(x) -> {expr}\nf1 = fn(x) -> grad(fn(x) -> sum(f(x)), x)", x=np.array(xs))
+    for order in range(3):
+        tol = _TOL.get(name + "'" * order, _TOL.get(name, 2e-15)) if order else _TOL.get(name, 2e-15)
+        for i, x in enumerate(xs):
+            if order and ((grid == "pos" and x == 0) or (name in ("asin", "acos") and abs(x) == 1)):
+                continue
+            err = _error(float(got[order][i]), _reference(f, x, order, grid), x)
+            assert err <= tol, (name, order, x, float(got[order][i]), mp.nstr(_reference(f, x, order, grid), 17))
+
+
+def test_gelu_tanh_prints_the_same_digits_on_numpy_and_torch():
+    """The issue's case: gelu_tanh(-5.554) lost 8 digits to 1 + tanh(u), so NumPy and torch:cpu
+    printed different ones; x sigmoid(2u) is exact to a few ulps on both (mpmath: -3.857836e-9)."""
+    pytest.importorskip("torch")
+    from support import run_cli
+    src = ("print(gelu_tanh(-5.554))\nprint(gelu_tanh([-5.554, -10, -20.5]))\nprint(gelu([-10, -19]))\n"
+           "print(grad(fn(x) -> tanh(x), -40), grad(fn(x) -> sigmoid(x), 40), grad(fn(x) -> expm1(x), -50))")
+    # (mpmath: sech(-40)^2, sigmoid'(40) and exp(-50) to 7 digits)
+    want = "-3.857836e-9\n[-3.857836e-9, -1.204092e-37, -1.350294e-280]\n[-7.619853e-23, -1.620173e-79]\n" \
+           "7.219406e-35 4.248354e-18 1.92875e-22\n"
+    assert cli_output(src) == want
+    code, out = run_cli(["--device", "torch:cpu", "-c", src])
+    assert (code, out) == (0, want)

@@ -432,7 +432,7 @@ log = _unary("log", elementwise("log"), lambda g, x, ans: zmul(g, div(1.0, x)))
 sqrt = _unary("sqrt", elementwise("sqrt"), lambda g, x, ans: zmul(g, div(0.5, ans)))
 sin = _unary("sin", elementwise("sin"), lambda g, x, ans: zmul(g, cos(x)))
 cos = _unary("cos", elementwise("cos"), lambda g, x, ans: neg(zmul(g, sin(x))))
-tanh = _unary("tanh", elementwise("tanh"), lambda g, x, ans: zmul(g, sub(1.0, mul(ans, ans))))
+tanh = _unary("tanh", elementwise("tanh"), lambda g, x, ans: zmul(g, dtanh(x)))
 # abs'(0) = 0 is neither side's slope (-1 or 1): against an infinite or NaN cotangent it gives NaN
 # (PyTorch's g * sgn(x)), not a 0 that hides the singularity (sqrt(abs(y)), abs(y)^0.5 at 0);
 # elsewhere a zero cotangent wins as in every VJP (a NaN x from an untaken branch stays 0)
@@ -449,7 +449,25 @@ def _sigmoid(x):
     return python_scalar(xp.where(x >= 0, 1.0 / (1.0 + e), e / (1.0 + e)))
 
 
-sigmoid = _unary("sigmoid", _sigmoid, lambda g, x, ans: zmul(g, mul(ans, sub(1.0, ans))))
+sigmoid = _unary("sigmoid", _sigmoid, lambda g, x, ans: zmul(g, dsigmoid(x)))
+
+
+# The derivatives of tanh and sigmoid as primitives of their own: 1 - tanh(x)^2 and s (1 - s) lose
+# every digit to cancellation once tanh or s rounds to +-1 (|x| > 19 and x > 37: 0 where the
+# derivative is 7e-35 at x = -40, and half the digits at x = 19, so softplus's second derivative was
+# wrong in the 9th digit), and their own derivatives, written as differences, lose digits near 0.
+# Each is computed from e = exp(-|x|) (exact to a few ulps for every x) and has an exact VJP.
+def _sech2_like(x, k):
+    """e / (1 + e)^2 * k^2 with e = exp(-k |x|): sigmoid'(x) at k = 1, 1 - tanh(x)^2 at k = 2."""
+    xp = np if type(x) is _NDARRAY else xp1(x)
+    e = xp.exp(-k * xp.abs(x))
+    return python_scalar((k * k) * e / ((1.0 + e) * (1.0 + e)))
+
+
+dsigmoid = _unary("dsigmoid", lambda x: _sech2_like(x, 1.0),
+                  lambda g, x, ans: zmul(g, neg(mul(ans, tanh(mul(0.5, x))))))       # s'' = -s' tanh(x/2)
+dtanh = _unary("dtanh", lambda x: _sech2_like(x, 2.0),
+               lambda g, x, ans: zmul(g, mul(-2.0, mul(ans, tanh(x)))))              # (1 - t^2)' = -2 t (1 - t^2)
 
 _erf_vec = np.frompyfunc(math.erf, 1, 1)
 
@@ -463,11 +481,26 @@ def _erf(x):
 
 
 erf = _unary("erf", _erf, lambda g, x, ans: zmul(g, mul(2.0 / math.sqrt(math.pi), exp(neg(mul(x, x))))))
+_erfc_vec = np.frompyfunc(math.erfc, 1, 1)
+
+
+def _erfc(x):
+    """1 - erf(x) without the cancellation (erfc(5) is 1.5e-12, not 1 - 0.9999999999984626)."""
+    if type(x) is np.ndarray:
+        return np.asarray(_erfc_vec(x), dtype=x.dtype if x.dtype.kind == "f" else np.float64)
+    if type(x) in ARRAYS:
+        return B.of(x).torch.special.erfc(x)
+    return math.erfc(x)
+
+
+erfc = _unary("erfc", _erfc, lambda g, x, ans: zmul(g, mul(-2.0 / math.sqrt(math.pi), exp(neg(mul(x, x))))))
 
 
 def _gelu(x):
+    # Phi(x) = erfc(-x / sqrt(2)) / 2: (1 + erf(x / sqrt(2))) / 2 cancels for x < 0 (gelu(-19) was 0,
+    # not -1.6e-79, and gelu'(-10) was wrong in the 2nd digit)
     x = bools_as_floats(x)      # in the session's float type (a bool tensor times 0.5 is torch's float32)
-    y = 0.5 * x * (1.0 + _erf(x / math.sqrt(2.0)))
+    y = 0.5 * x * _erfc(x * -(1.0 / math.sqrt(2.0)))
     if type(y) is np.ndarray:
         if np.isneginf(x).any():
             y = np.where(np.isneginf(x), 0.0, y)       # the limit at -inf: -inf * 0 would be nan
@@ -479,7 +512,7 @@ def _gelu(x):
 
 
 def _vjp_gelu(g, ans, saved, tracked, x):
-    cdf = mul(0.5, add(1.0, erf(mul(x, 1.0 / math.sqrt(2.0)))))
+    cdf = mul(0.5, erfc(mul(x, -1.0 / math.sqrt(2.0))))
     pdf = mul(1.0 / math.sqrt(2.0 * math.pi), exp(mul(-0.5, mul(x, x))))
     return (zmul(g, add(cdf, zmul(x, pdf))),)        # x pdf(x) -> 0 at +-inf (not inf * 0)
 

@@ -54,7 +54,7 @@ from tapeml.array.primitive_table import (  # noqa: F401
     set_dtype, shape_of,
 )
 from tapeml.array.core_ops import (  # noqa: F401
-    abs_, add, amax, amin, broadcast_to, clip, cos, div, eq, erf, exp, floor, ge, gelu, gt, ldexp, le,
+    abs_, add, amax, amin, broadcast_to, clip, cos, div, dsigmoid, dtanh, eq, erf, erfc, exp, floor, ge, gelu, gt, ldexp, le,
     log, logical, logical_not, lt, matmul, maximum, minimum, mod, mul, ne, neg, permute, pow_, relu,
     pow_grad, reshape, round_, sigmoid, sign, sin, sqrt, sub, sum_, tanh, transpose, unbroadcast, where,
     zmatmul, zmul, binary_exponents, safe_floor, slice_exponents, unsafe_slices,
@@ -67,7 +67,7 @@ from tapeml.array.nn_ops import (  # noqa: F401
     softmax, split_heads,
 )
 from tapeml.array.elementwise_ops import (  # noqa: F401
-    acos, asin, atan, atan2, ceil, cosh, expm1, log1p, log10, log2, sinh, softplus, tan,
+    acos, asin, atan, atan2, ceil, cosh, expm1, log1p, log10, log2, one_minus_sq, sinh, softplus, tan,
 )
 from tapeml.array.reduce_ops import (  # noqa: F401
     along, cumprod, cumsum, kept, logsumexp, mean, prod, put_along, rescaled, take_along, unkept,
