@@ -9,7 +9,7 @@ import numpy as np
 
 from tapeml.array import backend as B
 from tapeml.array.backend import ARRAYS, xp_of
-from tapeml.array.primitive_table import (_NO_DEVICE_BELOW, FLOAT, bools_as_floats, crossed, device_limit, is_bool_array, mixed, primitive,
+from tapeml.array.primitive_table import (_NO_DEVICE_BELOW, FLOAT, GROWS, _broadcast_shape, bools_as_floats, crossed, device_limit, is_bool_array, mixed, primitive,
                                           python_scalar, shape_of, size_of, size_refusal, xp1)
 
 
@@ -290,6 +290,7 @@ div = primitive("div", _div, _vjp_div, arity=2, arg_names=_OPERANDS)
 mod = primitive("mod", _mod, _vjp_mod, arity=2, arg_names=_OPERANDS)
 pow_ = primitive("pow", _pow, _vjp_pow, arity=2, arg_names=("the base", "the exponent"))
 zmul = primitive("zmul", _zmul, _vjp_zmul, arity=2)
+GROWS["pow_grad"] = _broadcast_shape       # it broadcasts: behind the size guard (lang/array/limits.py)
 pow_grad = primitive("pow_grad", _pow_grad, _vjp_pow_grad, arity=3)
 neg = primitive("neg", _neg, lambda g, ans, saved, tracked, a: (neg(g),), arity=1)
 
