@@ -113,19 +113,41 @@ class running:
 
 
 # ---- the deep threads ------------------------------------------------------------------------
+class _Chain:
+    """The threads of one computation: the thread that started it (which Ctrl-C reaches) waits on
+    a deep thread, which may wait on another, and so on; exactly one of them, `active`, runs the
+    computation at any moment. An interrupt that reaches a waiting thread is raised in the active
+    one (and kept in `interrupt`: a deep thread that starts later, or a waiting one whose job ends
+    without it, raises it), so it stops the computation within one bytecode however deep it is,
+    and unwinds there as it would have on the main thread."""
+    __slots__ = ("lock", "active", "interrupt")
+
+    def __init__(self):
+        self.lock = threading.Lock()            # guards active and interrupt
+        self.active = threading.get_ident()
+        self.interrupt = None                   # the class of the first interrupt, once one came
+
+    def forward(self, exc: BaseException) -> None:
+        """`exc` (KeyboardInterrupt, Terminated) was raised in this thread while it waited."""
+        with self.lock:
+            if self.interrupt is None:
+                self.interrupt = type(exc)
+            if self.active != threading.get_ident():
+                _set_async_exc(self.active, self.interrupt)
+
+
 class _Job:
-    __slots__ = ("fn", "args", "state", "variables", "errors", "lock", "done", "running", "cancel",
+    __slots__ = ("fn", "args", "state", "variables", "errors", "chain", "parent", "over", "done",
                  "result", "error")
 
-    def __init__(self, fn, args, state):
-        self.fn, self.args, self.state = fn, args, state
+    def __init__(self, fn, args, state, chain: _Chain):
+        self.fn, self.args, self.state, self.chain = fn, args, state, chain
         self.variables = contextvars.copy_context()     # the caller's context variables
         self.errors = np.geterr()                       # and NumPy error state
-        self.lock = threading.Lock()        # guards running and cancel
-        self.done = threading.Lock()
-        self.done.acquire()                 # released by the deep thread when the job is over
-        self.running = False
-        self.cancel = None                  # an interrupt that came before the job started
+        self.parent = threading.get_ident()             # the thread that waits for it
+        self.over = False                               # set by the deep thread when it is over,
+        self.done = threading.Lock()                    # which then releases this lock
+        self.done.acquire()
         self.result = self.error = None
 
 
@@ -144,31 +166,39 @@ class _Worker(threading.Thread):
                 if job is None:
                     return
                 self.work(job)
-            except BaseException:   # noqa: BLE001 - an interrupt that landed after its job ended
+            except BaseException:   # noqa: BLE001 - (no interrupt is raised here: see work)
                 continue
 
     def work(self, job: _Job):
+        chain = job.chain
+        _TLS.chain = chain
+        _raise_limit(self.limit)        # (this thread's; nothing is raised in it before `active`)
         job.state.enter()
         try:
-            with job.lock:
-                cancel = job.cancel
-                job.running = cancel is None
+            with chain.lock:
+                cancel = chain.interrupt
+                if cancel is None:
+                    chain.active = self.ident   # from here on an interrupt is raised in this thread
             if cancel is not None:
                 raise cancel()
             job.result = job.variables.run(_call_with_errstate, job.errors, job.fn, job.args)
         except BaseException as e:  # noqa: BLE001 - handed to the waiting thread, which raises it
             job.error = e
-        # From here on nothing is handed over; one handed over just before is cleared (it may
-        # also land in these lines: they repeat until they are through).
+        # The computation goes back to the waiting thread: from here on no interrupt is raised in
+        # this one, and one raised just before is cleared (it may also land in these lines: they
+        # repeat until they are through). The waiting thread raises the chain's interrupt.
         while True:
             try:
-                with job.lock:
-                    job.running = False
-                _set_async_exc(self.ident, None)
+                with chain.lock:
+                    chain.active = job.parent
+                    _set_async_exc(self.ident, None)
                 break
             except BaseException:   # noqa: BLE001
                 continue
         job.state.leave()
+        _lower_limit(self.limit)
+        _TLS.chain = None
+        job.over = True
         job.done.release()
 
 
@@ -207,45 +237,71 @@ def _set_async_exc(ident: int, exc) -> None:
     ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(ident), arg)
 
 
+WAIT_S = 0.05           # how often the thread that started a computation looks at its signals:
+                        # one noted without waking it (_thread.interrupt_main, a signal delivered
+                        # to another thread) is handled within this time
+
+
 def run_deep(fn, *args):
     """fn(*args) on a fresh deep thread, in the calling thread's session state; returns its result
     or raises its exception. A deep thread hands over again (each thread then holds at most
     HOP_DEPTH nested calls: Python 3.12 and later count C recursion per thread and stop it long
-    before 20,000 calls through a builtin); when no thread can be made, runs it here."""
+    before 20,000 calls through a builtin); when no thread can be made, runs it here.
+
+    An interrupt (Ctrl-C, the command line's SIGTERM) that arrives while this thread waits is
+    raised in the thread running the computation (_Chain), and raised here when the job is over.
+    The waiting is written so that an interrupt landing at any instruction of it neither loses
+    the job nor leaves before the job is over (the deep thread would run on unseen)."""
     with _POOL_LOCK:
         worker = _IDLE.pop() if _IDLE else None
     if worker is None:
         worker = _start_worker()
         if worker is None:
             return fn(*args)
-    job = _Job(fn, args, context.current())
+    deep = on_deep_stack()
+    chain = _TLS.chain if deep else _Chain()
+    job = _Job(fn, args, context.current(), chain)
     interrupted = None
     start = time.monotonic()
-    _raise_limit(worker.limit)
-    try:
-        worker.jobs.put(job)
-        while True:
+    sent = False
+    # A plain lock and flags: an interrupt can land only after a call into C returns (never between
+    # setting a flag and the call after it), and no Python code of threading's runs in between.
+    while not job.over:
+        try:
+            if not sent:
+                sent = True
+                worker.jobs.put(job)
+            # the deep threads that wait are woken by their job's end (the interrupts that reach
+            # them come from the thread that started the computation, only as that job ends)
+            if deep:
+                job.done.acquire()
+            else:
+                job.done.acquire(timeout=WAIT_S)
+        except BaseException as e:  # noqa: BLE001 - Ctrl-C, SIGTERM: the running thread gets it
+            interrupted = interrupted or e
             try:
-                # a timeout, so that a signal noted without waking this thread (one delivered to
-                # another thread, _thread.interrupt_main) is still handled here within 50 ms
-                if job.done.acquire(timeout=0.05):
-                    break
-            except BaseException as e:  # noqa: BLE001 - Ctrl-C, SIGTERM: the deep thread gets it
-                interrupted = interrupted or e
-                with job.lock:
-                    if job.running:
-                        _set_async_exc(worker.ident, type(e))
+                chain.forward(e)
+            except BaseException as again:  # noqa: BLE001 - a second one, in the forwarding
+                interrupted = interrupted or again
+    keep = time.monotonic() - start < RETIRE_AFTER_S
+    placed = False
+    while True:                     # the job is over: the thread waits for the next or ends
+        try:
+            if not placed:
+                with _POOL_LOCK:
+                    keep = keep and len(_IDLE) < KEEP_IDLE
+                    placed = True
+                    if keep:
+                        _IDLE.append(worker)
                     else:
-                        job.cancel = type(e)
-    finally:
-        _lower_limit(worker.limit)
-    with _POOL_LOCK:
-        if time.monotonic() - start < RETIRE_AFTER_S and len(_IDLE) < KEEP_IDLE:
-            _IDLE.append(worker)
-        else:
-            worker.jobs.put(None)
+                        worker.jobs.put(None)
+            break
+        except BaseException as e:  # noqa: BLE001
+            interrupted = interrupted or e
     error, result = job.error, job.result
     job.error = job.result = None
+    if interrupted is not None and not deep:
+        raise interrupted           # the signal's own exception (SIGHUP's Terminated keeps its number)
     if error is not None:
         try:
             raise error
@@ -253,4 +309,6 @@ def run_deep(fn, *args):
             error = None
     if interrupted is not None:
         raise interrupted
+    if chain.interrupt is not None:
+        raise chain.interrupt()     # it reached the deep thread as its job ended: it goes on here
     return result
