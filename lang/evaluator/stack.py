@@ -17,9 +17,12 @@ The deep thread runs in the session state of the thread it works for (lang/array
 copy of its context variables and with its NumPy error state (tapeml ignores floating-point
 warnings: 1 / 0 is inf without a word), with Python's recursion limit raised to DEEP_LIMIT while it runs (a budget of about 1 KB of C stack
 per Python frame, many times what any path of the evaluator takes, so Python's RecursionError
-comes before the stack runs out). Ctrl-C (and the command line's SIGTERM) arrives in the waiting
-thread, which hands it to the deep thread (PyThreadState_SetAsyncExc): the computation unwinds
-there as it would have here, and the waiting thread raises it.
+comes before the stack runs out). Ctrl-C (and the command line's SIGTERM and SIGHUP) arrives in
+the thread that started the computation, which waits; it is raised in whichever deep thread runs
+the computation at that moment (PyThreadState_SetAsyncExc, _Chain), however many hand-overs deep:
+the computation unwinds there as it would have here, each waiting thread raises it in turn, and
+the first one raises the signal's own exception (within milliseconds at 19,000 calls; only a
+single long NumPy call, which no signal interrupts, delays it).
 
 `SHALLOW_LIMIT` is Python's recursion limit for the part of a program that runs on the ordinary
 thread: the command line and the kernel set it for the process, a Session while it runs
@@ -119,21 +122,44 @@ class _Chain:
     computation at any moment. An interrupt that reaches a waiting thread is raised in the active
     one (and kept in `interrupt`: a deep thread that starts later, or a waiting one whose job ends
     without it, raises it), so it stops the computation within one bytecode however deep it is,
-    and unwinds there as it would have on the main thread."""
-    __slots__ = ("lock", "active", "interrupt")
+    and unwinds there as it would have on the main thread.
+
+    An exception raised in a thread that way is lost when it lands in a finalizer (__del__, a
+    weakref or gc callback: Python prints "Exception ignored" and goes on), so the thread that
+    started the computation raises it again in the running thread when that one has not handed
+    the computation back within RESEND_S (unwinding 250 calls takes milliseconds)."""
+    __slots__ = ("lock", "active", "interrupt", "sent_to", "sent_at")
 
     def __init__(self):
         self.lock = threading.Lock()            # guards active and interrupt
         self.active = threading.get_ident()
         self.interrupt = None                   # the class of the first interrupt, once one came
+        self.sent_to = None                     # the thread it was raised in last, and when
+        self.sent_at = 0.0
 
     def forward(self, exc: BaseException) -> None:
         """`exc` (KeyboardInterrupt, Terminated) was raised in this thread while it waited."""
         with self.lock:
             if self.interrupt is None:
                 self.interrupt = type(exc)
-            if self.active != threading.get_ident():
-                _set_async_exc(self.active, self.interrupt)
+            self._send()
+
+    def resend(self) -> None:
+        """Raise the interrupt again in the running thread if it has run on without it for
+        RESEND_S (not while it handles it: an `except` or `finally` of the unwinding)."""
+        with self.lock:
+            if self.active != self.sent_to:     # it went on in another thread: it is unwinding
+                self.sent_to, self.sent_at = self.active, time.monotonic()
+            elif time.monotonic() - self.sent_at > RESEND_S:
+                if isinstance(sys._current_exceptions().get(self.active), self.interrupt):
+                    self.sent_at = time.monotonic()
+                else:
+                    self._send()
+
+    def _send(self) -> None:
+        if self.active != threading.get_ident():
+            _set_async_exc(self.active, self.interrupt)
+        self.sent_to, self.sent_at = self.active, time.monotonic()
 
 
 class _Job:
@@ -183,7 +209,7 @@ class _Worker(threading.Thread):
                 raise cancel()
             job.result = job.variables.run(_call_with_errstate, job.errors, job.fn, job.args)
         except BaseException as e:  # noqa: BLE001 - handed to the waiting thread, which raises it
-            job.error = e
+            job.error = e           # (first: an interrupt lands only after a call)
         # The computation goes back to the waiting thread: from here on no interrupt is raised in
         # this one, and one raised just before is cleared (it may also land in these lines: they
         # repeat until they are through). The waiting thread raises the chain's interrupt.
@@ -195,6 +221,10 @@ class _Worker(threading.Thread):
                 break
             except BaseException:   # noqa: BLE001
                 continue
+        if isinstance(job.error, (KeyboardInterrupt, chain.interrupt or KeyboardInterrupt)):
+            # its frames here are of no use to anyone (the faces print one line for it): freed
+            # now, not held by a traceback through 20,000 calls while it unwinds
+            job.error.__traceback__ = None
         job.state.leave()
         _lower_limit(self.limit)
         _TLS.chain = None
@@ -240,6 +270,7 @@ def _set_async_exc(ident: int, exc) -> None:
 WAIT_S = 0.05           # how often the thread that started a computation looks at its signals:
                         # one noted without waking it (_thread.interrupt_main, a signal delivered
                         # to another thread) is handled within this time
+RESEND_S = 0.5          # an interrupt not acted on in this time was lost: it is raised again
 
 
 def run_deep(fn, *args):
@@ -275,8 +306,8 @@ def run_deep(fn, *args):
             # them come from the thread that started the computation, only as that job ends)
             if deep:
                 job.done.acquire()
-            else:
-                job.done.acquire(timeout=WAIT_S)
+            elif not job.done.acquire(timeout=WAIT_S) and interrupted is not None:
+                chain.resend()
         except BaseException as e:  # noqa: BLE001 - Ctrl-C, SIGTERM: the running thread gets it
             interrupted = interrupted or e
             try:
