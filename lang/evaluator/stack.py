@@ -128,14 +128,20 @@ class _Chain:
     weakref or gc callback: Python prints "Exception ignored" and goes on), so the thread that
     started the computation raises it again in the running thread when that one has not handed
     the computation back within RESEND_S (unwinding 250 calls takes milliseconds)."""
-    __slots__ = ("lock", "active", "interrupt", "sent_to", "sent_at")
+    __slots__ = ("lock", "active", "interrupt", "sent_to", "sent_at", "starting", "deferred")
 
     def __init__(self):
-        self.lock = threading.Lock()            # guards active and interrupt
+        self.lock = threading.Lock()            # guards the rest
         self.active = threading.get_ident()
         self.interrupt = None                   # the class of the first interrupt, once one came
         self.sent_to = None                     # the thread it was raised in last, and when
         self.sent_at = 0.0
+        # Python 3.11 gives a thread being started the id of the thread starting it until it runs,
+        # and PyThreadState_SetAsyncExc raises in the first thread with the id, the newest: an
+        # interrupt sent then killed the new thread before it said it had started, and its
+        # starter waited for ever. While the running thread starts one, an interrupt waits.
+        self.starting = False
+        self.deferred = False
 
     def forward(self, exc: BaseException) -> None:
         """`exc` (KeyboardInterrupt, Terminated) was raised in this thread while it waited."""
@@ -148,7 +154,9 @@ class _Chain:
         """Raise the interrupt again in the running thread if it has run on without it for
         RESEND_S (not while it handles it: an `except` or `finally` of the unwinding)."""
         with self.lock:
-            if self.active != self.sent_to:     # it went on in another thread: it is unwinding
+            if self.deferred:
+                self._send()
+            elif self.active != self.sent_to:     # it went on in another thread: it is unwinding
                 self.sent_to, self.sent_at = self.active, time.monotonic()
             elif time.monotonic() - self.sent_at > RESEND_S:
                 if isinstance(sys._current_exceptions().get(self.active), self.interrupt):
@@ -157,6 +165,9 @@ class _Chain:
                     self._send()
 
     def _send(self) -> None:
+        self.deferred = self.starting
+        if self.starting:
+            return
         if self.active != threading.get_ident():
             _set_async_exc(self.active, self.interrupt)
         self.sent_to, self.sent_at = self.active, time.monotonic()
@@ -241,8 +252,9 @@ _POOL_LOCK = threading.Lock()
 _IDLE: list[_Worker] = []
 
 
-def _start_worker():
-    """A new deep thread, or None when the system gives none (then the caller runs the work)."""
+def _start_worker(chain: _Chain | None):
+    """A new deep thread, or None when the system gives none (then the caller runs the work).
+    No interrupt is raised in this thread while it starts one (_Chain.starting)."""
     with _POOL_LOCK:                    # threading.stack_size is process-wide
         for size in (STACK_BYTES,) + FALLBACK_BYTES:
             try:
@@ -251,7 +263,15 @@ def _start_worker():
                 continue
             try:
                 worker = _Worker(size)
-                worker.start()
+                try:
+                    if chain is not None:
+                        with chain.lock:
+                            chain.starting = True
+                    worker.start()
+                finally:
+                    if chain is not None:
+                        with chain.lock:
+                            chain.starting = False
                 return worker
             except RuntimeError:        # "can't start new thread": no memory for this stack
                 continue
@@ -285,11 +305,11 @@ def run_deep(fn, *args):
     the job nor leaves before the job is over (the deep thread would run on unseen)."""
     with _POOL_LOCK:
         worker = _IDLE.pop() if _IDLE else None
+    deep = on_deep_stack()
     if worker is None:
-        worker = _start_worker()
+        worker = _start_worker(_TLS.chain if deep else None)
         if worker is None:
             return fn(*args)
-    deep = on_deep_stack()
     chain = _TLS.chain if deep else _Chain()
     job = _Job(fn, args, context.current(), chain)
     interrupted = None
