@@ -228,16 +228,10 @@ def kernel(request, tmp_path_factory):
     pytest.importorskip("jupyter_client", reason="the kernel tests need the jupyter extra")
     pytest.importorskip("ipykernel", reason="the kernel tests need the jupyter extra")
     from kernel_support import installed_kernelspec, running_kernel
-    old = os.environ.get("TAPEML_COMPILE")
-    os.environ["TAPEML_COMPILE"] = MODES[request.param]        # the kernel's process inherits it
-    try:
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("TAPEML_COMPILE", MODES[request.param])       # the kernel's process inherits it
         with installed_kernelspec(tmp_path_factory.mktemp("prefix")), running_kernel() as kernel:
             yield kernel
-    finally:
-        if old is None:
-            os.environ.pop("TAPEML_COMPILE", None)
-        else:
-            os.environ["TAPEML_COMPILE"] = old
 
 
 @pytest.mark.slow
