@@ -71,7 +71,14 @@ def ml():
 def _float64_after_each_test():
     """The float type is process state (ops.FLOAT): a test or golden program that calls
     set_dtype("float32") in-process must not leave it to the next test."""
+    # `--device` run in-process (support.run_cli) also sets TAPEML_DEVICE for the kernel and the
+    # docs' runners, as a real process would until it exits: put the variable back too
+    device = os.environ.get("TAPEML_DEVICE")
     yield
+    if device is None:
+        os.environ.pop("TAPEML_DEVICE", None)
+    else:
+        os.environ["TAPEML_DEVICE"] = device
     from tapeml.array import backend, context, ops
     ops.set_dtype("float64")
     # the device too (a program's set_device in the process default state); TAPEML_DEVICE's is the default

@@ -342,7 +342,9 @@ def test_check_nan_on_torch_lets_finite_and_deliberate_values_pass(torch):
         s.run("x = [1, 2, 4]\ny = log(x)\nm = 0 / 0\ng = grad(fn(x) -> sum(sqrt(x)), x)")
     finally:
         s.check_nan = False
-    assert s["g"].tolist() == (0.5 / np.sqrt([1.0, 2.0, 4.0])).tolist()
+    # torch's sqrt backward may round 0.5 / sqrt(2) one unit differently from NumPy's: the values,
+    # not their last bit, are what check_nan must let through
+    np.testing.assert_allclose(s["g"], 0.5 / np.sqrt([1.0, 2.0, 4.0]), rtol=4e-16, atol=0)
 
 
 def test_the_profiler_on_torch_charges_lines(torch):

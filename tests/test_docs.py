@@ -7,6 +7,7 @@ import shutil
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 from support import ROOT, fresh, output_of, page_of_square_with_vjp, run
@@ -126,6 +127,38 @@ def test_markdown_block_that_should_raise_but_does_not_fails():
     failures = []
     docgen.run_markdown("```ml error\n1 + 1\n```\n", "t.md", "/nonexistent-img-dir", failures)
     assert len(failures) == 1 and "raised no error" in failures[0].message
+
+
+# An example (or a page) that changes a setting leaves it to no later one: each starts with the
+# float type, the generator, the diagnostics and the notes a new session has (context.restart).
+CHANGES_EVERYTHING = 'set_dtype("float32")\nseed(3)\ncheck_nan(true)\nnotes(false)\nprint(dtype([1, 2] / 3))'
+CLEAN = 'print(dtype([1, 2] / 3))\nx = [0, 2]\nprint(log(x))\nr = rand()'
+
+
+def test_each_example_starts_with_the_defaults():
+    from tapeml.array import context, diagnostics
+    first = docgen.run_code(CHANGES_EVERYTHING, "<example 1>")
+    assert (first.output, first.error) == ("float32", None)
+    second = docgen.run_code(CLEAN, "<example 2>")
+    assert (second.output, second.error) == ("float64\n[-inf, 0.6931472]", None)     # no NaNError
+    assert not diagnostics.current().active and context.LIVE["dtype"] is np.float64
+
+
+def test_each_page_starts_with_the_defaults():
+    failures = []
+    docgen.run_markdown("```ml\n" + CHANGES_EVERYTHING + "\n```\n", "a.md", "/nonexistent-img-dir", failures)
+    page = docgen.run_markdown("```ml\n" + CLEAN + "\nprint(r)\n```\n", "b.md", "/nonexistent-img-dir", failures)
+    assert failures == []
+    seeded = float(np.random.default_rng(0).random())       # run_markdown seeds each page with 0
+    assert f"```text\nfloat64\n[-inf, 0.6931472]\n{seeded:.7g}\n```" in page
+
+
+def test_the_device_of_one_example_is_not_the_next_ones():
+    pytest.importorskip("torch")
+    first = docgen.run_code('set_device("torch:cpu")\nprint(device())\nx = zeros(2)', "<example 1>")
+    assert (first.output, first.error) == ("torch:cpu", None)
+    second = docgen.run_code('print(device())\nset_device("torch:cpu")\nprint(device())', "<example 2>")
+    assert (second.output, second.error) == ("numpy\ntorch:cpu", None)
 
 
 def test_figures_are_byte_identical_when_redrawn(tmp_path):

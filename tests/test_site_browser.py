@@ -2,7 +2,8 @@
 `chromium-driver`, driven by Selenium; nothing downloads a browser) against the site built from
 this checkout and served on 127.0.0.1. The home page loads with no console error; searching
 "layer norm" lists layer_norm first, and its page shows its executed output and its figure; a
-builtin is found by words of its summary; formulas are laid out; every page of the navigation
+builtin is found by words of its summary; formulas are laid out; every tab of the top bar shows
+whole at 1280 px; every page of the navigation
 answers 200 and logs no console error; a screenshot of the transformer_block page is kept in
 build/test-artifacts/ (TAPEML_TEST_ARTIFACTS=DIR elsewhere).
 
@@ -200,6 +201,33 @@ def test_formulas_are_laid_out(browser, base_url):
         "return [...document.querySelectorAll('div.arithmatex math')].map(m => m.getBoundingClientRect())"
         ".map(r => [r.width, r.height])")
     assert len(sizes) >= 2 and all(w > 100 and h > 20 for w, h in sizes), sizes
+    assert console_errors(browser) == []
+
+
+def test_every_tab_of_the_top_bar_shows_whole_at_1280_px(browser, base_url):
+    """The last tab was cut ("Archi") at 1280 px: each tab's label lies inside the window, inside
+    the bar's visible box, and is not clipped by a scrolled list; the labels are the navigation's."""
+    browser.set_window_size(1280, 1000)
+    browser.get(base_url)
+    width = browser.execute_script("return window.innerWidth")
+    assert width == 1280, width
+    tabs = browser.execute_script("""
+        const list = document.querySelector('.md-tabs__list'), box = list.getBoundingClientRect();
+        return {list: [box.left, box.right, list.scrollWidth, list.clientWidth],
+                view: document.documentElement.clientWidth,
+                tabs: [...list.querySelectorAll('.md-tabs__item > a')].map(a => {
+                    const r = a.getBoundingClientRect();
+                    return [a.textContent.trim(), r.left, r.right, r.width, a.scrollWidth, a.clientWidth,
+                            getComputedStyle(a).visibility];
+                })};""")
+    left, right, scroll_width, client_width = tabs["list"]
+    assert scroll_width <= client_width + 1, tabs          # nothing scrolled out of the bar
+    labels = [t[0] for t in tabs["tabs"]]
+    assert labels[0] == "Home" and labels[-1] == "Architecture" and "Builtins" in labels and "Source" in labels
+    for label, l, r, w, sw, cw, visibility in tabs["tabs"]:
+        assert w > 0 and visibility == "visible", label
+        assert left - 0.5 <= l and r <= min(right, tabs["view"]) + 0.5, (label, l, r, tabs["list"], tabs["view"])
+        assert sw <= cw + 1, label                           # the label is not cut inside its link
     assert console_errors(browser) == []
 
 

@@ -46,6 +46,8 @@ CASES = {
     "mod": (ops.mod, [a(1.5, -2.0, 0.5), a(0.3, 1.0, -1.0)], [[a(1, 2, 3), a(0, INF, -INF)]]),
     "pow": (ops.pow_, [a(0.7, 1.3, 2.0), a(0.0, 2.0, 0.5)],
             [[a(0, 0, 0), a(0, 1, 2)], [a(0, 0, 1), a(0.5, -1, 0)], [a(INF, INF, 2), a(0, -1, 0)]]),
+    "pow_grad": (ops.pow_grad, [a(1.0, -0.5, 2.0), a(0.7, 1.3, 2.0), a(0.0, 2.0, 0.5)],
+                 [[a(1, 1, 1), a(0, 0, 0), a(0, 1, 2)], [a(0, 0, 1), a(0, 0, 1), a(0.5, 1.5, 0)]]),
     "neg": (ops.neg, [a(1.5, -2.0, 0.5)], []),
     "exp": (ops.exp, [a(1.5, -2.0, 0.5)], []),
     "log": (ops.log, [a(1.5, 2.0, 0.5)], []),
@@ -57,6 +59,10 @@ CASES = {
     "relu": (ops.relu, [a(1.5, -2.0, 0.5)], []),
     "sigmoid": (ops.sigmoid, [a(1.5, -2.0, 0.5)], []),
     "erf": (ops.erf, [a(1.5, -2.0, 0.5)], []),
+    "erfc": (ops.erfc, [a(1.5, -2.0, 0.5)], []),
+    "dsigmoid": (ops.dsigmoid, [a(1.5, -2.0, 0.5)], [[a(0, 40, -800)]]),
+    "dtanh": (ops.dtanh, [a(1.5, -2.0, 0.5)], [[a(0, 40, -800)]]),
+    "one_minus_sq": (ops.one_minus_sq, [a(1.5, -2.0, 0.5)], [[a(1, -1, 0)]]),
     "gelu": (ops.gelu, [a(1.5, -2.0, 0.5)], []),
     "clip": (lambda x: ops.clip(x, lo=-1.0, hi=1.0), [a(1.5, -2.0, 0.5)], [[a(-1, 1, 0)]]),
     "ldexp": (lambda x: ops.ldexp(x, e=np.array([3, -1074, 1000])), [a(1.5, -2.0, 0.5)], [[a(1e300, 1e-300, 1e10)]]),
@@ -213,15 +219,24 @@ def test_vjp_has_no_nan_the_limit_does_not_have(label, call, inputs):
     value = np.concatenate([np.asarray(B.to_numpy(raw(y)), dtype=np.float64).reshape(-1)
                             for y in _outputs(call(*inputs))])
     for k, g in enumerate(_gradients(call, inputs, lambda s: np.ones(s))):
-        if label.startswith("pow") and k == 1:
+        name = label.split("[")[0]
+        if (name, k) in (("pow", 1), ("pow_grad", 2)):
             # the exponent of a negative base: b -> a^b has no real values around any b, so no
             # derivative, even where a^b has a value ((-2)^3): NaN there, as PyTorch and JAX
-            base = np.asarray(B.to_numpy(raw(inputs[0])), dtype=np.float64)
+            base = np.asarray(B.to_numpy(raw(inputs[k - 1])), dtype=np.float64)
             assert np.isnan(g[base < 0]).all(), (label, g)
             g = g[~(base < 0)]
         if not np.isnan(value).any():
             assert not np.isnan(g).any(), (label, k, value, g)
     for k, g in enumerate(_gradients(call, inputs, lambda s: np.zeros(s))):
+        if (name, k) == ("pow_grad", 1):
+            # the one exception (core_ops._vjp_pow_grad): a zero second-pass cotangent against the
+            # first pass's nonzero one at a = 0, where b (b - 1) a^(b-2) is infinite, is NaN (the
+            # second derivative of |y|^1.5 at 0: abs'(0) = 0 may not hide the singularity)
+            g0, a0, b0 = (np.asarray(B.to_numpy(raw(v)), dtype=np.float64) for v in inputs)
+            singular = (g0 != 0) & (a0 == 0) & np.isinf(b0 * (b0 - 1) * np.float64(0.0) ** (b0 - 2))
+            assert np.isnan(g[singular]).all(), (label, g)
+            g = g[~singular]
         assert np.array_equal(g, np.zeros_like(g)), (label, k, "zero cotangent", g)
 
 

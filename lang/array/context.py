@@ -17,6 +17,13 @@ this one's. The module that keeps a shared slot claims it, under its own lock, b
 A plain `Interpreter` runs in its thread's current state (the process default, as before
 sessions existed); a `tapeml.Session` owns a `State` and enters it on every run/eval/call.
 The evaluator's deep-stack worker (lang/evaluator/stack.py) enters the state of the thread it works for.
+Several programs in one process each start clean only in a State of their own: a bare Interpreter
+shares its thread's current state with every other one made there (what its program sets, the
+float type, the device, the seed, the diagnostics, the notes, stays for the next, as
+torch.set_default_dtype does for a process). The faces that run several programs in one process
+give each a clean state: a Session per program (the Python API, the bench's rows), a fresh State
+per example (help), `restart()` per example and per page (the docs builder, the process's one
+face). Every face holding a Session is a later step.
 
 `Context` is what a builtin declared with `@builtin(..., context=True)` receives instead of the
 whole interpreter: where print writes, the float type, the seeded generator, calling a function
@@ -115,6 +122,14 @@ _CURRENT = _Current()
 def current() -> State:
     """The calling thread's current state."""
     return _CURRENT.state
+
+
+def restart(state: State | None = None) -> None:
+    """Forget the values of every plain slot of `state` (default: the current one): each is made
+    again by its `fresh()` on next use. Shared slots are kept (their module owns the live value)."""
+    state = _CURRENT.state if state is None else state
+    for name in [n for n in state.values if SLOTS[n].read is None]:
+        del state.values[name]
 
 
 class _Live:

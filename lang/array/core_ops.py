@@ -9,7 +9,7 @@ import numpy as np
 
 from tapeml.array import backend as B
 from tapeml.array.backend import ARRAYS, xp_of
-from tapeml.array.primitive_table import (_NO_DEVICE_BELOW, FLOAT, bools_as_floats, crossed, device_limit, is_bool_array, mixed, primitive,
+from tapeml.array.primitive_table import (_NO_DEVICE_BELOW, FLOAT, GROWS, _broadcast_shape, bools_as_floats, crossed, device_limit, is_bool_array, mixed, primitive,
                                           python_scalar, shape_of, size_of, size_refusal, xp1)
 
 
@@ -191,20 +191,58 @@ def _vjp_mod(g, ans, saved, tracked, a, b):
 def _vjp_pow(g, ans, saved, tracked, a, b):
     ga = gb = None
     if tracked[0]:
-        # b * a^(b-1) with 0 x inf = 0: d/dx x^0 is 0 at x = 0 too, not 0 * 0^-1 = nan
-        ga = unbroadcast(zmul(g, zmul(b, pow_(a, sub(b, 1.0)))), shape_of(a))
+        # g b a^(b-1), one primitive (pow_grad) so that its own VJP, the second derivative, can tell a
+        # zero cotangent of the first pass from one of the second (pow_grad's docstring)
+        ga = unbroadcast(pow_grad(g, a, b), shape_of(a))
     if tracked[1]:
         # d/db a^b = a^b ln a for a >= 0 (0 x inf = 0: inf^b for b < 0 tends to 0; at a = 0 and
         # b < 0 it is inf x -inf = -inf, PyTorch's), 0 at 0^b for b >= 0 (PyTorch's 0 at b = 0).
         # For a < 0 the function of b has no real values around any b, so no derivative: NaN, as
         # PyTorch and JAX give (it was a silent 0, which trained on a wrong number). Each branch
         # is written with the answer, so a second derivative is NaN (or inf) there too, not 0.
-        nonneg = ge(a, 0.0)
-        natural = zmul(ans, log(where(nonneg, a, 1.0)))
-        at_zero = where(ge(b, 0.0), 0.0, natural)
-        d = where(gt(a, 0.0), natural, where(eq(a, 0.0), at_zero, mul(ans, math.nan)))
-        gb = unbroadcast(zmul(g, d), shape_of(b))
+        gb = unbroadcast(zmul(g, _pow_db(a, b, ans)), shape_of(b))
     return ga, gb
+
+
+def _pow_db(a, b, ans):
+    """d/db a^b where ans = a^b (the branches: _vjp_pow)."""
+    nonneg = ge(a, 0.0)
+    natural = zmul(ans, log(where(nonneg, a, 1.0)))
+    at_zero = where(ge(b, 0.0), 0.0, natural)
+    return where(gt(a, 0.0), natural, where(eq(a, 0.0), at_zero, mul(ans, math.nan)))
+
+
+def _pow_grad(g, a, b):
+    """g b a^(b-1), the cotangent a^b sends to a: 0 x inf = 0 in both products, so d/dx x^0 is 0 at
+    x = 0 too (not 0 * 0^-1 = nan) and a zero cotangent stays zero."""
+    return _zmul(g, _zmul(b, _pow(a, _sub(b, 1.0))))
+
+
+def _vjp_pow_grad(h, ans, saved, tracked, g, a, b):
+    """The second derivative of a^b. Where the first pass's cotangent g is 0 (a branch `where` did
+    not take, a relu that was off) the result is 0, as every zero cotangent; but where g is not 0
+    and the second pass's cotangent h is 0 (abs'(0) = 0: the second derivative of |y|^1.5 at 0) an
+    infinite b (b-1) a^(b-2) gives NaN, PyTorch's value: that zero is a kink's convention, not an
+    untaken branch, and 0 may not hide the singularity (it was a silent 0)."""
+    k = zmul(h, g)
+    s1 = sub(b, 1.0)
+    gg = ga = gb = None
+    if tracked[0]:
+        gg = unbroadcast(pow_grad(h, a, b), shape_of(g))
+    if tracked[1]:
+        # 0 x b (b-1) a^(b-2): NaN at a = 0 where 0 < b < 2 (b < 1 too: that first derivative is infinite)
+        singular = logical(logical(ne(g, 0.0), eq(h, 0.0), op="and"), eq(a, 0.0), op="and")
+        bare = mul(0.0, zmul(b, pow_grad(1.0, a, s1)))
+        ga = unbroadcast(where(singular, bare, zmul(b, pow_grad(k, a, s1))), shape_of(a))
+    if tracked[2]:
+        # d/db b a^(b-1) = a^(b-1) + b d/db a^(b-1): the second term is a^b's own rule at (a, b - 1)
+        # (NaN for a negative base, also at b = 0: b a^(b-1) has no values around it; at a = b = 0,
+        # where it has no limit, 0: PyTorch's, as a^b's own 0 at 0^0)
+        p = pow_(a, s1)
+        d = where(lt(a, 0.0), mul(p, math.nan),
+                  where(logical(eq(a, 0.0), eq(b, 0.0), op="and"), 0.0, add(p, zmul(b, _pow_db(a, s1, p)))))
+        gb = unbroadcast(zmul(k, d), shape_of(b))
+    return gg, ga, gb
 
 
 def _zmul(a, b):
@@ -252,6 +290,8 @@ div = primitive("div", _div, _vjp_div, arity=2, arg_names=_OPERANDS)
 mod = primitive("mod", _mod, _vjp_mod, arity=2, arg_names=_OPERANDS)
 pow_ = primitive("pow", _pow, _vjp_pow, arity=2, arg_names=("the base", "the exponent"))
 zmul = primitive("zmul", _zmul, _vjp_zmul, arity=2)
+GROWS["pow_grad"] = _broadcast_shape       # it broadcasts: behind the size guard (lang/array/limits.py)
+pow_grad = primitive("pow_grad", _pow_grad, _vjp_pow_grad, arity=3)
 neg = primitive("neg", _neg, lambda g, ans, saved, tracked, a: (neg(g),), arity=1)
 
 
@@ -393,8 +433,11 @@ log = _unary("log", elementwise("log"), lambda g, x, ans: zmul(g, div(1.0, x)))
 sqrt = _unary("sqrt", elementwise("sqrt"), lambda g, x, ans: zmul(g, div(0.5, ans)))
 sin = _unary("sin", elementwise("sin"), lambda g, x, ans: zmul(g, cos(x)))
 cos = _unary("cos", elementwise("cos"), lambda g, x, ans: neg(zmul(g, sin(x))))
-tanh = _unary("tanh", elementwise("tanh"), lambda g, x, ans: zmul(g, sub(1.0, mul(ans, ans))))
-abs_ = _unary("abs", elementwise("abs"), lambda g, x, ans: zmul(g, sign(x)))
+tanh = _unary("tanh", elementwise("tanh"), lambda g, x, ans: zmul(g, dtanh(x)))
+# abs'(0) = 0 is neither side's slope (-1 or 1): against an infinite or NaN cotangent it gives NaN
+# (PyTorch's g * sgn(x)), not a 0 that hides the singularity (sqrt(abs(y)), abs(y)^0.5 at 0);
+# elsewhere a zero cotangent wins as in every VJP (a NaN x from an untaken branch stays 0)
+abs_ = _unary("abs", elementwise("abs"), lambda g, x, ans: where(eq(x, 0.0), mul(g, 0.0), zmul(g, sign(x))))
 relu = _unary("relu", _relu, lambda g, x, ans: zmul(g, gt(x, 0.0)), vjp_plain=_vjp_relu_plain)
 
 
@@ -407,7 +450,25 @@ def _sigmoid(x):
     return python_scalar(xp.where(x >= 0, 1.0 / (1.0 + e), e / (1.0 + e)))
 
 
-sigmoid = _unary("sigmoid", _sigmoid, lambda g, x, ans: zmul(g, mul(ans, sub(1.0, ans))))
+sigmoid = _unary("sigmoid", _sigmoid, lambda g, x, ans: zmul(g, dsigmoid(x)))
+
+
+# The derivatives of tanh and sigmoid as primitives of their own: 1 - tanh(x)^2 and s (1 - s) lose
+# every digit to cancellation once tanh or s rounds to +-1 (|x| > 19 and x > 37: 0 where the
+# derivative is 7e-35 at x = -40, and half the digits at x = 19, so softplus's second derivative was
+# wrong in the 9th digit), and their own derivatives, written as differences, lose digits near 0.
+# Each is computed from e = exp(-|x|) (exact to a few ulps for every x) and has an exact VJP.
+def _sech2_like(x, k):
+    """e / (1 + e)^2 * k^2 with e = exp(-k |x|): sigmoid'(x) at k = 1, 1 - tanh(x)^2 at k = 2."""
+    xp = np if type(x) is _NDARRAY else xp1(x)
+    e = xp.exp(-k * xp.abs(x))
+    return python_scalar((k * k) * e / ((1.0 + e) * (1.0 + e)))
+
+
+dsigmoid = _unary("dsigmoid", lambda x: _sech2_like(x, 1.0),
+                  lambda g, x, ans: zmul(g, neg(mul(ans, tanh(mul(0.5, x))))))       # s'' = -s' tanh(x/2)
+dtanh = _unary("dtanh", lambda x: _sech2_like(x, 2.0),
+               lambda g, x, ans: zmul(g, mul(-2.0, mul(ans, tanh(x)))))              # (1 - t^2)' = -2 t (1 - t^2)
 
 _erf_vec = np.frompyfunc(math.erf, 1, 1)
 
@@ -421,11 +482,26 @@ def _erf(x):
 
 
 erf = _unary("erf", _erf, lambda g, x, ans: zmul(g, mul(2.0 / math.sqrt(math.pi), exp(neg(mul(x, x))))))
+_erfc_vec = np.frompyfunc(math.erfc, 1, 1)
+
+
+def _erfc(x):
+    """1 - erf(x) without the cancellation (erfc(5) is 1.5e-12, not 1 - 0.9999999999984626)."""
+    if type(x) is np.ndarray:
+        return np.asarray(_erfc_vec(x), dtype=x.dtype if x.dtype.kind == "f" else np.float64)
+    if type(x) in ARRAYS:
+        return B.of(x).torch.special.erfc(x)
+    return math.erfc(x)
+
+
+erfc = _unary("erfc", _erfc, lambda g, x, ans: zmul(g, mul(-2.0 / math.sqrt(math.pi), exp(neg(mul(x, x))))))
 
 
 def _gelu(x):
+    # Phi(x) = erfc(-x / sqrt(2)) / 2: (1 + erf(x / sqrt(2))) / 2 cancels for x < 0 (gelu(-19) was 0,
+    # not -1.6e-79, and gelu'(-10) was wrong in the 2nd digit)
     x = bools_as_floats(x)      # in the session's float type (a bool tensor times 0.5 is torch's float32)
-    y = 0.5 * x * (1.0 + _erf(x / math.sqrt(2.0)))
+    y = 0.5 * x * _erfc(x * -(1.0 / math.sqrt(2.0)))
     if type(y) is np.ndarray:
         if np.isneginf(x).any():
             y = np.where(np.isneginf(x), 0.0, y)       # the limit at -inf: -inf * 0 would be nan
@@ -437,7 +513,7 @@ def _gelu(x):
 
 
 def _vjp_gelu(g, ans, saved, tracked, x):
-    cdf = mul(0.5, add(1.0, erf(mul(x, 1.0 / math.sqrt(2.0)))))
+    cdf = mul(0.5, erfc(mul(x, -1.0 / math.sqrt(2.0))))
     pdf = mul(1.0 / math.sqrt(2.0 * math.pi), exp(mul(-0.5, mul(x, x))))
     return (zmul(g, add(cdf, zmul(x, pdf))),)        # x pdf(x) -> 0 at +-inf (not inf * 0)
 

@@ -10,7 +10,7 @@ import numpy as np
 
 from tapeml.array import backend as B
 from tapeml.array.backend import ARRAYS, xp_of
-from tapeml.array.core_ops import (_unary, add, binary_exponents, cos, div, elementwise, eq, gt, ldexp, mul, neg, safe_floor,
+from tapeml.array.core_ops import (_unary, add, binary_exponents, cos, div, elementwise, eq, exp, gt, ldexp, mul, neg, safe_floor,
                                    sigmoid, sin, sqrt, sub, unbroadcast, where, zmul)
 from tapeml.array.tape import raw
 from tapeml.array.primitive_table import (GROWS, _broadcast_shape, bools_as_floats, primitive, python_scalar, shape_of,
@@ -25,13 +25,42 @@ log10 = _unary("log10", elementwise("log10"), lambda g, x, ans: zmul(g, div(1.0 
 log2 = _unary("log2", elementwise("log2"), lambda g, x, ans: zmul(g, div(1.0 / _LN2, x)))
 tan = _unary("tan", elementwise("tan"), lambda g, x, ans: zmul(g, add(1.0, mul(ans, ans))))
 log1p = _unary("log1p", elementwise("log1p"), lambda g, x, ans: zmul(g, div(1.0, add(1.0, x))))
-expm1 = _unary("expm1", elementwise("expm1"), lambda g, x, ans: zmul(g, add(ans, 1.0)))
-asin = _unary("asin", elementwise("asin", "arcsin"), lambda g, x, ans: zmul(g, div(1.0, sqrt(sub(1.0, mul(x, x))))))
+# expm1' = exp(x), not expm1(x) + 1 (which cancels to 0 below x = -37: expm1'(-50) is 1.9e-22)
+expm1 = _unary("expm1", elementwise("expm1"), lambda g, x, ans: zmul(g, exp(x)))
+# 1 - x^2 as (1 - x)(1 + x), exact where x nears +-1 (1 - x*x lost 5 digits of asin'(1 - 1e-10)); its
+# derivative -2x a product, not the difference of (1 - x)' (1 + x) and (1 - x)(1 + x)' near 0
+one_minus_sq = _unary("one_minus_sq", lambda x: python_scalar((1.0 - x) * (1.0 + x)),
+                      lambda g, x, ans: zmul(g, mul(-2.0, x)))
+asin = _unary("asin", elementwise("asin", "arcsin"), lambda g, x, ans: zmul(g, div(1.0, sqrt(one_minus_sq(x)))))
 acos = _unary("acos", elementwise("acos", "arccos"),
-              lambda g, x, ans: neg(zmul(g, div(1.0, sqrt(sub(1.0, mul(x, x)))))))
+              lambda g, x, ans: neg(zmul(g, div(1.0, sqrt(one_minus_sq(x))))))
 atan = _unary("atan", elementwise("atan", "arctan"), lambda g, x, ans: zmul(g, div(1.0, add(1.0, mul(x, x)))))
-sinh = _unary("sinh", elementwise("sinh"), lambda g, x, ans: zmul(g, cosh(x)))
-cosh = _unary("cosh", elementwise("cosh"), lambda g, x, ans: zmul(g, sinh(x)))
+def _hyperbolic(name):
+    """sinh or cosh; for |x| > 709, e (e / 2) with e = exp(|x| / 2) (signed for sinh): finite up to
+    |x| = 710.47 as the true value is (torch computes exp(|x|) first and gave inf from 709.79)."""
+    plain = elementwise(name)
+
+    def impl(x):
+        y = plain(x)
+        xp = xp1(x)
+        if type(x) is float:
+            big = abs(x) > 709.0
+        else:
+            big = bool(xp.any(xp.abs(x) > 709.0)) if size_of(x) else False
+        if not big:
+            return y
+        e = xp.exp(xp.abs(x) * 0.5) if type(x) is not float else math.exp(abs(x) * 0.5)
+        tail = e * (e * 0.5)
+        if name == "sinh":
+            tail = xp.sign(x) * tail if type(x) is not float else math.copysign(tail, x)
+        if type(x) is float:
+            return tail
+        return python_scalar(xp.where(xp.abs(x) > 709.0, tail, y))
+    return impl
+
+
+sinh = _unary("sinh", _hyperbolic("sinh"), lambda g, x, ans: zmul(g, cosh(x)))
+cosh = _unary("cosh", _hyperbolic("cosh"), lambda g, x, ans: zmul(g, sinh(x)))
 ceil = primitive("ceil", lambda x: python_scalar(xp1(x).ceil(bools_as_floats(x))), nondiff=True)
 
 

@@ -17,7 +17,9 @@ other arithmetic path. VJPs are written with primitives, so they are themselves 
 when an outer `grad` is running (grad of grad).
 
 Conventions at kinks, shared with docs/language.md:
-- relu'(0) = 0, abs'(0) = 0 (sign(0) = 0), sqrt'(0) = inf;
+- relu'(0) = 0, abs'(0) = 0 (sign(0) = 0), sqrt'(0) = inf; abs'(0) is neither side's slope, so
+  against an infinite or NaN cotangent it gives NaN (PyTorch's g * sgn(x)), never a 0 that hides
+  a singularity (sqrt(abs(y)) at 0);
 - max/min (reductions) split the cotangent evenly among tied maxima, as PyTorch's `amax`;
 - sort, topk, median and quantile (gathers, take_along) send the cotangent through the stable
   permutation: at ties, to the element the stable order put there; prod's gradient is the product
@@ -28,7 +30,10 @@ Conventions at kinks, shared with docs/language.md:
   tape.backward). Every VJP multiplies through them (tests/test_vjp_sweep.py runs
   each primitive's VJP at 0, +-inf and its kinks), so a branch that `where` did not take (cotangent 0)
   never brings a NaN or inf into the gradient, d/dx x^0 at 0 is 0, and grad(sqrt(sum(x^2))) at x = 0
-  is 0 (the subgradient, like `norm`);
+  is 0 (the subgradient, like `norm`); the one exception is a^b's second derivative (pow_grad's VJP): a zero
+  cotangent of the second pass against a nonzero one of the first, at a = 0 where b (b-1) a^(b-2) is
+  infinite, is NaN (PyTorch's value: the second derivative of |y|^1.5 at 0), while a zero of the
+  first pass (an untaken branch) still gives 0;
 - softmax of a row that is all -inf (every key masked) is all zeros, forward and backward;
 - a row holding +inf (softmax, log_softmax, a +inf attention bias) takes the limit: the +inf
   entries share the row equally, the rest get 0, and the row's gradient is 0;
@@ -49,9 +54,9 @@ from tapeml.array.primitive_table import (  # noqa: F401
     set_dtype, shape_of,
 )
 from tapeml.array.core_ops import (  # noqa: F401
-    abs_, add, amax, amin, broadcast_to, clip, cos, div, eq, erf, exp, floor, ge, gelu, gt, ldexp, le,
+    abs_, add, amax, amin, broadcast_to, clip, cos, div, dsigmoid, dtanh, eq, erf, erfc, exp, floor, ge, gelu, gt, ldexp, le,
     log, logical, logical_not, lt, matmul, maximum, minimum, mod, mul, ne, neg, permute, pow_, relu,
-    reshape, round_, sigmoid, sign, sin, sqrt, sub, sum_, tanh, transpose, unbroadcast, where,
+    pow_grad, reshape, round_, sigmoid, sign, sin, sqrt, sub, sum_, tanh, transpose, unbroadcast, where,
     zmatmul, zmul, binary_exponents, safe_floor, slice_exponents, unsafe_slices,
 )
 from tapeml.array.index_ops import (  # noqa: F401
@@ -62,7 +67,7 @@ from tapeml.array.nn_ops import (  # noqa: F401
     softmax, split_heads,
 )
 from tapeml.array.elementwise_ops import (  # noqa: F401
-    acos, asin, atan, atan2, ceil, cosh, expm1, log1p, log10, log2, sinh, softplus, tan,
+    acos, asin, atan, atan2, ceil, cosh, expm1, log1p, log10, log2, one_minus_sq, sinh, softplus, tan,
 )
 from tapeml.array.reduce_ops import (  # noqa: F401
     along, cumprod, cumsum, kept, logsumexp, mean, prod, put_along, rescaled, take_along, unkept,

@@ -399,6 +399,15 @@ def entry() -> None:
         sys.stdout.flush()
         print("Interrupted (Ctrl-C)", file=sys.stderr)
         code = 130
+    if code in (129, 130, 143) and runner.signalled():
+        # Stopped by a signal, the process ends now: tearing down what the program made (a tape
+        # of millions of nodes, a traceback through 20,000 calls) took seconds after the message
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError):
+                pass
+        os._exit(code)
     sys.exit(code)
 
 

@@ -68,6 +68,11 @@ def note_signal() -> None:
     _signalled = True
 
 
+def signalled() -> bool:
+    """Whether a signal came since the last settle()."""
+    return _signalled
+
+
 def settle() -> None:
     """After an interrupted or terminated run has been reported: collect its garbage (quietly)
     and let later finalizer failures print again."""

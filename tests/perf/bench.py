@@ -37,8 +37,10 @@ sys.path.insert(0, HERE)
 import handblock
 from replay import check_replay, recorded_replay  # noqa: E402
 
+import tapeml  # noqa: E402
 from tapeml.evaluator import progress  # noqa: E402
-from tapeml.evaluator.interpreter import Interpreter  # noqa: E402
+from tapeml.evaluator.stack import running  # noqa: E402
+from tapeml.array import diagnostics  # noqa: E402
 from tapeml.array.values import Record  # noqa: E402
 
 try:
@@ -49,9 +51,9 @@ except ImportError:  # PyTorch is only a reference, never a dependency
 
 
 def interleaved(fns, repeat, warmup=2):
-    """Median time of each function in `fns` (a list; None entries give None), timed
-    round-robin: one call of each per round, so a change in the machine's load (this is a
-    shared VM) falls on every side alike instead of on whichever ran during it."""
+    """The times of each function in `fns` (a list; None entries give None), timed round-robin:
+    one call of each per round, so a change in the machine's load (this is a shared VM) falls on
+    every side alike instead of on whichever ran during it."""
     live = [f for f in fns if f is not None]
     for _ in range(warmup):
         for f in live:
@@ -62,30 +64,58 @@ def interleaved(fns, repeat, warmup=2):
             t0 = time.perf_counter()
             f()
             ts.append(time.perf_counter() - t0)
-    medians = iter([statistics.median(ts) for ts in times])
-    return [None if f is None else next(medians) for f in fns]
+    each = iter(times)
+    return [None if f is None else next(each) for f in fns]
+
+
+def row_session(dtype="float64", device=None):
+    """A Session of its own for each row: its float type, device, generator and diagnostics are
+    its own, so no row inherits what an earlier one set (a float32 row once turned every later row
+    float32: issue 38)."""
+    return tapeml.Session(dtype=dtype, device=device, out=open(os.devnull, "w"))
+
+
+def session_call(s, name, *args):
+    """The function `name` of Session s as a Python callable with no conversion of its result:
+    it runs in s's state, as s.call does, at the cost of entering it (a few µs)."""
+    fn = s.interp.get_variable(name)
+
+    def call():
+        with running(s.state):
+            return s.interp.call(fn, list(args), {}, None)
+    call.session = s
+    return call
+
+
+def settings(s) -> str:
+    """What a row ran under: its Session's float type and device, BLAS threads, compiled bodies
+    or the walker, diagnostics."""
+    from tapeml.array import threads
+    with running(s.state):
+        be, dt = s.state.values["backend"], np.dtype(s.state.values["dtype"]).name
+        diag = "on" if diagnostics.current().active else "off"
+    from tapeml.evaluator import compiler
+    compiled = "compiled" if compiler.ENABLED and s.interp.compiled else "walked"
+    return f"{dt}, {be.name}, BLAS on {threads.current() or _threads} thread(s), {compiled}, diagnostics {diag}"
 
 
 def tapeml_setup(W, x, R, dtype="float64"):
     from tapeml.faces.cli import tune_runtime
-    interp = Interpreter()
+    s = row_session(dtype)
     tune_runtime()          # what `tapeml script.ml` does; the hand NumPy runs under the same setting
-    if dtype != "float64":
-        interp.run(f'set_dtype("{dtype}")', "<bench>")
     f = handblock.to_record_fields(W)
     heads = tuple(Record(h) for h in f.pop("heads"))
-    interp.globals.vars.update(w=Record({"heads": heads, **f}), x=x, R=R)
-    interp.run(textwrap.dedent("""
+    with running(s.state):
+        for name, v in dict(w=Record({"heads": heads, **f}), x=x, R=R).items():
+            s.interp.set_variable(name, v)
+    s.run(textwrap.dedent("""
         loss = fn(w) -> sum(transformer_block(x, w) * R)
         fn step() -> value_and_grad(loss, w)
         fn forward() -> transformer_block(x, w)
     """), "<bench>")
-    g = interp.globals.vars
-
-    def step():
-        return interp.call(g["step"], [], {}, None)
-    step.weights = g["w"]       # the record grad differentiates (tests/perf/replay.py)
-    return step, (lambda: interp.call(g["forward"], [], {}, None))
+    step = session_call(s, "step")
+    step.weights = s.interp.get_variable("w")       # the record grad differentiates (tests/perf/replay.py)
+    return step, session_call(s, "forward")
 
 
 def check_against_hand(step, W, x, R):
@@ -137,7 +167,7 @@ def torch_setup(W, x, R, hidden, device="cpu"):
     return step, forward
 
 
-def block_rows(sizes, dtype, repeat_scale):
+def block_rows(sizes, dtype, repeat_scale, replay_all=False):
     rows = []
     for (T, D, H) in sizes:
         rng = np.random.default_rng(0)
@@ -146,23 +176,25 @@ def block_rows(sizes, dtype, repeat_scale):
         x = rng.standard_normal((T, D)).astype(dtype)
         R = rng.standard_normal((T, D)).astype(dtype)
         step, forward = tapeml_setup(W, x, R, np.dtype(dtype).name)
+        cfg = settings(step.session)
         check_against_hand(step, W, x, R)
         # alternating rounds of CPU time, each a batch of calls of about 20 ms: 7 rounds at
         # 512x512 (~5 s), more below
         rounds = max(5, int(repeat_scale * (7 if T * D > 100_000 else 15)))
         tstep, tfwd = torch_setup(W, x, R, hidden) if torch is not None else (None, None)
         t_tml, t_hand, t_torch = cpu_sides([step, lambda: handblock.block_fwd_bwd(x, W, R), tstep], rounds)
-        rows.append((f"fwd+bwd T={T}, D={D}, {H} heads", t_tml, t_hand, t_torch))
-        if T * D <= 128:        # where the fixed costs dominate: what a compiled step could reach
+        rows.append((f"fwd+bwd T={T}, D={D}, {H} heads", cfg, t_tml, t_hand, t_torch, load_now()))
+        # where the fixed costs dominate (T=8), and in float64 at T=128 too: what a compiled step could reach
+        if T * D <= 128 or (replay_all and T * D <= 128 * 256):
             replay, leaves = recorded_replay(step)
             check_replay(replay, leaves, step, step.weights)
             t_rep, t_hand2 = cpu_sides([replay, lambda: handblock.block_fwd_bwd(x, W, R)], rounds)
             rows.append((f"the same step's {len(leaves)}-leaf tape replayed: its recorded primitives' "
                          "forwards and VJPs only (no interpreter, checks or Box; a measure, not a "
-                         "feature: tests/perf/replay.py)", t_rep, t_hand2, None))
+                         "feature: tests/perf/replay.py)", cfg, t_rep, t_hand2, None, load_now()))
         if (T, D) == (128, 256):
             t_f, t_hf, t_tf = cpu_sides([forward, lambda: handblock.block_fwd(x, W), tfwd], rounds)
-            rows.append((f"forward only T={T}, D={D}, {H} heads", t_f, t_hf, t_tf))
+            rows.append((f"forward only T={T}, D={D}, {H} heads", cfg, t_f, t_hf, t_tf, load_now()))
     return rows
 
 
@@ -304,12 +336,12 @@ def torch_encdec_step():
     return step
 
 
-def ml_bench(code):
-    """The `bench` function of a .ml program, as a Python callable."""
-    interp = Interpreter()
-    interp.run(code, "<bench>")
-    fn = interp.globals.vars["bench"]
-    return lambda: interp.call(fn, [], {}, None)
+def ml_bench(code, dtype="float64", device=None):
+    """The `bench` function of a .ml program run in a Session of its own, as a Python callable
+    (its .session says what it ran under: `settings`)."""
+    s = row_session(dtype, device)
+    s.run(code, "<bench>")
+    return session_call(s, "bench")
 
 
 def python_loop(n):
@@ -374,8 +406,16 @@ def cpu_rounds(fns, rounds, warmup=1):
 
 
 def cpu_cell(ts):
-    """The minimum of a side's rounds and its spread (slowest over fastest, less one)."""
-    return "—" if not ts else f"{fmt(min(ts))} (+{max(ts) / min(ts) - 1:.0%})"
+    """A side's rounds: the minimum, then the median and the maximum (the spread)."""
+    if not ts:
+        return "—"
+    return f"{fmt(min(ts))} (median {fmt(statistics.median(ts))}, max {fmt(max(ts))})"
+
+
+def load_now() -> str:
+    """The machine's load when a row's timing ended: the 1-minute load average (os.getloadavg,
+    which covers the row's last minute) against the CPU count."""
+    return f"{os.getloadavg()[0]:.1f} / {os.cpu_count()} CPUs"
 
 
 def cpu_time(fn):
@@ -393,11 +433,15 @@ def language_rows(out, quick):
     rounds = 4 if quick else 15     # a shared VM's noise needs many rounds for a fair minimum
     n = 1_000_000 if not quick else 200_000
     fib_src = "fn fib(n)\n  if n < 2\n    return n\n  end\n  return fib(n - 1) + fib(n - 2)\nend\n"
+    walked = ml_bench(fib_src + "fn bench() -> fib(20)")
+    walked.session.interp.compiled = False      # every body on the tree walker (TAPEML_COMPILE=0's path)
     cases = [(f"`s = s + i`, {n:,} iterations", "loop",
               ml_bench(f"fn bench()\n  s = 0\n  for i in 1:{n}\n    s = s + i\n  end\n  return s\nend"),
               lambda: python_loop(n)),
              ("recursive fib(20)", "fib", ml_bench(fib_src + "fn bench() -> fib(20)"), lambda: fib(20)),
-             ("recursive fib(22)", None, ml_bench(fib_src + "fn bench() -> fib(22)"), lambda: fib(22))]
+             ("recursive fib(22)", None, ml_bench(fib_src + "fn bench() -> fib(22)"), lambda: fib(22)),
+             ("recursive fib(20), walked (no body compiled: the tree walker, as under TAPEML_COMPILE=0)", None,
+              walked, lambda: fib(20))]
     octave = octave_command()
     times = {(c[0], side): [] for c in cases for side in ("tapeml", "CPython", "Octave")}
     with tempfile.TemporaryDirectory() as tmp:
@@ -419,20 +463,27 @@ def language_rows(out, quick):
     out()
     out("## The language against CPython and GNU Octave")
     out()
-    out(f"CPU time (`time.process_time`, Octave's `cputime`), the minimum of {rounds} alternating rounds; "
-        "in brackets each side's spread (its slowest round over its fastest, less one). "
+    out(f"CPU time (`time.process_time`, Octave's `cputime`), the minimum of {rounds} alternating rounds, "
+        "with the median and the slowest round in brackets; ratios of the minima (and of the medians). "
+        "The last row is the first fib's program with no body compiled: compiled over walked is the "
+        "fib(20) row against it. "
         + ("GNU Octave: " + subprocess.run(octave + ["--version"], capture_output=True, text=True).stdout.splitlines()[0]
            if octave is not None else "GNU Octave: not on PATH, its column is skipped") + ".")
     out()
-    out("| program | tapeml | CPython | tapeml / CPython | GNU Octave | tapeml / Octave |")
-    out("| --- | --- | --- | --- | --- | --- |")
+    load = load_now()
+    out("| program | settings | tapeml | CPython | tapeml / CPython | GNU Octave | tapeml / Octave | load |")
+    out("| --- | --- | --- | --- | --- | --- | --- | --- |")
 
     cell = cpu_cell
-    for label, kind, _, _ in cases:
+    for label, kind, bench_fn, _ in cases:
         t, p, o = times[(label, "tapeml")], times[(label, "CPython")], times[(label, "Octave")]
-        out(f"| {label} | {cell(t)} | {cell(p)} | {ratio(min(t), min(p))} | "
+        out(f"| {label} | {settings(bench_fn.session)} | {cell(t)} | {cell(p)} | {min_ratio(t, p)} | "
             f"{cell(o) if o else ('—' if octave is not None else 'not on PATH')} | "
-            f"{ratio(min(t), min(o)) if o else '—'} |")
+            f"{min_ratio(t, o) if o else '—'} | {load} |")
+    fib20, fib20_walked = times[(cases[1][0], "tapeml")], times[(cases[3][0], "tapeml")]
+    out()
+    out(f"Compiled against walked, fib(20): {min_ratio(fib20_walked, fib20)} faster compiled "
+        f"(walked {cell(fib20_walked)}, compiled {cell(fib20)}), in the same rounds.")
     fib22_calls = 2 * 28657 - 1         # fib(n) makes 2 fib(n + 1) - 1 calls
     return {"iteration": (min(times[(cases[0][0], "tapeml")]) / n, min(times[(cases[0][0], "CPython")]) / n),
             "call": (min(times[(cases[2][0], "tapeml")]) / fib22_calls,
@@ -446,7 +497,8 @@ def cost_rows(out, quick, lang, ops):
     n = 20000 if not quick else 5000
     loop = lambda body: ml_bench(f"x = [1, 2; 3, 4]\nfn bench()\n  y = 0\n  for i in 1:{n}\n    y = {body}\n"
                                  f"  end\n  return y\nend")      # noqa: E731
-    with_sum, with_kw, bare = cpu_rounds([loop("sum(x)"), loop("sum(x, dim = 1)"), loop("x")], 12 if not quick else 3)
+    with_sum_bench = loop("sum(x)")
+    with_sum, with_kw, bare = cpu_rounds([with_sum_bench, loop("sum(x, dim = 1)"), loop("x")], 12 if not quick else 3)
     a = np.array([[1.0, 2.0], [3.0, 4.0]])
     np_mul = min(cpu_rounds([lambda: [a * 1.0001 for _ in range(n)]], 12 if not quick else 3)[0]) / n
     np_sum = min(cpu_rounds([lambda: [a.sum() for _ in range(n)]], 12 if not quick else 3)[0]) / n
@@ -455,7 +507,8 @@ def cost_rows(out, quick, lang, ops):
     out()
     out("Derived from the rows above (CPU-time minima) and a loop of builtin calls measured in the same run "
         "(the loop with the call minus the same loop without it). A program's time is roughly the sum of "
-        "these over what it does, plus its matrices' own arithmetic (NumPy's, the last column).")
+        "these over what it does, plus its matrices' own arithmetic (NumPy's, the last column). "
+        f"Settings: {settings(with_sum_bench.session)}; load at the end: {load_now()}.")
     out()
     out("| one ... | costs | reference |")
     out("| --- | --- | --- |")
@@ -483,7 +536,8 @@ def startup(cmds, repeat=9):
 
 
 def repl_first_prompt(repeat=7):
-    """Wall time from starting `tapeml` in a pseudo-terminal to its first prompt (median)."""
+    """Wall times from starting `tapeml` in a pseudo-terminal to its first prompt (the first run,
+    which writes the bytecode caches, left out)."""
     import pty
     import select
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
@@ -512,7 +566,7 @@ def repl_first_prompt(repeat=7):
         os.unlink(env["TAPEML_HISTORY"])
     except OSError:
         pass
-    return statistics.median(times[1:])      # the first run writes the bytecode caches
+    return times[1:]      # the first run writes the bytecode caches
 
 
 def peak_rss(code):
@@ -532,8 +586,10 @@ def ratio(a, b):
 
 
 def min_ratio(a, b):
-    """The ratio of two sides' minima (lists of rounds)."""
-    return "—" if not a or not b else ratio(min(a), min(b))
+    """The ratio of two sides' minima (lists of rounds), and of their medians."""
+    if not a or not b:
+        return "—"
+    return f"{ratio(min(a), min(b))} (medians {ratio(statistics.median(a), statistics.median(b))})"
 
 
 def device_main(args):
@@ -550,13 +606,40 @@ def device_main(args):
         f"NumPy {np.__version__}, PyTorch {torch.__version__ if torch else 'not installed'}"
         + (f", GPU {torch.cuda.get_device_name()}" if torch is not None and args.device.startswith("torch:cuda") else ""))
     out(f"- threads: BLAS and PyTorch on {_threads} thread(s)")
+    out(f"- load when the run started: {load_now()}")
     out()
+    tables = len(lines)
     device_bench.write_rows(out, args.device, device_bench.device_rows(args.device, args.quick))
     device_bench.write_minigpt(out, args.device, args.quick)
+    out(f"Load when the run ended: {load_now()}.")
     if args.write:
         with open(args.write, "w", encoding="utf-8") as f:
             f.write("\n".join(lines) + "\n")
+    if args.section:
+        write_section(args.section, [("#" + x if x.startswith("## ") else x) for x in lines[tables:]],
+                      f"python tests/perf/bench.py --device {args.device} --section {args.section}")
     return 0
+
+
+SECTION = ("<!-- generated by `{command}`: edit the bench, not this part -->", "<!-- end of the generated part -->")
+
+
+def write_section(path, lines, command):
+    """Put `lines` between the markers of SECTION in the page at `path` (docs/backends.md's
+    measured tables), the rest of the page as it is."""
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    begin = text.find("<!-- generated by `")
+    end = text.find(SECTION[1])
+    if begin < 0 or end < begin:
+        raise SystemExit(f"bench: {path} has no generated part (the markers {SECTION[0].format(command='...')!r} "
+                         f"and {SECTION[1]!r})")
+    new = text[:begin] + SECTION[0].format(command=command) + "\n\n" + "\n".join(lines).strip("\n") + "\n\n" + text[end:]
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(new)
+
+
+PARTS = ("block", "tape", "steps", "startup", "memory", "language")
 
 
 def main():
@@ -567,14 +650,24 @@ def main():
                     "give it as --threads=N")
     ap.add_argument("--device", help="measure tapeml on this PyTorch device (torch:cpu, torch:cuda) against "
                     "PyTorch eager on the same device, and minigpt steps per second there (tests/perf/device_bench.py)")
+    ap.add_argument("--section", help="with --device: put the tables into this page between its markers "
+                    "(docs/backends.md)")
+    ap.add_argument("--only", help="comma-separated parts to run (" + ", ".join(PARTS) + "; default all): "
+                    "a check of the generator, not a page to publish")
     args = ap.parse_args()
     if args.device and args.device != "numpy":
         return device_main(args)
+    only = set(PARTS if not args.only else args.only.split(","))
+    if only - set(PARTS):
+        ap.error(f"--only: unknown part(s) {', '.join(sorted(only - set(PARTS)))}; the parts are {', '.join(PARTS)}")
     scale = 0.3 if args.quick else 1.0
     sizes = [(8, 16, 2), (128, 256, 8)] + ([] if args.quick else [(512, 512, 8)])
     lines = []
+    stages = (2 * len(sizes) * ("block" in only) + ("tape" in only) + 2 * ("steps" in only)
+              + 2 * ("startup" in only) + (not args.quick and "memory" in only)
+              + ("language" in only) * (1 + ("tape" in only)) + 1)
     # progress on standard error (a live bar in a terminal, log lines otherwise); the table on stdout
-    bar = progress.Bar(2 * len(sizes) + 8 + (not args.quick), "bench", progress.stream_for())
+    bar = progress.Bar(stages, "bench", progress.stream_for())
 
     def out(s=""):
         bar.write(sys.stdout, s + "\n")
@@ -593,10 +686,13 @@ def main():
     out("Generated by `python tests/perf/bench.py --write docs/performance.md`; all measured in the same "
         "run, the sides of each row timed in alternating rounds (one batch of each per round, the order "
         "reversed every other round), so a change in the machine's load falls on all of them. Each cell "
-        "is the minimum of the rounds' CPU time per call (`time.process_time`), with the side's spread in "
-        "brackets (its slowest round over its fastest, less one); ratios are ratios of those minima, and "
-        "below 1 mean tapeml is faster. Start-up and the REPL's first prompt are medians of wall time "
-        "(whole processes).")
+        "is the minimum of the rounds' CPU time per call (`time.process_time`), with the median and the "
+        "slowest round in brackets (the spread); ratios are ratios of those minima (and, in brackets, of "
+        "the medians), and below 1 mean tapeml is faster. Start-up and the REPL's first prompt are wall "
+        "times of whole processes. Every tapeml row runs in a Session of its own (`settings`: its float "
+        "type, device, BLAS threads, compiled or walked, diagnostics), so no row inherits another's "
+        "settings; `load` is the machine's 1-minute load average (`os.getloadavg`) when the row's timing "
+        "ended, against its CPU count: above the count, the sides waited for a core.")
     out()
     out(f"- machine: {platform.machine()}, {os.cpu_count()} cores, {platform.system()} {platform.release()}")
     out(f"- Python {platform.python_version()}, NumPy {np.__version__}"
@@ -604,28 +700,37 @@ def main():
     out(f"- MALLOC settings: tapeml sets M_MMAP_THRESHOLD/M_TRIM_THRESHOLD at start-up; "
         f"both sides run in this one process under the same setting")
     out(f"- threads: BLAS and PyTorch on {_threads} thread(s) for every side (`--threads=N` to change)")
+    out(f"- load when the run started: {load_now()} (1-, 5- and 15-minute averages "
+        f"{', '.join(f'{x:.1f}' for x in os.getloadavg())})")
+    if args.only or args.quick:
+        out(f"- a partial run (--only {args.only or 'all'}{', --quick' if args.quick else ''}): "
+            "a check of the generator, not the published figures")
     out()
-    for dtype in ("float64", "float32"):
-        try:
-            rows = []
-            for size in sizes:
-                stage(f"block {dtype} T={size[0]} D={size[1]}")
-                rows += block_rows([size], np.float32 if dtype == "float32" else np.float64, scale)
-        except Exception as e:  # float32 mode may be missing
-            out(f"({dtype}: not measured: {e})")
-            continue
-        out(f"## Post-norm transformer block, {dtype}, value_and_grad from a .ml script")
-        out()
-        out("| case | tapeml | hand NumPy | PyTorch eager | tapeml / NumPy | tapeml / PyTorch |")
-        out("| --- | --- | --- | --- | --- | --- |")
-        for name, a, b, c in rows:
-            out(f"| {name} | {cpu_cell(a)} | {cpu_cell(b)} | {cpu_cell(c)} | {min_ratio(a, b)} | {min_ratio(a, c)} |")
-        out()
+    if "block" in only:
+        for dtype in ("float64", "float32"):
+            try:
+                rows = []
+                for size in sizes:
+                    stage(f"block {dtype} T={size[0]} D={size[1]}")
+                    rows += block_rows([size], np.float32 if dtype == "float32" else np.float64, scale,
+                                       replay_all=dtype == "float64")
+            except Exception as e:  # float32 mode may be missing
+                out(f"({dtype}: not measured: {e})")
+                continue
+            out(f"## Post-norm transformer block, {dtype}, value_and_grad from a .ml script")
+            out()
+            out("| case | settings | tapeml | hand NumPy | PyTorch eager | tapeml / NumPy | tapeml / PyTorch | load |")
+            out("| --- | --- | --- | --- | --- | --- | --- | --- |")
+            for name, cfg, a, b, c, load in rows:
+                out(f"| {name} | {cfg} | {cpu_cell(a)} | {cpu_cell(b)} | {cpu_cell(c)} | {min_ratio(a, b)} | "
+                    f"{min_ratio(a, c)} | {load} |")
+            out()
 
-    out("## Interpreter and tape overheads")
-    out()
-    out("| case | tapeml | reference | ratio |")
-    out("| --- | --- | --- | --- |")
+    if only & {"tape", "steps", "startup", "memory"}:
+        out("## Interpreter and tape overheads")
+        out()
+        out("| case | settings | tapeml | reference | ratio | load |")
+        out("| --- | --- | --- | --- | --- | --- |")
     n_ops = 10000 if not args.quick else 2000
 
     def loop(op, recorded, ignored=False):
@@ -640,55 +745,68 @@ fn f(x)
 end
 fn bench() -> {"grad(f, x)" if recorded else "f(x)"}
 """)
-    stage("tape loop")
-    torch_ops = None
-    if torch is not None:
-        def torch_ops():
-            x = torch.tensor([[1.0, 2], [3, 4]], dtype=torch.float64, requires_grad=True)
-            y = x
-            for _ in range(n_ops):
-                y = y * 1.0001
-            y.sum().backward()
-    sides = [loop("*", True), loop("*", False), loop("+", True), loop("+", False), loop("*", True, True)]
-    if torch_ops is not None:
-        sides.append(torch_ops)
-    ts = [[t / n_ops for t in col] for col in cpu_rounds(sides, 12 if not args.quick else 4)]
-    mul_rec, mul_plain, add_rec, add_plain, ignored = ts[:5]
-    ref = ts[5] if torch_ops is not None else None
+    mul_plain = mul_rec = None
+    if "tape" in only:
+        stage("tape loop")
+        torch_ops = None
+        if torch is not None:
+            def torch_ops():
+                x = torch.tensor([[1.0, 2], [3, 4]], dtype=torch.float64, requires_grad=True)
+                y = x
+                for _ in range(n_ops):
+                    y = y * 1.0001
+                y.sum().backward()
+        sides = [loop("*", True), loop("*", False), loop("+", True), loop("+", False), loop("*", True, True)]
+        cfg = settings(sides[0].session)
+        if torch_ops is not None:
+            sides.append(torch_ops)
+        ts = [[t / n_ops for t in col] for col in cpu_rounds(sides, 12 if not args.quick else 4)]
+        load = load_now()
+        mul_rec, mul_plain, add_rec, add_plain, ignored = ts[:5]
+        ref = ts[5] if torch_ops is not None else None
 
-    def share(rec, plain):
-        per_round = [a - b for a, b in zip(rec, plain)]
-        return min(rec) - min(plain), per_round
-    out(f"| tape: one 2x2 `*` forward + backward (.ml loop; CPU time, minima of {len(mul_rec)} alternating rounds) | "
-        f"{cpu_cell(mul_rec)} | PyTorch {cpu_cell(ref)} | {ratio(min(mul_rec), min(ref) if ref else None)} |")
-    out(f"| the same loop without grad (nothing recorded) | {cpu_cell(mul_plain)} | | |")
-    for sym, rec, plain in (("*", mul_rec, mul_plain), ("+", add_rec, add_plain)):
-        d, per_round = share(rec, plain)
-        out(f"| the tape's share of one recorded 2x2 `{sym}`: recorded minus not recorded (per-round "
-            f"differences {fmt(min(per_round))} to {fmt(max(per_round))}) | {fmt(d)} | target 1.5 µs | {d / 1.5e-6:.2f}x |")
-    out(f"| the loop on untracked values inside a grad that ignores them | {cpu_cell(ignored)} | "
-        f"without grad {cpu_cell(mul_plain)} | {ratio(min(ignored), min(mul_plain))} |")
+        def share(rec, plain):
+            per_round = [a - b for a, b in zip(rec, plain)]
+            return min(rec) - min(plain), per_round
+        out(f"| tape: one 2x2 `*` forward + backward (.ml loop; CPU time, {len(mul_rec)} alternating rounds) | "
+            f"{cfg} | {cpu_cell(mul_rec)} | PyTorch float64 {cpu_cell(ref)} | {min_ratio(mul_rec, ref)} | {load} |")
+        out(f"| the same loop without grad (nothing recorded) | {cfg} | {cpu_cell(mul_plain)} | | | {load} |")
+        for sym, rec, plain in (("*", mul_rec, mul_plain), ("+", add_rec, add_plain)):
+            d, per_round = share(rec, plain)
+            out(f"| the tape's share of one recorded 2x2 `{sym}`: recorded minus not recorded (per-round "
+                f"differences {fmt(min(per_round))} to {fmt(max(per_round))}) | {cfg} | {fmt(d)} | target 1.5 µs | "
+                f"{d / 1.5e-6:.2f}x | {load} |")
+        out(f"| the loop on untracked values inside a grad that ignores them | {cfg} | {cpu_cell(ignored)} | "
+            f"without grad {cpu_cell(mul_plain)} | {min_ratio(ignored, mul_plain)} | {load} |")
+
     def step_row(what, code, reference, rounds, batch):
-        """A training step of a .ml program against the same step in PyTorch eager."""
-        t, ref = cpu_sides([ml_bench(code), reference() if torch is not None else None],
+        """A training step of a .ml program against the same step in PyTorch eager (float64)."""
+        ours = ml_bench(code)
+        t, ref = cpu_sides([ours, reference() if torch is not None else None],
                            rounds if not args.quick else 4, batch)
-        out(f"| one {what}; CPU time, minima of {len(t)} alternating rounds) | {cpu_cell(t)} | "
-            f"PyTorch eager {cpu_cell(ref)} | {min_ratio(t, ref)} |")
-    stage("minigpt step")
-    step_row("minigpt training step (2 pre-norm causal blocks, d_model 64, batch 16x64, AdamW", MINIGPT_STEP,
-             torch_minigpt_step, 7, 0.1)
-    stage("encoder-decoder step")
-    step_row("`examples/encoder_decoder.ml` training step (a pre-norm encoder and decoder block, d_model 32, "
-             "batch 64x6, AdamW", ENCDEC_STEP, torch_encdec_step, 15, 0.05)
-    stage("start-up")
-    tml = os.path.join(os.path.dirname(sys.executable), "tapeml")
-    t_start, t_np = startup([[tml, "-c", "1"], [sys.executable, "-c", "import numpy"]])
-    out(f"| start-up `tapeml -c \"1\"` | {fmt(t_start)} | `python -c \"import numpy\"` {fmt(t_np)} | {ratio(t_start, t_np)} |")
-    stage("REPL first prompt")
-    t_repl = repl_first_prompt()
-    out(f"| the REPL's first prompt (`tapeml` in a pseudo-terminal) | {fmt(t_repl)} | target 400 ms | "
-        f"{t_repl / 0.4:.2f}x |")
-    if not args.quick:
+        out(f"| one {what}; CPU time, {len(t)} alternating rounds) | {settings(ours.session)} | {cpu_cell(t)} | "
+            f"PyTorch eager float64 {cpu_cell(ref)} | {min_ratio(t, ref)} | {load_now()} |")
+    if "steps" in only:
+        stage("minigpt step")
+        step_row("minigpt training step (2 pre-norm causal blocks, d_model 64, batch 16x64, AdamW", MINIGPT_STEP,
+                 torch_minigpt_step, 7, 0.1)
+        stage("encoder-decoder step")
+        step_row("`examples/encoder_decoder.ml` training step (a pre-norm encoder and decoder block, d_model 32, "
+                 "batch 64x6, AdamW", ENCDEC_STEP, torch_encdec_step, 15, 0.05)
+    process = "float64 (the default), numpy, a fresh process"
+    if "startup" in only:
+        stage("start-up")
+        tml = os.path.join(os.path.dirname(sys.executable), "tapeml")
+        t_start, t_np = startup([[tml, "-c", "1"], [sys.executable, "-c", "import numpy"]])
+        out(f"| start-up `tapeml -c \"1\"` (wall time, {len(t_start)} alternating rounds) | {process} | "
+            f"{cpu_cell(t_start)} | `python -c \"import numpy\"` {cpu_cell(t_np)} | {min_ratio(t_start, t_np)} | "
+            f"{load_now()} |")
+        stage("REPL first prompt")
+        t_repl = repl_first_prompt()
+        out(f"| the REPL's first prompt (`tapeml` in a pseudo-terminal; wall time, {len(t_repl)} runs) | {process} | "
+            f"{cpu_cell(t_repl)} | target 400 ms | {min(t_repl) / 0.4:.2f}x (median "
+            f"{statistics.median(t_repl) / 0.4:.2f}x) | {load_now()} |")
+    if not args.quick and "memory" in only:
         stage("peak memory")
         setup = (f"import sys; sys.path.insert(0, {HERE!r}); import numpy as np, handblock; "
                  "from tapeml.faces.cli import tune_runtime; tune_runtime(); "
@@ -697,15 +815,19 @@ fn bench() -> {"grad(f, x)" if recorded else "f(x)"}
         hand_rss = peak_rss(setup + "for _ in range(3): handblock.block_fwd_bwd(x, W, R)")
         tml_rss = peak_rss(setup + f"sys.argv=['bench']; import bench\n"
                                    "step, _ = bench.tapeml_setup(W, x, R)\nfor _ in range(3): step()")
-        out(f"| peak resident memory, T=512 D=512 fwd+bwd | {tml_rss / 1024:.0f} MB | hand NumPy "
-            f"{hand_rss / 1024:.0f} MB | {tml_rss / hand_rss:.2f}x |")
-    stage("the language against CPython and Octave")
-    lang = language_rows(out, args.quick)
-    stage("what costs what")
-    cost_rows(out, args.quick, lang, (min(mul_plain), share(mul_rec, mul_plain)[0]))
+        out(f"| peak resident memory, T=512 D=512 fwd+bwd (one run each) | {process} | {tml_rss / 1024:.0f} MB | "
+            f"hand NumPy {hand_rss / 1024:.0f} MB | {tml_rss / hand_rss:.2f}x | {load_now()} |")
+    if "language" in only:
+        stage("the language against CPython and Octave")
+        lang = language_rows(out, args.quick)
+        if mul_plain is not None:
+            stage("what costs what")
+            cost_rows(out, args.quick, lang, (min(mul_plain), min(mul_rec) - min(mul_plain)))
     stage("done")
     bar.close()
     out()
+    out(f"- load when the run ended: {load_now()} (1-, 5- and 15-minute averages "
+        f"{', '.join(f'{x:.1f}' for x in os.getloadavg())})")
     if args.write:
         with open(args.write, "w", encoding="utf-8") as f:
             f.write("\n".join(lines).rstrip("\n") + "\n")

@@ -2,8 +2,9 @@
 
 `recorded_replay(step)` runs a `value_and_grad` step once with the tape's node hook on, keeps the
 recorded primitives in creation order, and returns a function that replays them on the same
-leaves: each node's forward (its `fwd` or `impl`) on plain arrays, then each node's VJP (the plain
-one where it has one) newest first, cotangents summed per slot. No interpreter, no builtin
+leaves: each node's forward (its `fwd` or `impl`) on plain arrays, then each node's VJP as the
+tape picks it (`Primitive.pullback`: the plain one where it has one and takes the case) newest
+first, cotangents summed per slot. No interpreter, no builtin
 argument checks, no Box, no heap, no finiteness test: what replaying a step compiled after its
 first run could cost (jax.jit and torch.compile do that, with guards this skips). The bench prints
 it beside the T=8 block row (docs/performance.md), the one row where tapeml's fixed costs dominate.
@@ -58,7 +59,9 @@ def recorded_replay(step):
             g = cts[base + k]
             if g is None:
                 continue
-            grads = (prim.vjp_plain or prim.vjp)(g, vals[base + k], saved[k], tracked, *given[k], **kw)
+            # the tape's own choice: vjp_plain at first order, vjp where it declines (returns None,
+            # as sum's fast VJP does for some shapes) or gives a non-finite cotangent
+            grads = prim.pullback(g, vals[base + k], saved[k], tracked, *given[k], **kw)
             for (s, _), gi in zip(spec, grads):
                 if s >= 0 and gi is not None:
                     cts[s] = gi if cts[s] is None else cts[s] + gi

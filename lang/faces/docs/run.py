@@ -38,6 +38,7 @@ _TEMPLATE = []
 def fresh_interpreter(out):
     """A new Interpreter with the stdlib prelude, without re-parsing stdlib/*.ml each time: the
     prelude's names are copied from one template interpreter (values are immutable)."""
+    from tapeml.array import context
     from tapeml.evaluator.interpreter import Interpreter
     if not _TEMPLATE:
         template = Interpreter(out=io.StringIO())
@@ -47,8 +48,10 @@ def fresh_interpreter(out):
     interp = Interpreter(out=out, load_prelude=False)
     interp.progress_out = False      # examples draw no progress bar: the pages stay reproducible
     interp.share_stdlib(t)
-    # an example that turned check_nan on (or raised inside show_tape) leaves it to no other
+    # an example that turned check_nan on (or raised inside show_tape) leaves it to no other, nor
+    # any other setting: the float type, the device, the generator, the notes (context.restart)
     interp.set_diagnostics(check_nan=False, profiler=None, recorder=None)
+    context.restart()
     return interp
 
 

@@ -218,10 +218,23 @@ MATH = re.compile(r'<(span|div) class="arithmatex">(.*?)</\1>', re.S)
 
 def on_page_content(content, page, config, files):
     """Formulas to MathML (see the module docstring); a formula that does not parse, or uses a
-    command the converter does not know, fails the strict build."""
-    if "arithmatex" not in content:
-        return content
-    return MATH.sub(lambda m: _mathml(m.group(1), html.unescape(m.group(2)), page.file.src_uri), content)
+    command the converter does not know, fails the strict build. So does a page that does not show
+    what its source says (verbatim.missing: a code span, a line of code, a run of text holding
+    `*`, `_` or `^` that Markdown read as markup)."""
+    from tapeml.faces.docs.verbatim import missing
+    if "arithmatex" in content:
+        content = MATH.sub(lambda m: _mathml(m.group(1), html.unescape(m.group(2)), page.file.src_uri), content)
+    if not page.file.src_uri.startswith(SOURCE_DIR + "/"):       # a declaration file's page is code
+        lost = missing(page.markdown or "", content)
+        for run in lost[:SHOWN_MISSING]:
+            log.warning(f"{page.file.src_uri}: the page does not show {run!r} as its source writes it "
+                        f"(Markdown read it as markup: escape it, or write it in a code span)")
+        if len(lost) > SHOWN_MISSING:
+            log.warning(f"{page.file.src_uri}: ... and {len(lost) - SHOWN_MISSING} more")
+    return content
+
+
+SHOWN_MISSING = 5          # runs named per page, then a count
 
 
 def _mathml(tag: str, tex: str, where: str) -> str:
