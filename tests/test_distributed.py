@@ -359,14 +359,15 @@ for source in json.loads(sys.argv[1]):
 
 
 @needs_torch
-def test_ranks_that_call_different_collectives_are_refused_on_every_rank(tmp_path):
+@pytest.mark.parametrize("device", ["numpy", "torch:cpu"])
+def test_ranks_that_call_different_collectives_are_refused_on_every_rank(tmp_path, device):
     """The op, the kind of collective, broadcast's src, and the tree's structure, shapes and dtypes
     are compared before any value moves; every rank says what each rank passed."""
     import json
     (tmp_path / "cases.py").write_text(RUN_CASES, encoding="utf-8")
     port = _free_port()
     procs = [subprocess.Popen([sys.executable, "cases.py", json.dumps([src for src, _ in DISAGREE])], cwd=tmp_path,
-                              env=_env(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), WORLD_SIZE="2", RANK=str(r),
+                              env=_env(device, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), WORLD_SIZE="2", RANK=str(r),
                                        LOCAL_RANK=str(r)), text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
              for r in range(2)]
     outs = [p.communicate(timeout=LIMIT) for p in procs]
