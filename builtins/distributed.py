@@ -8,7 +8,11 @@ RANK, MASTER_ADDR, MASTER_PORT); `world_size()`, `rank()` and `shard()` read it 
 communication. The process group is joined on the first `all_reduce` or `broadcast` (init_method
 env://, gloo for NumPy and torch:cpu matrices, NCCL when the session's device is torch:cuda),
 with a bounded wait (TAPEML_DIST_TIMEOUT seconds, 60 by default), so a rank that stopped makes
-the others stop with an IOError instead of hanging.
+the others stop with an IOError instead of hanging. Before any value moves, the ranks compare what
+they asked for (the collective, its op or src, the tree's structure, shapes and dtypes); ranks
+that differ are refused, each saying what every rank passed. PyTorch's C++ log lines (connection
+retries with a backtrace) are held while a collective runs and dropped when it fails: the
+IOError alone says why.
 
 Outside torchrun (no WORLD_SIZE, or WORLD_SIZE=1) the world is this one process: world_size() is
 1, rank() 0, all_reduce and broadcast return their tree and shard its argument, and torch is
@@ -20,9 +24,12 @@ Session of one process shares it.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import math
 import os
 import re
+import sys
+import tempfile
 import zlib
 
 import numpy as np
@@ -112,8 +119,9 @@ def _join(fname: str, w: int, r: int):
             torch.cuda.set_device(torch.device(be.device))
             extra["device_id"] = torch.device(be.device)
         try:
-            dist.init_process_group("nccl" if nccl else "gloo", init_method="env://", world_size=w, rank=r,
-                                    timeout=datetime.timedelta(seconds=timeout), **extra)
+            with _native_log_held():
+                dist.init_process_group("nccl" if nccl else "gloo", init_method="env://", world_size=w, rank=r,
+                                        timeout=datetime.timedelta(seconds=timeout), **extra)
         except Exception as e:                        # noqa: BLE001 (torch raises several kinds)
             raise IOErr(_join_failed(fname, e, w, r, timeout)) from None
         _GROUP["joined"] = True
@@ -204,19 +212,26 @@ def _leaves(fname: str, tree) -> list:
     return pairs
 
 
-def _signature(pairs: list) -> float:
-    """A number naming the tree's paths and its leaves' shapes and dtypes, the same on every rank
-    that passes a tree of the same structure: 32 bits of a CRC (+1, never 0), exact in a float64."""
-    parts = []
-    for path, leaf in pairs:
-        t = type(leaf)
-        if t is float:
-            parts.append(path + ":n")
-        elif t is np.ndarray:
-            parts.append(f"{path}:{leaf.shape}{leaf.dtype.str}")
-        else:
-            parts.append(f"{path}:{tuple(leaf.shape)}{B.of(leaf).np_dtype(leaf.dtype).str}")
-    return float(zlib.crc32("\n".join(parts).encode()) + 1)
+def _dtype_name(leaf) -> str:
+    t = type(leaf)
+    if t is float:
+        return "float64"
+    return (leaf.dtype if t is np.ndarray else B.of(leaf).np_dtype(leaf.dtype)).name
+
+
+def _checks(call: str, pairs: list) -> list:
+    """What every rank must pass alike, in the order a difference is reported: the call itself
+    (all_reduce or broadcast, with its op or src), the tree's structure (its leaves' paths), their
+    shapes, their dtypes."""
+    return [call, "\n".join(p for p, _ in pairs),
+            "\n".join(f"{p}:{tuple(np.shape(leaf)) if type(leaf) is float else tuple(leaf.shape)}" for p, leaf in pairs),
+            "\n".join(f"{p}:{_dtype_name(leaf)}" for p, leaf in pairs)]
+
+
+def _signature(texts: list) -> list:
+    """One number per check, the same on every rank whose check is the same: 32 bits of a CRC (+1,
+    never 0), exact in a float64."""
+    return [float(zlib.crc32(t.encode()) + 1) for t in texts]
 
 
 def _exchange(fname: str, tree, op: str | None, src: int):
@@ -231,13 +246,17 @@ def _exchange(fname: str, tree, op: str | None, src: int):
         return tree
     torch, dist, dev = _join(fname, w, r)
     leaves = [leaf for _, leaf in pairs]
-    sig = _signature(pairs)
-    head = torch.tensor([sig, -sig], dtype=torch.float64, device=dev)
+    call = f'all_reduce(op="{op}")' if op is not None else f"broadcast(src={src})"
+    checks = _checks(call, pairs)
+    sig = _signature(checks)
+    head = torch.tensor(sig + [-x for x in sig], dtype=torch.float64, device=dev)
     _collective(fname, lambda: dist.all_reduce(head, op=dist.ReduceOp.MAX), w, r)
-    if (float(head[0]), float(head[1])) != (sig, -sig):         # max == min: every rank's is the same
-        msg = (f"{fname}(): the ranks passed different trees (this is rank {r} of {w}, with "
-               f"{_tree_text(tree, pairs)}); every rank must pass the same structure, shapes and dtypes")
-        raise ValueErr(msg)
+    if head.tolist() != sig + [-x for x in sig]:            # max == min: every rank's is the same
+        # every rank sees the difference, so every rank takes part in gathering what each passed
+        mine = (call, _tree_text(tree, pairs), [(p, describe(leaf), _leaf_text(leaf)) for p, leaf in pairs], checks)
+        theirs = [None] * w
+        _collective(fname, lambda: dist.all_gather_object(theirs, mine), w, r)
+        raise ValueErr(_mismatch(fname, theirs, r, w))
     groups: dict = {}                    # NumPy dtype -> the indices of its leaves
     for i, leaf in enumerate(leaves):
         t = type(leaf)
@@ -298,17 +317,82 @@ def _buffer(torch, leaves: list, dt: np.dtype, dev: str):
 
 def _collective(fname: str, run, w: int, r: int):
     try:
-        run()
+        with _native_log_held():
+            run()
     except Exception as e:                          # noqa: BLE001 (gloo and NCCL raise several kinds)
         raise IOErr(_collective_failed(fname, e, w, r)) from None
 
 
+@contextlib.contextmanager
+def _native_log_held():
+    """PyTorch's C++ side (c10d's connection retries, gloo) writes its log lines and backtraces to
+    the process's stderr itself, some 40 lines before tapeml's one IOError when a rank cannot reach
+    rank 0: while a join or a collective runs, file descriptor 2 goes to a temporary file, whose
+    text is written out after a success and dropped after a failure (the IOError says what
+    failed). Python's own stderr is flushed first, so nothing written before is held."""
+    try:
+        sys.stderr.flush()
+        saved = os.dup(2)
+    except (OSError, ValueError, AttributeError):        # no file descriptor 2: nothing to hold
+        yield
+        return
+    ok = False
+    with tempfile.TemporaryFile() as held:
+        os.dup2(held.fileno(), 2)
+        try:
+            yield
+            ok = True
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+            if ok and held.tell():
+                held.seek(0)
+                os.write(2, held.read())
+
+
 def _tree_text(tree, pairs) -> str:
-    """What this rank passed, for the message about ranks passing different trees."""
+    """What this rank passed, for the message about ranks passing trees of different structure."""
     if len(pairs) == 1 and pairs[0][0] == "":
         return describe(tree)
-    shown = ", ".join(f"{p}: {describe(v)}" for p, v in pairs[:4]) + (", ..." if len(pairs) > 4 else "")
-    return f"{describe(tree)} of {len(pairs)} leaves: {shown}"
+    shown = ", ".join(p for p, _ in pairs[:4]) + (", ..." if len(pairs) > 4 else "")
+    return f"{describe(tree)} of {len(pairs)} leaves ({shown})"
+
+
+def _leaf_text(leaf) -> str:
+    """A leaf with its float type: "a float32 vector of length 3", "a number"."""
+    text = describe(leaf)
+    if type(leaf) is float:
+        return text
+    return f"a {_dtype_name(leaf)} {text[2:]}" if text.startswith("a ") else text
+
+
+def _by_rank(values: list) -> str:
+    """ "x on rank 0 and y on rank 1" (ranks with the same value together: "on ranks 0, 2")."""
+    groups: dict = {}
+    for rank_, v in enumerate(values):
+        groups.setdefault(v, []).append(rank_)
+    parts = [f"{v} on rank{'s' if len(rs) > 1 else ''} {', '.join(map(str, rs))}" for v, rs in groups.items()]
+    return ", ".join(parts[:-1]) + " and " + parts[-1] if len(parts) > 1 else parts[0]
+
+
+def _mismatch(fname: str, theirs: list, r: int, w: int) -> str:
+    """The error when the ranks' calls differ: the first check that differs (the call, the tree's
+    structure, a leaf's shape, a leaf's dtype), with what each rank passed."""
+    calls, trees, leaves, checks = zip(*theirs)
+    me = f"(this is rank {r} of {w})"
+    if len(set(c[0] for c in checks)) > 1:
+        return (f"{fname}(): the ranks made different calls here: {_by_rank(calls)} {me}; every rank must make "
+                f"the same call (all_reduce with the same op, broadcast with the same src) at the same point")
+    if len(set(c[1] for c in checks)) > 1:
+        return (f"{fname}(): the ranks passed trees of different structure: {_by_rank(trees)} {me}; every rank "
+                f"must pass the same structure, shapes and dtypes")
+    k, what = (2, "shapes") if len(set(c[2] for c in checks)) > 1 else (3, "dtypes")
+    lines = [c[k].split("\n") for c in checks]
+    j = next(j for j in range(len(lines[0])) if len(set(ls[j] for ls in lines)) > 1)
+    path = leaves[0][j][0]
+    where = "tree" if not path else ("tree" + path if path[0] == "[" else "tree." + path)
+    return (f"{fname}(): the ranks passed trees of different {what}: {where} is {_by_rank([lv[j][k - 1] for lv in leaves])} "
+            f"{me}; every rank must pass the same structure, shapes and dtypes")
 
 
 # ---- the builtins ---------------------------------------------------------------------------------------
@@ -361,16 +445,18 @@ def rank():
          how="`torch.distributed.all_reduce` with ReduceOp.SUM (divided by world_size() for \"mean\", as "
              "DistributedDataParallel averages gradients), MAX or MIN. The leaves are flattened into one buffer "
              "per dtype, so a tree of any size costs one collective per dtype; NumPy matrices cross as torch CPU "
-             "tensors (float64 kept exactly), tensors as they are. Before them the ranks compare a checksum of "
-             "their trees' structure, shapes and dtypes (one all_reduce of two numbers), so ranks that pass "
-             "different trees get an error, where gloo alone would abort the process or hand one rank the "
-             "other's numbers. Not differentiable: call it on what grad returns. The first call joins "
+             "tensors (float64 kept exactly), tensors as they are. Before them the ranks compare checksums of "
+             "the call (all_reduce or broadcast, its op) and of their trees' structure, shapes and dtypes (one "
+             "all_reduce of eight numbers), so ranks that make different calls or pass different trees get an "
+             "error naming what each rank passed, where gloo alone would abort the process, mix two ops or "
+             "hand one rank the other's numbers. Not differentiable: call it on what grad returns. The first call joins "
              "the process group (gloo, or NCCL on torch:cuda); a rank that does not answer within "
              "TAPEML_DIST_TIMEOUT seconds (default 60) is an error. Source: " + SOURCE + ".",
          errors=["TypeError when a leaf is not a number or a float matrix (a string, a bool), naming its path, or "
                  "when it is being differentiated",
                  "ValueError when op is not one of \"mean\", \"sum\", \"max\", \"min\"",
-                 "ValueError when the ranks pass trees of different structure, shapes or dtypes",
+                 "ValueError when the ranks pass trees of different structure, shapes or dtypes, or make different "
+                 "calls (another op, or broadcast on one rank)",
                  "IOError when another rank stopped (\"rank 1 of 2 stopped (connection closed)\") or did not answer "
                  "within TAPEML_DIST_TIMEOUT seconds",
                  "ValueError when several processes are asked for and PyTorch is not installed"],
@@ -392,13 +478,15 @@ def all_reduce(tree, op):
               "it wraps a model). Seeding every rank alike (seed(0)) gives the same parameters too; broadcast "
               "also covers parameters loaded by one rank. In a single process it returns tree itself.",
          how="`torch.distributed.broadcast` from src, the leaves flattened into one buffer per dtype, after "
-             "the ranks compared a checksum of their trees' structure, shapes and dtypes (as all_reduce does), "
-             "so a rank with a different tree gets an error. NumPy matrices cross as torch CPU tensors, float64 "
+             "the ranks compared checksums of the call (broadcast and its src) and of their trees' structure, "
+             "shapes and dtypes (as all_reduce does), so a rank with a different tree, another src or another "
+             "collective gets an error. NumPy matrices cross as torch CPU tensors, float64 "
              "exactly; the arguments are not changed. Not differentiable. Source: "
              + SOURCE + ".",
          errors=["ValueError when src is not a rank (0 to world_size() - 1)",
                  "TypeError when a leaf is not a number or a float matrix, naming its path",
-                 "ValueError when the ranks pass trees of different structure, shapes or dtypes",
+                 "ValueError when the ranks pass trees of different structure, shapes or dtypes, or make different "
+                 "calls (another src, or all_reduce on one rank)",
                  "IOError when another rank stopped or did not answer within TAPEML_DIST_TIMEOUT seconds"],
          examples=["seed(0)\nparams = {w = randn(2, 2), b = zeros(2)}\nparams = broadcast(params)\n"
                    "print(round(params.w, 3))"])

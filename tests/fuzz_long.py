@@ -1,7 +1,7 @@
 """The long fuzz run (not in CI): many generated programs through the same checks as
 tests/test_fuzz.py, with a tally by outcome.
 
-    python tests/fuzz_long.py [N] [--seed S] [--show K]
+    python tests/fuzz_long.py [N] [--seed S] [--show K] [--device torch:cpu]
 
 N programs (default 50,000) are drawn in turn from the three generators of test_fuzz.py:
 whole programs (gen_program), single expressions (gen_expr) and calls of every builtin with
@@ -9,7 +9,9 @@ odd arguments (gen_builtin_program). Each must end in a value or a LangError wit
 inside the program, no Python/NumPy wording (nor a doubled word, counted with it), no Python
 warning, within 5 s. The summary gives
 the count of programs, the time, the outcomes by error kind, and every failure grouped by its
-first line (K examples of each shown). Exit status 0 when there is no failure.
+first line (K examples of each shown). Exit status 0 when there is no failure. With --device the
+programs run on that device (tests/cross_device.py runs the same programs on numpy and torch:cpu
+and compares what they print and end with).
 """
 from __future__ import annotations
 
@@ -43,7 +45,13 @@ def main(argv=None) -> int:
     ap.add_argument("n", nargs="?", type=int, default=50_000)
     ap.add_argument("--seed", type=int, default=20261130)
     ap.add_argument("--show", type=int, default=2)
+    ap.add_argument("--device", default=None, help="run the programs on this device (numpy, torch:cpu, ...): "
+                                                   "TAPEML_DEVICE for this run (CI runs a subset on torch:cpu)")
     args = ap.parse_args(argv)
+    if args.device:
+        from tapeml.array import backend
+        os.environ["TAPEML_DEVICE"] = args.device
+        backend.set_current(backend.from_environment())     # the process's default session
     work = tempfile.mkdtemp(prefix="tapeml_fuzz_long_")     # anything written lands here
     os.chdir(work)
     atexit.register(shutil.rmtree, work, True)
@@ -70,7 +78,7 @@ def main(argv=None) -> int:
                   file=sys.stderr, flush=True)
     elapsed = time.perf_counter() - start
     print(f"programs: {args.n} ({', '.join(f'{v} {k}' for k, v in sorted(by_generator.items()))}), "
-          f"seed {args.seed}")
+          f"seed {args.seed}, device {args.device or os.environ.get('TAPEML_DEVICE') or 'numpy'}")
     print(f"time: {elapsed:.0f} s ({elapsed / args.n * 1000:.1f} ms a program)")
     print("outcomes: " + ", ".join(f"{k} {v}" for k, v in outcomes.most_common()))
     internal = sum(len(v) for k, v in failures.items() if not k.startswith(("Python/NumPy wording",

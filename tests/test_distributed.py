@@ -299,9 +299,103 @@ def test_the_collectives_combine_every_leaf_and_leave_the_arguments_alone(tmp_pa
         # and the last line passes trees of different shapes: every rank says so (gloo itself would
         # abort the process, or hand the smaller buffer the larger one's first numbers)
         assert code == 1 and "Traceback" not in err, err
-        assert (f"prog.ml:15:5: ValueError: all_reduce(): the ranks passed different trees (this is rank {r} of 2, "
-                f"with a vector of length {2 + r}); every rank must pass the same structure, shapes and "
-                f"dtypes") in err
+        assert err == (f"prog.ml:15:5: ValueError: all_reduce(): the ranks passed trees of different shapes: tree is "
+                       f"a vector of length 2 on rank 0 and a vector of length 3 on rank 1 (this is rank {r} of 2); "
+                       f"every rank must pass the same structure, shapes and dtypes\n"
+                       f"  15 | y = all_reduce(ones(2 + r))\n"
+                       f"     |     ^^^^^^^^^^^^^^^^^^^^^^^\n")
+
+
+# Each rank runs these in one Session, one after another (a refusal leaves the process group as it
+# was: every rank saw the difference and gave up together); what each prints is compared exactly.
+DISAGREE = [
+    # the op: rank 0 sums [1, 5, 6] + [2, 10, 3] = [3, 15, 9], rank 1 takes the max [2, 10, 6]; mixing
+    # the two gave [3, 15, 6] on both (gloo reduces buffer halves with each rank's op)
+    ('x = ([1, 5, 6], [2, 10, 3])[rank()]\ny = all_reduce(x, op=("sum", "max")[rank()])',
+     '2:5: all_reduce(): the ranks made different calls here: all_reduce(op="sum") on rank 0 and '
+     'all_reduce(op="max") on rank 1 (this is rank {r} of 2); every rank must make the same call (all_reduce with '
+     'the same op, broadcast with the same src) at the same point'),
+    # "mean" against "sum": the same exchange, then one rank divides: the ranks held different values
+    ('y = all_reduce([1, 2, 3] * (rank() + 1), op=("mean", "sum")[rank()])',
+     '1:5: all_reduce(): the ranks made different calls here: all_reduce(op="mean") on rank 0 and '
+     'all_reduce(op="sum") on rank 1 (this is rank {r} of 2); every rank must make the same call (all_reduce with '
+     'the same op, broadcast with the same src) at the same point'),
+    ('y = all_reduce([1, 2, 3] * (rank() + 1), op="sum")', "value [3, 6, 9]"),      # the group still works
+    # the kind of collective: all_reduce on rank 0, broadcast on rank 1 (each names its own call first)
+    ('y = (fn() -> all_reduce([1, 2, 3]), fn() -> broadcast([1, 2, 3]))[rank()]()',
+     '1:{col}: {name}(): the ranks made different calls here: all_reduce(op="mean") on rank 0 and broadcast(src=0) on '
+     'rank 1 (this is rank {r} of 2); every rank must make the same call (all_reduce with the same op, broadcast with '
+     'the same src) at the same point'),
+    ('y = broadcast([1, 2, 3], src=rank())',
+     '1:5: broadcast(): the ranks made different calls here: broadcast(src=0) on rank 0 and broadcast(src=1) on rank 1 '
+     '(this is rank {r} of 2); every rank must make the same call (all_reduce with the same op, broadcast with the '
+     'same src) at the same point'),
+    # a dtype difference is named (both ranks pass a vector of length 3)
+    ('set_dtype(("float32", "float64")[rank()])\nx = [1, 2, 3]\nset_dtype("float64")\ny = all_reduce(x)',
+     '4:5: all_reduce(): the ranks passed trees of different dtypes: tree is a float32 vector of length 3 on rank 0 '
+     'and a float64 vector of length 3 on rank 1 (this is rank {r} of 2); every rank must pass the same structure, '
+     'shapes and dtypes'),
+    ('y = all_reduce({w = ones(2, 2 + rank()), b = 1})',
+     '1:5: all_reduce(): the ranks passed trees of different shapes: tree.w is a 2x2 matrix on rank 0 and a 2x3 '
+     'matrix on rank 1 (this is rank {r} of 2); every rank must pass the same structure, shapes and dtypes'),
+    ('y = all_reduce(({w = [1, 2], b = 1}, {w = [1, 2], c = 1})[rank()])',
+     '1:5: all_reduce(): the ranks passed trees of different structure: a record of 2 leaves (w, b) on rank 0 and a '
+     'record of 2 leaves (w, c) on rank 1 (this is rank {r} of 2); every rank must pass the same structure, shapes '
+     'and dtypes'),
+    ('y = all_reduce([1, 2] * (rank() + 1), op="max")', "value [2, 4]"),
+]
+
+RUN_CASES = """\
+import json, sys
+import tapeml
+s = tapeml.Session()
+for source in json.loads(sys.argv[1]):
+    try:
+        s.run(source)
+        print("value", s.eval("str(y)"))
+    except tapeml.LangError as e:
+        print(f"{e.line}:{e.column}: {e.kind}: {e.message}")
+"""
+
+
+@needs_torch
+@pytest.mark.parametrize("device", ["numpy", "torch:cpu"])
+def test_ranks_that_call_different_collectives_are_refused_on_every_rank(tmp_path, device):
+    """The op, the kind of collective, broadcast's src, and the tree's structure, shapes and dtypes
+    are compared before any value moves; every rank says what each rank passed."""
+    import json
+    (tmp_path / "cases.py").write_text(RUN_CASES, encoding="utf-8")
+    port = _free_port()
+    procs = [subprocess.Popen([sys.executable, "cases.py", json.dumps([src for src, _ in DISAGREE])], cwd=tmp_path,
+                              env=_env(device, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), WORLD_SIZE="2", RANK=str(r),
+                                       LOCAL_RANK=str(r)), text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+             for r in range(2)]
+    outs = [p.communicate(timeout=LIMIT) for p in procs]
+    for r, (p, (out, err)) in enumerate(zip(procs, outs)):
+        assert (p.returncode, err) == (0, ""), err
+        got = out.splitlines()
+        assert len(got) == len(DISAGREE), out
+        for (src, want), line in zip(DISAGREE, got):
+            if not want.startswith("value"):
+                kind_col = want.index(": ")
+                want = (want[:kind_col] + ": ValueError" + want[kind_col:]).format(
+                    r=r, col=(14, 45)[r], name=("all_reduce", "broadcast")[r])
+            assert line == want, src
+
+
+@needs_torch
+def test_a_rank_that_cannot_reach_rank_0_prints_only_the_ioerror(tmp_path):
+    """No one listens at MASTER_PORT: PyTorch's C++ side logs its connection retries with a
+    backtrace (some 40 lines); the rank prints tapeml's one error and nothing else."""
+    (tmp_path / "prog.ml").write_text("\ny = all_reduce([1, 2])\n", encoding="utf-8")
+    env = _env(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(_free_port()), WORLD_SIZE="2", RANK="1", LOCAL_RANK="1",
+               TAPEML_DIST_TIMEOUT="2")
+    r = subprocess.run(TAPEML + ["prog.ml"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=LIMIT)
+    assert (r.returncode, r.stdout) == (1, "")
+    port = env["MASTER_PORT"]
+    assert r.stderr == (f"prog.ml:2:5: IOError: all_reduce(): rank 1 of 2 could not reach the other processes within "
+                        f"2 s at 127.0.0.1:{port} (a rank stopped or never started; TAPEML_DIST_TIMEOUT sets the "
+                        f"wait)\n  2 | y = all_reduce([1, 2])\n    |     ^^^^^^^^^^^^^^^^^^\n")
 
 
 DIES = """\
@@ -319,11 +413,11 @@ def test_a_rank_that_dies_stops_the_others_with_an_error(tmp_path):
     (code0, out0, err0), (code1, out1, err1) = _spawn(tmp_path, DIES)
     assert (code0, code1) == (1, 1)
     assert "never gets here" not in out0 + out1
-    assert "prog.ml:3:5: ValueError: rank 1 gives up" in err1
-    assert ("prog.ml:5:5: IOError: all_reduce(): rank 1 of 2 stopped (connection closed), so rank 0 stops too "
-            "(every rank must make the same all_reduce and broadcast calls; an error that stopped a rank is in "
-            "its output)") in err0
-    assert "Traceback" not in err0 + err1
+    # each rank prints its one error and nothing else (no log of PyTorch's C++ side)
+    assert err1 == 'prog.ml:3:5: ValueError: rank 1 gives up\n  3 |     error("rank 1 gives up")\n    |     ^^^^^^^^^^^^^^^^^^^^^^^^\n'
+    assert err0 == ("prog.ml:5:5: IOError: all_reduce(): rank 1 of 2 stopped (connection closed), so rank 0 stops too "
+                    "(every rank must make the same all_reduce and broadcast calls; an error that stopped a rank is in "
+                    "its output)\n  5 | y = all_reduce([1, 2])\n    |     ^^^^^^^^^^^^^^^^^^\n")
 
 
 @needs_torch

@@ -38,7 +38,8 @@ def _filled(shape: tuple, value: float, dtype=None, like=None):
         if value == 0.0:
             return np.zeros(shape, dtype=dt)
         return np.ones(shape, dtype=dt) if value == 1.0 else np.full(shape, value, dtype=dt)
-    return be.xp.full(shape, value, dtype=be.dtype(dt), device=be.device)
+    # (torch refuses a value past float32's range: NumPy's full gives inf)
+    return be.xp.full(shape, B.held(value, dt), dtype=be.dtype(dt), device=be.device)
 
 
 @builtin("ones", "Arrays", "A matrix of ones of the given sizes.", [DIMS], returns="[dims...]",

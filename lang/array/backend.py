@@ -378,6 +378,24 @@ class TorchBackend(Backend):
             rows(g), rows(q), rows(k), rows(v), rows(out), lse.contiguous(), 0.0, causal, scale=scale)
 
 
+def held(value, dtype):
+    """The Python number `value` as a matrix of `dtype` (a NumPy type or dtype, or a torch dtype)
+    holds it: rounded to float32's (float16's) precision, and +-inf past its range, as NumPy's cast
+    gives. torch refuses a Python number past a float32 tensor's range ("value cannot be converted
+    to type float without overflow") where a store, a fill, a clip or a where takes one: those pass
+    the number through here first. Other values (float64, a matrix, a bool) as they are."""
+    if type(value) is not float or not math.isfinite(value):
+        return value
+    try:
+        name = np.dtype(dtype).name          # a NumPy type or dtype
+    except TypeError:
+        name = str(dtype).rpartition(".")[2]     # torch.float32
+    if name not in ("float32", "float16"):
+        return value
+    with np.errstate(over="ignore"):
+        return float(np.asarray(value, dtype=name))
+
+
 def _rows_in_memory(t):
     """t itself when its last axis is laid out element after element (any other strides: the CPU
     flash-attention kernels read a row at a time and honour the other strides, as PyTorch's
@@ -433,12 +451,20 @@ def _local_rank() -> int:
     return int(lr) if w.isdigit() and int(w) > 1 and lr.isdigit() else 0
 
 
-def _default() -> Backend:
+def from_environment() -> Backend:
+    """The backend TAPEML_DEVICE names (NumPy when it is unset or empty): the default of a session
+    that names none. A DeviceError naming the variable when this machine cannot use it; each face
+    asks before it runs anything (the command line, the kernel, tapeml.Session), as for --device."""
     name = os.environ.get("TAPEML_DEVICE", "").strip()
-    return make(name) if name else NUMPY
+    if not name:
+        return NUMPY
+    try:
+        return make(name)
+    except DeviceError as e:
+        raise DeviceError(f"TAPEML_DEVICE: {e}") from None
 
 
-context.slot("backend", _default)
+context.slot("backend", from_environment)
 context.slot("made", lambda: False)     # whether this session has made a matrix (set_device refuses after)
 
 

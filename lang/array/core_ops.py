@@ -307,7 +307,7 @@ def _cmp(name, op):
             if mixed(a, b):
                 return impl(*crossed(a, b))
             raise
-        return bool(r) if type(r) is np.bool_ else r
+        return python_scalar(r)     # a 0-d result is a bool on every device (NumPy's np.bool_, torch's 0-d tensor)
     return primitive(name, impl, nondiff=True, arity=2, scalar=op)
 
 
@@ -374,7 +374,7 @@ def _logical_not(x):
     t = type(x)
     if t is np.ndarray:
         return python_scalar(np.logical_not(x))
-    return ~x if t in ARRAYS else not x
+    return python_scalar(~x) if t in ARRAYS else not x
 
 
 logical = primitive("logical", _logical, nondiff=True)
@@ -523,8 +523,8 @@ gelu = primitive("gelu", _gelu, _vjp_gelu)
 
 def _clip(x, lo=-math.inf, hi=math.inf):
     x = bools_as_floats(x)          # a bool matrix clips as its 0s and 1s, in the session's float type
-    if type(x) in ARRAYS and type(x) is not np.ndarray:
-        return python_scalar(xp_of(x).clip(x, lo, hi))
+    if type(x) in ARRAYS and type(x) is not np.ndarray:      # (torch refuses a bound past float32's range)
+        return python_scalar(xp_of(x).clip(x, B.held(lo, x.dtype), B.held(hi, x.dtype)))
     return python_scalar(np.clip(x, lo, hi))
 
 
@@ -553,6 +553,8 @@ def _where(c, a, b):
     c, a, b = (be.asarray(v) if type(v) is np.ndarray else v for v in (c, a, b))
     if numbers:
         a = be.asarray(float(a), FLOAT["dtype"])
+    # a number beside a tensor: as the tensor holds it (torch refuses one past float32's range)
+    a, b = B.held(a, getattr(b, "dtype", None)), B.held(b, getattr(a, "dtype", None))
     return python_scalar(be.xp.where(_as_mask(c, like), a, b))
 
 

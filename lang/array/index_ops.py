@@ -310,6 +310,7 @@ def _setitem_on(be, x, v, idx):
         v = be.asarray(v)
     xp = be.xp
     out = xp.astype(x, xp.result_type(x, v), copy=True)
+    v = B.held(v, out.dtype)        # a number past a float32 matrix's range is inf, as NumPy stores it
     shape = tuple(out.shape)
     repeats = last_writes(idx, shape)
     try:

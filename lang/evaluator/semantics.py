@@ -9,7 +9,7 @@ import math
 import numpy as np
 
 from tapeml.array import limits, ops
-from tapeml.array.backend import is_out_of_memory
+from tapeml.array.backend import ARRAYS, is_out_of_memory
 from tapeml.array.primitive_table import _matmul_shape, is_bool_array
 from tapeml.syntax import ast as A
 from tapeml.builtins.registry import FOREIGN_FIELDS, REGISTRY
@@ -68,8 +68,9 @@ def binary(op, a, b, span, note=""):
         if n > limits.MAX_ELEMENTS:
             raise limits.elements_error("'+' of two tuples", n).with_span(span)
         return ra + rb          # the items keep the tape: tracked values pass through unchanged
-    if op == "*" and isinstance(ra, str) and isinstance(rb, float):
-        return repeat_string(ra, rb, span)
+    if op == "*" and isinstance(ra, str) and (isinstance(rb, float) or type(rb) in ARRAYS and rb.ndim == 0
+                                             and not is_bool_array(rb)):
+        return repeat_string(ra, float(rb), span)       # (a 0-d matrix is a number, as messages call it)
     if op in ("<", "<=", ">", ">=") and isinstance(ra, str) and isinstance(rb, str):
         return {"<": ra < rb, "<=": ra <= rb, ">": ra > rb, ">=": ra >= rb}[op]
     hint = ""
@@ -170,6 +171,8 @@ def condition_value(v, span, what: str) -> bool:
     if isinstance(r, (bool, np.bool_)):
         return bool(r)
     if is_bool_array(r):
+        if not r.ndim:          # a 0-d bool matrix is one true or false, as NumPy's 0-d array is
+            return bool(r.item())
         raise TypeErr(f"the {what} condition must be a single true or false, got {describe(r)}; "
                       f"use any(...) or all(...)", span)
     raise TypeErr(f"the {what} condition must be true or false, got {describe(r)}"

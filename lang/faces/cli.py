@@ -209,6 +209,12 @@ def main(argv: list[str] | None = None) -> int:
     if argv and argv[0] == "kernel":
         from tapeml.faces.kernel import main as kernel_main
         return kernel_main(argv[1:])
+    if device is None and os.environ.get("TAPEML_DEVICE", "").strip():
+        from tapeml.array import backend        # refused before anything runs, as --device is
+        try:
+            backend.set_current(backend.from_environment())
+        except backend.DeviceError as e:
+            return _usage_error(str(e))
     from tapeml.array import threads
     try:
         threads.apply(n_threads)        # BLAS threads: lang/array/threads.py

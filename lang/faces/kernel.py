@@ -603,7 +603,7 @@ def launch() -> None:
     try:
         backend.current()       # the device: TAPEML_DEVICE (kernel install --device) or numpy
     except backend.DeviceError as e:
-        print(f"tapeml: TAPEML_DEVICE: {e}", file=sys.stderr)
+        print(f"tapeml: {e}", file=sys.stderr)     # (it names TAPEML_DEVICE)
         sys.exit(2)
     IPKernelApp.launch_instance(kernel_class=_kernel_class())
 

@@ -122,8 +122,8 @@ class Session:
         self.threads = blas_threads.wanted(threads)
         self.interp = Interpreter(out=out if out is not None else _Stdout(), load_prelude=prelude)
         values = {"dtype": DTYPES[dtype]}
-        if device is not None:
-            values["backend"] = backend.make(device)     # DeviceError (a ValueError) says why not
+        # DeviceError (a ValueError) says why not, before anything runs; TAPEML_DEVICE's too
+        values["backend"] = backend.make(device) if device is not None else backend.from_environment()
         if seed is not None:
             values["rng"] = np.random.default_rng(int(seed))
         self.state = context.State(**values)
