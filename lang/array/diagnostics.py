@@ -208,14 +208,16 @@ class Diagnostics:
 
     def check_operator(self, symbol: str, result, a, b) -> None:
         """`a symbol b` gave `result`, which holds a NaN or an infinity: raise if it made one."""
-        if not self.check_nan or self.vjp_site is not None or self.deliberate():
+        node = self.where[0]
+        # no node: the statement running began before the check was turned on (`y = on() * x`,
+        # where on() calls check_nan(true)); the check starts with the statements after it, in
+        # the walked and the compiled evaluator alike (lang/evaluator/compiler.py's _resume)
+        if not self.check_nan or node is None or self.vjp_site is not None or self.deliberate():
             return
         verdict = judge(result, [("the left operand", a), ("the right operand", b)])
         if verdict is None:
             return
-        node = self.where[0]
-        span = getattr(node, "op_span", None) or (node.span if node is not None else None)
-        raise NaNErr(f"'{symbol}' {verdict}", span)
+        raise NaNErr(f"'{symbol}' {verdict}", getattr(node, "op_span", None) or node.span)
 
     def check_call(self, fn, args, kwargs, result, span) -> None:
         """The builtin `fn` (which called no function back) returned `result`."""
