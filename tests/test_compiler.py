@@ -390,3 +390,94 @@ def test_the_issues_loop_on_the_command_line_compiled_and_walked(tmp_path):
     assert results[0] == results[1]
     assert results[0][:2] == (1, "[inf, 1e200]\n")
     assert results[0][2].startswith("loop.ml:6:11: NaNError: '*' made inf from finite operands")
+
+
+# ---- compiled code is owned by the functions that run it (issue 38, item 2) ---------------------
+CELL = "fn f(x) -> x * 2\nt = 0\nfor j in 1:2\n  t = t + f(j)\nend"
+
+
+def _rss_mb() -> float:
+    import os
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 1e6
+
+
+def _growth_mb(cells: int, compiled: bool = True, face: bool = False) -> float:
+    """How much this process's resident memory grows while a Session (or, `face`, a bare
+    Interpreter run by the faces' runner with the kernel's cell names) runs `cells` cells, each
+    defining and calling a small function and running a top-level loop."""
+    import gc
+    import tapeml
+    from tapeml.faces import runner
+    old = compiler.ENABLED
+    compiler.ENABLED = compiled
+    try:
+        if face:
+            interp = Interpreter(out=io.StringIO())
+            step = lambda i: runner.run_cell(interp, CELL, f"In[{i}]")      # noqa: E731
+        else:
+            s = tapeml.Session(out=io.StringIO())
+            step = lambda i: s.run(CELL)                                     # noqa: E731
+        for i in range(300):
+            step(i)
+        gc.collect()
+        before = _rss_mb()
+        for i in range(300, 300 + cells):
+            step(i)
+        gc.collect()
+        return _rss_mb() - before
+    finally:
+        compiler.ENABLED = old
+
+
+def test_memory_stays_flat_over_5000_cells():
+    """Each cell compiles its function and its loop; the code went into a module-global cache that
+    never dropped a body: 15 KB a cell (75 MB here), where the walker grows by nothing."""
+    assert _growth_mb(5000) < 8
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("compiled", [True, False])
+@pytest.mark.parametrize("face", [False, True])
+def test_memory_stays_flat_over_20000_cells(compiled, face):
+    """The same over 20,000 cells, compiled and walked, in a Session and in a bare Interpreter run
+    as the kernel runs it (its cells' names In[n]: their text is kept, for the errors that quote
+    a line of an earlier cell: about 3 MB here)."""
+    assert _growth_mb(20000, compiled, face) < 12
+
+
+def test_a_discarded_sessions_compiled_code_is_collected():
+    import gc
+    import weakref
+    import tapeml
+    s = tapeml.Session(out=io.StringIO())
+    s.run("fn f(x)\n  y = x * 2\n  return y\nend\nt = f(3)\nfor i in 1:2\n  t = t + f(i)\nend")
+    f = s["f"]          # (a Python callable that calls it in the Session)
+    code = weakref.ref(s.interp.get_variable("f").code)
+    session = weakref.ref(s)
+    assert callable(code()) and f(2) == 4.0
+    del s, f
+    gc.collect()
+    assert code() is None and session() is None
+
+
+def test_code_is_shared_by_the_functions_of_one_definition_and_freed_with_the_last():
+    import gc
+    import weakref
+    interp = Interpreter(out=io.StringIO())
+    interp.run("fns = map(fn(i) -> fn(x) -> x + i, (1, 2, 3))\nys = map(fn(g) -> g(10), fns)")
+    fns = interp.get_variable("fns")
+    assert interp.get_variable("ys") == (11.0, 12.0, 13.0)
+    assert fns[0].code is fns[1].code is fns[2].code is compiler.code_for(fns[0])
+    code = weakref.ref(fns[0].code)
+    interp.run("fns = 0")
+    del fns
+    gc.collect()
+    assert code() is None
+
+
+def test_functions_with_empty_bodies_and_different_parameters():
+    """An empty body is one object, (), for every function: the cache keyed by the body alone
+    gave g the code compiled for f's two parameters (an InternalError)."""
+    src = "fn f(a, b)\nend\nfn g()\nend\nprint(f(1, 2), g())\nfn h(x, y, z)\nend\nprint(h(1, 2, 3))"
+    assert both(src) == ("none none\nnone\n", None)

@@ -38,6 +38,8 @@ walker's assignment on a snapshot and take the new value of the root name back.
 from __future__ import annotations
 
 import os
+import weakref
+from collections import OrderedDict
 from contextlib import contextmanager
 
 from tapeml.syntax import ast as A
@@ -205,38 +207,59 @@ INLINE = {"+", "-", "*", "<", "<=", ">", ">=", "==", "!="}
 for _sym in INLINE:
     assert semantics.FLOAT_OPS[_sym].__module__ in ("_operator", "operator"), _sym
 
-_CACHE: dict = {}      # id(body) -> (body, compiled function or None)
+# Compiled code is owned by the functions that run it: each Function value holds its body's code
+# (Function.code), and this table only finds that code again for another Function made from the
+# same definition (a closure made in a loop), while any such Function lives. The code holds its
+# body and parameters (so their ids stay theirs); when the last Function made from a definition
+# is gone (its session discarded, its cell's name redefined) the code goes too. A top-level loop
+# runs once per parse: its code is made for that run and not kept.
+_CODE: "weakref.WeakValueDictionary" = weakref.WeakValueDictionary()    # (id(body), id(params)) -> code
+_DECLINED: OrderedDict = OrderedDict()      # the same key -> (body, params): the latest bodies the compiler declined
+DECLINED_KEPT = 256
 # TAPEML_COMPILE=0 walks every body (the reference the tests compare the compiled form with)
 ENABLED = os.environ.get("TAPEML_COMPILE", "1") != "0"
 
 
 def code_for(fn: Function):
-    """The compiled form of fn's body (shared by every Function made from that body), or None
-    when the compiler declines it (or compiling is switched off)."""
+    """The compiled form of fn's body (shared by every live Function made from the same
+    definition), or None when the compiler declines it (or compiling is switched off)."""
     if not ENABLED:
         return None
-    return _cached(fn.body, lambda: _Compiler(fn.name, fn.params, fn.body).build())
+    body, params = fn.body, fn.params
+    # the key is the definition: the body and the parameters (an empty body `()` is one object
+    # for every function with an empty body, whatever its parameters)
+    key = (id(body), id(params))
+    code = _CODE.get(key)
+    if code is not None and code.body is body and code.params is params:
+        return code
+    hit = _DECLINED.get(key)
+    if hit is not None and hit[0] is body and hit[1] is params:
+        return None
+    code = _compiled(lambda: _Compiler(fn.name, params, body).build())
+    if code is None:
+        _DECLINED[key] = (body, params)
+        while len(_DECLINED) > DECLINED_KEPT:
+            _DECLINED.popitem(last=False)
+    else:
+        code.body, code.params = body, params
+        _CODE[key] = code
+    return code
 
 
 def code_for_loop(stmt):
     """A top-level `for` or `while` compiled over the scope it runs in: code(interp, env)."""
     if not ENABLED:
         return None
-    return _cached(stmt, lambda: _Compiler("<top level>", (), (stmt,), top=True).build())
+    return _compiled(lambda: _Compiler("<top level>", (), (stmt,), top=True).build())
 
 
-def _cached(key, make):
-    hit = _CACHE.get(id(key))
-    if hit is not None and hit[0] is key:
-        return hit[1]
+def _compiled(make):
     try:
-        code = make()
+        return make()
     except (Declined, SyntaxError, RecursionError, MemoryError):
         # what the compiler leaves to the walker, and what CPython's compiler refuses: more than
         # 20 statically nested blocks, an expression nested past its recursion limit
-        code = None
-    _CACHE[id(key)] = (key, code)
-    return code
+        return None
 
 
 def _assigned(stmts, out: set):
@@ -387,7 +410,7 @@ class _Compiler:
         namespace = dict(HELPERS)
         namespace.update(self.consts)
         exec(compile(source, f"<tapeml: compiled {self.fn_name}>", "exec"), namespace)
-        code = namespace[f"tapeml_{name}"]
+        code = namespace.pop(f"tapeml_{name}")     # (no cycle through its globals: freed when unused)
         code.source = source
         return code
 
