@@ -36,6 +36,7 @@ def run(source, compiled=True):
         err = render(e, interp.sources)
     finally:
         compiler.ENABLED = old
+        interp.set_diagnostics(check_nan=False, profiler=None, recorder=None)  # (a mode a program left on)
         F._reset_session()
     return out.getvalue(), err
 
@@ -261,3 +262,222 @@ def test_what_cpythons_compiler_refuses_is_walked():
     assert code_of(src, "f") is None
     deep = "fn g(x) -> " + "(" * 60 + "x" + " + 1)" * 60 + "\nprint(g(0))"
     assert both(deep) == ("60\n", None)
+
+
+# ---- a mode turned on or off while a compiled body runs (issue 38, item 1) ----------------------
+# check_nan(true) inside a compiled loop or function applies to the rest of that body, as it does
+# when the body is walked: the compiled code checks after each statement that calls something and
+# hands the rest of the body to the walker (compiler._resume). Each program is run walked
+# (TAPEML_COMPILE=0, compiler.ENABLED false) and compiled; both give the text written here.
+ON = "fn on(v)\n  check_nan(true)\n  return v\nend\n"
+OVERFLOW = "NaNError: '*' made inf from finite operands: the result is inf, where the left operand is {} " \
+           "and the right operand is {}"
+MODE_CHANGES = {
+    # the issue's loop: the check turned on in the second pass of a top-level loop
+    "a top-level for loop": (
+        "x = 1.0\nfor i in 1:3\n    if i == 2\n        check_nan(true)\n    end\n    x = x * 1e200\n"
+        "    y = [x, 1]\n    print(y * 1e200)\nend",
+        "[inf, 1e200]\n", "<test>:6:11: " + OVERFLOW.format("1e200", "1e200")),
+    "a scalar x * x in a function": (
+        "fn f(x)\n  check_nan(true)\n  y = x * x\n  return y\nend\nprint(f(1e200))",
+        "", "<test>:3:9: " + OVERFLOW.format("1e200", "1e200") + "\n  3 |   y = x * x\n    |         ^\n"
+            "  called from <test>:6:7 in f"),
+    "turned on by a function the body calls": (
+        ON + "fn f(x)\n  on(1)\n  y = x - x * 2\n  return x * y\nend\nprint(f(1e200))",
+        "", "<test>:8:12: NaNError: '*' made -inf from finite operands: the result is -inf, where the left "
+            "operand is 1e200 and the right operand is -1e200"),
+    "in an if condition (the branch taken, then an elif)": (
+        ON + "fn f(x)\n  if on(false)\n    print(\"no\")\n  elif x > 0\n    y = x * x\n  else\n    y = 1\n"
+             "  end\n  return y\nend\nprint(f(1e200))",
+        "", "<test>:9:11: " + OVERFLOW.format("1e200", "1e200")),
+    "in a while condition": (
+        ON + "fn f(x)\n  k = 0\n  while k < 3 and on(true)\n    k += 1\n    x = x * 1e100\n  end\n"
+             "  return x\nend\nprint(f(1e100))",
+        "", "<test>:9:11: " + OVERFLOW.format("1e300", "1e100")),
+    "in a for loop's iterable": (
+        ON + "fn f(x)\n  for k in on(1:3)\n    x = x * 1e100\n  end\n  return x\nend\nprint(f(1e100))",
+        "", "<test>:7:11: " + OVERFLOW.format("1e300", "1e100")),
+    "in nested loops, the inner loop's items left": (
+        "fn f(x)\n  for i in 1:3\n    for j in 1:3\n      if i == 2 and j == 2\n        check_nan(true)\n"
+        "      end\n      x = x * 1e50\n      print(i, j)\n    end\n  end\n  return x\nend\nprint(f(1))",
+        "1 1\n1 2\n1 3\n2 1\n2 2\n2 3\n", "<test>:7:13: " + OVERFLOW.format("1e300", "1e50")),
+    "break, continue and a while after the hand-over": (
+        "fn f(x)\n  for i in 1:5\n    check_nan(i > 1)\n    if i == 2\n      continue\n    end\n"
+        "    if i == 4\n      break\n    end\n    print(i)\n  end\n  while true\n    x = x + 1\n"
+        "    if x > 3\n      break\n    end\n  end\n  return x\nend\nprint(f(1))",
+        "1\n3\n4\n", None),
+    "a return in the walked rest": (
+        "fn f(x)\n  for i in 1:3\n    check_nan(true)\n    if i == 2\n      return i * x\n    end\n  end\n"
+        "end\nprint(f(1e300))\nprint(f(1e308) * 10)",
+        "2e300\n", "<test>:5:16: " + OVERFLOW.format("2", "1e308")),
+    "a body that makes closures (scope mode)": (
+        "fn f(x)\n  g = fn(y) -> y * x\n  check_nan(true)\n  z = g(2)\n  w = z * 1e300\n  return w\nend\n"
+        "print(f(1e10))",
+        "", "<test>:5:9: " + OVERFLOW.format("20000000000", "1e300")),
+    "a top-level while loop": (
+        "k = 0\nx = 1e100\nwhile k < 3\n  k += 1\n  check_nan(k >= 2)\n  x = x * 1e100\n  print(k)\nend",
+        "1\n2\n", "<test>:6:9: " + OVERFLOW.format("1e300", "1e100")),
+    "a destructuring loop": (
+        "fn f(x)\n  for a, b in ((1, 2), (3, 4))\n    check_nan(a > 2)\n    c = x * b\n    print(a, b, c)\n"
+        "  end\n  return x\nend\nprint(f(1e308))",
+        "1 2 inf\n", "<test>:4:11: " + OVERFLOW.format("1e308", "4")),
+    "a progress loop (its bar closed)": (
+        "fn f()\n  s = 0\n  for i in progress(1:5)\n    check_nan(i > 2)\n    s = s + i * 1e308\n  end\n"
+        "  return s\nend\nprint(f())",
+        "", "<test>:5:15: " + OVERFLOW.format("3", "1e308")),
+    # turned off inside a body the walker runs (it was on when the call began): the plain values
+    "check_nan(false) inside": (
+        "check_nan(true)\nfn f(x)\n  check_nan(false)\n  y = x * x\n  return [y, x] * x\nend\nprint(f(1e200))",
+        "[inf, inf]\n", None),
+    # show_tape's recorder is on only while it runs f: the body goes on compiled afterwards
+    "show_tape's recorder inside": (
+        "fn f(x)\n  g = show_tape(fn(w) -> sum(w * w), [1, 2])\n  y = x * x\n  return y\nend\nprint(f(1e200))",
+        "inf\n", None),
+    # set_dtype changes the float type of what is made after it, compiled or walked
+    "set_dtype in a loop": (
+        "x = 0.1\nfor i in 1:3\n  if i == 2\n    set_dtype(\"float32\")\n  end\n  y = x * 3 + i\n"
+        "  z = [x, y] * 3\n  print(y, z, dtype(z), [0.1] + x)\nend\nset_dtype(\"float64\")",
+        "1.3 [0.3, 3.9] float64 [0.2]\n2.3 [0.3, 6.9] float32 [0.2]\n3.3 [0.3, 9.9] float32 [0.2]\n", None),
+    "set_dtype in a function": (
+        "fn f(x)\n  set_dtype(\"float32\")\n  a = x / 3\n  b = [x] / 3\n  c = sum(b) + a\n  return (c, dtype(b))\n"
+        "end\nprint(f(1))\nset_dtype(\"float64\")",
+        "(0.6666667, \"float32\")\n", None),
+    # the statement that turned the check on is not judged after its call: the check starts with
+    # the next statement, walked and compiled (its operator began before the check was on)
+    "the rest of the statement that turned it on": (
+        ON + "fn f(x)\n  y = on(x) * x\n  z = y - x\n  return y * z\nend\nprint(f(1e200))",
+        "inf\n", None),
+    "a one-line function's body": (ON + "fn f(x) -> on(x) * x\nprint(f(1e200))\nprint(f(1e200))",
+                                    "inf\n", "<test>:5:18: " + OVERFLOW.format("1e200", "1e200")),
+}
+
+
+@pytest.mark.parametrize("name", list(MODE_CHANGES))
+def test_a_mode_changed_inside_a_compiled_body_applies_to_the_rest_of_it(name):
+    source, printed, error = MODE_CHANGES[name]
+    walked, compiled = run(source, False), run(source, True)
+    assert compiled == walked, f"compiled:\n{compiled}\nwalked:\n{walked}"
+    assert walked[0] == printed
+    if error is None:
+        assert walked[1] is None
+    else:
+        assert walked[1] is not None and walked[1].startswith(error), walked[1]
+
+
+def test_the_hand_over_costs_one_test_after_each_statement_that_calls():
+    """The rest of the body is walked only once a mode is on; a statement with no call (fib's
+    body) has no check after it, so the hot paths are what they were."""
+    interp = Interpreter(out=io.StringIO())
+    interp.run(FIB + "fn g(x)\n  y = x + 1\n  z = fib(y)\n  return z\nend\nprint(fib(5), g(4))")
+    assert "I.compiled:" not in interp.get_variable("fib").code.source
+    assert interp.get_variable("g").code.source.count("if not I.compiled:") == 1
+    assert interp.out.getvalue() == "5 5\n"
+
+
+def test_the_issues_loop_on_the_command_line_compiled_and_walked(tmp_path):
+    """`tapeml file.ml` and TAPEML_COMPILE=0 stop at the same place with the same message."""
+    import os
+    import subprocess
+    import sys
+    path = tmp_path / "loop.ml"
+    path.write_text(MODE_CHANGES["a top-level for loop"][0] + "\n")
+    results = []
+    for flag in ("1", "0"):
+        env = dict(os.environ, TAPEML_COMPILE=flag)
+        p = subprocess.run([sys.executable, "-m", "tapeml", "loop.ml"], capture_output=True, text=True,
+                           env=env, cwd=tmp_path, timeout=120)
+        results.append((p.returncode, p.stdout, p.stderr))
+    assert results[0] == results[1]
+    assert results[0][:2] == (1, "[inf, 1e200]\n")
+    assert results[0][2].startswith("loop.ml:6:11: NaNError: '*' made inf from finite operands")
+
+
+# ---- compiled code is owned by the functions that run it (issue 38, item 2) ---------------------
+CELL = "fn f(x) -> x * 2\nt = 0\nfor j in 1:2\n  t = t + f(j)\nend"
+
+
+def _rss_mb() -> float:
+    import os
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 1e6
+
+
+def _growth_mb(cells: int, compiled: bool = True, face: bool = False) -> float:
+    """How much this process's resident memory grows while a Session (or, `face`, a bare
+    Interpreter run by the faces' runner with the kernel's cell names) runs `cells` cells, each
+    defining and calling a small function and running a top-level loop."""
+    import gc
+    import tapeml
+    from tapeml.faces import runner
+    old = compiler.ENABLED
+    compiler.ENABLED = compiled
+    try:
+        if face:
+            interp = Interpreter(out=io.StringIO())
+            step = lambda i: runner.run_cell(interp, CELL, f"In[{i}]")      # noqa: E731
+        else:
+            s = tapeml.Session(out=io.StringIO())
+            step = lambda i: s.run(CELL)                                     # noqa: E731
+        for i in range(300):
+            step(i)
+        gc.collect()
+        before = _rss_mb()
+        for i in range(300, 300 + cells):
+            step(i)
+        gc.collect()
+        return _rss_mb() - before
+    finally:
+        compiler.ENABLED = old
+
+
+def test_memory_stays_flat_over_5000_cells():
+    """Each cell compiles its function and its loop; the code went into a module-global cache that
+    never dropped a body: 15 KB a cell (75 MB here), where the walker grows by nothing."""
+    assert _growth_mb(5000) < 8
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("compiled", [True, False])
+@pytest.mark.parametrize("face", [False, True])
+def test_memory_stays_flat_over_20000_cells(compiled, face):
+    """The same over 20,000 cells, compiled and walked, in a Session and in a bare Interpreter run
+    as the kernel runs it (its cells' names In[n]: their text is kept, for the errors that quote
+    a line of an earlier cell: about 3 MB here)."""
+    assert _growth_mb(20000, compiled, face) < 12
+
+
+def test_a_discarded_sessions_compiled_code_is_collected():
+    import gc
+    import weakref
+    import tapeml
+    s = tapeml.Session(out=io.StringIO())
+    s.run("fn f(x)\n  y = x * 2\n  return y\nend\nt = f(3)\nfor i in 1:2\n  t = t + f(i)\nend")
+    f = s["f"]          # (a Python callable that calls it in the Session)
+    code = weakref.ref(s.interp.get_variable("f").code)
+    session = weakref.ref(s)
+    assert callable(code()) and f(2) == 4.0
+    del s, f
+    gc.collect()
+    assert code() is None and session() is None
+
+
+def test_code_is_shared_by_the_functions_of_one_definition_and_freed_with_the_last():
+    import gc
+    import weakref
+    interp = Interpreter(out=io.StringIO())
+    interp.run("fns = map(fn(i) -> fn(x) -> x + i, (1, 2, 3))\nys = map(fn(g) -> g(10), fns)")
+    fns = interp.get_variable("fns")
+    assert interp.get_variable("ys") == (11.0, 12.0, 13.0)
+    assert fns[0].code is fns[1].code is fns[2].code is compiler.code_for(fns[0])
+    code = weakref.ref(fns[0].code)
+    interp.run("fns = 0")
+    del fns
+    gc.collect()
+    assert code() is None
+
+
+def test_functions_with_empty_bodies_and_different_parameters():
+    """An empty body is one object, (), for every function: the cache keyed by the body alone
+    gave g the code compiled for f's two parameters (an InternalError)."""
+    src = "fn f(a, b)\nend\nfn g()\nend\nprint(f(1, 2), g())\nfn h(x, y, z)\nend\nprint(h(1, 2, 3))"
+    assert both(src) == ("none none\nnone\n", None)

@@ -224,7 +224,7 @@ def test_the_profiler_puts_a_large_matmuls_backward_on_its_line():
     biggest = max(prof.seconds, key=prof.seconds.get)
     assert biggest == (line2, diagnostics.BWD, "operator @")
     fwd, bwd, runs, nodes = report.lines[line2]
-    assert bwd > fwd > 0 and nodes == 6 and runs == 1       # (the fn statement ran once)
+    assert bwd > fwd > 0 and nodes == 6 and runs == 4       # (the fn statement once, its body 3 times)
     assert report.lines[("p.ml", 4)][2] == 3                 # the statement ran 3 times
     assert report.ops["operator @"][2:] == [3, 3] and report.ops["grad"][2] == 3
     assert abs(sum(prof.seconds.values()) - prof.total) < 1e-9
@@ -239,7 +239,7 @@ profile (times left out; rows ranked by the nodes they recorded, then by runs or
 
 by source line (all 4 lines):
   line      runs    forward  share   backward  share    nodes  source
-  p.ml:2       1          ·      ·          ·      ·        6  fn f(p) -> sum(p.a @ p.b)
+  p.ml:2       4          ·      ·          ·      ·        6  fn f(p) -> sum(p.a @ p.b)
   p.ml:4       3          ·      ·          ·      ·        0  g = grad(f, x)
   p.ml:1       1          ·      ·          ·      ·        0  x = {a = randn(3, 3), b = randn(3, 3)}
   p.ml:3       1          ·      ·          ·      ·        0  for i in 1:3
@@ -251,6 +251,43 @@ by builtin and operator (all 5 operations; (tapeml code) is the evaluator's own 
   grad                3          ·      ·          ·      ·        0
   randn               2          ·      ·          ·      ·        0
   (tapeml code)                  ·      ·          ·      ·        0"""
+
+
+COUNTED = """fn f(v) -> v * 2 + 1
+g = fn(v) -> v - 1
+fn h(v)
+  return v * 3
+end
+s = 0
+for i in 1:100
+  s = s + f(i) + g(i)
+end
+m = map(fn(x) -> x * 2, [1, 2, 3])
+m2 = map(f, [1, 2, 3, 4])
+d = grad(fn(w) -> sum(w * w), [1, 2])
+d2 = grad(fn(w) -> sum(h(w)), [1, 2])
+k = fn(x) -> x
+t = tree_map(k, (1, 2, 3))
+"""
+
+
+@pytest.mark.parametrize("compiled", [True, False])
+def test_a_one_line_functions_body_counts_a_run_of_its_line_each_time_it_runs(compiled):
+    """A line's runs are the statements run on it and the one-line function bodies (`fn f(v) -> ...`,
+    lambdas) evaluated there, however the function is called: from a loop, by map, grad or
+    tree_map. `fn f` ran once and its body 100 times from line 8 and 4 times by map (it showed
+    `runs 1`); the same counts whether the functions were compiled before the profile began."""
+    from tapeml.evaluator import compiler
+    old = compiler.ENABLED
+    compiler.ENABLED = compiled
+    try:
+        report, _ = profile_of(COUNTED)
+    finally:
+        compiler.ENABLED = old
+    runs = {line: row[2] for (_, line), row in report.lines.items()}
+    assert runs == {1: 1 + 100 + 4, 2: 1 + 100, 3: 1, 4: 1, 6: 1, 7: 1, 8: 100, 10: 1 + 3, 11: 1,
+                    12: 1 + 1, 13: 1 + 1, 14: 1 + 3, 15: 1}, runs
+    assert report.ops["operator *"][2] == 100 + 4 + 3 + 1 + 1 and report.ops["map"][2] == 2
 
 
 def test_speedscope_file_has_forward_and_backward_frames_under_each_line(tmp_path):

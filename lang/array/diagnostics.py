@@ -55,6 +55,7 @@ OPERATORS = {A.Unary: "negation", A.Transpose: "transpose '", A.Index: "indexing
 STATEMENTS = frozenset((A.ExprStmt, A.Assign, A.Destructure, A.If, A.For, A.While, A.Return,
                         A.FnDef, A.Break, A.Continue))
 BUILTIN, STDLIB = "builtin", "stdlib"
+WHERE_KEPT = 4096               # the nodes whose `where` a session's Diagnostics keeps at most
 
 
 class Frame:
@@ -111,6 +112,11 @@ class Diagnostics:
         else:
             line = (span.file, span.line)
             op = f"operator {node.op}" if type(node) is A.Binary else OPERATORS.get(type(node))
+        if len(self._cache) >= WHERE_KEPT:
+            # a long session (a kernel, a Session running cells) with a mode on: forget the nodes
+            # seen so far (they would keep every cell's syntax tree alive); they are found again
+            self._cache.clear()
+            self._buckets.clear()
         w = (node, line, op, self.bucket(line, FWD, op))
         self._cache[node] = w
         return w
@@ -150,6 +156,13 @@ class Diagnostics:
             if outer is not None:
                 outer.called_back = True
             self.frame = None
+            p = self.profiler
+            body = fn.body
+            if p is not None and type(body) is not tuple and body.span is not None:
+                # a one-line function's body (`fn f(v) -> ...`, a lambda) is no statement: each
+                # time it runs is a run of its line, as each statement of a block body is of its
+                line = (self._cache.get(body) or self._where_of(body))[1]
+                p.runs[line] = p.runs.get(line, 0) + 1
             return prev
         w = self.where
         self.calls += 1
@@ -208,14 +221,16 @@ class Diagnostics:
 
     def check_operator(self, symbol: str, result, a, b) -> None:
         """`a symbol b` gave `result`, which holds a NaN or an infinity: raise if it made one."""
-        if not self.check_nan or self.vjp_site is not None or self.deliberate():
+        node = self.where[0]
+        # no node: the statement running began before the check was turned on (`y = on() * x`,
+        # where on() calls check_nan(true)); the check starts with the statements after it, in
+        # the walked and the compiled evaluator alike (lang/evaluator/compiler.py's _resume)
+        if not self.check_nan or node is None or self.vjp_site is not None or self.deliberate():
             return
         verdict = judge(result, [("the left operand", a), ("the right operand", b)])
         if verdict is None:
             return
-        node = self.where[0]
-        span = getattr(node, "op_span", None) or (node.span if node is not None else None)
-        raise NaNErr(f"'{symbol}' {verdict}", span)
+        raise NaNErr(f"'{symbol}' {verdict}", getattr(node, "op_span", None) or node.span)
 
     def check_call(self, fn, args, kwargs, result, span) -> None:
         """The builtin `fn` (which called no function back) returned `result`."""

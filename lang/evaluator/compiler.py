@@ -20,6 +20,13 @@ What the compiled form keeps of the walker, by construction:
   the program's own scope: a training loop in a script runs compiled.
 - Calls, argument binding, the call chain in errors, the recursion limit and the deep-stack
   hand-over stay in Interpreter.call_function, for compiled and walked bodies alike.
+- Diagnostics (check_nan, the profiler, show_tape's recorder) watch walked code only: a body
+  that starts while a mode is on is walked (Interpreter.compiled is false), and a compiled body
+  that turns one on as it runs (a call: check_nan(true), or a function that calls it) hands the
+  rest of itself to the walker. After each statement that calls something (and each condition
+  or loop iterable that does) the code tests `I.compiled`; false, `_resume` walks the rest: the
+  block's statements left, the loops' items left (the same iterators) and their conditions, on
+  the body's names. A mode turned off is nothing to hand over (the walker gives the plain values).
 
 Declined (the whole function is walked): `break`/`continue` outside a loop, `return` in a
 top-level loop, an assignment to a keyword. Node kinds evaluated by the walker on a snapshot of the locals
@@ -31,6 +38,8 @@ walker's assignment on a snapshot and take the new value of the root name back.
 from __future__ import annotations
 
 import os
+import weakref
+from collections import OrderedDict
 from contextlib import contextmanager
 
 from tapeml.syntax import ast as A
@@ -38,7 +47,7 @@ from tapeml.syntax.lexer import KEYWORDS
 from tapeml.array.values import Function, Progress, Record
 from tapeml.evaluator import semantics
 from tapeml.evaluator.progress import loop_bar
-from tapeml.evaluator.scope import MAX_DEPTH, Env, called_from, too_deep
+from tapeml.evaluator.scope import MAX_DEPTH, BreakSignal, ContinueSignal, Env, ReturnSignal, called_from, too_deep
 from tapeml.evaluator.stack import HOP_DEPTH
 from tapeml.evaluator.statements import loop_item_unpacked, unpacked
 from tapeml.array.ranges import Walk, walk_items, walkable
@@ -103,8 +112,90 @@ def _plain_items(seq, node):
                   f"a tuple or a string", node.iterable.span)
 
 
+def _resume(interp, env, frames, iters):
+    """The rest of a compiled body, walked: a diagnostics mode was turned on (by a call in the
+    statement just run: check_nan(true), or a function that calls it), and from here on the
+    walker runs it, as it would have, had it walked the body from the start (its nodes pass the
+    diagnostics' wrappers; lang/evaluator/instrument.py). `env` holds the body's names (its own
+    scope, or a snapshot of its Python locals); `frames`, innermost last, say where the body
+    stands: ("block", statements, i) runs statements[i:], ("if", node, j) the if's branches from
+    j on, ("for", node, k) the loop's items left in iters[k], ("while", node) the loop from its
+    condition on. Returns what the body returns."""
+    signal = None               # a break or continue on its way to its loop
+    try:
+        for frame in reversed(frames):
+            kind = frame[0]
+            if kind == "block" or kind == "if":
+                if signal is None:
+                    try:
+                        if kind == "block":
+                            interp.exec_block(frame[1][frame[2]:], env)
+                        else:
+                            _rest_of_if(interp, frame[1], frame[2], env)
+                    except (BreakSignal, ContinueSignal) as e:
+                        signal = type(e)
+                continue
+            if signal is BreakSignal:       # a loop: a break ends it, a continue goes on with it
+                signal = None
+                continue
+            signal = None
+            if kind == "for":
+                _rest_of_for(interp, frame[1], iters[frame[2]], env)
+            else:
+                interp.eval_while(frame[1], env)
+    except ReturnSignal as r:
+        return r.value
+    return None
+
+
+def _rest_of_if(interp, node, j, env):
+    """The walker's eval_if from its branch j on."""
+    for cond, body in node.branches[j:]:
+        if interp.condition(cond, env, "if"):
+            interp.exec_block(body, env)
+            return
+    if node.orelse is not None:
+        interp.exec_block(node.orelse, env)
+
+
+def _rest_of_for(interp, node, items, env):
+    """The walker's eval_for over the items left."""
+    name, body = node.var, node.body
+    for item in items:
+        if type(name) is str:
+            env.vars[name] = item
+        else:
+            interp.unpack_item(item, name, env)
+        try:
+            interp.exec_block(body, env)
+        except BreakSignal:
+            break
+        except ContinueSignal:
+            continue
+
+
+def _may_switch(node) -> bool:
+    """Whether evaluating node calls something (a call or an import; not the body of a function
+    it makes), and so may turn a diagnostics mode on."""
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        t = type(n)
+        if t is A.Call or t is A.Import:
+            return True
+        if t is A.Lambda or t is A.FnDef:
+            continue
+        if isinstance(n, A.Node):
+            for f in n._fields:
+                if f != "span":
+                    stack.append(getattr(n, f))
+        elif t is tuple or t is list:
+            stack.extend(n)
+    return False
+
+
 HELPERS = {"_U": _UNSET, "_look": _look, "_snap": _snapshot, "_unpack": _unpack,
-           "_unpack_item": loop_item_unpacked, "_loop": _loop, "_function": _function, "Env": Env, "_bin": semantics.binary,
+           "_unpack_item": loop_item_unpacked, "_loop": _loop, "_function": _function, "Env": Env, "_resume": _resume, "_bin": semantics.binary,
            "_cond": semantics.condition_value, "_unary": semantics.unary, "_field": semantics.field,
            "_transpose": semantics.transpose, "_is_mask": semantics.is_mask,
            "_mask": semantics.logical_mask, "Record": Record, "Function": Function,
@@ -116,38 +207,59 @@ INLINE = {"+", "-", "*", "<", "<=", ">", ">=", "==", "!="}
 for _sym in INLINE:
     assert semantics.FLOAT_OPS[_sym].__module__ in ("_operator", "operator"), _sym
 
-_CACHE: dict = {}      # id(body) -> (body, compiled function or None)
+# Compiled code is owned by the functions that run it: each Function value holds its body's code
+# (Function.code), and this table only finds that code again for another Function made from the
+# same definition (a closure made in a loop), while any such Function lives. The code holds its
+# body and parameters (so their ids stay theirs); when the last Function made from a definition
+# is gone (its session discarded, its cell's name redefined) the code goes too. A top-level loop
+# runs once per parse: its code is made for that run and not kept.
+_CODE: "weakref.WeakValueDictionary" = weakref.WeakValueDictionary()    # (id(body), id(params)) -> code
+_DECLINED: OrderedDict = OrderedDict()      # the same key -> (body, params): the latest bodies the compiler declined
+DECLINED_KEPT = 256
 # TAPEML_COMPILE=0 walks every body (the reference the tests compare the compiled form with)
 ENABLED = os.environ.get("TAPEML_COMPILE", "1") != "0"
 
 
 def code_for(fn: Function):
-    """The compiled form of fn's body (shared by every Function made from that body), or None
-    when the compiler declines it (or compiling is switched off)."""
+    """The compiled form of fn's body (shared by every live Function made from the same
+    definition), or None when the compiler declines it (or compiling is switched off)."""
     if not ENABLED:
         return None
-    return _cached(fn.body, lambda: _Compiler(fn.name, fn.params, fn.body).build())
+    body, params = fn.body, fn.params
+    # the key is the definition: the body and the parameters (an empty body `()` is one object
+    # for every function with an empty body, whatever its parameters)
+    key = (id(body), id(params))
+    code = _CODE.get(key)
+    if code is not None and code.body is body and code.params is params:
+        return code
+    hit = _DECLINED.get(key)
+    if hit is not None and hit[0] is body and hit[1] is params:
+        return None
+    code = _compiled(lambda: _Compiler(fn.name, params, body).build())
+    if code is None:
+        _DECLINED[key] = (body, params)
+        while len(_DECLINED) > DECLINED_KEPT:
+            _DECLINED.popitem(last=False)
+    else:
+        code.body, code.params = body, params
+        _CODE[key] = code
+    return code
 
 
 def code_for_loop(stmt):
     """A top-level `for` or `while` compiled over the scope it runs in: code(interp, env)."""
     if not ENABLED:
         return None
-    return _cached(stmt, lambda: _Compiler("<top level>", (), (stmt,), top=True).build())
+    return _compiled(lambda: _Compiler("<top level>", (), (stmt,), top=True).build())
 
 
-def _cached(key, make):
-    hit = _CACHE.get(id(key))
-    if hit is not None and hit[0] is key:
-        return hit[1]
+def _compiled(make):
     try:
-        code = make()
+        return make()
     except (Declined, SyntaxError, RecursionError, MemoryError):
         # what the compiler leaves to the walker, and what CPython's compiler refuses: more than
         # 20 statically nested blocks, an expression nested past its recursion limit
-        code = None
-    _CACHE[id(key)] = (key, code)
-    return code
+        return None
 
 
 def _assigned(stmts, out: set):
@@ -203,6 +315,7 @@ def _makes_functions(node) -> bool:
     return False
 
 
+SIMPLE = (A.ExprStmt, A.Assign, A.Destructure)     # statements after which a checkpoint may stand
 SNAPSHOT_KINDS = (A.Index, A.Matrix, A.String, A.Range, A.Import, A.Formatted, A.End, A.Colon, A.DictLit)
 
 
@@ -233,6 +346,9 @@ class _Compiler:
         # test for _U): a name stored outside any if or loop; a branch's or a loop body's own
         # stores count inside it only
         self.assigned: set = set()
+        # where the code being emitted stands, outermost first: ("block", statements, next index),
+        # ("for", node, its items' variable), ("while", node) (the frames of _resume)
+        self.ctx: list = []
 
     # ---- emitting --------------------------------------------------------------------------
     def emit(self, line: str):
@@ -294,17 +410,36 @@ class _Compiler:
         namespace = dict(HELPERS)
         namespace.update(self.consts)
         exec(compile(source, f"<tapeml: compiled {self.fn_name}>", "exec"), namespace)
-        code = namespace[f"tapeml_{name}"]
+        code = namespace.pop(f"tapeml_{name}")     # (no cycle through its globals: freed when unused)
         code.source = source
         return code
 
     # ---- statements ------------------------------------------------------------------------
     def stmts(self, body):
         start = len(self.lines)
-        for s in body:
+        for i, s in enumerate(body):
+            self.ctx.append(("block", body, i + 1))
             self.stmt(s)
+            if type(s) in SIMPLE and _may_switch(s):
+                self.checkpoint()
+            self.ctx.pop()
         if len(self.lines) == start:        # an empty block, or one of constants only (`3.0;`)
             self.emit("pass")
+
+    def checkpoint(self, inner=(), inner_false=None, cond=None):
+        """After code that called something: if a diagnostics mode is on now, the rest of the body
+        is walked (_resume), from `inner` on (`inner_false` when the condition `cond` is false)."""
+        iters = [f[2] for f in self.ctx + list(inner) if f[0] == "for"]
+        which = self.const(self.frames(inner, iters))
+        if inner_false is not None:
+            which = f"{which} if {cond} else {self.const(self.frames(inner_false, iters))}"
+        env = "L" if self.scope_mode else f"_snap(E, {self.names_const()}, {self.locals_tuple()})"
+        self.emit("if not I.compiled:")
+        self.emit(f"    return _resume(I, {env}, {which}, ({''.join(i + ', ' for i in iters)}))")
+
+    def frames(self, inner, iters) -> tuple:
+        return tuple(("for", f[1], iters.index(f[2])) if f[0] == "for" else f
+                     for f in self.ctx + list(inner))
 
     def stmt(self, s):
         t = type(s)
@@ -315,7 +450,7 @@ class _Compiler:
         elif t is A.Destructure:
             self.destructure(s)
         elif t is A.If:
-            self.if_(s.branches, s.orelse)
+            self.if_(s)
         elif t is A.While:
             self.while_(s)
         elif t is A.For:
@@ -373,22 +508,24 @@ class _Compiler:
         self.emit(f"    {c} = _cond({c}, {self.const(node.span)}, {what!r})")
         return c
 
-    def if_(self, branches, orelse):
-        (cond, body), rest = branches[0], branches[1:]
+    def if_(self, node, j=0):
+        cond, body = node.branches[j]
         c = self.condition(cond, "if")
+        if _may_switch(cond):
+            self.checkpoint([("block", body, 0)], [("if", node, j + 1)], c)
         before = set(self.assigned)
         self.emit(f"if {c}:")
         self.depth += 1
         self.stmts(body)
         self.depth -= 1
         self.assigned = set(before)
-        if rest or orelse is not None:
+        if j + 1 < len(node.branches) or node.orelse is not None:
             self.emit("else:")
             self.depth += 1
-            if rest:
-                self.if_(rest, orelse)
+            if j + 1 < len(node.branches):
+                self.if_(node, j + 1)
             else:
-                self.stmts(orelse)
+                self.stmts(node.orelse)
             self.depth -= 1
         self.assigned = before
 
@@ -397,10 +534,14 @@ class _Compiler:
         self.emit("while True:")
         self.depth += 1
         c = self.condition(s.cond, "while")
+        if _may_switch(s.cond):
+            self.checkpoint([("while", s), ("block", s.body, 0)], [], c)
         self.emit(f"if not {c}:")
         self.emit("    break")
         self.loops += 1
+        self.ctx.append(("while", s))
         self.stmts(s.body)
+        self.ctx.pop()
         self.loops -= 1
         self.depth -= 1
         self.assigned = before
@@ -412,6 +553,8 @@ class _Compiler:
         self.emit(f"with _loop(I, {seq}, {self.const(s)}) as {items}:")
         before = set(self.assigned)
         self.depth += 1
+        if _may_switch(s.iterable):
+            self.checkpoint([("for", s, items)])
         self.emit(f"for {item} in {items}:")
         self.depth += 1
         if type(s.var) is str:
@@ -422,7 +565,9 @@ class _Compiler:
             for i, n in enumerate(s.var):
                 self.store(n.name, f"{r}[{i}]")
         self.loops += 1
+        self.ctx.append(("for", s, items))
         self.stmts(s.body)
+        self.ctx.pop()
         self.loops -= 1
         self.depth -= 2
         self.assigned = before
