@@ -1,14 +1,13 @@
 """Plotting: thin builtins over matplotlib's pyplot.
 
-matplotlib is imported lazily, on the first plotting call (DESIGN.md rule 10). Scripts and the
-docs builder draw with the non-interactive Agg backend. In the REPL (`set_mode("repl")`, or
-when tapeml.faces.repl is loaded) `show()` opens a window when a display is available and otherwise
-saves a PNG and says where it went. In the Jupyter kernel (`set_publisher`) show() and the end of
-each cell hand every open figure to the kernel as PNG bytes and close it.
-
-Figures are deterministic: a fixed size, dpi and font (DejaVu Sans, shipped with matplotlib),
-no hinting-dependent layout, and PNGs saved without the "Software" metadata, so rebuilding the
-docs gives byte-identical images with the same matplotlib version.
+matplotlib is imported lazily, on the first plotting call (DESIGN.md rule 10). Scripts and the docs
+builder draw with the non-interactive Agg backend. In the REPL (`set_mode("repl")`, or when
+tapeml.faces.repl is loaded) `show()` opens a window when a display is available and otherwise saves
+a PNG and says where it went. In the Jupyter kernel (`set_publisher`) show() and the end of each
+cell hand every open figure to the kernel as PNG bytes and close it. Figures are deterministic: a
+fixed size, dpi and font (DejaVu Sans, shipped with matplotlib), no hinting-dependent layout, and
+PNGs saved without the "Software" metadata, so rebuilding the docs gives byte-identical images with
+the same matplotlib version.
 """
 from __future__ import annotations
 
@@ -410,16 +409,13 @@ def subplot(rows, cols, index):
 @builtin("savefig", CAT, "Save the current figure to a PNG file.",
          [P("path", "string", doc="the file to write; .png is added when the name has no extension")],
          returns="none",
-         what="Writes the current figure to a PNG file, e.g. a loss curve at the end of a training script, "
-              "and prints where: \"figure saved to examples/loss.png\", the path relative to the current "
-              "directory (absolute when the file is outside it), since a script's relative path starts at "
-              "the script's own folder. The figure stays open, so drawing can continue and be saved again. "
-              "After show() has saved and closed the figures (no display), savefig warns and writes nothing: "
-              "call it before show().",
+         what="Writes the current figure to a PNG file (a loss curve at the end of training) and prints where, "
+              "relative to the current directory (a script's relative path starts at its own folder). The figure "
+              "stays open to draw on and save again; after show() has saved and closed the figures (no display), "
+              "savefig warns and writes nothing: call it before show().",
          how="matplotlib's `Figure.savefig` as PNG with fixed dpi and without the software-version "
              "metadata, so saving the same drawing twice gives the same bytes. " + WRITER_HOW,
-         errors=[WRITER_ERRORS,
-                 "ValueError when the name ends in another extension (.jpg, .pdf, ...)"],
+         errors=[WRITER_ERRORS, "ValueError when the name ends in another extension (.jpg, .pdf, ...)"],
          examples=['plot([1, 2, 3])\nsavefig("line.png")'], context=True)
 def savefig(ctx, path):
     if _after_show:     # show() saved and closed the figures: the current one would be blank
@@ -440,7 +436,6 @@ def savefig(ctx, path):
     except (ValueError, OverflowError, RuntimeError, MemoryError):     # the drawing itself failed
         raise ValueErr("savefig(): the figure cannot be drawn: its values or sizes are out of the range "
                        "a picture can show (near +-1e308, or too many points)") from None
-    # where the file really is (a script's relative path starts at its own folder), as show() says
     ctx.out.write(f"figure saved to {shown_path(path)}\n")
 
 

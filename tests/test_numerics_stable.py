@@ -248,3 +248,18 @@ def test_gelu_tanh_prints_the_same_digits_on_numpy_and_torch():
     assert cli_output(src) == want
     code, out = run_cli(["--device", "torch:cpu", "-c", src])
     assert (code, out) == (0, want)
+
+
+@pytest.mark.parametrize("device", ["numpy", "torch:cpu"])
+def test_sinh_and_cosh_of_a_number_past_their_range_are_inf_on_every_device(device):
+    """sinh(55296) of a number (not a matrix) was Python's 'math range error' (math.exp of |x| / 2
+    past 709.8 raises); NumPy's sinh gives inf there, and 710 is still finite (1.1169973830808557e308)."""
+    if device != "numpy":
+        pytest.importorskip("torch")
+    from support import run_cli
+    src = "print(sinh(55296), cosh(-55296), sinh(-2000), sinh(710), cosh([710, -1e300]), sinh(fill(-1e4)))"
+    with np.errstate(over="ignore"):
+        want = [np.sinh(55296.0), np.cosh(-55296.0), np.sinh(-2000.0)]
+    assert want == [math.inf, math.inf, -math.inf]
+    code, out = run_cli(["--device", device, "-c", src])
+    assert (code, out) == (0, "inf inf -inf 1.116997e308 [1.116997e308, inf] -inf\n")

@@ -49,7 +49,8 @@ def _hyperbolic(name):
             big = bool(xp.any(xp.abs(x) > 709.0)) if size_of(x) else False
         if not big:
             return y
-        e = xp.exp(xp.abs(x) * 0.5) if type(x) is not float else math.exp(abs(x) * 0.5)
+        # (a number too through NumPy's exp: past |x| = 1419.6 it is inf, where math.exp raised)
+        e = xp.exp(xp.abs(x) * 0.5) if type(x) is not float else float(np.exp(abs(x) * 0.5))
         tail = e * (e * 0.5)
         if name == "sinh":
             tail = xp.sign(x) * tail if type(x) is not float else math.copysign(tail, x)
