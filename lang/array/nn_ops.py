@@ -996,6 +996,11 @@ def _flash(q, k, v, bias, mask, causal, scale):
     # 2^20 for |k| |v| scale d, such rows take the scores' path, exact there (_saturated_rows).
     if float(xp.max(xp.abs(k)) * xp.max(xp.abs(v))) * abs(float(scale)) * sk[-1] > _FLASH_MAGNITUDE:
         return None
+    # no more keys than value features: the scores' path, whose backward takes the correction
+    # directly (as _vjp_sdpa_plain does then), exact on a one-hot row; the fused kernel left 1e-16
+    # in q's and k's gradients over a single key, whose weight is exactly 1
+    if sk[-2] <= sv[-1]:
+        return None
     r = be.flash_attention(_as_heads(q), _as_heads(k), _as_heads(v), bool(causal), float(scale))
     if r is None:
         return None

@@ -72,7 +72,8 @@ def row_session(dtype="float64", device=None):
     """A Session of its own for each row: its float type, device, generator and diagnostics are
     its own, so no row inherits what an earlier one set (a float32 row once turned every later row
     float32: issue 38)."""
-    return tapeml.Session(dtype=dtype, device=device, out=open(os.devnull, "w"))
+    # the NumPy rows are NumPy's whatever TAPEML_DEVICE says (`--device` names the other device's rows)
+    return tapeml.Session(dtype=dtype, device=device or "numpy", out=open(os.devnull, "w"))
 
 
 def session_call(s, name, *args):

@@ -41,7 +41,16 @@ def recorded_replay(step):
     inputs = [b.value for b in leaves]
     n_slots = base + len(nodes)
 
+    session = getattr(step, "session", None)
+
     def replay():
+        if session is None:
+            return _replay()
+        from tapeml.evaluator.stack import running
+        with running(session.state):        # the step's Session's settings (its device, its float type)
+            return _replay()
+
+    def _replay():
         vals = inputs + [None] * len(nodes)
         saved = [None] * len(nodes)
         given = [None] * len(nodes)
