@@ -490,3 +490,17 @@ def test_stdlib_functions_complete_and_have_help():
     # example results are echoed as the session echoes them: a string result in quotes
     assert help_text("char_vocab", interp).split("Example\n")[1].split("\n")[:2] == [
         '  ml> char_vocab("hello world")', '  " dehlorw"']
+
+
+def test_reset_with_names_clears_only_those():
+    """`:reset a` cleared every variable (a breaker's finding): with names it clears only those
+    (MATLAB's `clear a`), and a name that is not a variable clears nothing."""
+    code, out = drive("a = 1\r", "b = 2\r", "c = 3\r", ":reset a c\r", ":vars\r", ":reset b zz\r", ":vars\r",
+                      ":quit\r")
+    assert code == 0
+    assert out == ("cleared 2 variables: a, c\n"
+                   "name  kind    shape  value\n"
+                   "b     number         2\n"
+                   ":reset: 'zz' is not a variable; nothing was cleared (:vars lists them; :reset alone clears all)\n"
+                   "name  kind    shape  value\n"
+                   "b     number         2\n")

@@ -304,3 +304,12 @@ def test_a_python_function_inside_a_value_and_the_tapeml_module_exports():
     s["ops"] = {"double": lambda x: 2 * x}
     assert s.eval("ops.double(4)") == 8.0
     assert "Dict" in dir(tapeml) and tapeml.Dict is tapeml.session.session.Dict
+
+
+@pytest.mark.parametrize("out", [3, "log.txt"])
+def test_an_out_without_write_is_refused_when_the_session_is_made(out):
+    """Session(out=3) was accepted and the first print raised Python's AttributeError."""
+    with pytest.raises(TypeError) as e:
+        tapeml.Session(out=out)
+    assert str(e.value) == ("out must be a text stream (an object with write(), such as io.StringIO()) "
+                            f"or None for standard output, got {out!r}")

@@ -531,6 +531,8 @@ class Repl:
             return False
         if word == ":vars":
             self.write(self.out, format_vars(self.interp))
+        elif word == ":reset" and rest.split():
+            self.reset_names(rest.split())
         elif word == ":reset":
             n = self.interp.reset()
             self.write(self.out, f"cleared {n} variable{'s' * (n != 1)}")
@@ -541,6 +543,19 @@ class Repl:
         else:
             self.error(f"unknown command '{word}'; the commands are {', '.join(COMMANDS)}")
         return True
+
+    def reset_names(self, names) -> None:
+        """`:reset a b`: only those variables (MATLAB's `clear a b`); a name that is not a variable
+        clears nothing and says so (`:reset` alone clears them all)."""
+        missing = [n for n in names if not self.interp.has_variable(n)]
+        if missing:
+            self.error(f":reset: {', '.join(repr(n) for n in missing)} {'is' if len(missing) == 1 else 'are'} "
+                       f"not a variable; nothing was cleared (:vars lists them; :reset alone clears all)")
+            return
+        for n in dict.fromkeys(names):
+            self.interp.delete_variable(n)
+        k = len(dict.fromkeys(names))
+        self.write(self.out, f"cleared {k} variable{'s' * (k != 1)}: {', '.join(dict.fromkeys(names))}")
 
     def profile(self, code: str) -> None:
         """:profile CODE: run CODE as an entry while the profiler runs, then print its tables."""

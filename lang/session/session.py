@@ -105,8 +105,9 @@ class Session:
     `p.table()` is the time per source line and per builtin (forward and backward) and
     `p.save(path)` writes it in speedscope's format.
 
-    Raises ValueError for an unknown dtype or device (or one this machine lacks), a seed that is not a whole number >= 0 or a thread
-    count that is not a whole number >= 1. Language errors in code that a Session runs raise
+    Raises TypeError for an `out` without write(); ValueError for an unknown dtype or device (or
+    one this machine lacks), a seed that is not a whole number >= 0 or a thread count that is not
+    a whole number >= 1. Language errors in code that a Session runs raise
     `tapeml.LangError` (with .kind, .message, .line, .column, .file).
     """
 
@@ -119,6 +120,9 @@ class Session:
             raise ValueError(f"seed must be a whole number >= 0 or None, got {seed!r}")
         if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
             raise ValueError(f"threads must be a whole number >= 1 or None, got {threads!r}")
+        if out is not None and not callable(getattr(out, "write", None)):
+            raise TypeError(f"out must be a text stream (an object with write(), such as io.StringIO()) "
+                            f"or None for standard output, got {out!r}")
         self.threads = blas_threads.wanted(threads)
         self.interp = Interpreter(out=out if out is not None else _Stdout(), load_prelude=prelude)
         values = {"dtype": DTYPES[dtype]}
