@@ -129,7 +129,7 @@ def _positive_definite(fname, s):
     except errors:
         L = None
     if L is not None:
-        if n == 0:
+        if 0 in tuple(r.shape):         # an empty matrix, or an empty batch of them
             return
         pivots = to_np(xp.linalg.diagonal(L)) ** 2          # the Cholesky pivots, each LAPACK found > 0
         scale = float(to_np(xp.max(xp.abs(r))))
