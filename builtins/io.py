@@ -113,6 +113,20 @@ def _declared_shape(data, key: str, full: str) -> tuple:
     return shape
 
 
+def _refuse_torch_pickle(full):
+    """torch.save writes a zip holding a pickle (<name>/data.pkl), which load() does not run: say
+    so, and how to write the same state dict in a format load() reads."""
+    try:
+        with zipfile.ZipFile(full) as z:
+            pickled = any(n == "data.pkl" or n.endswith("/data.pkl") for n in z.namelist())
+    except (OSError, zipfile.BadZipFile, ValueError):
+        return
+    if pickled:
+        raise IOErr(f"load(): {full} is a PyTorch pickle (torch.save), which load() does not read (a pickle "
+                    f"runs code); save the state dict as safetensors in Python: "
+                    f"safetensors.torch.save_file(model.state_dict(), 'model.safetensors'), then load that")
+
+
 @builtin("load", CAT, "Read a .npz or .safetensors checkpoint (save's, or a PyTorch state dict's): a record or tuple of matrices.",
          [P("path", "string", doc="a .npz or .safetensors file, written by save or from a PyTorch state dict "
                                   "(relative paths start at the script's directory)"),
@@ -140,7 +154,9 @@ def _declared_shape(data, key: str, full: str) -> tuple:
              "stored as floats, as a float32 run of float64 weights wants (float64 wins in arithmetic, so "
              "kept float64 weights would run the whole model in float64); integer arrays (ids) stay "
              "float64, exact.",
-         errors=["IOError when the file is missing, truncated, or not an .npz archive or a .safetensors file "
+         errors=["IOError when the file is a PyTorch pickle (torch.save's .pt: the message says how to write "
+                 "safetensors instead)",
+                 "IOError when the file is missing, truncated, or not an .npz archive or a .safetensors file "
                  "(a damaged .safetensors file: the tensor whose shape and offsets disagree is named)",
                  "IOError when an array name is not a field path (\"heads.0.wq\", \"0.weight\"), an array "
                  "holds strings, records or pickled objects, or the names nest more than 1000 deep",
@@ -163,6 +179,7 @@ def load(ctx, path, dtype):
     if not zipfile.is_zipfile(full):
         raise IOErr(f"load(): {full} is not a checkpoint (.npz archive written by save); it may be "
                     f"truncated or another kind of file")
+    _refuse_torch_pickle(full)
     items = []
     try:
         with np.load(full, allow_pickle=False) as data:

@@ -17,7 +17,7 @@ import time
 import numpy as np
 import pytest
 
-from support import TAPEML, allocates_at_most, error_of, output_of, run, variables_after
+from support import TAPEML, allocates_at_most, error_of, output_of, run, run_cli, variables_after
 from tapeml.array import limits
 from tapeml.syntax.errors import IOErr, LangError, ValueErr
 from tapeml.array.values import Record, format_gb
@@ -859,3 +859,17 @@ def test_every_writer_names_the_file_it_wrote_when_the_script_is_in_another_fold
     r = subprocess.run(TAPEML + ["examples/w.ml"], cwd=tmp_path, capture_output=True, text=True,
                        env={**os.environ, "TAPEML_NOTES": "0"})
     assert (r.returncode, r.stderr) == (0, "")
+
+
+def test_a_torch_save_file_is_refused_naming_the_pickle_and_safetensors(tmp_path):
+    """A torch.save(model.state_dict()) .pt file was 'damaged or not a checkpoint written by save()'
+    (a breaker's finding): it is a zip holding a pickle, which load() does not run."""
+    torch = pytest.importorskip("torch")
+    path = tmp_path / "seq.pt"
+    torch.save(torch.nn.Sequential(torch.nn.Linear(2, 3)).state_dict(), str(path))
+    code, out = run_cli(["-c", f'load("{path}")'])
+    assert code == 1
+    assert out.splitlines()[0] == (
+        f"<string>:1:1: IOError: load(): {path} is a PyTorch pickle (torch.save), which load() does not read "
+        f"(a pickle runs code); save the state dict as safetensors in Python: "
+        f"safetensors.torch.save_file(model.state_dict(), 'model.safetensors'), then load that")
