@@ -316,9 +316,12 @@ def test_profile_from_the_command_line(tmp_path):
     assert lines[2] == "by source line (top 2 of 4 lines):"
     assert f"profile written to {out}" in text and json.loads(out.read_text())["exporter"] == "tapeml"
     for bad, why in ((["--profile-top", "0"], "--profile-top needs a whole number"),
-                     (["--profile-out"], "--profile-out needs a file name")):
+                     (["--profile-out"], "--profile-out needs a file name"),
+                     # a folder that is not there is refused before the program runs, not after it
+                     (["--profile-out", "/no/such/folder/p.json", "-c", 'print("ran")'],
+                      "--profile-out: no folder '/no/such/folder' to write the profile in")):
         code, text = run_cli(bad)
-        assert code == 2 and why in text
+        assert code == 2 and why in text and "ran" not in text
 
 
 def test_profile_in_the_repl_and_the_session():

@@ -292,6 +292,11 @@ class Diagnose:
                 return f"{name} needs {'a file name' if name == '--profile-out' else 'a number of rows'}"
             value = argv.pop(0)
         if name == "--profile-out":
+            # checked now, not after a long run: the folder the profile goes in must be there
+            folder = os.path.dirname(os.path.abspath(value)) if value else ""
+            if not value or not os.path.isdir(folder):
+                return (f"--profile-out: no folder {folder!r} to write the profile in" if value
+                        else "--profile-out needs a file name")
             self.out = value
             return None
         if not value.isdigit() or int(value) < 1:
