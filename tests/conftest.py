@@ -97,10 +97,17 @@ def _diagnostics_off_after_each_test():
     """check_nan, the profiler and show_tape's recorder are session state too (the process
     default's, in-process): a test that turns one on must not leave it to the next."""
     yield
-    from tapeml.array import diagnostics
-    if diagnostics._ACTIVE:
+    from tapeml.array import diagnostics, tape
+    if diagnostics._ACTIVE or tape.Box.__init__ is not tape._PLAIN_INIT:
+        # every session's modes, not only the process default's: a Session a test dropped with
+        # check_nan on (the slow sweeps run every builtin's example, check_nan's among them) left
+        # the tape's hook on for every test after it
+        for d in list(diagnostics._ACTIVE):
+            d.check_nan, d.profiler, d.recorder = False, None, None
+            d.changed()
         from tapeml.evaluator.interpreter import Interpreter
         Interpreter(load_prelude=False).set_diagnostics(check_nan=False, profiler=None, recorder=None)
+        tape.set_node_hook(None)
 
 
 SITE_EXTRA = ("mkdocs", "material", "pymdownx", "latex2mathml")
