@@ -119,7 +119,7 @@ def _refuse_torch_pickle(full):
     try:
         with zipfile.ZipFile(full) as z:
             pickled = any(n == "data.pkl" or n.endswith("/data.pkl") for n in z.namelist())
-    except (OSError, zipfile.BadZipFile, ValueError):
+    except Exception:   # noqa: BLE001 - a damaged zip (any of zipfile's errors): load's own reading says so
         return
     if pickled:
         raise IOErr(f"load(): {full} is a PyTorch pickle (torch.save), which load() does not read (a pickle "
