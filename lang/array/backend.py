@@ -123,6 +123,11 @@ class Backend:
         import math
         return np.asarray(np.frompyfunc(math.erf, 1, 1)(x), dtype=x.dtype if x.dtype.kind == "f" else np.float64)
 
+    def erfc(self, x):
+        """1 - erf(x) without the cancellation, elementwise (math.erfc per element)."""
+        import math
+        return np.asarray(np.frompyfunc(math.erfc, 1, 1)(x), dtype=x.dtype if x.dtype.kind == "f" else np.float64)
+
     def ldexp(self, x, e):
         """x * 2^e exactly (e whole numbers: an integer array or a number)."""
         return np.ldexp(x, e)
@@ -309,6 +314,9 @@ class TorchBackend(Backend):
 
     def erf(self, x):
         return self.torch.special.erf(x)
+
+    def erfc(self, x):
+        return self.torch.special.erfc(x)
 
     def ldexp(self, x, e):
         torch = self.torch

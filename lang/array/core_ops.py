@@ -490,7 +490,7 @@ def _erfc(x):
     if type(x) is np.ndarray:
         return np.asarray(_erfc_vec(x), dtype=x.dtype if x.dtype.kind == "f" else np.float64)
     if type(x) in ARRAYS:
-        return B.of(x).torch.special.erfc(x)
+        return B.of(x).erfc(x)
     return math.erfc(x)
 
 
