@@ -31,7 +31,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from tapeml.array import backend as B, context, values as V  # noqa: E402
+from tapeml.array import backend as B, context, printer, values as V  # noqa: E402
 from tapeml.array.tape import raw  # noqa: E402
 from tapeml.evaluator.interpreter import Interpreter  # noqa: E402
 from tapeml.syntax.errors import LangError  # noqa: E402
@@ -79,7 +79,7 @@ def leaves(v, path="", depth=0) -> list:
     if type(r) is float:
         return [(path, "number", r)]
     try:
-        return [(path, type(r).__name__, V.format_value(r))]
+        return [(path, type(r).__name__, printer.format_value(r))]
     except Exception as e:       # noqa: BLE001 (the printer failing is itself a finding)
         return [(path, type(r).__name__, f"<the printer failed: {type(e).__name__}: {e}>")]
 

@@ -18,7 +18,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tapeml.array.values import Dict, Record, dict_key, format_value, values_equal
+from tapeml.array.printer import format_value
+from tapeml.array.values import Dict, Record, dict_key, values_equal
 from tapeml.evaluator.interpreter import Interpreter
 from tapeml.syntax import ast as A
 from tapeml.syntax.errors import IndexErr, KeyErr, LangError, LangSyntaxError, NameErr, TypeErr, ValueErr
@@ -241,7 +242,7 @@ def test_printing_and_display():
     assert format_value(value('{"a": "x", (1, 2): [1, 2; 3, 4], 0.5: {:}}')) == \
         '{"a": "x", (1, 2): [1, 2; 3, 4], 0.5: {:}}'
     assert value('str({"a": 1})') == '{"a": 1}' and value('"{ {"k": 2} }"') == '{"k": 2}'
-    from tapeml.array.values import display_value
+    from tapeml.array.display import display_value
     big = value('dict(map(fn(i) -> ("key {i}", zeros(3, 4) + i), 0:30))')
     shown = display_value(big, width=60, height=12)
     assert shown.splitlines()[0] == "dict of 31 keys, 372 numbers:"

@@ -9,7 +9,8 @@ import pytest
 from support import PROMPT, Terminal, echoed, fresh, run, run_ml
 from tapeml.syntax.errors import trace_lines
 from tapeml.faces import repl as R
-from tapeml.array.values import format_number, format_value, display_value
+from tapeml.array.display import display_value
+from tapeml.array.printer import format_number, format_value
 
 
 def test_grid_aligns_columns_on_the_decimal_point():

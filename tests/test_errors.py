@@ -378,7 +378,7 @@ def _exact(source, kind, message, place, **variables):
 ])
 def test_an_empty_product_too_large_to_make_is_refused_by_its_size(source, shapes, result, need, place):
     from tapeml.array import limits
-    from tapeml.array.values import format_gb
+    from tapeml.array.number_text import format_gb
     # 2.7e9^2 float64 = 5.83e19 bytes; 9e8^2 = 6.48e18 bytes
     _exact(source, "ValueError", f"'@' of {shapes} (a result of {result}) would need {need} of float64; the "
            f"limit is {format_gb(limits.max_elements() * 8)} (half this machine's memory, at most 8 GB)", place)

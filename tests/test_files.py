@@ -20,7 +20,8 @@ import pytest
 from support import TAPEML, allocates_at_most, error_of, output_of, run, run_cli, variables_after
 from tapeml.array import limits
 from tapeml.syntax.errors import IOErr, LangError, ValueErr
-from tapeml.array.values import Record, format_gb
+from tapeml.array.number_text import format_gb
+from tapeml.array.values import Record
 
 ROOT = os.geteuid() == 0
 NOBODY = 65534

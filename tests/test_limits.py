@@ -118,7 +118,7 @@ def test_zeros_1e6_by_1e6_is_refused_before_allocating():
         err = error_of("x = zeros(1e6, 1e6)")
     assert isinstance(err, ValueErr)
     from tapeml.builtins.util import MAX_ELEMENTS
-    from tapeml.array.values import format_number
+    from tapeml.array.number_text import format_number
     limit = format_number(float(f"{MAX_ELEMENTS * 8 / 1e9:.3g}"))
     assert err.message == ("zeros(1000000, 1000000) would need 8000 GB of float64; "
                            f"the limit is {limit} GB (half this machine's memory, at most 8 GB)")

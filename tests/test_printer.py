@@ -11,7 +11,7 @@ from support import echoed, on_host, variables_after
 
 from tapeml.syntax.parser import parse
 from tapeml.syntax.unparse import unparse
-from tapeml.array.values import format_number, format_value
+from tapeml.array.printer import format_number, format_value
 
 WHOLE = 2 ** 53 - 1
 PROPERTY = settings(max_examples=400, deadline=None, database=None,

@@ -14,7 +14,7 @@ from support import PROMPT, Terminal, error_of, fresh, run, tapeml_command
 
 from tapeml.evaluator import progress as PG
 from tapeml.syntax.errors import LangError
-from tapeml.array.values import format_value
+from tapeml.array.printer import format_value
 
 
 def logging_bars():

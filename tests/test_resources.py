@@ -239,7 +239,8 @@ def test_the_display_shows_a_deep_record_briefly_and_refuses_past_the_limit(tmp_
     script = dedent("""
         import sys
         sys.setrecursionlimit(200000)
-        from tapeml.array.values import Record, display_value
+        from tapeml.array.display import display_value
+        from tapeml.array.values import Record
         from tapeml.syntax.errors import LangError
         v = (1.0,)
         for i in range(19999):

@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from tapeml.syntax.errors import IOErr, ShapeError, TypeErr, ValueErr
-from tapeml.array.values import Dict, Record, format_value
+from tapeml.array.printer import format_value
+from tapeml.array.values import Dict, Record
 
 from support import run, value_of, variables_after
 

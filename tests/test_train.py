@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 
 from tapeml.syntax.errors import IOErr, IndexErr, LangError, ShapeError, ValueErr, render
-from tapeml.array.values import Record, format_value
+from tapeml.array.printer import format_value
+from tapeml.array.values import Record
 
 from support import ROOT, error_of, on_host, run, run_example, value_of, variables_after
 

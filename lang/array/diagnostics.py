@@ -43,7 +43,8 @@ from tapeml.array import backend as B
 from tapeml.array import context, tape
 from tapeml.array.backend import ARRAYS
 from tapeml.array.tape import Box
-from tapeml.array.values import Record, format_value, shape_text
+from tapeml.array.printer import format_value
+from tapeml.array.values import Record, shape_text
 from tapeml.syntax import ast as A
 from tapeml.syntax.errors import STDLIB_PREFIX, NaNErr
 

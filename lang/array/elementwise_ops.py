@@ -1,7 +1,10 @@
-"""Elementwise primitives of the everyday vocabulary (issue 20): log10, log2, tan, log1p, expm1,
-asin, acos, atan, atan2, sinh, cosh, softplus (differentiable) and ceil (not). Domain edges follow
-IEEE arithmetic as `log` and `sqrt` do (log10(0) = -inf, asin(2) = nan, no warning); every VJP
-multiplies through zmul, so a zero cotangent never meets an inf as NaN (conventions: lang/array/ops.py)."""
+"""The elementwise primitives: exp, log, sqrt, sin, cos, tanh, abs, relu, sigmoid (and the exact
+derivatives of tanh and sigmoid as primitives of their own), erf, erfc, gelu and clip, then the
+everyday vocabulary of issue 20: log10, log2, tan, log1p, expm1, asin, acos, atan, atan2, sinh,
+cosh, softplus (differentiable) and ceil (not). Booleans take part as 0 and 1 in the session's
+float type. Domain edges follow IEEE arithmetic (log10(0) = -inf, asin(2) = nan, no warning);
+every VJP multiplies through zmul, so a zero cotangent never meets an inf as NaN (conventions:
+lang/array/ops.py)."""
 from __future__ import annotations
 
 import math
@@ -10,11 +13,234 @@ import numpy as np
 
 from tapeml.array import backend as B
 from tapeml.array.backend import ARRAYS, xp_of
-from tapeml.array.core_ops import (_unary, add, binary_exponents, cos, div, elementwise, eq, exp, gt, ldexp, mul, neg, safe_floor,
-                                   sigmoid, sin, sqrt, sub, unbroadcast, where, zmul)
+from tapeml.array.arith_ops import (_sub, _zmul, add, div, eq, ge, gt, le, logical, lt, mul, ne, neg, sign, sub, where,
+                                    zmul)
+from tapeml.array.shape_ops import unbroadcast
+from tapeml.array.scale_ops import binary_exponents, ldexp, safe_floor
 from tapeml.array.tape import raw
-from tapeml.array.primitive_table import (GROWS, _broadcast_shape, bools_as_floats, primitive, python_scalar, shape_of,
-                                          size_of, xp1)
+from tapeml.array.primitive_table import (FLOAT, GROWS, _broadcast_shape, bools_as_floats, crossed, mixed, primitive,
+                                          python_scalar, shape_of, size_of, xp1)
+
+_BOOL = np.dtype(bool)     # NumPy's one bool dtype: `dtype is _BOOL` is the cheapest test
+_NDARRAY = np.ndarray
+
+
+def _unary(name, impl, deriv, vjp_plain=None):
+    """An elementwise primitive whose VJP is g * deriv(x, ans). Booleans take part as 0 and 1
+    in the session's float type (NumPy would compute tanh of a bool matrix in float16)."""
+    def on_floats(x):
+        t = type(x)
+        if t is _NDARRAY:
+            if x.dtype is _BOOL:
+                x = x.astype(FLOAT["dtype"])
+        elif t is bool or t is np.bool_:
+            x = float(x)
+        elif t in ARRAYS:
+            x = bools_as_floats(x)
+        return impl(x)
+    return primitive(name, on_floats, lambda g, ans, saved, tracked, x: (deriv(g, x, ans),), arity=1,
+                     vjp_plain=vjp_plain)
+
+
+def elementwise(name, np_name=None):
+    """NumPy's elementwise function `np_name` on a NumPy array or a number, the array API
+    standard's `name` on another backend's array."""
+    f = getattr(np, np_name or name)
+
+    def impl(x):
+        if type(x) is _NDARRAY:
+            return python_scalar(f(x))
+        return python_scalar(getattr(xp1(x), name)(x) if type(x) in ARRAYS else f(x))
+    return impl
+
+
+def _relu(x):
+    t = type(x)
+    if t is not _NDARRAY and t in ARRAYS:
+        return B.of(x).relu(x)
+    return python_scalar(np.maximum(x, 0.0))
+
+
+def _vjp_relu_plain(g, ans, saved, tracked, x):
+    """First order on matrices: g where relu's output is positive, else 0, in one pass of the
+    backend's (the values of zmul(g, x > 0): a NaN input passes 0, an infinite cotangent against
+    a 0 slope gives 0)."""
+    t = type(g)
+    if t is not type(ans) or t not in ARRAYS:
+        return None
+    return (B.of(g).relu_backward(g, ans),)
+
+
+exp = _unary("exp", elementwise("exp"), lambda g, x, ans: zmul(g, ans))
+log = _unary("log", elementwise("log"), lambda g, x, ans: zmul(g, div(1.0, x)))
+sqrt = _unary("sqrt", elementwise("sqrt"), lambda g, x, ans: zmul(g, div(0.5, ans)))
+sin = _unary("sin", elementwise("sin"), lambda g, x, ans: zmul(g, cos(x)))
+cos = _unary("cos", elementwise("cos"), lambda g, x, ans: neg(zmul(g, sin(x))))
+tanh = _unary("tanh", elementwise("tanh"), lambda g, x, ans: zmul(g, dtanh(x)))
+# abs'(0) = 0 is neither side's slope (-1 or 1): against an infinite or NaN cotangent it gives NaN
+# (PyTorch's g * sgn(x)), not a 0 that hides the singularity (sqrt(abs(y)), abs(y)^0.5 at 0);
+# elsewhere a zero cotangent wins as in every VJP (a NaN x from an untaken branch stays 0)
+abs_ = _unary("abs", elementwise("abs"), lambda g, x, ans: where(eq(x, 0.0), mul(g, 0.0), zmul(g, sign(x))))
+relu = _unary("relu", _relu, lambda g, x, ans: zmul(g, gt(x, 0.0)), vjp_plain=_vjp_relu_plain)
+
+
+def _sigmoid(x):
+    # exp of a negative argument only: no overflow for large |x|
+    xp = np if type(x) is _NDARRAY else xp1(x)
+    e = xp.exp(-xp.abs(x))
+    if xp is np:
+        return python_scalar(np.where(np.greater_equal(x, 0), 1.0 / (1.0 + e), e / (1.0 + e)))
+    return python_scalar(xp.where(x >= 0, 1.0 / (1.0 + e), e / (1.0 + e)))
+
+
+sigmoid = _unary("sigmoid", _sigmoid, lambda g, x, ans: zmul(g, dsigmoid(x)))
+
+
+# The derivatives of tanh and sigmoid as primitives of their own: 1 - tanh(x)^2 and s (1 - s) lose
+# every digit to cancellation once tanh or s rounds to +-1 (|x| > 19 and x > 37: 0 where the
+# derivative is 7e-35 at x = -40, and half the digits at x = 19, so softplus's second derivative was
+# wrong in the 9th digit), and their own derivatives, written as differences, lose digits near 0.
+# Each is computed from e = exp(-|x|) (exact to a few ulps for every x) and has an exact VJP.
+def _sech2_like(x, k):
+    """e / (1 + e)^2 * k^2 with e = exp(-k |x|): sigmoid'(x) at k = 1, 1 - tanh(x)^2 at k = 2."""
+    xp = np if type(x) is _NDARRAY else xp1(x)
+    e = xp.exp(-k * xp.abs(x))
+    return python_scalar((k * k) * e / ((1.0 + e) * (1.0 + e)))
+
+
+dsigmoid = _unary("dsigmoid", lambda x: _sech2_like(x, 1.0),
+                  lambda g, x, ans: zmul(g, neg(mul(ans, tanh(mul(0.5, x))))))       # s'' = -s' tanh(x/2)
+dtanh = _unary("dtanh", lambda x: _sech2_like(x, 2.0),
+               lambda g, x, ans: zmul(g, mul(-2.0, mul(ans, tanh(x)))))              # (1 - t^2)' = -2 t (1 - t^2)
+
+def _special(name):
+    """math's `name` (erf, erfc) on a number, the backend's on a matrix (NumPy's: math's per
+    element, lang/array/backend.py)."""
+    scalar = getattr(math, name)
+
+    def impl(x):
+        if type(x) in ARRAYS:
+            return getattr(B.of(x), name)(x)
+        return scalar(x)
+    impl.__name__ = f"_{name}"
+    return impl
+
+
+_erf = _special("erf")
+_erfc = _special("erfc")        # 1 - erf(x) without the cancellation (erfc(5) is 1.5e-12, not 1 - 0.9999999999984626)
+erf = _unary("erf", _erf, lambda g, x, ans: zmul(g, mul(2.0 / math.sqrt(math.pi), exp(neg(mul(x, x))))))
+erfc = _unary("erfc", _erfc, lambda g, x, ans: zmul(g, mul(-2.0 / math.sqrt(math.pi), exp(neg(mul(x, x))))))
+
+
+def _gelu(x):
+    # Phi(x) = erfc(-x / sqrt(2)) / 2: (1 + erf(x / sqrt(2))) / 2 cancels for x < 0 (gelu(-19) was 0,
+    # not -1.6e-79, and gelu'(-10) was wrong in the 2nd digit)
+    x = bools_as_floats(x)      # in the session's float type (a bool tensor times 0.5 is torch's float32)
+    y = 0.5 * x * _erfc(x * -(1.0 / math.sqrt(2.0)))
+    if type(y) is np.ndarray:
+        if np.isneginf(x).any():
+            y = np.where(np.isneginf(x), 0.0, y)       # the limit at -inf: -inf * 0 would be nan
+    elif type(y) in ARRAYS:
+        y = xp_of(y).where(x == -math.inf, 0.0, y)
+    elif x == -math.inf:
+        y = 0.0
+    return python_scalar(y)
+
+
+def _vjp_gelu(g, ans, saved, tracked, x):
+    cdf = mul(0.5, erfc(mul(x, -1.0 / math.sqrt(2.0))))
+    pdf = mul(1.0 / math.sqrt(2.0 * math.pi), exp(mul(-0.5, mul(x, x))))
+    return (zmul(g, add(cdf, zmul(x, pdf))),)        # x pdf(x) -> 0 at +-inf (not inf * 0)
+
+
+gelu = primitive("gelu", _gelu, _vjp_gelu)
+
+
+def _clip(x, lo=-math.inf, hi=math.inf):
+    x = bools_as_floats(x)          # a bool matrix clips as its 0s and 1s, in the session's float type
+    if type(x) in ARRAYS and type(x) is not np.ndarray:      # (torch refuses a bound past float32's range)
+        return python_scalar(xp_of(x).clip(x, B.held(lo, x.dtype), B.held(hi, x.dtype)))
+    return python_scalar(np.clip(x, lo, hi))
+
+
+clip = primitive("clip", _clip,
+                 lambda g, ans, saved, tracked, x, lo=-math.inf, hi=math.inf:
+                 (zmul(g, mul(ge(x, lo), le(x, hi))),))
+
+
+# ---- a^b: its VJP takes a log -------------------------------------------------------------
+def _pow(a, b):
+    a, b = bools_as_floats(a), bools_as_floats(b)
+    if mixed(a, b):
+        a, b = crossed(a, b)
+    ta, tb = type(a), type(b)
+    if (ta is float or ta is int) and (tb is float or tb is int):
+        return float(np.float64(a) ** np.float64(b))
+    if ta is np.ndarray or tb is np.ndarray:
+        return python_scalar(np.power(a, b))
+    return python_scalar(a ** b)
+
+
+def _vjp_pow(g, ans, saved, tracked, a, b):
+    ga = gb = None
+    if tracked[0]:
+        # g b a^(b-1), one primitive (pow_grad) so that its own VJP, the second derivative, can tell a
+        # zero cotangent of the first pass from one of the second (pow_grad's docstring)
+        ga = unbroadcast(pow_grad(g, a, b), shape_of(a))
+    if tracked[1]:
+        # d/db a^b = a^b ln a for a >= 0 (0 x inf = 0: inf^b for b < 0 tends to 0; at a = 0 and
+        # b < 0 it is inf x -inf = -inf, PyTorch's), 0 at 0^b for b >= 0 (PyTorch's 0 at b = 0).
+        # For a < 0 the function of b has no real values around any b, so no derivative: NaN, as
+        # PyTorch and JAX give (it was a silent 0, which trained on a wrong number). Each branch
+        # is written with the answer, so a second derivative is NaN (or inf) there too, not 0.
+        gb = unbroadcast(zmul(g, _pow_db(a, b, ans)), shape_of(b))
+    return ga, gb
+
+
+def _pow_db(a, b, ans):
+    """d/db a^b where ans = a^b (the branches: _vjp_pow)."""
+    nonneg = ge(a, 0.0)
+    natural = zmul(ans, log(where(nonneg, a, 1.0)))
+    at_zero = where(ge(b, 0.0), 0.0, natural)
+    return where(gt(a, 0.0), natural, where(eq(a, 0.0), at_zero, mul(ans, math.nan)))
+
+
+def _pow_grad(g, a, b):
+    """g b a^(b-1), the cotangent a^b sends to a: 0 x inf = 0 in both products, so d/dx x^0 is 0 at
+    x = 0 too (not 0 * 0^-1 = nan) and a zero cotangent stays zero."""
+    return _zmul(g, _zmul(b, _pow(a, _sub(b, 1.0))))
+
+
+def _vjp_pow_grad(h, ans, saved, tracked, g, a, b):
+    """The second derivative of a^b. Where the first pass's cotangent g is 0 (a branch `where` did
+    not take, a relu that was off) the result is 0, as every zero cotangent; but where g is not 0
+    and the second pass's cotangent h is 0 (abs'(0) = 0: the second derivative of |y|^1.5 at 0) an
+    infinite b (b-1) a^(b-2) gives NaN, PyTorch's value: that zero is a kink's convention, not an
+    untaken branch, and 0 may not hide the singularity (it was a silent 0)."""
+    k = zmul(h, g)
+    s1 = sub(b, 1.0)
+    gg = ga = gb = None
+    if tracked[0]:
+        gg = unbroadcast(pow_grad(h, a, b), shape_of(g))
+    if tracked[1]:
+        # 0 x b (b-1) a^(b-2): NaN at a = 0 where 0 < b < 2 (b < 1 too: that first derivative is infinite)
+        singular = logical(logical(ne(g, 0.0), eq(h, 0.0), op="and"), eq(a, 0.0), op="and")
+        bare = mul(0.0, zmul(b, pow_grad(1.0, a, s1)))
+        ga = unbroadcast(where(singular, bare, zmul(b, pow_grad(k, a, s1))), shape_of(a))
+    if tracked[2]:
+        # d/db b a^(b-1) = a^(b-1) + b d/db a^(b-1): the second term is a^b's own rule at (a, b - 1)
+        # (NaN for a negative base, also at b = 0: b a^(b-1) has no values around it; at a = b = 0,
+        # where it has no limit, 0: PyTorch's, as a^b's own 0 at 0^0)
+        p = pow_(a, s1)
+        d = where(lt(a, 0.0), mul(p, math.nan),
+                  where(logical(eq(a, 0.0), eq(b, 0.0), op="and"), 0.0, add(p, zmul(b, _pow_db(a, s1, p)))))
+        gb = unbroadcast(zmul(k, d), shape_of(b))
+    return gg, ga, gb
+
+
+pow_ = primitive("pow", _pow, _vjp_pow, arity=2, arg_names=("the base", "the exponent"))
+GROWS["pow_grad"] = _broadcast_shape       # it broadcasts: behind the size guard (lang/array/limits.py)
+pow_grad = primitive("pow_grad", _pow_grad, _vjp_pow_grad, arity=3)
 
 _LN10, _LN2 = math.log(10.0), math.log(2.0)
 _ND = np.ndarray

@@ -5,7 +5,7 @@ parsed `Spec` is applied to a value when the string is built. Numbers take every
 need a whole number; e E f F g G % any; no type keeps the one printer's digits, with a precision
 alone meaning g); strings, bools and none take fill, alignment, width and precision (their printed
 words, cut to the precision); a matrix takes a number's spec for each element, laid out by the one
-printer (values.format_array). Errors are LangErrors in tapeml's words; the caller attaches the
+printer (printer.format_array). Errors are LangErrors in tapeml's words; the caller attaches the
 spec's span.
 """
 from __future__ import annotations
@@ -17,7 +17,8 @@ import numpy as np
 from tapeml.array import limits
 from tapeml.array.backend import to_numpy
 from tapeml.array.tape import raw
-from tapeml.array.values import describe, format_array, format_number
+from tapeml.array.printer import format_array, format_number
+from tapeml.array.values import describe
 from tapeml.syntax.errors import TypeErr, ValueErr
 from tapeml.syntax.formatspec import GRAMMAR, WHOLE_TYPES, Spec
 

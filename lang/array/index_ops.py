@@ -8,7 +8,8 @@ import numpy as np
 from tapeml.array import backend as B
 from tapeml.array.backend import ARRAYS
 from tapeml.array.primitive_table import FLOAT, bools_as_floats, primitive, python_scalar, shape_of
-from tapeml.array.core_ops import reshape, unbroadcast, zmul
+from tapeml.array.arith_ops import zmul
+from tapeml.array.shape_ops import reshape, unbroadcast
 from tapeml.array.tape import raw
 
 _ND = np.ndarray

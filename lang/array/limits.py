@@ -84,7 +84,7 @@ from tapeml.array.values import MAX_NESTING, nesting_error  # noqa: E402,F401
 
 def g3(x: float) -> str:
     """Three significant digits, written as the printer writes numbers (8e12, 0.4, 1e8)."""
-    from tapeml.array.values import format_number
+    from tapeml.array.number_text import format_number
     try:
         x = float(x)
     except OverflowError:            # a Python int past the float range
@@ -96,7 +96,7 @@ def g3(x: float) -> str:
 
 def elements_error(what: str, n: int) -> ValueErr:
     """'{what} would need 8000 GB of float64; the limit is 8 GB (...)'."""
-    from tapeml.array.values import format_gb
+    from tapeml.array.number_text import format_gb
     try:
         nbytes = float(n * 8)
     except OverflowError:            # a Python int past the float range
@@ -109,7 +109,7 @@ def elements_error(what: str, n: int) -> ValueErr:
 
 def range_error(count: float, fname: str = "") -> ValueErr:
     """'the range would have 100000001 elements; the limit is 100000000' (count inf: more than 1e308)."""
-    from tapeml.array.values import format_number
+    from tapeml.array.number_text import format_number
     shown = format_number(float(count)) if math.isfinite(count) else "more than 1e308"
     return ValueErr(f"{fname}the range would have {shown} elements; the limit is {format_number(RANGE_MAX)}")
 

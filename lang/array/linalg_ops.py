@@ -38,8 +38,10 @@ import math
 import numpy as np
 
 from tapeml.array import backend as B
-from tapeml.array.core_ops import (add, binary_exponents, div, ldexp, mul, neg, reshape, sub, sum_, transpose,
-                                   unbroadcast, zmatmul, zmul)
+from tapeml.array.arith_ops import add, div, mul, neg, sub, zmul
+from tapeml.array.matmul_ops import zmatmul
+from tapeml.array.scale_ops import binary_exponents, ldexp
+from tapeml.array.shape_ops import reshape, sum_, transpose, unbroadcast
 from tapeml.array.primitive_table import FLOAT, GROWS, TABLE, primitive, python_scalar, shape_of
 from tapeml.array.tape import raw
 

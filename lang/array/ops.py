@@ -2,12 +2,15 @@
 
 `ops.TABLE` lists every primitive and `ops.<name>` calls one; this module gathers every entry, so
 the table is whole once `tapeml.array.ops` is imported. They are declared in the modules beside
-it: primitive_table.py (the table, `primitive()`, the size guard, the float type), core_ops.py
-(arithmetic, elementwise functions, shapes, reductions, the matrix product), elementwise_ops.py
-(the rest of the elementwise functions), index_ops.py (concat, stack, indexing), nn_ops.py (the
-transformer primitives), reduce_ops.py (prod, cumulative sums and products, logsumexp, mean, the
-gather along an axis behind sort and topk) and linalg_ops.py (inverses, solves, determinants and
-the factorizations). Each operation has one
+it: primitive_table.py (the table, `primitive()`, the size guard, the float type), shape_ops.py
+(transpose, reshape, permute, broadcast_to, sum, unbroadcast: the bottom, whose VJPs use only
+each other), arith_ops.py (arithmetic, zmul, comparisons, round, and/or/not, where, max and min),
+elementwise_ops.py (the elementwise functions: exp ... gelu, clip, a^b, and the everyday
+vocabulary of issue 20), matmul_ops.py (matmul and
+zmatmul), scale_ops.py (ldexp and the power-of-two rescaling helpers), index_ops.py (concat,
+stack, indexing), nn_ops.py (the transformer primitives), reduce_ops.py (prod, cumulative sums
+and products, logsumexp, mean, the gather along an axis behind sort and topk) and linalg_ops.py
+(inverses, solves, determinants and the factorizations). Each operation has one
 forward (`impl`) and one VJP written with primitives; where a first-order VJP in NumPy saves
 real time (measured) the entry declares it as `vjp_plain`, and the tape takes it only when
 nothing records the backward pass (tape.Primitive.pullback).
@@ -53,12 +56,13 @@ from tapeml.array.primitive_table import (  # noqa: F401
     DTYPES, FLOAT, GROWS, TABLE, as_float, bools_as_floats, primitive, python_scalar,
     set_dtype, shape_of,
 )
-from tapeml.array.core_ops import (  # noqa: F401
-    abs_, add, amax, amin, broadcast_to, clip, cos, div, dsigmoid, dtanh, eq, erf, erfc, exp, floor, ge, gelu, gt, ldexp, le,
-    log, logical, logical_not, lt, matmul, maximum, minimum, mod, mul, ne, neg, permute, pow_, relu,
-    pow_grad, reshape, round_, sigmoid, sign, sin, sqrt, sub, sum_, tanh, transpose, unbroadcast, where,
-    zmatmul, zmul, binary_exponents, safe_floor, slice_exponents, unsafe_slices,
+from tapeml.array.shape_ops import broadcast_to, permute, reshape, sum_, transpose, unbroadcast  # noqa: F401
+from tapeml.array.arith_ops import (  # noqa: F401
+    add, amax, amin, div, eq, floor, ge, gt, le, logical, logical_not, lt, maximum, minimum, mod, mul, ne, neg,
+    round_, sign, sub, where, zmul,
 )
+from tapeml.array.matmul_ops import matmul, zmatmul  # noqa: F401
+from tapeml.array.scale_ops import binary_exponents, ldexp, safe_floor, slice_exponents, unsafe_slices  # noqa: F401
 from tapeml.array.index_ops import (  # noqa: F401
     concat, index, last_writes, orthogonal, scatter_add, setitem, stack,
 )
@@ -67,6 +71,7 @@ from tapeml.array.nn_ops import (  # noqa: F401
     softmax, split_heads,
 )
 from tapeml.array.elementwise_ops import (  # noqa: F401
+    abs_, clip, cos, dsigmoid, dtanh, erf, erfc, exp, gelu, log, pow_, pow_grad, relu, sigmoid, sin, sqrt, tanh,
     acos, asin, atan, atan2, ceil, cosh, expm1, log1p, log10, log2, one_minus_sq, sinh, softplus, tan,
 )
 from tapeml.array.reduce_ops import (  # noqa: F401

@@ -20,8 +20,9 @@ import numpy as np
 from tapeml.array import backend as B
 from tapeml.array.backend import ARRAYS, xp_of
 from tapeml.array.primitive_table import FLOAT, as_float, bools_as_floats, primitive, python_scalar, shape_of, size_of
-from tapeml.array.core_ops import (add, broadcast_to, div, ldexp, mul, reshape, slice_exponents, sub, sum_, unsafe_slices,
-                       where, zmul, _expand, permute)
+from tapeml.array.arith_ops import add, div, mul, sub, where, zmul
+from tapeml.array.scale_ops import ldexp, slice_exponents, unsafe_slices
+from tapeml.array.shape_ops import _expand, broadcast_to, permute, reshape, sum_
 from tapeml.array.index_ops import concat, index
 from tapeml.array.nn_ops import softmax, _limit_rows
 
