@@ -225,7 +225,7 @@ def _cmp(name, op):
                 return impl(*crossed(a, b))
             raise
         return python_scalar(r)     # a 0-d result is a bool on every device (NumPy's np.bool_, torch's 0-d tensor)
-    return primitive(name, impl, nondiff=True, arity=2, scalar=op)
+    return primitive(name, impl, arity=2, scalar=op)
 
 
 eq = _cmp("eq", operator.eq)
@@ -234,8 +234,8 @@ lt = _cmp("lt", operator.lt)
 le = _cmp("le", operator.le)
 gt = _cmp("gt", operator.gt)
 ge = _cmp("ge", operator.ge)
-sign = primitive("sign", lambda x: python_scalar(xp1(x).sign(bools_as_floats(x))), nondiff=True)
-floor = primitive("floor", lambda x: python_scalar(xp1(x).floor(bools_as_floats(x))), nondiff=True)
+sign = primitive("sign", lambda x: python_scalar(xp1(x).sign(bools_as_floats(x))))
+floor = primitive("floor", lambda x: python_scalar(xp1(x).floor(bools_as_floats(x))))
 
 
 def _round_py(v: float, d: int) -> float:
@@ -280,7 +280,7 @@ def _round(x, digits=0):
     return python_scalar(out.astype(dt))
 
 
-round_ = primitive("round", _round, nondiff=True)
+round_ = primitive("round", _round)
 
 
 def _logical(a, b, op):
@@ -296,8 +296,8 @@ def _logical_not(x):
     return python_scalar(~x) if t in ARRAYS else not x
 
 
-logical = primitive("logical", _logical, nondiff=True)
-logical_not = primitive("not", _logical_not, nondiff=True)
+logical = primitive("logical", _logical)
+logical_not = primitive("not", _logical_not)
 
 
 def _where(c, a, b):

@@ -288,7 +288,7 @@ def _hyperbolic(name):
 
 sinh = _unary("sinh", _hyperbolic("sinh"), lambda g, x, ans: zmul(g, cosh(x)))
 cosh = _unary("cosh", _hyperbolic("cosh"), lambda g, x, ans: zmul(g, sinh(x)))
-ceil = primitive("ceil", lambda x: python_scalar(xp1(x).ceil(bools_as_floats(x))), nondiff=True)
+ceil = primitive("ceil", lambda x: python_scalar(xp1(x).ceil(bools_as_floats(x))))      # no VJP: not differentiable
 
 
 def _other(x) -> bool:

@@ -42,7 +42,7 @@ from tapeml.array.arith_ops import add, div, mul, neg, sub, zmul
 from tapeml.array.matmul_ops import zmatmul
 from tapeml.array.scale_ops import binary_exponents, ldexp
 from tapeml.array.shape_ops import reshape, sum_, transpose, unbroadcast
-from tapeml.array.primitive_table import FLOAT, GROWS, TABLE, primitive, python_scalar, shape_of
+from tapeml.array.primitive_table import FLOAT, GROWS, primitive, python_scalar, shape_of
 from tapeml.array.tape import raw
 
 _ND = np.ndarray
@@ -90,16 +90,25 @@ def _mT(x):
     return np.swapaxes(x, -1, -2) if type(x) is _ND else B.xp_of(x).matrix_transpose(x)
 
 
+def _or_nan(name):
+    """The array namespace's linalg.`name` of a float matrix, NaN of its shape where the matrix
+    holds an inf or NaN or the factorization fails (exactly singular, not positive definite: the
+    builtins refuse those before; the table answers NaN)."""
+    def impl(a):
+        a = _fl(a)
+        if not _finite(a):
+            return _nan(a.shape, a)
+        be = B.of(a)
+        try:
+            return getattr(be.xp.linalg, name)(a)
+        except be.linalg_errors:
+            return _nan(a.shape, a)
+    impl.__name__ = f"_{name}"
+    return impl
+
+
 # ---- inv ------------------------------------------------------------------------------------
-def _inv(a):
-    a = _fl(a)
-    if not _finite(a):
-        return _nan(a.shape, a)
-    be = B.of(a)
-    try:
-        return be.xp.linalg.inv(a)
-    except be.linalg_errors:       # exactly singular: the builtin refuses before; the table answers NaN
-        return _nan(a.shape, a)
+_inv = _or_nan("inv")
 
 
 def _vjp_inv(g, ans, saved, tracked, a):
@@ -301,15 +310,7 @@ pinv = primitive("pinv", _pinv, _vjp_pinv, arity=1)
 
 
 # ---- cholesky -------------------------------------------------------------------------------
-def _cholesky(a):
-    a = _fl(a)
-    if not _finite(a):
-        return _nan(a.shape, a)
-    be = B.of(a)
-    try:
-        return be.xp.linalg.cholesky(a)
-    except be.linalg_errors:
-        return _nan(a.shape, a)
+_cholesky = _or_nan("cholesky")
 
 
 def _right_solve_t(r, x):
@@ -345,19 +346,32 @@ def _column_signs(x):
     return xp.where(s == 0, 1.0, s)
 
 
-def _svd(a):
-    """(U [..., m, k], S [..., k], Vh [..., k, n]), k = min(m, n): the reduced SVD, signs fixed."""
-    a = _fl(a)
-    be = B.of(a)
+def _dims(a):
+    """(a's backend, m, n, k = min(m, n), the batch shape) of a matrix [..., m, n]."""
     m, n = a.shape[-2:]
-    k = min(m, n)
-    batch = tuple(a.shape[:-2])
+    return B.of(a), m, n, min(m, n), tuple(a.shape[:-2])
+
+
+def _factors(a, factorize):
+    """factorize(a) (a tuple of factors), None where a holds an inf or NaN or the factorization
+    fails (the caller answers NaN factors)."""
+    be = B.of(a)
     try:
         if not _finite(a):
             raise ValueError
-        u, s, vh = be.xp.linalg.svd(a, full_matrices=False)
+        return factorize(a)
     except (ValueError,) + be.linalg_errors:
+        return None
+
+
+def _svd(a):
+    """(U [..., m, k], S [..., k], Vh [..., k, n]), k = min(m, n): the reduced SVD, signs fixed."""
+    a = _fl(a)
+    be, m, n, k, batch = _dims(a)
+    out = _factors(a, lambda a: be.xp.linalg.svd(a, full_matrices=False))
+    if out is None:
         return _nan(batch + (m, k), a), _nan(batch + (k,), a), _nan(batch + (k, n), a)
+    u, s, vh = out
     sign = _column_signs(u)
     return u * sign, s, vh * _mT(sign)
 
@@ -424,17 +438,12 @@ svd = primitive("svd", _svd, _vjp_svd, outputs=3)
 def _qr(a):
     """(Q [..., m, k], R [..., k, n]), k = min(m, n): the reduced QR with R's diagonal >= 0."""
     a = _fl(a)
-    be = B.of(a)
+    be, m, n, k, batch = _dims(a)
     xp = be.xp
-    m, n = a.shape[-2:]
-    k = min(m, n)
-    batch = tuple(a.shape[:-2])
-    try:
-        if not _finite(a):
-            raise ValueError
-        q, r = xp.linalg.qr(a, mode="reduced")
-    except (ValueError,) + be.linalg_errors:
+    out = _factors(a, lambda a: xp.linalg.qr(a, mode="reduced"))
+    if out is None:
         return _nan(batch + (m, k), a), _nan(batch + (k, n), a)
+    q, r = out
     # R's diagonal made >= 0 (the unique factorization of a full-rank A, continuous in A; LAPACK's
     # sign flips where a column's part below the diagonal is exactly 0)
     d = xp.sign(np.diagonal(r, axis1=-2, axis2=-1) if type(r) is _ND else xp.linalg.diagonal(r))

@@ -98,20 +98,16 @@ def new_array(data, dtype=None, like=None):
     return be.asarray(data, FLOAT["dtype"] if dtype is None else dtype)
 
 
-def primitive(name, impl, vjp=None, fwd=None, nondiff=False, arity=None, scalar=None, vjp_plain=None, outputs=1,
-              arg_names=None):
-    """Declare a primitive in the table; returns the plain function that calls it.
-    `outputs` > 1: a primitive with several results (a tuple; tape.Primitive).
-    `scalar` is the same operation on two Python floats, which the interpreter calls directly
-    for plain numbers (they are never tracked, so nothing is lost for the tape).
-    `vjp_plain` is the VJP on plain arrays that the tape takes at first order (tape.Primitive).
-    `arg_names` names the positional arguments in check_nan's reports (tape.Primitive).
-    A primitive named in GROWS runs behind the size guard (lang/array/limits.py)."""
+def primitive(name, impl, vjp=None, fwd=None, **options):
+    """Declare a primitive in the table; returns the plain function that calls it. The options
+    (arity, vjp_plain, outputs, scalar, arg_names) are tape.Primitive's, which lists them. A
+    primitive named in GROWS runs behind the size guard (lang/array/limits.py)."""
+    arity = options.get("arity")
     if name in GROWS and not getattr(impl, "guards_size", False):
         impl = _size_guarded(name, impl, GROWS[name], arity)
         if fwd is not None:
             fwd = _size_guarded(name, fwd, GROWS[name], None)
-    prim = Primitive(name, impl, vjp, fwd, nondiff, arity, scalar, vjp_plain, outputs, arg_names)
+    prim = Primitive(name, impl, vjp, fwd, **options)
     TABLE[name] = prim
     return prim.call
 

@@ -165,11 +165,19 @@ def _vjp_prod(g, ans, saved, tracked, x, dim=None, keepdims=False):
 prod = primitive("prod", _prod, _vjp_prod, arity=1)
 
 
-def _cumsum(x, dim):
-    x = _floats(x)
-    if type(x) is _ND:
-        return np.cumsum(x, axis=dim)
-    return xp_of(x).cumulative_sum(x, axis=dim)
+def _cumulative(np_f, xp_name):
+    """The running sum or product along dim: NumPy's np_f on a NumPy array, the array API
+    standard's xp_name on another backend's matrix (booleans as floats)."""
+    def impl(x, dim):
+        x = _floats(x)
+        if type(x) is _ND:
+            return np_f(x, axis=dim)
+        return getattr(xp_of(x), xp_name)(x, axis=dim)
+    return impl
+
+
+_cumsum = _cumulative(np.cumsum, "cumulative_sum")
+_cumprod = _cumulative(np.cumprod, "cumulative_prod")
 
 
 def _vjp_cumsum(g, ans, saved, tracked, x, dim):
@@ -178,13 +186,6 @@ def _vjp_cumsum(g, ans, saved, tracked, x, dim):
 
 
 cumsum = primitive("cumsum", _cumsum, _vjp_cumsum, arity=1)
-
-
-def _cumprod(x, dim):
-    x = _floats(x)
-    if type(x) is _ND:
-        return np.cumprod(x, axis=dim)
-    return xp_of(x).cumulative_prod(x, axis=dim)
 
 
 def _zero_counts(xr, dim):
@@ -276,24 +277,10 @@ def _raw(v):
 
 # ---- logsumexp ----------------------------------------------------------------------------------
 def _logsumexp(x, dim, keepdims=False):
+    """log(sum(exp(x))) along dim, on the slice's largest element (a slice of +-inf is +-inf), in
+    the array namespace of x (NumPy's for a NumPy array)."""
     x = _floats(x)
-    if type(x) is not _ND:
-        return _logsumexp_xp(x, dim, keepdims)
-    if x.size == 0:
-        return python_scalar(np.log(np.sum(np.exp(x), axis=dim, keepdims=keepdims)))
-    m = np.max(x, axis=dim, keepdims=True)
-    safe = np.where(np.isfinite(m), m, 0.0)
-    s = np.sum(np.exp(x - safe), axis=dim, keepdims=True)
-    out = np.log(s) + safe
-    out = np.where(m == np.inf, np.inf, np.where(m == -np.inf, -np.inf, out))
-    if not keepdims:
-        out = np.squeeze(out, axis=dim)
-    return python_scalar(out.astype(x.dtype))
-
-
-def _logsumexp_xp(x, dim, keepdims):
-    """_logsumexp on another backend's matrix, in the array API's words."""
-    xp = xp_of(x)
+    xp = np if type(x) is _ND else xp_of(x)
     if size_of(x) == 0:
         return python_scalar(xp.log(xp.sum(xp.exp(x), axis=dim, keepdims=keepdims)))
     m = xp.max(x, axis=dim, keepdims=True)
@@ -303,7 +290,7 @@ def _logsumexp_xp(x, dim, keepdims):
     out = xp.where(m == math.inf, math.inf, xp.where(m == -math.inf, -math.inf, out))
     if not keepdims:
         out = xp.squeeze(out, axis=dim)
-    return python_scalar(xp.astype(out, x.dtype))
+    return python_scalar(out.astype(x.dtype) if xp is np else xp.astype(out, x.dtype))
 
 
 def _vjp_logsumexp(g, ans, saved, tracked, x, dim, keepdims=False):

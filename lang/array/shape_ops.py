@@ -63,10 +63,11 @@ def _permute(x, axes):
     return x.permute(axes).contiguous()
 
 
-permute = primitive("permute", _permute,
-                    lambda g, ans, saved, tracked, x, axes: (permute(g, axes=tuple(sorted(range(len(axes)),
-                                                                                  key=axes.__getitem__))),),
-                    arity=1)
+def _vjp_permute(g, ans, saved, tracked, x, axes):
+    return (permute(g, axes=tuple(sorted(range(len(axes)), key=axes.__getitem__))),)     # the inverse permutation
+
+
+permute = primitive("permute", _permute, _vjp_permute, arity=1)
 
 
 def _broadcast_to(x, shape):

@@ -120,49 +120,55 @@ def merge_cotangents(a: tuple, b: tuple, add) -> tuple:
 
 
 class Primitive:
-    """A differentiable operation: forward `impl(*args, **kw)` on raw NumPy values, and
-    `vjp(g, ans, saved, tracked, *args, **kw) -> tuple` giving one cotangent per positional
-    argument (None where `tracked[i]` is false or the argument is not differentiable). `vjp` is
-    written with primitives, so an outer `grad` records it (grad of grad).
+    """A differentiable operation, as the table declares it (primitive_table.primitive):
 
-    `vjp_plain`, when given, is the same VJP written directly in NumPy for first order (no Box
-    anywhere: nothing to record); it may return None for a case it does not take, and `vjp`
-    runs instead. Its matrix products need no 0 x inf test: where a cotangent comes out
-    non-finite, `backward` (for the whole pass) and `pullback` (for one application) take `vjp`,
-    whose products are zmatmul's. `backward` picks between them with `first_order` (the one
-    test, once per pass on a tape opened with `open_level`); `pullback` is the same choice for
-    a single application.
-    tests/test_grad.py checks every primitive that declares a vjp_plain against its vjp.
+        name       the table's key, and the primitive's name in messages and tape dumps
+        impl       the forward on raw values: impl(*args, **kw)
+        vjp        vjp(g, ans, saved, tracked, *args, **kw) -> one cotangent per positional
+                   argument (None where tracked[i] is false or the argument is not
+                   differentiable), written with primitives, so an outer `grad` records it (grad
+                   of grad); None: not differentiable (the call never records)
+        fwd        impl that also returns what the VJP may reuse: (ans, saved), on plain arrays
+      keyword options, each for a few primitives:
+        arity      1 or 2: the call's fast path for one tracked argument (`call(x, **kw)`,
+                   `call(a, b)`); None: any arguments
+        vjp_plain  the same VJP written directly on plain arrays, for first order
+        outputs    k > 1: impl returns a tuple of k values (the module's docstring)
+        scalar     the operation on two Python floats, which the interpreter calls directly
+                   (plain numbers are never tracked)
+        arg_names  what check_nan's reports call the positional arguments: a tuple of names,
+                   or a function (number of arguments, keywords) -> names
 
-    `fwd`, when given, is `impl` that also returns what the VJP may reuse: (ans, saved), on plain
-    arrays. It runs when the arguments hold no Box of a lower level; otherwise the primitive
-    records itself on the lower tapes (`call`), `saved` is None, and the VJP computes what it
-    needs with primitives. Each operation has one forward.
+    `vjp_plain` has no Box anywhere (nothing to record); it may return None for a case it does
+    not take, and `vjp` runs instead. Its matrix products need no 0 x inf test: where a
+    cotangent comes out non-finite, `backward` (for the whole pass) and `pullback` (for one
+    application) take `vjp`, whose products are zmatmul's. `backward` picks between them with
+    `first_order` (the one test, once per pass on a tape opened with `open_level`).
+    tests/test_grad.py checks every primitive that declares a vjp_plain against its vjp. A
+    primitive with several outputs has none; its `vjp(g, ans, ...)` receives `g` and `ans` as
+    tuples, with None in `g` for an output that got no cotangent.
+
+    `fwd` runs when the arguments hold no Box of a lower level; otherwise the primitive records
+    itself on the lower tapes (`call`), `saved` is None, and the VJP computes what it needs with
+    primitives. Each operation has one forward.
 
     `call` is the plain function the rest of tapeml calls: it checks its arguments for Boxes
-    (the one check the plain interpreter pays) and otherwise runs `impl` directly.
+    (the one check the plain interpreter pays) and otherwise runs `impl` directly."""
 
-    `outputs` > 1: a primitive with several results (the module's docstring). `impl` (and `fwd`'s
-    ans) return a tuple of that many values, the call returns the tuple (of output Boxes when
-    recorded), and `vjp(g, ans, ...)` receives `g` and `ans` as tuples, with None in `g` for an
-    output that got no cotangent. Such a primitive has no `vjp_plain`."""
-
-    def __init__(self, name: str, impl, vjp=None, fwd=None, nondiff: bool = False, arity: int | None = None,
-                 scalar=None, vjp_plain=None, outputs: int = 1, arg_names=None):
+    def __init__(self, name: str, impl, vjp=None, fwd=None, *, arity: int | None = None, vjp_plain=None,
+                 outputs: int = 1, scalar=None, arg_names=None):
         if outputs > 1 and vjp_plain is not None:
             raise InternalError(f"primitive {name}: a primitive with several outputs has no vjp_plain")
         self.name = name
-        # what check_nan's reports call the positional arguments: a tuple of names, or a function
-        # (number of arguments, keywords) -> names; "argument i" where it gives none
         self.arg_names = arg_names
         self.outputs = outputs
         self.parts = tuple(Part(self, i, outputs) for i in range(outputs)) if outputs > 1 else None
         self.impl = impl
-        self.scalar = scalar      # the same operation on two Python floats (never tracked), if any
+        self.scalar = scalar
         self.vjp = vjp
         self.vjp_plain = vjp_plain
         self.fwd = fwd
-        self.nondiff = nondiff or vjp is None
+        self.nondiff = vjp is None
         self.call = self._make_call(arity)
 
     def _make_call(self, arity):
@@ -425,6 +431,16 @@ def _walk(out: Box, g, add, shape_of, mode) -> dict:
     heap: list = []
     leaves = {}
     pop, push = heapq.heappop, heapq.heappush
+
+    def pend(parent, gi):
+        """gi added to what `parent` has pending (slot by slot for a joint Box's tuples)."""
+        prev = pending.get(parent)
+        if prev is None:
+            pending[parent] = gi
+            push(heap, (-parent.idx, parent))
+        else:
+            pending[parent] = add(prev, gi) if type(gi) is not tuple else merge_cotangents(prev, gi, add)
+
     node = out
     while True:
         prim = node.prim
@@ -470,22 +486,12 @@ def _walk(out: Box, g, add, shape_of, mode) -> dict:
                 if nxt is None and not heap:
                     nxt, gnxt = parent, gi      # nothing else pending so far: maybe a chain
                     continue
-                prev = pending.get(parent)
-                if prev is None:
-                    pending[parent] = gi
-                    push(heap, (-parent.idx, parent))
-                else:
-                    pending[parent] = add(prev, gi) if type(gi) is not tuple else merge_cotangents(prev, gi, add)
+                pend(parent, gi)
             if nxt is not None:
                 if not heap:      # a chain: the parent is the only Box left to visit
                     node, g = nxt, gnxt
                     continue
-                prev = pending.get(nxt)
-                if prev is None:
-                    pending[nxt] = gnxt
-                    push(heap, (-nxt.idx, nxt))
-                else:
-                    pending[nxt] = add(prev, gnxt) if type(gnxt) is not tuple else merge_cotangents(prev, gnxt, add)
+                pend(nxt, gnxt)
         if not heap:
             return leaves
         node = pop(heap)[1]
