@@ -77,8 +77,8 @@ def file_nesting_error(what: str) -> ValueErr:
     return ValueErr(f"{what} nests tuples and records more than {FILE_NESTING} deep")
 
 
-# The nesting limit of walks over values (MAX_NESTING, nesting_error) is declared in values.py,
-# whose printer every limit message uses (values imports nothing of limits), and listed here.
+# The nesting limit of walks over values (MAX_NESTING, nesting_error) is declared in values.py
+# (which imports nothing of limits), and listed here.
 from tapeml.array.values import MAX_NESTING, nesting_error  # noqa: E402,F401
 
 

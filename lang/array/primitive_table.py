@@ -140,7 +140,7 @@ def size_refusal(name):
     bounds nothing, [m, 0] @ [0, n] is m x n), which works out the
     result's shape and raises if it is past the limit. `_size_guarded` puts them around an impl;
     an impl that makes the test itself (one Python call less on the commonest operators:
-    core_ops._arith) says so with `impl.guards_size = True`."""
+    arith_ops._arith) says so with `impl.guards_size = True`."""
     from tapeml.array import limits
     out_shape = GROWS[name]
     def refuse(args):

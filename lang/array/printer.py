@@ -1,7 +1,7 @@
 """The one printer: `format_value` writes every value as print, str, interpolation and the errors
-show it (docs/language.md, Printing); its numbers are number_text.format_number's, `format_array` its matrix
-(summarized past SUMMARY_THRESHOLD elements), `key_text` a dictionary key in full. The REPL's
-display (display.py) lays out the same numbers differently.
+show it (docs/language.md, Printing). Its numbers are number_text.format_number's, `format_array`
+is its matrix (summarized past SUMMARY_THRESHOLD elements) and `key_text` a dictionary key in
+full. The REPL's display (display.py) lays out the same numbers differently.
 """
 from __future__ import annotations
 
