@@ -163,9 +163,11 @@ def _clip(x, lo=-math.inf, hi=math.inf):
     return python_scalar(np.clip(x, lo, hi))
 
 
-clip = primitive("clip", _clip,
-                 lambda g, ans, saved, tracked, x, lo=-math.inf, hi=math.inf:
-                 (zmul(g, mul(ge(x, lo), le(x, hi))),))
+def _vjp_clip(g, ans, saved, tracked, x, lo=-math.inf, hi=math.inf):
+    return (zmul(g, mul(ge(x, lo), le(x, hi))),)
+
+
+clip = primitive("clip", _clip, _vjp_clip)
 
 
 # ---- a^b: its VJP takes a log -------------------------------------------------------------

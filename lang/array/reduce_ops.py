@@ -98,12 +98,10 @@ def _put_along(g, idx, dim, shape):
     return be.add_at(out, along(idx, dim), be.xp.broadcast_to(g, tuple(idx.shape)))
 
 
-take_along = primitive("take_along", _take_along,
-                       lambda g, ans, saved, tracked, x, idx, dim:
+take_along = primitive("take_along", _take_along, lambda g, ans, saved, tracked, x, idx, dim:
                        (put_along(g, idx=idx, dim=dim, shape=shape_of(x)),), arity=1)
-put_along = primitive("put_along", _put_along,
-                      lambda g, ans, saved, tracked, x, idx, dim, shape: (take_along(g, idx=idx, dim=dim),),
-                      arity=1)
+put_along = primitive("put_along", _put_along, lambda g, ans, saved, tracked, x, idx, dim, shape:
+                      (take_along(g, idx=idx, dim=dim),), arity=1)
 
 
 def _flip(x, dim):

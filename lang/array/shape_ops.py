@@ -118,6 +118,8 @@ def _vjp_sum_plain(g, ans, saved, tracked, x, dim=None, keepdims=False):
     return None
 
 
-sum_ = primitive("sum", _sum,
-                 lambda g, ans, saved, tracked, x, dim=None, keepdims=False:
-                 (_expand(g, shape_of(x), dim, keepdims),), arity=1, vjp_plain=_vjp_sum_plain)
+def _vjp_sum(g, ans, saved, tracked, x, dim=None, keepdims=False):
+    return (_expand(g, shape_of(x), dim, keepdims),)
+
+
+sum_ = primitive("sum", _sum, _vjp_sum, arity=1, vjp_plain=_vjp_sum_plain)
