@@ -23,7 +23,8 @@ from tapeml.array.primitive_table import FLOAT, as_float, bools_as_floats, primi
 from tapeml.array.core_ops import (add, broadcast_to, div, ldexp, mul, reshape, slice_exponents, sub, sum_, unsafe_slices,
                        where, zmul, _expand, permute)
 from tapeml.array.index_ops import concat, index
-from tapeml.array.nn_ops import softmax, _limit_rows
+from tapeml.array.softmax_ops import softmax
+from tapeml.array.rows import limit_rows as _limit_rows
 
 
 _ND = np.ndarray
