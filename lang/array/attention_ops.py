@@ -132,6 +132,12 @@ def _vjp_weights(g, ans, saved, tracked, q, k, bias=None, mask=None, causal=Fals
     limit of overflowing scores gets exactly 0, whatever the size of q and k."""
     rows = saved[0] if saved is not None else sdpa_weights(raw(q), raw(k), raw(bias), mask, causal, scale)[1]
     ds = zmul(ans, sub(g, sum_(zmul(g, ans), dim=-1, keepdims=True)))
+    return _through_scores(ds, rows, q, k, bias, (tracked[0], tracked[1], len(tracked) > 2 and tracked[2]), scale)
+
+
+def _through_scores(ds, rows, q, k, bias, tracked, scale):
+    """(gq, gk, gbias) from the cotangent ds of the scores q k^T * scale + bias (0 on the rows
+    holding a +inf), with primitives; tracked: whether each of q, k and bias wants one."""
     if rows is not None:
         ds = where(rows, 0.0, ds)
     gq = gk = gbias = None
@@ -139,7 +145,7 @@ def _vjp_weights(g, ans, saved, tracked, q, k, bias=None, mask=None, causal=Fals
         gq = unbroadcast(mul(zmatmul(ds, k), scale), shape_of(q))
     if tracked[1]:
         gk = unbroadcast(mul(zmatmul(transpose(ds), q), scale), shape_of(k))
-    if len(tracked) > 2 and tracked[2]:
+    if tracked[2]:
         gbias = unbroadcast(ds, shape_of(bias))
     return gq, gk, gbias
 
@@ -303,7 +309,6 @@ def _unbroadcast_plain(g, shape):
 def _score_grads(g, v, ans, p, rows, lim, q, k, bias, tracked, scale):
     """The cotangents of q, k and bias through the scores, written with primitives (the
     correction rowsum(dp * p) as in _vjp_sdpa_plain)."""
-    gq = gk = gbias = None
     dp = zmatmul(g, transpose(v))
     if shape_of(p)[-1] <= shape_of(v)[-1]:      # as in _vjp_sdpa_plain: the direct form, exact
         corr = sum_(zmul(dp, p), dim=-1, keepdims=True)
@@ -313,15 +318,7 @@ def _score_grads(g, v, ans, p, rows, lim, q, k, bias, tracked, scale):
         if exact is not None:
             corr = where(exact, sum_(zmul(dp, p), dim=-1, keepdims=True), corr)
     ds = zmul(p, sub(dp, corr))
-    if rows is not None:
-        ds = where(rows, 0.0, ds)
-    if tracked[0]:
-        gq = unbroadcast(mul(zmatmul(ds, k), scale), shape_of(q))
-    if tracked[1]:
-        gk = unbroadcast(mul(zmatmul(transpose(ds), q), scale), shape_of(k))
-    if len(tracked) > 3 and tracked[3]:
-        gbias = unbroadcast(ds, shape_of(bias))
-    return gq, gk, gbias
+    return _through_scores(ds, rows, q, k, bias, (tracked[0], tracked[1], len(tracked) > 3 and tracked[3]), scale)
 
 
 def _score_grads_split(g, v, p, rows, lim, q, k, bias, tracked, scale):
