@@ -107,7 +107,7 @@ def sdpa_weights(q, k, bias, mask, causal, scale):
     if allowed is not None:
         s = xp.where(allowed, s, -math.inf)
     lim = None
-    m = xp.max(s, axis=-1, keepdims=True) if size_of(s) else None
+    m = be.reduce_max(s, -1, keepdims=True) if size_of(s) else None
     finite = m is not None and all_finite(m)      # a row's max of inf or nan fails
     if m is not None and not finite:
         sn, limn = _overflowed(host(q), host(k), host(bias), host(s), host(allowed), scale)
@@ -262,7 +262,8 @@ def _vjp_sdpa_plain(g, ans, saved, tracked, q, k, v, bias=None, mask=None, causa
     q, k, v = bools_as_floats(q), bools_as_floats(k), bools_as_floats(v)
     if not (same_backend(g, ans, p, q, k, v) and is_float(p)):
         return None
-    xp = xp_of(g)
+    be = B.of(g)
+    xp = be.xp
     gv = _unbroadcast_plain(xp.matmul(xp.matrix_transpose(p), g), tuple(v.shape)) if tracked[2] else None
     if not (tracked[0] or tracked[1]):
         return None, None, gv, None
@@ -272,12 +273,12 @@ def _vjp_sdpa_plain(g, ans, saved, tracked, q, k, v, bias=None, mask=None, causa
     if p.shape[-1] <= v.shape[-1]:      # as few keys as value features: the direct form is as cheap
         # ds * p, not zmul: ds is finite unless the product overflowed, and an inf x 0 there
         # is a NaN that the tape's test per pass sends to the careful form (tape.backward)
-        corr = xp.sum(ds * p, axis=-1, keepdims=True)
+        corr = be.reduce_sum(ds * p, -1, keepdims=True)
     else:
-        corr = xp.sum(g * ans, axis=-1, keepdims=True)
+        corr = be.reduce_sum(g * ans, -1, keepdims=True)
         exact = saturated_rows(p, lim)
         if exact is not None:
-            corr = xp.where(exact, xp.sum(_zmul(ds, p), axis=-1, keepdims=True), corr)
+            corr = xp.where(exact, be.reduce_sum(_zmul(ds, p), -1, keepdims=True), corr)
     ds -= corr
     ds *= p
     ds *= scale

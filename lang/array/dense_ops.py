@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from tapeml.array import backend as B
-from tapeml.array.backend import ARRAYS, xp_of
+from tapeml.array.backend import ARRAYS
 from tapeml.array.primitive_table import TABLE, primitive, python_scalar, shape_of
 from tapeml.array.core_ops import _matmul, _rows, _vjp_matmul, _vjp_matmul_plain, permute, reshape, unbroadcast
 from tapeml.array.index_ops import _concat, _vjp_concat, _vjp_concat_plain, concat
@@ -44,7 +44,7 @@ def _vjp_dense_plain(g, ans, saved, tracked, x, w, b=None):
     gb = None
     if len(tracked) > 2 and tracked[2]:
         if type(b) is type(g) and type(g) in ARRAYS and g.ndim >= 2 and tuple(b.shape) == tuple(g.shape[-1:]):
-            gb = xp_of(g).sum(_rows(g), axis=0)
+            gb = B.of(g).reduce_sum(_rows(g), 0)
         else:
             gb = unbroadcast(g, shape_of(b))
     return gx, gw, gb
@@ -142,7 +142,7 @@ def _vjp_dense_heads_plain(g, ans, saved, tracked, x, *params, bias=False):
     out = (gx, *(_vjp_concat_plain(_rows(x).T @ g2, None, None, tw, *ws, dim=1) if any(tw) else (None,) * n))
     if bias:
         tb = tracked[1 + n:]
-        gb = xp_of(g2).sum(g2, axis=0)
+        gb = B.of(g2).reduce_sum(g2, 0)
         out += _vjp_concat_plain(gb, None, None, tb, *bs, dim=0) if any(tb) else (None,) * n
     return out
 

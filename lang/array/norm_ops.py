@@ -12,7 +12,6 @@ import math
 import numpy as np
 
 from tapeml.array import backend as B
-from tapeml.array.backend import xp_of
 from tapeml.array.tape import raw
 from tapeml.array.primitive_table import bools_as_floats, primitive, python_scalar, shape_of, size_of
 from tapeml.array.core_ops import (
@@ -40,12 +39,13 @@ def _patch_rows(x, xhat, r, bad, eps, center, dtype=None):
 def layer_norm_stats(x, eps):
     """(xhat, 1/std) over the last axis on plain arrays; the variance in two passes (exact for
     1e8 + small values); rows whose variance would overflow or underflow are scaled (rows.py)."""
-    xp = xp_of(x)
+    be = B.of(x)
+    xp = be.xp
     inv_d = 1.0 / x.shape[-1]
-    xc = x - xp.sum(x, axis=-1, keepdims=True) * inv_d
+    xc = x - be.reduce_sum(x, -1, keepdims=True) * inv_d
     if eps == 0:
         xc = exact_center(x, xc)
-    den = xp.sum(xc * xc, axis=-1, keepdims=True)
+    den = be.reduce_sum(xc * xc, -1, keepdims=True)
     den *= inv_d
     den += eps
     bad = unsafe_rows(den)
@@ -233,15 +233,15 @@ def _vjp_layer_norm_plain(g, ans, saved, tracked, x, gamma, beta, eps=1e-5):
         if not same_backend(g, gamma):
             return None
         return B.of(g).layer_norm_backward(g, bools_as_floats(x), saved[1], saved[2], gamma, beta, which)
-    xp = xp_of(g)
+    be = B.of(g)
     xhat, rstd = saved
     gx = ggamma = gbeta = None
     if which[0]:
         inv_d = 1.0 / g.shape[-1]
         dxhat = g * gamma
-        m1 = xp.sum(dxhat, axis=-1, keepdims=True)
+        m1 = be.reduce_sum(dxhat, -1, keepdims=True)
         m1 *= inv_d
-        m2 = xp.sum(dxhat * xhat, axis=-1, keepdims=True)
+        m2 = be.reduce_sum(dxhat * xhat, -1, keepdims=True)
         m2 *= inv_d
         dxhat -= m1
         dxhat -= xhat * m2
@@ -249,9 +249,9 @@ def _vjp_layer_norm_plain(g, ans, saved, tracked, x, gamma, beta, eps=1e-5):
         gx = dxhat
     rows = _rows(g)
     if which[1]:
-        ggamma = xp.sum(rows * _rows(xhat), axis=0)
+        ggamma = be.reduce_sum(rows * _rows(xhat), 0)
     if which[2]:
-        gbeta = xp.sum(rows, axis=0)
+        gbeta = be.reduce_sum(rows, 0)
     return gx, ggamma, gbeta
 
 

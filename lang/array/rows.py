@@ -40,7 +40,7 @@ def all_finite(a) -> bool:
     the common case (a finite sum has no inf or nan in it), the elementwise test the rest."""
     if type(a) not in ARRAYS:
         return math.isfinite(a)
-    if math.isfinite(a.sum()):
+    if math.isfinite(B.of(a).reduce_sum(a, None)):
         return True
     xp = xp_of(a)
     return bool(xp.all(xp.isfinite(a)))
@@ -83,8 +83,7 @@ def posinf_rows(x, dim=-1):
     """The rows (along dim, kept as an axis of 1) holding a +inf, or None when there are none."""
     if type(x) not in ARRAYS or size_of(x) == 0 or not is_float(x):
         return None
-    xp = xp_of(x)
-    m = xp.max(x, axis=dim, keepdims=True)
+    m = B.of(x).reduce_max(x, dim, keepdims=True)
     if all_finite(m):
         return None
     rows = m == math.inf
@@ -163,7 +162,8 @@ def unsafe_rows(den):
     if size_of(den) == 0:                               # no rows (x is [0, D]): nothing to rescale
         return None
     floor = safe_floor_of(den)
-    if float(den.min()) >= floor and float(den.max()) < math.inf:      # nan fails both
+    be = B.of(den)
+    if be.reduce_min(den, None) >= floor and be.reduce_max(den, None) < math.inf:      # nan fails both
         return None
     return ~((den >= floor) & (den < math.inf))
 

@@ -25,13 +25,14 @@ def softmax_rows(x, dim=-1, m=None, finite=False):
     """(softmax(x), the rows holding a +inf or None); m: the row maxima, when the caller has them
     (finite: the caller found them all finite)."""
     x = as_matrix(x)
-    xp = xp_of(x)
+    be = B.of(x)
+    xp = be.xp
     if size_of(x) == 0:
         return xp.asarray(x, copy=True), None
     if m is None:
-        m = xp.max(x, axis=dim, keepdims=True)
-    if is_float(x) and (finite or all_finite(m)):       # no row to take the limit of
-        return python_scalar(B.of(x).softmax(x, dim, m)), None
+        m = be.reduce_max(x, dim, keepdims=True)
+    if be.is_float(x) and (finite or all_finite(m)):       # no row to take the limit of
+        return python_scalar(be.softmax(x, dim, m)), None
     e, rows = shifted(x, dim, True, m)
     e = xp.exp(e)
     s = xp.sum(e, axis=dim, keepdims=True)
@@ -66,12 +67,13 @@ softmax = primitive("softmax", _softmax_impl, _vjp_softmax, arity=1, vjp_plain=_
 
 def _log_softmax_impl(x, dim=-1):
     x = as_matrix(x)
-    xp = xp_of(x)
+    be = B.of(x)
+    xp = be.xp
     if size_of(x) == 0:
         return xp.asarray(x, copy=True)
-    m = xp.max(x, axis=dim, keepdims=True)
-    if is_float(x) and all_finite(m):
-        return python_scalar(B.of(x).log_softmax(x, dim, m))
+    m = be.reduce_max(x, dim, keepdims=True)
+    if be.is_float(x) and all_finite(m):
+        return python_scalar(be.log_softmax(x, dim, m))
     z = shifted(x, dim, m=m)
     s = xp.sum(xp.exp(z), axis=dim, keepdims=True)
     zero = s == 0       # a row of all -inf (every class masked) is -inf throughout, never NaN
