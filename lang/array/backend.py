@@ -105,6 +105,10 @@ class Backend:
         v = a[()] if type(a) is np.ndarray else a
         return bool(v) if isinstance(v, (bool, np.bool_)) else float(v)
 
+    def contiguous(self, a):
+        """`a` with its elements in row-major order in memory (a copy where they are not)."""
+        return np.ascontiguousarray(a)
+
     def owned(self, a):
         """`a`, or a copy of it when it is a broadcast view (elements sharing memory): a matrix
         handed to the user (a gradient) holds its own memory."""
@@ -303,6 +307,9 @@ class TorchBackend(Backend):
     def item(self, a):
         v = a.item()
         return v if type(v) is bool else float(v)
+
+    def contiguous(self, a):
+        return a.contiguous()
 
     def owned(self, a):
         if any(st == 0 and n > 1 for st, n in zip(a.stride(), a.shape)):

@@ -86,7 +86,7 @@ def _fwd_dense_heads(x, *params, bias=False):
     y = _dense_guarded(x, w, None if bs is None else _joined(bs, 0))
     s = tuple(y.shape)
     y = y.reshape(s[:-1] + (n, s[-1] // n)).swapaxes(-2, -3)
-    return (np.ascontiguousarray(y) if type(y) is _ND else y.contiguous()), w
+    return B.of(y).contiguous(y), w
 
 
 def _dense_heads_impl(x, *params, bias=False):
@@ -190,7 +190,7 @@ def _vjp_heads_dense_plain(g, ans, saved, tracked, o, *ws):
     go = None
     if tracked[0]:
         gm = (g2 @ w.T).reshape(s[:-3] + (s[-2], s[-3], s[-1])).swapaxes(-2, -3)
-        go = np.ascontiguousarray(gm) if type(gm) is _ND else gm.contiguous()
+        go = B.of(gm).contiguous(gm)
     tw = tracked[1:]
     return (go, *(_vjp_concat_plain(_rows(_merged(o)).T @ g2, None, None, tw, *ws, dim=0) if any(tw) else (None,) * n))
 

@@ -48,7 +48,7 @@ def layer_norm_stats(x, eps):
     den = be.reduce_sum(xc * xc, -1, keepdims=True)
     den *= inv_d
     den += eps
-    bad = unsafe_rows(den)
+    bad = unsafe_rows(den, be)
     if bad is None:
         rstd = 1.0 / xp.sqrt(den)
         xc *= rstd          # xc is this function's own array
@@ -71,7 +71,7 @@ def rms_stats_plain(x, eps):
     xp = be.xp
     xw = xp.astype(x, be.wide(x.dtype), copy=False)
     den = xp.mean(xw * xw, axis=-1, keepdims=True) + eps
-    bad = unsafe_rows(den)
+    bad = unsafe_rows(den, be)
     if bad is None:
         r = xp.astype(1.0 / xp.sqrt(den), x.dtype, copy=False)
         return x * r, r
@@ -162,15 +162,12 @@ def _norm_vjp_x(g, gain, xhat, r, center):
 _RSTD_MAX: dict = {}        # a float type -> 1 / sqrt(its safe floor): the largest 1/std taken plainly
 
 
-def _fused_layer_norm(x, gamma, beta, eps):
-    """(out, ("fused", mean, 1/std)) from the backend's fused kernel, or None where it has none or
-    it does not apply: x a float matrix with gamma (and beta) of shape [D] and its dtype, eps > 0
+def _fused_layer_norm(be, x, gamma, beta, eps):
+    """(out, ("fused", mean, 1/std)) from backend be's fused kernel (it has one), or None where it
+    does not apply: x a float matrix with gamma (and beta) of shape [D] and its dtype, eps > 0
     (eps = 0 takes the exact centring), every row's variance + eps a safe number (1/std in
     (0, 1/sqrt(floor)])."""
-    if not same_backend(x, gamma):
-        return None
-    be = B.of(x)
-    if be.layer_norm is None or eps <= 0 or x.ndim < 1 or size_of(x) == 0 or not be.is_float(x) \
+    if not same_backend(x, gamma) or eps <= 0 or x.ndim < 1 or size_of(x) == 0 or not be.is_float(x) \
             or tuple(gamma.shape) != (x.shape[-1],) \
             or (beta is not None and (not same_backend(x, beta) or tuple(beta.shape) != (x.shape[-1],))):
         return None
@@ -187,12 +184,14 @@ def _fwd_layer_norm(x, gamma, beta, eps=1e-5):
     """The forward, keeping ("fused", mean, 1/std) where the backend's kernel ran, else
     (xhat, 1/std), for the VJP."""
     x = bools_as_floats(x)
-    r = _fused_layer_norm(x, gamma, beta, eps)
-    if r is not None:
-        return r
+    be = B.of(x)
+    if be.layer_norm is not None:
+        r = _fused_layer_norm(be, x, gamma, beta, eps)
+        if r is not None:
+            return r
     stats = layer_norm_stats(x, eps)
     out = stats[0] * gamma
-    return python_scalar(out + beta if beta is not None else out), stats
+    return (out + beta if beta is not None else out), stats
 
 
 def _layer_norm_impl(x, gamma, beta, eps=1e-5):

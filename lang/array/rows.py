@@ -157,12 +157,12 @@ def safe_floor_of(a) -> float:
     return f
 
 
-def unsafe_rows(den):
-    """Rows [..., 1] whose variance + eps is not a safe finite number (or None when all are)."""
+def unsafe_rows(den, be):
+    """Rows [..., 1] whose variance + eps is not a safe finite number (or None when all are); be:
+    den's backend."""
     if size_of(den) == 0:                               # no rows (x is [0, D]): nothing to rescale
         return None
     floor = safe_floor_of(den)
-    be = B.of(den)
     if be.reduce_min(den, None) >= floor and be.reduce_max(den, None) < math.inf:      # nan fails both
         return None
     return ~((den >= floor) & (den < math.inf))
