@@ -99,7 +99,7 @@ def sdpa_weights(q, k, bias, mask, causal, scale):
     be = B.of(like) if type(like) in ARRAYS else B.NUMPY
     xp = be.xp
     q, k = on(be, q), on(be, k)
-    s = xp.matmul(q, xp.matrix_transpose(k))
+    s = xp.matmul(q, k.mT)
     s *= scale
     if bias is not None:
         s = s + on(be, bias)
@@ -179,8 +179,8 @@ def _flash(q, k, v, bias, mask, causal, scale):
     with as many queries as keys (its causality is top-left aligned), q, k, v of one head size and
     the same leading axes; the log-sum-exp and the output all finite (scores beyond the float
     range, a nan or an infinite value take sdpa_weights' path)."""
-    if bias is not None or mask is not None or not same_backend(q, k, v) \
-            or B.of(q).flash_attention is None or not is_float(q):
+    if B.of(q).flash_attention is None or bias is not None or mask is not None \
+            or not same_backend(q, k, v) or not is_float(q):
         return None
     sq, sk, sv = tuple(q.shape), tuple(k.shape), tuple(v.shape)
     if len(sq) < 2 or sq[:-2] != sk[:-2] or sk[:-1] != sv[:-1] or sq[-1] != sk[-1] or sk[-1] != sv[-1] \
@@ -264,12 +264,12 @@ def _vjp_sdpa_plain(g, ans, saved, tracked, q, k, v, bias=None, mask=None, causa
         return None
     be = B.of(g)
     xp = be.xp
-    gv = _unbroadcast_plain(xp.matmul(xp.matrix_transpose(p), g), tuple(v.shape)) if tracked[2] else None
+    gv = _unbroadcast_plain(xp.matmul(p.mT, g), tuple(v.shape)) if tracked[2] else None
     if not (tracked[0] or tracked[1]):
         return None, None, gv, None
     if not (all_finite(v) and all_finite(g)):
         return None
-    ds = xp.matmul(g, xp.matrix_transpose(v))
+    ds = xp.matmul(g, v.mT)
     if p.shape[-1] <= v.shape[-1]:      # as few keys as value features: the direct form is as cheap
         # ds * p, not zmul: ds is finite unless the product overflowed, and an inf x 0 there
         # is a NaN that the tape's test per pass sends to the careful form (tape.backward)
@@ -285,7 +285,7 @@ def _vjp_sdpa_plain(g, ans, saved, tracked, q, k, v, bias=None, mask=None, causa
     if rows is not None:
         ds = xp.where(rows, 0.0, ds)
     gq = _unbroadcast_plain(xp.matmul(ds, k), tuple(q.shape)) if tracked[0] else None
-    gk = _unbroadcast_plain(xp.matmul(xp.matrix_transpose(ds), q), tuple(k.shape)) if tracked[1] else None
+    gk = _unbroadcast_plain(xp.matmul(ds.mT, q), tuple(k.shape)) if tracked[1] else None
     return gq, gk, gv, None
 
 

@@ -20,7 +20,7 @@ _ND = np.ndarray
 def _fused_dense(x, w, b):
     """Whether dense may run as the backend's fused product: float x and w [K, N] of one backend
     with a linear kernel, b None or [N] of theirs."""
-    return (same_backend(x, w) and B.of(x).linear is not None and w.ndim == 2 and x.ndim >= 1
+    return (B.of(x).linear is not None and same_backend(x, w) and w.ndim == 2 and x.ndim >= 1
             and is_float(x) and (b is None or (same_backend(x, b) and tuple(b.shape) == (w.shape[1],))))
 
 
