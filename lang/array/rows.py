@@ -9,7 +9,7 @@ along `dim`) that need more care than the plain formula.
   where they would overflow or underflow (issue 15): `safe_floor_of`, `unsafe_rows`,
   `row_exponents`, `scaled_rows`, `constant_rows`, `exact_center`;
 - the crossing for the rare paths that run NumPy's steps on the host and give its numbers exactly
-  (`host`, `back`), and the small predicates every rule asks (`all_finite`, `any_true`,
+  (`host`, `back`, `on`), and the small predicates every rule asks (`all_finite`,
   `same_backend`, `is_float`, `other_backend`).
 
 Used by softmax_ops.py, norm_ops.py, attention_ops.py and reduce_ops.py."""
@@ -44,10 +44,6 @@ def all_finite(a) -> bool:
         return True
     xp = xp_of(a)
     return bool(xp.all(xp.isfinite(a)))
-
-
-def any_true(a) -> bool:
-    return bool(a.any())
 
 
 def is_float(a) -> bool:
