@@ -14,7 +14,7 @@ import pytest
 pytest.importorskip("torch")
 pytest.importorskip("array_api_compat")
 
-from tapeml.array import backend as B, nn_ops, ops, tape  # noqa: E402
+from tapeml.array import attention_ops, backend as B, ops, tape  # noqa: E402
 from tapeml.array.tape import raw  # noqa: E402
 from fd import builtin  # noqa: E402
 
@@ -243,13 +243,13 @@ def test_attention_masks_on_torch():
 
 def test_the_fused_attention_kernel_is_taken_where_it_applies(monkeypatch):
     taken = []
-    plain = nn_ops._flash
+    plain = attention_ops._flash
 
     def spy(*args):
         out = plain(*args)
         taken.append(out is not None)
         return out
-    monkeypatch.setattr(nn_ops, "_flash", spy)
+    monkeypatch.setattr(attention_ops, "_flash", spy)
     with session_backend(TORCH):
         q, k, v = (TORCH.asarray(r(2, 5, 4)) for _ in range(3))
         ops.sdpa(q, k, v, None, causal=True, scale=0.5)            # applies

@@ -8,7 +8,9 @@ each other), arith_ops.py (arithmetic, zmul, comparisons, round, and/or/not, whe
 elementwise_ops.py (the elementwise functions: exp ... gelu, clip, a^b, and the everyday
 vocabulary of issue 20), matmul_ops.py (matmul and
 zmatmul), scale_ops.py (ldexp and the power-of-two rescaling helpers), index_ops.py (concat,
-stack, indexing), nn_ops.py (the transformer primitives), reduce_ops.py (prod, cumulative sums
+stack, indexing), the transformer
+primitives by family (softmax_ops.py, norm_ops.py, dense_ops.py, attention_ops.py, their shared
+numerics in rows.py), reduce_ops.py (prod, cumulative sums
 and products, logsumexp, mean, the gather along an axis behind sort and topk) and linalg_ops.py
 (inverses, solves, determinants and the factorizations). Each operation has one
 forward (`impl`) and one VJP written with primitives; where a first-order VJP in NumPy saves
@@ -41,7 +43,7 @@ Conventions at kinks, shared with docs/language.md:
 - a row holding +inf (softmax, log_softmax, a +inf attention bias) takes the limit: the +inf
   entries share the row equally, the rest get 0, and the row's gradient is 0;
 - attention scores that overflow from finite q and k are computed again on q and k scaled by powers
-  of 2 (nn_ops._overflowed): the weights of a float type without an exponent limit, the largest
+  of 2 (attention_ops._overflowed): the weights of a float type without an exponent limit, the largest
   true score taking the row, and such a row's gradient is exactly 0;
 - layer_norm and rms_norm rescale a row by a power of 2 where its variance would overflow or
   underflow; with eps = 0 a zero-variance row normalizes to 0 (gradient 0); a NaN makes its row NaN;
@@ -66,10 +68,10 @@ from tapeml.array.scale_ops import binary_exponents, ldexp, safe_floor, slice_ex
 from tapeml.array.index_ops import (  # noqa: F401
     concat, index, last_writes, orthogonal, scatter_add, setitem, stack,
 )
-from tapeml.array.nn_ops import (  # noqa: F401
-    attention_weights, dense, dense_heads, heads_dense, layer_norm, log_softmax, merge_heads, rms_norm, sdpa,
-    softmax, split_heads,
-)
+from tapeml.array.softmax_ops import log_softmax, softmax  # noqa: F401
+from tapeml.array.norm_ops import layer_norm, rms_norm  # noqa: F401
+from tapeml.array.dense_ops import dense, dense_heads, heads_dense, merge_heads, split_heads  # noqa: F401
+from tapeml.array.attention_ops import attention_weights, sdpa  # noqa: F401
 from tapeml.array.elementwise_ops import (  # noqa: F401
     abs_, clip, cos, dsigmoid, dtanh, erf, erfc, exp, gelu, log, pow_, pow_grad, relu, sigmoid, sin, sqrt, tanh,
     acos, asin, atan, atan2, ceil, cosh, expm1, log1p, log10, log2, one_minus_sq, sinh, softplus, tan,

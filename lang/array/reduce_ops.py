@@ -24,7 +24,8 @@ from tapeml.array.arith_ops import add, div, mul, sub, where, zmul
 from tapeml.array.scale_ops import ldexp, slice_exponents, unsafe_slices
 from tapeml.array.shape_ops import _expand, broadcast_to, permute, reshape, sum_
 from tapeml.array.index_ops import concat, index
-from tapeml.array.nn_ops import softmax, _limit_rows
+from tapeml.array.softmax_ops import softmax
+from tapeml.array.rows import limit_rows as _limit_rows
 
 
 _ND = np.ndarray
