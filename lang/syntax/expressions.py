@@ -17,9 +17,8 @@ from tapeml.syntax.lexer import CONTINUES, EOF, NAME, NEWLINE, NUMBER, STRING, T
 
 NO_CONDITIONAL = ("; tapeml has no conditional expression (Python's 'a if c else b'): write where(c, a, b), "
                   "or an if statement that assigns in each branch")
-
-
 COMPARISONS = ("==", "!=", "<", "<=", ">", ">=")
+BRACKETS = {"(": "paren", "[": "matrix", "{": "record"}       # the literals that open a bracket
 
 
 class ExpressionParser:
@@ -253,12 +252,9 @@ class ExpressionParser:
                 return A.End(tok.span)
             self.dangling_operator(tok)
             raise self.error("'end' without an open block", tok)
-        if kind == "(":
-            return self.paren()
-        if kind == "[":
-            return self.matrix()
-        if kind == "{":
-            return self.record()
+        bracket = BRACKETS.get(kind)
+        if bracket is not None:
+            return getattr(self, bracket)()
         if kind == "fn":
             self.advance()
             params = self.params()

@@ -14,6 +14,7 @@ from tapeml.syntax.formatspec import parse_spec
 from tapeml.syntax.lexer import BLOCK_END, EOF, FOREIGN_WORDS, NAME, NEWLINE, NUMBER, Token, tokenize
 
 COMPOUND = {"+=": "+", "-=": "-", "*=": "*", "/=": "/"}
+BLOCKS = {"if": "if_stmt", "for": "for_stmt", "while": "while_stmt"}      # the statements that open a block
 
 
 class Parser(ExpressionParser):
@@ -57,12 +58,9 @@ class Parser(ExpressionParser):
         kind = tok.kind
         if kind == "fn" and self.peek(1).kind == NAME:
             return self.fn_def()
-        if kind == "if":
-            return self.if_stmt()
-        if kind == "for":
-            return self.for_stmt()
-        if kind == "while":
-            return self.while_stmt()
+        block = BLOCKS.get(kind)
+        if block is not None:
+            return getattr(self, block)()
         if kind in ("break", "continue"):
             self.advance()
             if not any(b.kind in ("for", "while") for b in self.open_blocks):
