@@ -34,6 +34,12 @@ top-level loop, an assignment to a keyword. Node kinds evaluated by the walker o
 nothing in them can capture it; in scope mode they get the scope itself): indexing, matrix
 literals, dictionary literals, interpolated strings, ranges, imports. Assignments into fields and indices run the
 walker's assignment on a snapshot and take the new value of the root name back.
+
+This module writes the code: the cache of compiled bodies (code_for, code_for_loop), the
+analysis of a body (its locals, whether it makes functions, where a call may switch a mode on)
+and _Compiler, statements then expressions. What the code runs against (the name look-ups,
+the snapshots, the loops' items, `_resume`) is compiled_helpers.py, whose HELPERS is every
+compiled body's namespace.
 """
 from __future__ import annotations
 
