@@ -228,9 +228,15 @@ def _is_header(fields_) -> bool:
     return any(_csv_number(c) is None for c in fields_)
 
 
+def _exact_int(x: float) -> bool:
+    """Whether x is a whole number an int holds exactly (below 2^53 in magnitude), -0.0 not (it
+    keeps its sign as a float)."""
+    return x.is_integer() and abs(x) < 2.0 ** 53 and not (x == 0 and _math.copysign(1, x) < 0)
+
+
 def _number_text(x: float) -> str:
     """The shortest text float() reads back as exactly x: 3 for 3.0, -0.0 kept, 0.1, 1e-300."""
-    if x.is_integer() and abs(x) < 2.0 ** 53 and not (x == 0 and _math.copysign(1, x) < 0):
+    if _exact_int(x):
         return str(int(x))
     return repr(x)
 
@@ -308,7 +314,7 @@ def _json_number(x: float, where: str):
     if not _math.isfinite(x):
         raise _ValueErr(f"write_json(): {where or 'value'} is {format_value(x)}, which JSON cannot hold "
                         f"(it has no NaN or infinity)")
-    return int(x) if x.is_integer() and abs(x) < 2.0 ** 53 and not (x == 0 and _math.copysign(1, x) < 0) else x
+    return int(x) if _exact_int(x) else x
 
 
 def _to_json(v, where: str, depth: int = 0):
