@@ -168,6 +168,13 @@ def unflatten(items: list, where: str):
 
 def _read_utf8(fname: str, ctx, path: str) -> tuple[str, str]:
     """(resolved path, text) of a UTF-8 file, through the size guard; a BOM is dropped."""
+    full, text = read_utf8(fname, ctx, path)
+    return full, text[1:] if text.startswith("\ufeff") else text
+
+
+def read_utf8(fname: str, ctx, path: str) -> tuple[str, str]:
+    """(resolved path, text) of a UTF-8 file, through the size guard, a BOM kept (read_text's
+    text is the file's); IOError when it cannot be read or is not UTF-8, naming the first bad byte."""
     full = existing_file(fname, resolve_path(ctx, path), "a file")
     try:
         with open(full, "rb") as f:
@@ -175,13 +182,12 @@ def _read_utf8(fname: str, ctx, path: str) -> tuple[str, str]:
     except OSError as e:
         raise IOErr(f"{fname}(): cannot read {full}: {e.strerror}") from None
     try:
-        text = data.decode("utf-8")
+        return full, data.decode("utf-8")
     except UnicodeDecodeError as e:
         from tapeml.syntax.lexer import utf8_error_place
         line, col = utf8_error_place(data, e.start)
         raise IOErr(f"{fname}(): {full} is not UTF-8 text: byte 0x{data[e.start]:02X} at line {line}, "
                     f"column {col} cannot start or continue a character") from None
-    return full, text[1:] if text.startswith("\ufeff") else text
 
 
 def _csv_number(cell: str):
