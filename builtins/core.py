@@ -189,6 +189,12 @@ def dtype(x):
     return "bool" if isinstance(r, bool) else "float64"
 
 
+def _differs(j: int, path: list, first, other) -> ValueErr:
+    """Tree j is not shaped as tree 0 at path (first: tree 0's subtree there, other: tree j's)."""
+    return ValueErr(f"tree_map(): tree {j} differs from tree 0 at {_where(path)}: "
+                    f"{_shape_desc(first)} vs {_shape_desc(other)}")
+
+
 def _tree_map(ctx, f, trees, path: list):
     """`path` holds the parts of where this subtree sits in the trees ([] at the top, then
     [".w"], [".w", "[0]"], ...), joined only for a message: a deep tree costs no long strings."""
@@ -201,8 +207,7 @@ def _tree_map(ctx, f, trees, path: list):
         for j, t in enumerate(trees[1:], 1):
             r = raw(t)
             if not isinstance(r, Dict) or set(r.keys()) != set(keys):
-                raise ValueErr(f"tree_map(): tree {j} differs from tree 0 at {_where(path)}: "
-                               f"{_shape_desc(first)} vs {_shape_desc(r)}")
+                raise _differs(j, path, first, r)
             others.append(r)
         out = {}
         for k in keys:
@@ -214,8 +219,7 @@ def _tree_map(ctx, f, trees, path: list):
         for j, t in enumerate(trees[1:], 1):
             r = raw(t)
             if not isinstance(r, Record) or list(r.fields) != list(first.fields):
-                raise ValueErr(f"tree_map(): tree {j} differs from tree 0 at {_where(path)}: "
-                               f"{_shape_desc(first)} vs {_shape_desc(r)}")
+                raise _differs(j, path, first, r)
         out = {}
         for k in first.fields:
             path.append(f".{k}")
@@ -226,8 +230,7 @@ def _tree_map(ctx, f, trees, path: list):
         for j, t in enumerate(trees[1:], 1):
             r = raw(t)
             if not isinstance(r, tuple) or len(r) != len(first):
-                raise ValueErr(f"tree_map(): tree {j} differs from tree 0 at {_where(path)}: "
-                               f"{_shape_desc(first)} vs {_shape_desc(r)}")
+                raise _differs(j, path, first, r)
         items = []                   # a list, not a generator: deep trees recurse in Python frames only
         for i in range(len(first)):
             path.append(f"[{i}]")
@@ -236,8 +239,7 @@ def _tree_map(ctx, f, trees, path: list):
         return tuple(items)
     for j, t in enumerate(trees[1:], 1):
         if isinstance(raw(t), (Record, tuple, Dict)):
-            raise ValueErr(f"tree_map(): tree {j} differs from tree 0 at {_where(path)}: "
-                           f"{_shape_desc(first)} vs {_shape_desc(raw(t))}")
+            raise _differs(j, path, first, raw(t))
     try:
         return ctx.call(f, *trees)
     except LangError as e:

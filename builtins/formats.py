@@ -168,6 +168,13 @@ def unflatten(items: list, where: str):
 
 def _read_utf8(fname: str, ctx, path: str) -> tuple[str, str]:
     """(resolved path, text) of a UTF-8 file, through the size guard; a BOM is dropped."""
+    full, text = read_utf8(fname, ctx, path)
+    return full, text[1:] if text.startswith("\ufeff") else text
+
+
+def read_utf8(fname: str, ctx, path: str) -> tuple[str, str]:
+    """(resolved path, text) of a UTF-8 file, through the size guard, a BOM kept (read_text's
+    text is the file's); IOError when it cannot be read or is not UTF-8, naming the first bad byte."""
     full = existing_file(fname, resolve_path(ctx, path), "a file")
     try:
         with open(full, "rb") as f:
@@ -175,13 +182,12 @@ def _read_utf8(fname: str, ctx, path: str) -> tuple[str, str]:
     except OSError as e:
         raise IOErr(f"{fname}(): cannot read {full}: {e.strerror}") from None
     try:
-        text = data.decode("utf-8")
+        return full, data.decode("utf-8")
     except UnicodeDecodeError as e:
         from tapeml.syntax.lexer import utf8_error_place
         line, col = utf8_error_place(data, e.start)
         raise IOErr(f"{fname}(): {full} is not UTF-8 text: byte 0x{data[e.start]:02X} at line {line}, "
                     f"column {col} cannot start or continue a character") from None
-    return full, text[1:] if text.startswith("\ufeff") else text
 
 
 def _csv_number(cell: str):
@@ -228,9 +234,15 @@ def _is_header(fields_) -> bool:
     return any(_csv_number(c) is None for c in fields_)
 
 
+def _exact_int(x: float) -> bool:
+    """Whether x is a whole number an int holds exactly (below 2^53 in magnitude), -0.0 not (it
+    keeps its sign as a float)."""
+    return x.is_integer() and abs(x) < 2.0 ** 53 and not (x == 0 and _math.copysign(1, x) < 0)
+
+
 def _number_text(x: float) -> str:
     """The shortest text float() reads back as exactly x: 3 for 3.0, -0.0 kept, 0.1, 1e-300."""
-    if x.is_integer() and abs(x) < 2.0 ** 53 and not (x == 0 and _math.copysign(1, x) < 0):
+    if _exact_int(x):
         return str(int(x))
     return repr(x)
 
@@ -308,7 +320,7 @@ def _json_number(x: float, where: str):
     if not _math.isfinite(x):
         raise _ValueErr(f"write_json(): {where or 'value'} is {format_value(x)}, which JSON cannot hold "
                         f"(it has no NaN or infinity)")
-    return int(x) if x.is_integer() and abs(x) < 2.0 ** 53 and not (x == 0 and _math.copysign(1, x) < 0) else x
+    return int(x) if _exact_int(x) else x
 
 
 def _to_json(v, where: str, depth: int = 0):

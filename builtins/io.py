@@ -26,12 +26,11 @@ import zlib
 import numpy as np
 
 from tapeml.builtins.registry import P, builtin, one_of
-from tapeml.builtins.files import (WRITER_ERRORS, WRITER_HOW, atomic_write, existing_file, note_written,
-                                   read_limited, resolve_path)
+from tapeml.builtins.files import WRITER_ERRORS, WRITER_HOW, atomic_write, existing_file, note_written, resolve_path
 from tapeml.array import backend as B
 from tapeml.builtins.formats import (JSON_MAX_DEPTH, _csv_number, _csv_rows, _from_json, _is_header, _json_stack,
                                      _number_text, _read_utf8, _to_json, check_load_total, file_key, flatten,
-                                     file_value, load_safetensors, matrix_from_file, save_safetensors, unflatten)
+                                     file_value, read_utf8, load_safetensors, matrix_from_file, save_safetensors, unflatten)
 from tapeml.syntax.errors import IOErr, TypeErr
 from tapeml.syntax.errors import ValueErr as _ValueErr
 from tapeml.array.tape import raw
@@ -216,19 +215,7 @@ def load(ctx, path, dtype):
          examples=["write_text(\"/tmp/tapeml_doc_text.txt\", \"to be, or not to be\\n\")\n"
                    "text = read_text(\"/tmp/tapeml_doc_text.txt\")\nlen(text)"])
 def read_text(ctx, path):
-    full = existing_file("read_text", resolve_path(ctx, path), "a file")
-    try:
-        with open(full, "rb") as f:
-            data = read_limited(f, "read_text", full)
-    except OSError as e:
-        raise IOErr(f"read_text(): cannot read {full}: {e.strerror}") from None
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as e:
-        from tapeml.syntax.lexer import utf8_error_place
-        line, col = utf8_error_place(data, e.start)
-        raise IOErr(f"read_text(): {full} is not UTF-8 text: byte 0x{data[e.start]:02X} at line {line}, "
-                    f"column {col} cannot start or continue a character") from None
+    return read_utf8("read_text", ctx, path)[1]
 
 
 @builtin("write_text", "IO", "Write a string to a UTF-8 text file (replacing it), atomically.",

@@ -173,11 +173,17 @@ def _merge(g: Graph, members: list, node: Node) -> None:
     g.nodes = nodes
 
 
-def _collapse_groups(g: Graph, names) -> None:
+def _op_groups(g: Graph) -> dict:
+    """The graph's primitives by the builtin call that recorded them: group -> nodes, in order."""
     groups: dict = {}
     for n in g.nodes.values():
         if n.kind == "op" and n.group is not None:
             groups.setdefault(n.group, []).append(n)
+    return groups
+
+
+def _collapse_groups(g: Graph, names) -> None:
+    groups = _op_groups(g)
     for (index, name), members in groups.items():
         if len(members) < 2 or names is None or name in names:
             if len(members) == 1 and members[0].label != name:
@@ -449,10 +455,7 @@ def draw(g: Graph, layout: str = "python", title: str | None = None):
 def _frame_groups(ax, g: Graph, pos: dict) -> None:
     """A shaded frame behind the primitives of each builtin call shown in full, named by it."""
     from matplotlib.patches import FancyBboxPatch
-    groups: dict = {}
-    for n in g.nodes.values():
-        if n.kind == "op" and n.group is not None:
-            groups.setdefault(n.group, []).append(n)
+    groups = _op_groups(g)
     for (_, name), members in sorted(groups.items()):
         if len(members) < 2:
             continue

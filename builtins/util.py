@@ -1,6 +1,8 @@
 """Helpers shared by builtin modules: axis arguments, size limits, tree walking."""
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from tapeml.array import limits
@@ -41,14 +43,26 @@ def one_by_one(fname: str, dims, what: str = "sizes") -> tuple:
     return tuple(dims)
 
 
+def is_whole(v, lo=None) -> bool:
+    """Whether v (a raw value) is a whole number (a finite float or int, not a bool) >= lo (lo
+    None: of any sign)."""
+    return (isinstance(v, (float, int)) and not isinstance(v, bool) and math.isfinite(v)
+            and float(v).is_integer() and (lo is None or v >= lo))
+
+
+def not_whole(v) -> str:
+    """What a whole-number check says it got: a number's text (values.not_whole_text), else a
+    description of the value ("a string", ...)."""
+    return not_whole_text(v) if isinstance(v, (float, int)) and not isinstance(v, bool) else describe(v)
+
+
 def check_size(fname: str, dims) -> tuple:
     """Validate sizes (one by one or one tuple); refuse shapes that would not fit in memory."""
     out = []
     for d in one_by_one(fname, dims):
         d = raw(d)
-        if isinstance(d, bool) or not isinstance(d, (float, int)) or not float(d).is_integer() or d < 0:
-            got = describe(d) if not isinstance(d, (float, int)) or isinstance(d, bool) else not_whole_text(d)
-            raise ValueErr(f"{fname}(): sizes must be whole numbers >= 0, got {got}")
+        if not is_whole(d, 0):
+            raise ValueErr(f"{fname}(): sizes must be whole numbers >= 0, got {not_whole(d)}")
         out.append(int(d))
     shown = ", ".join(str(d) if d < 10 ** 16 else limits.g3(d) for d in out)   # never 300 digits
     limits.check_shape(f"{fname}({shown})", out)   # zeros(0, 2^63): no elements, but no such axis either
@@ -127,4 +141,4 @@ def tree_map(fn, value, what: str = "the tree", depth: int = 0):
     return fn(value)
 
 
-__all__ = ["axis", "check_size", "one_by_one", "tree_leaves", "tree_map", "shape_text"]
+__all__ = ["axis", "check_size", "is_whole", "not_whole", "one_by_one", "tree_leaves", "tree_map", "shape_text"]

@@ -9,11 +9,11 @@ import numpy as np
 from tapeml.array import backend as B, limits, ops
 from tapeml.builtins.registry import INT_BOUND, P, builtin, numbers_vector
 from tapeml.builtins.vocabulary import DIMS
-from tapeml.builtins.util import axis, one_by_one
+from tapeml.builtins.util import axis, is_whole, not_whole, one_by_one
 from tapeml.syntax.errors import ShapeError, TypeErr, ValueErr
 from tapeml.array.primitive_table import is_bool_array
 from tapeml.array.tape import Box, raw
-from tapeml.array.values import describe, format_number, format_value, not_whole_text, shape_text
+from tapeml.array.values import describe, format_number, format_value, shape_text
 
 
 @builtin("reshape", "Arrays", "The same elements in a new shape, filled in row-major (C) order.",
@@ -32,10 +32,8 @@ def reshape(x, dims):
     shape = []
     for d in one_by_one("reshape", dims):
         d = raw(d)
-        if not isinstance(d, (float, int)) or isinstance(d, bool) or not math.isfinite(d) \
-                or not float(d).is_integer() or d < -1:
-            got = not_whole_text(d) if isinstance(d, (float, int)) and not isinstance(d, bool) else describe(d)
-            raise ValueErr(f"reshape(): sizes must be whole numbers (or -1), got {got}")
+        if not is_whole(d, -1):
+            raise ValueErr(f"reshape(): sizes must be whole numbers (or -1), got {not_whole(d)}")
         shape.append(int(d))
     n = math.prod(ops.shape_of(x))
     known = math.prod(d for d in shape if d != -1)
@@ -167,10 +165,8 @@ def _whole(fname, what, v, lo=0):
     """A count or offset: a whole number >= lo, and at most 2^53 in magnitude (the rule of every
     whole-number parameter, registry.INT_BOUND: never a 300-digit int reaching NumPy)."""
     v = raw(v)
-    if isinstance(v, bool) or not isinstance(v, (float, int)) or not math.isfinite(v) \
-            or not float(v).is_integer() or (lo is not None and v < lo):
-        got = not_whole_text(v) if isinstance(v, (float, int)) and not isinstance(v, bool) else describe(v)
-        raise ValueErr(f"{fname}(): {what} must be a whole number{'' if lo is None else f' >= {lo}'}, got {got}")
+    if not is_whole(v, lo):
+        raise ValueErr(f"{fname}(): {what} must be a whole number{'' if lo is None else f' >= {lo}'}, got {not_whole(v)}")
     if abs(v) > INT_BOUND:
         low = "-2^53" if lo is None else lo
         raise ValueErr(f"{fname}(): {what} must be a whole number between {low} and 2^53, got {format_value(v)}")

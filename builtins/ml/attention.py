@@ -231,8 +231,12 @@ def mha(x, heads, causal=False, p=0.0, training=False, bo=None, memory=None, mas
     return (out, ops.stack(*ws, dim=-3)) if weights else out
 
 
-_DROPOUT = P("dropout", "number", 0.0, doc="probability of dropping an attention weight (training only)",
-             check=dropout_range, constraint=">= 0 and < 1")
+def dropout_param(doc: str):
+    """The `dropout` parameter of attention and the blocks: a probability in [0, 1), 0 by default."""
+    return P("dropout", "number", 0.0, doc=doc, check=dropout_range, constraint=">= 0 and < 1")
+
+
+_DROPOUT = dropout_param("probability of dropping an attention weight (training only)")
 _TRAINING = P("training", "bool", False, doc="apply dropout (true) or not (false, evaluation)")
 
 

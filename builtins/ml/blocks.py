@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from tapeml.array import ops
 from tapeml.builtins.ml.activations import _ACTIVATION_NAMES, ACTIVATIONS
-from tapeml.builtins.ml.attention import _TRAINING, CROSS_ATTENTION_EXAMPLE, mha
+from tapeml.builtins.ml.attention import _TRAINING, CROSS_ATTENTION_EXAMPLE, dropout_param, mha
 from tapeml.builtins.ml.layers import NORMS, apply_dropout
-from tapeml.builtins.ml.schema import _shape, check_block, check_decoder_block, check_mask, check_memory, dropout_range
+from tapeml.builtins.ml.schema import _shape, check_block, check_decoder_block, check_mask, check_memory
 from tapeml.builtins.registry import P, builtin, one_of, positive
 from tapeml.syntax.errors import ShapeError
 from tapeml.array.tape import raw
@@ -17,6 +17,7 @@ from tapeml.array.values import describe
 
 CAT = "Statistics & ML"
 
+_NORM_FIRST = P("norm_first", "bool", False, doc="pre-norm (true) or the original post-norm (false)")
 _ACTIVATION = P("activation", "string", "relu", doc="the feed-forward nonlinearity",
                 check=one_of(*_ACTIVATION_NAMES), constraint="one of " + ", ".join(f'"{a}"' for a in _ACTIVATION_NAMES))
 
@@ -83,15 +84,13 @@ SEED_PROGRAM = (
          [P("x", "array", shape="[T, D] or [B, T, D]"),
           P("weights", "record", doc="a record with heads, ln1_gamma, ln1_beta, w1, b1, w2, b2, ln2_gamma, "
                                      "ln2_beta (optional bo, gamma1, gamma2); transformer_block_init makes one"),
-          P("norm_first", "bool", False, doc="pre-norm (true) or the original post-norm (false)"),
+          _NORM_FIRST,
           P("norm", "string", "layer_norm", doc="the normalization", check=one_of(*NORMS),
             constraint='one of "layer_norm", "rms_norm"'),
           P("causal", "bool", False, doc="position t attends only to positions <= t"),
           _ACTIVATION,
-          P("dropout", "number", 0.0, doc="dropout on the attention weights, after the feed-forward "
-                                          "activation and on each sublayer's output (training only)",
-            check=dropout_range,
-            constraint=">= 0 and < 1"),
+          dropout_param("dropout on the attention weights, after the feed-forward "
+                        "activation and on each sublayer's output (training only)"),
           _TRAINING,
           P("eps", "number", 1e-5, doc="epsilon of both normalizations", check=positive, constraint="> 0"),
           P("mask", "array", None, shape="broadcasts to [T, T] or [B, T, T]",
@@ -186,13 +185,11 @@ def decoder_block(x, memory, f, norm_first=False, causal=True, activation="relu"
           P("weights", "record", doc="a record with self_heads, cross_heads, ln1_gamma, ln1_beta, ln2_gamma, "
                                      "ln2_beta, ln3_gamma, ln3_beta, w1, b1, w2, b2 (optional self_bo, "
                                      "cross_bo); transformer_decoder_block_init makes one"),
-          P("norm_first", "bool", False, doc="pre-norm (true) or the original post-norm (false)"),
+          _NORM_FIRST,
           P("causal", "bool", True, doc="self-attention: position t attends only to positions <= t"),
           _ACTIVATION,
-          P("dropout", "number", 0.0, doc="dropout on both attentions' weights, after the feed-forward "
-                                          "activation and on each sublayer's output (training only)",
-            check=dropout_range,
-            constraint=">= 0 and < 1"),
+          dropout_param("dropout on both attentions' weights, after the feed-forward "
+                        "activation and on each sublayer's output (training only)"),
           _TRAINING,
           P("eps", "number", 1e-5, doc="epsilon of the three layer norms", check=positive, constraint="> 0"),
           P("mask", "array", None, shape="broadcasts to [T, T] or [B, T, T]",

@@ -74,6 +74,38 @@ def _init_ffn(gen, d, hidden):
     return lin1_w, lin1_b, lin2_w, lin2_b
 
 
+def _start(fname, d, n_heads, mlp_ratio, seed, n_attention):
+    """What both inits begin with: n_heads divides d_model, the record's size is checked before
+    the first draw (n_attention attentions), the generator. Returns (generator, feed-forward width)."""
+    if d % n_heads:
+        raise ValueErr(f"{fname}(): n_heads must divide d_model, got n_heads = {n_heads} "
+                       f"and d_model = {d} ({d} / {n_heads} is not a whole number)")
+    _check_total(fname, d, n_heads, mlp_ratio, n_attention)
+    return _init_generator(seed), mlp_ratio * d
+
+
+def _add_ffn(fields, ffn, bias):
+    """The feed-forward's w1 [D, H], b1, w2 [H, D], b2 (the biases only with bias) into fields, in
+    the record's order, from _init_ffn's PyTorch-shaped draws."""
+    lin1_w, lin1_b, lin2_w, lin2_b = ffn
+    fields["w1"] = lin1_w.T.copy()
+    if bias:
+        fields["b1"] = lin1_b
+    fields["w2"] = lin2_w.T.copy()
+    if bias:
+        fields["b2"] = lin2_b
+
+
+def _session_record(fields):
+    """The weights record: drawn on the host from the session's generator (the same numbers on
+    every device), then made matrices of the session's float type on its device, heads and all."""
+    def as_session(v):
+        if isinstance(v, tuple):
+            return tuple(Record({k: new_array(a) for k, a in h.fields.items()}) for h in v)
+        return new_array(v)
+    return Record({k: as_session(v) for k, v in fields.items()})
+
+
 @builtin("transformer_block_init", CAT, "A transformer_block weights record, initialised as PyTorch's "
          "nn.TransformerEncoderLayer.",
          [_D_MODEL,
@@ -115,36 +147,23 @@ def _init_ffn(gen, d, hidden):
                    "param_count(transformer_block_init(16, 2, mlp_ratio=2, layer_scale=true, seed=0))"])
 def transformer_block_init(d_model, n_heads, mlp_ratio, norm, bias, layer_scale, layer_scale_init, seed):
     d = d_model
-    if d % n_heads:
-        raise ValueErr(f"transformer_block_init(): n_heads must divide d_model, got n_heads = {n_heads} "
-                       f"and d_model = {d} ({d} / {n_heads} is not a whole number)")
-    _check_total("transformer_block_init", d, n_heads, mlp_ratio, 1)
-    gen = _init_generator(seed)
-    hidden = mlp_ratio * d
+    gen, hidden = _start("transformer_block_init", d, n_heads, mlp_ratio, seed, 1)
     heads = _init_heads(gen, d, n_heads, bias)
-    lin1_w, lin1_b, lin2_w, lin2_b = _init_ffn(gen, d, hidden)
+    ffn = _init_ffn(gen, d, hidden)
     fields = {"heads": tuple(heads)}
     if bias:
         fields["bo"] = np.zeros(d)
     fields["ln1_gamma"] = np.ones(d)
     if bias and norm == "layer_norm":
         fields["ln1_beta"] = np.zeros(d)
-    fields["w1"] = lin1_w.T.copy()
-    if bias:
-        fields["b1"] = lin1_b
-    fields["w2"] = lin2_w.T.copy()
-    if bias:
-        fields["b2"] = lin2_b
+    _add_ffn(fields, ffn, bias)
     fields["ln2_gamma"] = np.ones(d)
     if bias and norm == "layer_norm":
         fields["ln2_beta"] = np.zeros(d)
     if layer_scale:
         fields["gamma1"] = np.full(d, float(layer_scale_init))
         fields["gamma2"] = np.full(d, float(layer_scale_init))
-    # drawn on the host from the session's generator (the same numbers on every device), then
-    # made matrices of the session's float type on its device
-    fields["heads"] = tuple(Record({k: new_array(v) for k, v in h.fields.items()}) for h in heads)
-    return Record({k: v if k == "heads" else new_array(v) for k, v in fields.items()})
+    return _session_record(fields)
 
 
 @builtin("transformer_decoder_block_init", CAT, "A transformer_decoder_block weights record, initialised as "
@@ -182,15 +201,10 @@ def transformer_block_init(d_model, n_heads, mlp_ratio, norm, bias, layer_scale,
                    "summary(transformer_decoder_block_init(8, 2, mlp_ratio=2, seed=0))"])
 def transformer_decoder_block_init(d_model, n_heads, mlp_ratio, bias, seed):
     d = d_model
-    if d % n_heads:
-        raise ValueErr(f"transformer_decoder_block_init(): n_heads must divide d_model, got n_heads = "
-                       f"{n_heads} and d_model = {d} ({d} / {n_heads} is not a whole number)")
-    _check_total("transformer_decoder_block_init", d, n_heads, mlp_ratio, 2)
-    gen = _init_generator(seed)
-    hidden = mlp_ratio * d
+    gen, hidden = _start("transformer_decoder_block_init", d, n_heads, mlp_ratio, seed, 2)
     self_heads = _init_heads(gen, d, n_heads, bias)
     cross_heads = _init_heads(gen, d, n_heads, bias)
-    lin1_w, lin1_b, lin2_w, lin2_b = _init_ffn(gen, d, hidden)
+    ffn = _init_ffn(gen, d, hidden)
     fields = {"self_heads": tuple(self_heads)}
     if bias:
         fields["self_bo"] = np.zeros(d)
@@ -201,15 +215,5 @@ def transformer_decoder_block_init(d_model, n_heads, mlp_ratio, bias, seed):
         fields[f"ln{i}_gamma"] = np.ones(d)
         if bias:
             fields[f"ln{i}_beta"] = np.zeros(d)
-    fields["w1"] = lin1_w.T.copy()
-    if bias:
-        fields["b1"] = lin1_b
-    fields["w2"] = lin2_w.T.copy()
-    if bias:
-        fields["b2"] = lin2_b
-
-    def as_session(v):      # the session dtype, heads and all
-        if isinstance(v, tuple):
-            return tuple(Record({k: new_array(a) for k, a in h.fields.items()}) for h in v)
-        return new_array(v)
-    return Record({k: as_session(v) for k, v in fields.items()})
+    _add_ffn(fields, ffn, bias)
+    return _session_record(fields)

@@ -213,6 +213,17 @@ BLOCK_FIELDS = "heads, ln1_gamma, ln1_beta, w1, b1, w2, b2, ln2_gamma, ln2_beta"
 BLOCK_OPTIONAL = ("bo", "gamma1", "gamma2")
 
 
+def _biases(fields, names: tuple, block: str) -> list:
+    """The biases of `names` the weights hold: all of them or none (a bias-free block); some but
+    not all is the ValueError naming the first missing one."""
+    present = [b for b in names if b in fields]
+    if present and len(present) < len(names):
+        missing = next(b for b in names if b not in fields)
+        raise ValueErr(f"weights is missing the field '{missing}': it has {', '.join(present)}, and a "
+                       f"{block} has all of {', '.join(names)} or none of them (bias-free)")
+    return present
+
+
 def check_block(weights, d: int, norm: str) -> dict:
     """Check a transformer_block weights record against the model width d; return its fields.
 
@@ -241,14 +252,10 @@ def check_block(weights, d: int, norm: str) -> dict:
     if "heads" not in fields:
         raise ValueErr(f"weights is missing the field 'heads' (it needs {needed})")
     hidden = _check_layers(w, d, ("heads",), ("ln1_gamma", "ln2_gamma"), needed)
-    present = [b for b in bias_names if b in fields]
     if norm == "layer_norm" and not any(b in fields for b in betas) and all(b in fields for b in ("b1", "b2")):
         raise ValueErr("weights has no ln1_beta/ln2_beta but has b1, b2: these look like rms_norm weights; "
                        "pass norm=\"rms_norm\" (or add the layer-norm biases)")
-    if present and len(present) < len(bias_names):
-        missing = next(b for b in bias_names if b not in fields)
-        raise ValueErr(f"weights is missing the field '{missing}': it has {', '.join(present)}, and a "
-                       f"{norm} block has all of {', '.join(bias_names)} or none of them (bias-free)")
+    present = _biases(fields, bias_names, f"{norm} block")
     for b in present:
         need_shape(need_field(w, b, "weights", needed), f"weights.{b}", (hidden if b == "b1" else d,), ValueErr)
     if "bo" in fields:
@@ -292,11 +299,7 @@ def check_decoder_block(weights, d: int) -> dict:
             raise ValueErr(f"weights is missing the field '{name}' (it needs {DECODER_FIELDS})")
     hidden = _check_layers(w, d, ("self_heads", "cross_heads"), ("ln1_gamma", "ln2_gamma", "ln3_gamma"),
                            DECODER_FIELDS)
-    present = [b for b in DECODER_BIASES if b in fields]
-    if present and len(present) < len(DECODER_BIASES):
-        missing = next(b for b in DECODER_BIASES if b not in fields)
-        raise ValueErr(f"weights is missing the field '{missing}': it has {', '.join(present)}, and a "
-                       f"decoder block has all of {', '.join(DECODER_BIASES)} or none of them (bias-free)")
+    present = _biases(fields, DECODER_BIASES, "decoder block")
     for b in present + [b for b in ("self_bo", "cross_bo") if b in fields]:
         need_shape(need_field(w, b, "weights", DECODER_FIELDS), f"weights.{b}", (hidden if b == "b1" else d,), ValueErr)
     return fields

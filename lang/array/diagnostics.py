@@ -225,7 +225,7 @@ class Diagnostics:
         node = self.where[0]
         # no node: the statement running began before the check was turned on (`y = on() * x`,
         # where on() calls check_nan(true)); the check starts with the statements after it, in
-        # the walked and the compiled evaluator alike (lang/evaluator/compiler.py's _resume)
+        # the walked and the compiled evaluator alike (lang/evaluator/compiled_helpers.py's _resume)
         if not self.check_nan or node is None or self.vjp_site is not None or self.deliberate():
             return
         verdict = judge(result, [("the left operand", a), ("the right operand", b)])

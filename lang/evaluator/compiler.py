@@ -34,156 +34,41 @@ top-level loop, an assignment to a keyword. Node kinds evaluated by the walker o
 nothing in them can capture it; in scope mode they get the scope itself): indexing, matrix
 literals, dictionary literals, interpolated strings, ranges, imports. Assignments into fields and indices run the
 walker's assignment on a snapshot and take the new value of the root name back.
+
+This module writes the code: the cache of compiled bodies (code_for, code_for_loop), the
+analysis of a body (its locals, whether it makes functions, where a call may switch a mode on)
+and _Compiler, statements then expressions. What the code runs against (the name look-ups,
+the snapshots, the loops' items, `_resume`) is compiled_helpers.py, whose HELPERS is every
+compiled body's namespace.
 """
 from __future__ import annotations
 
 import os
 import weakref
 from collections import OrderedDict
-from contextlib import contextmanager
 
 from tapeml.syntax import ast as A
 from tapeml.syntax.lexer import KEYWORDS
-from tapeml.array.values import Function, Progress, Record
+from tapeml.array.values import Function
 from tapeml.evaluator import semantics
-from tapeml.evaluator.progress import loop_bar
-from tapeml.evaluator.scope import MAX_DEPTH, BreakSignal, ContinueSignal, Env, ReturnSignal, called_from, too_deep
-from tapeml.evaluator.stack import HOP_DEPTH
-from tapeml.evaluator.statements import loop_item_unpacked, unpacked
-from tapeml.array.ranges import Walk, walk_items, walkable
-from tapeml.syntax.errors import LangError, TypeErr
-from tapeml.array.values import describe
-
-_UNSET = object()          # a local not assigned yet
+from tapeml.evaluator.compiled_helpers import HELPERS
 
 
 class Declined(Exception):
     """The body holds something the compiler leaves to the walker."""
 
 
-# ---- what compiled code calls ----------------------------------------------------------------
-def _look(interp, env, name, span, local_names, local_values):
-    """A name that is not (yet) one of the function's locals: the enclosing scopes, the standard
-    library on first need, else the walker's NameError (with the locals set so far as candidates)."""
-    try:
-        return env.lookup(name)
-    except KeyError:
-        pass
-    if interp.stdlib_pending:
-        interp.load_stdlib()
-        return _look(interp, env, name, span, local_names, local_values)
-    scope = Env(env, {n: v for n, v in zip(local_names, local_values) if v is not _UNSET})
-    raise interp.unknown_name(name, span, scope)
 
-
-def _snapshot(env, names, values):
-    """An Env holding the locals set so far, below the function's enclosing scope."""
-    return Env(env, {n: v for n, v in zip(names, values) if v is not _UNSET})
-
-
-def _unpack(value, n, node):
-    """`a, b = value` (Name targets): the walker's unpacking, checks and messages."""
-    return unpacked(value, n, node.value.span, node.span, "the right side")
-
-
-@contextmanager
-def _loop(interp, seq, node):
-    """The items a `for` loop walks (the walker's eval_for), as a context manager: a
-    progress(...) loop's bar is drawn around the loop and closed when it ends, however it ends."""
-    if type(seq) is Progress:
-        with loop_bar(interp, seq) as bar:
-            yield bar.track(_plain_items(bar.items, node))
-        return
-    yield _plain_items(seq, node)
-
-
-def _function(node, env, name="<anonymous>"):
-    """A function value made by `fn(x) -> ...` or a nested `fn name(...)`, closing over env."""
-    lam = node if type(node) is A.Lambda else node.fn
-    return Function(name if type(node) is A.Lambda else node.name, lam.params, lam.body, env, node.span)
-
-
-def _plain_items(seq, node):
-    if isinstance(seq, Walk):
-        return iter(seq)
-    if walkable(seq):
-        return walk_items(seq)
-    raise TypeErr(f"cannot loop over {describe(seq)}; loop over a range, a matrix, "
-                  f"a tuple or a string", node.iterable.span)
-
-
-def _resume(interp, env, frames, iters):
-    """The rest of a compiled body, walked: a diagnostics mode was turned on (by a call in the
-    statement just run: check_nan(true), or a function that calls it), and from here on the
-    walker runs it, as it would have, had it walked the body from the start (its nodes pass the
-    diagnostics' wrappers; lang/evaluator/instrument.py). `env` holds the body's names (its own
-    scope, or a snapshot of its Python locals); `frames`, innermost last, say where the body
-    stands: ("block", statements, i) runs statements[i:], ("if", node, j) the if's branches from
-    j on, ("for", node, k) the loop's items left in iters[k], ("while", node) the loop from its
-    condition on. Returns what the body returns."""
-    signal = None               # a break or continue on its way to its loop
-    try:
-        for frame in reversed(frames):
-            kind = frame[0]
-            if kind == "block" or kind == "if":
-                if signal is None:
-                    try:
-                        if kind == "block":
-                            interp.exec_block(frame[1][frame[2]:], env)
-                        else:
-                            _rest_of_if(interp, frame[1], frame[2], env)
-                    except (BreakSignal, ContinueSignal) as e:
-                        signal = type(e)
-                continue
-            if signal is BreakSignal:       # a loop: a break ends it, a continue goes on with it
-                signal = None
-                continue
-            signal = None
-            if kind == "for":
-                _rest_of_for(interp, frame[1], iters[frame[2]], env)
-            else:
-                interp.eval_while(frame[1], env)
-    except ReturnSignal as r:
-        return r.value
-    return None
-
-
-def _rest_of_if(interp, node, j, env):
-    """The walker's eval_if from its branch j on."""
-    for cond, body in node.branches[j:]:
-        if interp.condition(cond, env, "if"):
-            interp.exec_block(body, env)
-            return
-    if node.orelse is not None:
-        interp.exec_block(node.orelse, env)
-
-
-def _rest_of_for(interp, node, items, env):
-    """The walker's eval_for over the items left."""
-    name, body = node.var, node.body
-    for item in items:
-        if type(name) is str:
-            env.vars[name] = item
-        else:
-            interp.unpack_item(item, name, env)
-        try:
-            interp.exec_block(body, env)
-        except BreakSignal:
-            break
-        except ContinueSignal:
-            continue
-
-
-def _may_switch(node) -> bool:
-    """Whether evaluating node calls something (a call or an import; not the body of a function
-    it makes), and so may turn a diagnostics mode on."""
+def _holds(node, hit, skip=()) -> bool:
+    """Whether a node of a kind in `hit` stands anywhere in node (a syntax tree, or a tuple or
+    list of them), not looking inside the nodes of a kind in `skip`."""
     stack = [node]
     while stack:
         n = stack.pop()
         t = type(n)
-        if t is A.Call or t is A.Import:
+        if t in hit:
             return True
-        if t is A.Lambda or t is A.FnDef:
+        if t in skip:
             continue
         if isinstance(n, A.Node):
             for f in n._fields:
@@ -194,13 +79,16 @@ def _may_switch(node) -> bool:
     return False
 
 
-HELPERS = {"_U": _UNSET, "_look": _look, "_snap": _snapshot, "_unpack": _unpack,
-           "_unpack_item": loop_item_unpacked, "_loop": _loop, "_function": _function, "Env": Env, "_resume": _resume, "_bin": semantics.binary,
-           "_cond": semantics.condition_value, "_unary": semantics.unary, "_field": semantics.field,
-           "_transpose": semantics.transpose, "_is_mask": semantics.is_mask,
-           "_mask": semantics.logical_mask, "Record": Record, "Function": Function,
-           "_MAX_DEPTH": MAX_DEPTH, "_HOP_DEPTH": HOP_DEPTH, "_LangError": LangError,
-           "_called_from": called_from, "_too_deep": too_deep}
+def _may_switch(node) -> bool:
+    """Whether evaluating node calls something (a call or an import; not the body of a function
+    it makes), and so may turn a diagnostics mode on."""
+    return _holds(node, (A.Call, A.Import), (A.Lambda, A.FnDef))
+
+
+def _makes_functions(node) -> bool:
+    """Whether a lambda or a nested fn appears anywhere (then the names live in an Env)."""
+    return _holds(node, (A.Lambda, A.FnDef))
+
 
 # operators whose two-float result is Python's own operator (the primitives' scalar forms)
 INLINE = {"+", "-", "*", "<", "<=", ">", ">=", "==", "!="}
@@ -297,22 +185,6 @@ def _root(target):
     if target.name in KEYWORDS:
         raise Declined("an assignment to a keyword")
     return target.name
-
-
-def _makes_functions(node) -> bool:
-    """Whether a lambda or a nested fn appears anywhere (then the names live in an Env)."""
-    stack = [node]
-    while stack:
-        n = stack.pop()
-        if type(n) is A.Lambda or type(n) is A.FnDef:
-            return True
-        if isinstance(n, A.Node):
-            for f in n._fields:
-                if f != "span":
-                    stack.append(getattr(n, f))
-        elif isinstance(n, tuple):
-            stack.extend(n)
-    return False
 
 
 SIMPLE = (A.ExprStmt, A.Assign, A.Destructure)     # statements after which a checkpoint may stand
@@ -601,40 +473,29 @@ class _Compiler:
         if t is A.Logical:
             return self.logical(node)
         if t is A.Unary:
-            v = self.expr(node.operand)
-            out = self.temp()
-            self.emit(f"{out} = _unary({node.op!r}, {v}, {self.const(node.span)})")
-            return out
+            return self.assigned_to(f"_unary({node.op!r}, {self.expr(node.operand)}, {self.const(node.span)})")
         if t is A.Field:
-            v = self.expr(node.obj)
-            out = self.temp()
-            self.emit(f"{out} = _field({v}, {node.name!r}, {self.const(node.span)})")
-            return out
+            return self.assigned_to(f"_field({self.expr(node.obj)}, {node.name!r}, {self.const(node.span)})")
         if t is A.Transpose:
-            v = self.expr(node.operand)
-            out = self.temp()
-            self.emit(f"{out} = _transpose({v}, {self.const(node.span)})")
-            return out
+            return self.assigned_to(f"_transpose({self.expr(node.operand)}, {self.const(node.span)})")
         if t is A.TupleLit:
             items = [self.expr(x) for x in node.items]
-            out = self.temp()
-            self.emit(f"{out} = ({''.join(i + ', ' for i in items)})")
-            return out
+            return self.assigned_to(f"({''.join(i + ', ' for i in items)})")
         if t is A.RecordLit:
             values = [(name, self.expr(x)) for name, x in node.fields]
-            out = self.temp()
-            self.emit(f"{out} = Record({{{', '.join(f'{n!r}: {v}' for n, v in values)}}})")
-            return out
+            return self.assigned_to(f"Record({{{', '.join(f'{n!r}: {v}' for n, v in values)}}})")
         if t is A.Lambda:
-            out = self.temp()
-            self.emit(f"{out} = _function({self.const(node)}, L)")
-            return out
+            return self.assigned_to(f"_function({self.const(node)}, L)")
         if t in SNAPSHOT_KINDS:
             env = self.scope()
-            out = self.temp()
-            self.emit(f"{out} = I.eval({self.const(node)}, {env})")
-            return out
+            return self.assigned_to(f"I.eval({self.const(node)}, {env})")
         raise Declined(t.__name__)
+
+    def assigned_to(self, code: str) -> str:
+        """A new temporary holding the value of the Python expression `code`."""
+        out = self.temp()
+        self.emit(f"{out} = {code}")
+        return out
 
     def binary_code(self, op, a, b, span) -> str:
         if op in INLINE:
@@ -648,27 +509,20 @@ class _Compiler:
 
     def name(self, node) -> str:
         n = node.name
+        local = n in self.py
+        if local and not self.scope_mode and (n in self.params or n in self.assigned):
+            return self.py[n]
         out = self.temp()
         span = self.const(node.span)
         if self.scope_mode:
-            if self.top or n in self.py:
-                self.emit(f"{out} = LV.get({n!r}, _U)")
-                self.emit(f"if {out} is _U:")
-                self.emit(f"    {out} = _look(I, L, {n!r}, {span}, (), ())")
-                return out
-        elif n in self.py:
-            if n in self.params or n in self.assigned:
-                return self.py[n]
-            self.emit(f"{out} = {self.py[n]}")
-            self.emit(f"if {out} is _U:")
-            self.emit(f"    {out} = _look(I, E, {n!r}, {span}, {self.names_const()}, {self.locals_tuple()})")
-            return out
-        self.emit(f"{out} = EV.get({n!r}, _U)")
-        self.emit(f"if {out} is _U:")
-        if self.scope_mode:
-            self.emit(f"    {out} = _look(I, L, {n!r}, {span}, (), ())")
+            read = f"LV.get({n!r}, _U)" if self.top or local else f"EV.get({n!r}, _U)"
+            look = f"_look(I, L, {n!r}, {span}, (), ())"
         else:
-            self.emit(f"    {out} = _look(I, E, {n!r}, {span}, {self.names_const()}, {self.locals_tuple()})")
+            read = self.py[n] if local else f"EV.get({n!r}, _U)"
+            look = f"_look(I, E, {n!r}, {span}, {self.names_const()}, {self.locals_tuple()})"
+        self.emit(f"{out} = {read}")
+        self.emit(f"if {out} is _U:")
+        self.emit(f"    {out} = {look}")
         return out
 
     def call(self, node) -> str:

@@ -15,7 +15,7 @@ dispatch table, `call` and the operator tables are the plain ones: with every mo
 here runs, and the evaluator costs what it cost before. While attached, `interp.compiled` is
 false: function bodies and top-level loops are walked (lang/evaluator/compiler.py), so every node
 passes the wrappers, and a compiled body that turned a mode on walks the rest of itself from its
-next statement (compiler._resume); detached, compiled code runs again.
+next statement (compiled_helpers._resume); detached, compiled code runs again.
 """
 from __future__ import annotations
 
