@@ -21,7 +21,7 @@ from tapeml.array import diagnostics, limits, ops
 from tapeml.array.backend import ARRAYS, new_matrix, to_numpy
 from tapeml.evaluator import compiler
 from tapeml.evaluator.calls import Calls
-from tapeml.array.context import Context
+from tapeml.builtins.context import Context
 from tapeml.array.formatting import apply_spec
 from tapeml.syntax.formatspec import spec_of
 from tapeml.syntax.errors import (STDLIB_PREFIX, close_names, InternalError, LangError, NameErr, RecursionErr,
