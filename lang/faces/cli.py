@@ -242,13 +242,11 @@ def main(argv: list[str] | None = None) -> int:
         from .docs.check import main
         return main(argv[1:])
     # the program's Session: the float type and the device of the options, its own state
-    from tapeml.session.session import Session, face_state
+    from tapeml.session.session import face_session
     try:
-        state = face_state(opts.dtype, be)
+        session = face_session(opts.dtype, be)
     except ValueError as e:
         return _usage_error(str(e))
-    from tapeml.evaluator.interpreter import Interpreter
-    session = Session.of(Interpreter(), state)
     with session.entered():
         return run_program(session, argv, opts)
 

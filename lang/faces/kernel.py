@@ -103,11 +103,10 @@ LANGUAGE_INFO = {
 def _new_session():
     """The tapeml Session a kernel runs its cells in (the one place it is made): its own state,
     on TAPEML_DEVICE's device (launch() has refused a bad one)."""
-    from tapeml.evaluator.interpreter import Interpreter
-    from tapeml.session.session import Session, face_state
-    interp = Interpreter(out=sys.stdout)
-    interp.progress_out = _PlainStream(sys.stderr)     # progress bars as plain lines
-    return Session.of(interp, face_state())
+    from tapeml.session.session import face_session
+    session = face_session(out=sys.stdout)
+    session.interp.progress_out = _PlainStream(sys.stderr)     # progress bars as plain lines
+    return session
 
 
 class _PlainStream:

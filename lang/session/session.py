@@ -97,13 +97,14 @@ class Session:
             raise TypeError(f"out must be a text stream (an object with write(), such as io.StringIO()) "
                             f"or None for standard output, got {out!r}")
         self.threads = blas_threads.wanted(threads)
-        self.interp = Interpreter(out=out if out is not None else _Stdout(), load_prelude=prelude)
         values = {"dtype": DTYPES[dtype]}
         # DeviceError (a ValueError) says why not, before anything runs; TAPEML_DEVICE's too
         values["backend"] = backend.make(device) if device is not None else backend.from_environment()
         if seed is not None:
             values["rng"] = np.random.default_rng(int(seed))
         self.state = context.State(**values)
+        with self.state:        # (the interpreter is made in the state it runs in)
+            self.interp = Interpreter(out=out if out is not None else _Stdout(), load_prelude=prelude)
         if check_nan:
             self.check_nan = True
 
@@ -326,6 +327,15 @@ def face_state(dtype: str | None = None, be=None) -> context.State:
             raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
         values["dtype"] = DTYPES[dtype]
     return context.State(**values)
+
+
+def face_session(dtype: str | None = None, be=None, **interp_options) -> Session:
+    """A face's Session: its state (`face_state(dtype, be)`, so a ValueError for a bad float
+    type or device) and an Interpreter(**interp_options) made in it."""
+    state = face_state(dtype, be)
+    with state:
+        interp = Interpreter(**interp_options)
+    return Session.of(interp, state)
 
 
 class _computing:

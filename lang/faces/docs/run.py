@@ -44,16 +44,15 @@ def fresh_session(out):
     """A new tapeml Session (a new session state: float64, TAPEML_DEVICE's device, notes on) whose
     interpreter has the stdlib prelude, without re-parsing stdlib/*.ml each time: the prelude's
     names are copied from one template interpreter (values are immutable)."""
-    from tapeml.evaluator.interpreter import Interpreter
-    from tapeml.session.session import Session, face_state
+    from tapeml.session.session import face_session
     if not _TEMPLATE:
-        template = Session.of(Interpreter(out=io.StringIO(), load_prelude=False), face_state())
+        template = face_session(out=io.StringIO(), load_prelude=False)
         with template.entered():
             template.interp.load_stdlib()
         _TEMPLATE.append(template.interp)
     from tapeml.builtins import plot
     mode = plot.mode()          # the builder's figure mode ('docs' in a build: show() does nothing)
-    session = Session.of(Interpreter(out=out, load_prelude=False), face_state())
+    session = face_session(out=out, load_prelude=False)
     session.interp.progress_out = False      # examples draw no progress bar: the pages stay reproducible
     session.interp.share_stdlib(_TEMPLATE[0])
     if mode != "script":
