@@ -37,7 +37,7 @@ def test_only_the_adapter_names_ipykernels_private_methods():
 pytest.importorskip("jupyter_client", reason="the kernel tests need the jupyter extra: pip install -e '.[jupyter]'")
 pytest.importorskip("ipykernel", reason="the kernel tests need the jupyter extra: pip install -e '.[jupyter]'")
 
-from kernel_support import execute, installed_kernelspec, running_kernel  # noqa: E402
+from kernel_support import execute, installed_kernelspec, reply_to, running_kernel, wait_for_output  # noqa: E402
 
 LOOP = "n = 0\nwhile true\n    n = n + 1\n    if n == 1\n        print(\"running\")\n    end\nend"
 
@@ -47,21 +47,6 @@ def kernel(tmp_path_factory):
     with installed_kernelspec(tmp_path_factory.mktemp("prefix")):
         with running_kernel() as kernel:
             yield kernel
-
-
-def reply_to(kc, msg_id, timeout=30):
-    reply = kc.get_shell_msg(timeout=timeout)
-    while reply["parent_header"].get("msg_id") != msg_id:
-        reply = kc.get_shell_msg(timeout=timeout)
-    return reply["content"]
-
-
-def wait_for_output(kc, msg_id, text, timeout=30):
-    seen = ""
-    while text not in seen:
-        m = kc.get_iopub_msg(timeout=timeout)
-        if m["parent_header"].get("msg_id") == msg_id and m["msg_type"] == "stream":
-            seen += m["content"]["text"]
 
 
 def test_an_error_drops_the_queued_cells_and_the_next_cell_runs(kernel):

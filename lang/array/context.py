@@ -20,10 +20,10 @@ The evaluator's deep-stack worker (lang/evaluator/stack.py) enters the state of 
 Several programs in one process each start clean only in a State of their own: a bare Interpreter
 shares its thread's current state with every other one made there (what its program sets, the
 float type, the device, the seed, the diagnostics, the notes, stays for the next, as
-torch.set_default_dtype does for a process). The faces that run several programs in one process
-give each a clean state: a Session per program (the Python API, the bench's rows), a fresh State
-per example (help), `restart()` per example and per page (the docs builder, the process's one
-face). Every face holding a Session is a later step.
+torch.set_default_dtype does for a process). So every face holds a tapeml Session, a State of
+its own entered around everything it runs (lang/session/session.py: face_session, entered): the
+command line's, the REPL's, the kernel's, one per docs example and page, one per Python-API
+Session; help runs each example in a fresh State.
 
 The narrow `Context` a builtin receives (it reads the running interpreter) is the builtins'
 own: builtins/context.py. This module imports nothing of tapeml: the core registers its slots
