@@ -39,6 +39,8 @@ pytest.importorskip("ipykernel", reason="the kernel tests need the jupyter extra
 
 from kernel_support import execute, installed_kernelspec, reply_to, running_kernel, wait_for_output  # noqa: E402
 
+# prints, runs 0.3 s more (the cells sent meanwhile queue behind it), then fails
+FAILS_LATER = 'print("running")\nt = clock()\nwhile clock() - t < 0.3\nend\nundefined_name'
 LOOP = "n = 0\nwhile true\n    n = n + 1\n    if n == 1\n        print(\"running\")\n    end\nend"
 
 
@@ -54,7 +56,8 @@ def test_an_error_drops_the_queued_cells_and_the_next_cell_runs(kernel):
     the error reply runs, every time (the race the adapter removes)."""
     km, kc = kernel
     for i in range(5):
-        failing = kc.execute("sleep_for = sum(1:200000)\nundefined_name")
+        failing = kc.execute(FAILS_LATER)
+        wait_for_output(kc, failing, "running\n")     # the cell runs: the next two queue behind it
         queued = [kc.execute(f"queued{i} = {k}") for k in range(2)]
         reply = reply_to(kc, failing)
         assert reply["status"] == "error" and reply["ename"] == "NameError"
