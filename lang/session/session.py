@@ -16,6 +16,14 @@ line's, and a computation nested deeper than lang/evaluator/stack.py's HOP_DEPTH
 a large stack, so a Session reaches the language's limit of 20,000 nested calls as the command
 line does. Ctrl-C raises KeyboardInterrupt out of the method; the variables set so far stay.
 
+Every face is one of these too: the command line, the REPL, the kernel and the docs builder (one
+per example and per page) each hold a Session made by `face_session(dtype, backend, ...)` (its
+own state, a bad float type or device refused before anything runs) and drive its interpreter
+through runner.run_cell inside `s.entered()`, the block every method runs its work in: the
+Session's state current, NumPy's floating-point warnings off (the host's error state is back
+after), Python's recursion limit raised, BLAS on the Session's threads. `Session.of(interp,
+state)` wraps an interpreter made elsewhere.
+
 Values cross between Python and tapeml as lang/session/convert.py says.
 """
 from __future__ import annotations
