@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 
-from tapeml.array.context import current
+from tapeml.array.context import _CURRENT     # the thread's current state, read inline (constructors call dtype often)
 from tapeml.syntax import ast as A
 
 
@@ -42,10 +42,10 @@ class Context:
 
     @property
     def dtype(self):
-        return current().values["dtype"]
+        return _CURRENT.state.values["dtype"]
 
     def rng(self):
-        return current().values["rng"]
+        return _CURRENT.state.values["rng"]
 
     def call(self, fn, *args, **kwargs):
         return self._interp.call(fn, list(args), kwargs, None)
