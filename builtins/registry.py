@@ -11,7 +11,7 @@ at registration (`_binder`: the parameters' positions, defaults and conversions 
 a call it does not take as it stands goes to the general binder, which words every error. A builtin that needs the session (where print writes,
 the float type, the random generator, calling a function value, the call site, the running
 file's directory, the progress bars) declares `context=True` and receives a
-`tapeml.array.context.Context` first: the one surface between builtins and the evaluator.
+`tapeml.builtins.context.Context` first: the one surface between builtins and the evaluator.
 `interp=True` (the whole interpreter) is left to `help` alone, which runs examples in a fresh
 interpreter of the session's kind; its declaration says why. Argument kinds and constraints are
 checked here, so builtin bodies receive validated values.
@@ -130,7 +130,7 @@ class Builtin(Callable):
     examples: list = field(default_factory=list)
     interp: bool = False            # fn takes the interpreter as its first argument
     differentiable: bool = False    # records onto the tape (docs check its gradient)
-    context: bool = False           # fn takes the session's narrow Context (lang/array/context.py) first
+    context: bool = False           # fn takes the session's narrow Context (builtins/context.py) first
     walk: CallableType | None = None   # the lazy form, run when the call is what a for loop walks
 
     def walked_positions(self, n: int) -> set:

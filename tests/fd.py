@@ -65,7 +65,7 @@ def weighted(f, inputs, seed=1):
 
 
 class PyInterp:
-    """Calls Python functions where the builtins expect their Context (lang/array/context.py)."""
+    """Calls Python functions where the builtins expect their Context (builtins/context.py)."""
 
     @staticmethod
     def call(f, *args, **kwargs):

@@ -54,3 +54,19 @@ def execute(kc, code, timeout=30):
         if m["msg_type"] != "execute_input":
             out.append((m["msg_type"], m["content"]))
     return reply["content"], out
+
+
+def reply_to(kc, msg_id, timeout=30):
+    reply = kc.get_shell_msg(timeout=timeout)
+    while reply["parent_header"].get("msg_id") != msg_id:
+        reply = kc.get_shell_msg(timeout=timeout)
+    return reply["content"]
+
+
+def wait_for_output(kc, msg_id, text, timeout=30):
+    """Wait for `text` on the request's stdout (the cell has reached that point)."""
+    seen = ""
+    while text not in seen:
+        m = kc.get_iopub_msg(timeout=timeout)
+        if m["parent_header"].get("msg_id") == msg_id and m["msg_type"] == "stream":
+            seen += m["content"]["text"]

@@ -295,10 +295,14 @@ def test_the_faces_and_the_session_use_the_evaluators_variables_api():
 
 def test_builtins_reach_the_evaluator_only_through_the_context():
     """Every builtin that needs the running session takes the narrow Context
-    (lang/array/context.py); the whole interpreter goes to help alone, whose declaration says why.
+    (builtins/context.py, the builtins' own: the array layer keeps only the session state and
+    reads nothing of an interpreter); the whole interpreter goes to help alone, whose declaration says why.
     The Context answers what those builtins ask: the call site's argument names, the running file's
     directory, calling a function value."""
     from tapeml.builtins import REGISTRY
+    graph = import_graph()
+    assert "tapeml.builtins.context" in graph["tapeml.evaluator.interpreter"]
+    assert graph["tapeml.array.context"] == set()          # the slots and States: nothing above
     assert sorted(n for n, b in REGISTRY.items() if b.interp) == ["help"]
     src = open(os.path.join(ROOT, "builtins", "help.py"), encoding="utf-8").read()
     decl = src[src.index('@builtin("help"'):src.index("interp=True")]

@@ -13,7 +13,7 @@ import pytest
 pytest.importorskip("jupyter_client", reason="the kernel tests need the jupyter extra: pip install -e '.[jupyter]'")
 pytest.importorskip("ipykernel", reason="the kernel tests need the jupyter extra: pip install -e '.[jupyter]'")
 
-from kernel_support import execute, installed_kernelspec, running_kernel  # noqa: E402,F401
+from kernel_support import execute, installed_kernelspec, reply_to, running_kernel, wait_for_output  # noqa: E402,F401
 from support import ROOT, error_of  # noqa: E402
 from tapeml.faces import kernel as K  # noqa: E402
 from tapeml.syntax.errors import LangError, render                         # noqa: E402
@@ -226,22 +226,6 @@ def test_is_complete(kernel, code, status):
 
 
 LOOP = "n = 0\nwhile true\n    n = n + 1\n    if n == 1\n        print(\"running\")\n    end\nend"
-
-
-def reply_to(kc, msg_id, timeout=30):
-    reply = kc.get_shell_msg(timeout=timeout)
-    while reply["parent_header"].get("msg_id") != msg_id:
-        reply = kc.get_shell_msg(timeout=timeout)
-    return reply["content"]
-
-
-def wait_for_output(kc, msg_id, text, timeout=30):
-    """Wait for `text` on the request's stdout (the cell has reached that point)."""
-    seen = ""
-    while text not in seen:
-        m = kc.get_iopub_msg(timeout=timeout)
-        if m["parent_header"].get("msg_id") == msg_id and m["msg_type"] == "stream":
-            seen += m["content"]["text"]
 
 
 def interrupted(reply):

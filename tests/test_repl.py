@@ -378,8 +378,8 @@ def test_i_keeps_the_file_variables(tmp_path, monkeypatch):
     script.write_text("k = 41 + 1\nprint(\"loaded\")\n")
     seen = {}
 
-    def fake_run_repl(interp):
-        seen["k"] = interp.globals.lookup("k")
+    def fake_run_repl(session):          # the command line's tapeml Session
+        seen["k"] = session["k"]
         return 0
     monkeypatch.setattr(R, "run_repl", fake_run_repl)
     monkeypatch.setattr(sys, "stdin", io.StringIO(""))

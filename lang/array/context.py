@@ -1,4 +1,4 @@
-"""Session state, and the narrow context a builtin runs in.
+"""Session state: the slots, a session's State, the thread's current one.
 
 What belongs to one session (its float type, its random generator, its figures, its caches)
 is declared by the module that uses it, as a *slot*: `slot(name, fresh)` registers how a new
@@ -20,25 +20,19 @@ The evaluator's deep-stack worker (lang/evaluator/stack.py) enters the state of 
 Several programs in one process each start clean only in a State of their own: a bare Interpreter
 shares its thread's current state with every other one made there (what its program sets, the
 float type, the device, the seed, the diagnostics, the notes, stays for the next, as
-torch.set_default_dtype does for a process). The faces that run several programs in one process
-give each a clean state: a Session per program (the Python API, the bench's rows), a fresh State
-per example (help), `restart()` per example and per page (the docs builder, the process's one
-face). Every face holding a Session is a later step.
+torch.set_default_dtype does for a process). So every face holds a tapeml Session, a State of
+its own entered around everything it runs (lang/session/session.py: face_session, entered): the
+command line's, the REPL's, the kernel's, one per docs example and page, one per Python-API
+Session; help runs each example in a fresh State.
 
-`Context` is what a builtin declared with `@builtin(..., context=True)` receives instead of the
-whole interpreter: where print writes, the float type, the seeded generator, calling a function
-value, the call site, the running file's directory and the progress bars (see the class).
-
-This module imports only the syntax tree (to read a call site): the core registers its slots
+The narrow `Context` a builtin receives (it reads the running interpreter) is the builtins'
+own: builtins/context.py. This module imports nothing of tapeml: the core registers its slots
 here, and so do builtins.
 """
 from __future__ import annotations
 
-import os
 import threading
 from dataclasses import dataclass
-
-from tapeml.syntax import ast as A
 
 
 @dataclass(frozen=True)
@@ -176,69 +170,3 @@ def release(state: State) -> None:
             with SLOTS[name].lock:
                 if _OWNERS.get(name) is state:
                     claim(name, DEFAULT)
-
-
-class Context:
-    """What a builtin needs of the session that runs it, and no more: the one surface between the
-    builtins and the evaluator (a compiled evaluator provides the same).
-
-    out        the stream print writes to (follows progress bars, which wrap it)
-    dtype      the NumPy float type of new matrices (float64 or float32)
-    rng()      the session's random generator (never cache it: seed(n) replaces it)
-    call(f, *args, **kwargs)   call a function value of the language (a user fn or a builtin)
-    span       the call site of the builtin running (None when another builtin called it)
-    argument_name(i)   the name written as the i-th positional argument at that call site
-                       (`grad(loss, w)`: "w"), None when it is not a plain name
-    directory  the directory of the running file, which relative paths start from (the current
-               directory in -c and the REPL)
-    work_bar(total, desc)   a bar for a builtin's own long loop (lang/evaluator/progress.py)
-    note_progress(text)     the note beside the innermost progress(...) loop's bar, if any
-    set_diagnostics(check_nan=, profiler=, recorder=)   turn the session's diagnostics on or off
-                       (lang/array/diagnostics.py); the evaluator is their span source while any is on
-    """
-    __slots__ = ("_interp",)
-
-    def __init__(self, interp):
-        self._interp = interp
-
-    @property
-    def out(self):
-        return self._interp.out
-
-    @property
-    def dtype(self):
-        return _CURRENT.state.values["dtype"]
-
-    def rng(self):
-        return _CURRENT.state.values["rng"]
-
-    def call(self, fn, *args, **kwargs):
-        return self._interp.call(fn, list(args), kwargs, None)
-
-    @property
-    def span(self):
-        node = self._interp.current_call
-        return None if node is None else node.span
-
-    def argument_name(self, i: int):
-        node = self._interp.current_call
-        if node is None or len(node.args) <= i:
-            return None
-        arg = node.args[i]
-        return arg.name if type(arg) is A.Name else None
-
-    @property
-    def directory(self) -> str:
-        stack = self._interp.dir_stack
-        return stack[-1] if stack else os.getcwd()
-
-    def work_bar(self, total: int, desc: str):
-        return self._interp.work_bar(total, desc)
-
-    def set_diagnostics(self, **modes):
-        return self._interp.set_diagnostics(**modes)
-
-    def note_progress(self, text: str) -> None:
-        bars = self._interp.progress_bars
-        if bars:
-            bars[-1].note(text)

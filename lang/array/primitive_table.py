@@ -11,7 +11,6 @@ from tapeml.array import backend as B, context
 from tapeml.array.backend import ARRAYS, xp_of
 from tapeml.array.tape import Box, Primitive
 
-np.seterr(all="ignore")
 
 TABLE: dict[str, Primitive] = {}
 

@@ -21,7 +21,7 @@ from tapeml.array import diagnostics, limits, ops
 from tapeml.array.backend import ARRAYS, new_matrix, to_numpy
 from tapeml.evaluator import compiler
 from tapeml.evaluator.calls import Calls
-from tapeml.array.context import Context
+from tapeml.builtins.context import Context
 from tapeml.array.formatting import apply_spec
 from tapeml.syntax.formatspec import spec_of
 from tapeml.syntax.errors import (STDLIB_PREFIX, close_names, InternalError, LangError, NameErr, RecursionErr,
@@ -66,6 +66,9 @@ def missing_handler(cls):
 class Interpreter(Statements, Calls, Indexing):
     def __init__(self, out=None, load_prelude: bool = True):
         from tapeml.builtins import REGISTRY  # registers every builtin module
+        from tapeml.array import backend
+        backend.current()   # the session's device (TAPEML_DEVICE's by default): a bad one is a
+                            # DeviceError (a ValueError) here, as for tapeml.Session, not at the first matrix
         self.out = out if out is not None else sys.stdout
         self.err = None                 # where notes go (None: sys.stderr at the time of writing)
         self.noted: set = set()         # the source lines that printed their note (indexing.grid_note)
@@ -175,6 +178,8 @@ class Interpreter(Statements, Calls, Indexing):
         else:
             self.dir_stack.append(os.getcwd())
         stmt = None
+        quiet = np.errstate(all="ignore")   # NumPy's warnings off while tapeml runs (1 / 0 is inf without
+        quiet.__enter__()                   # a word); the host program's error state is back after
         try:
             for stmt in program.body:
                 if echo is not None and type(stmt) is A.ExprStmt:
@@ -200,6 +205,7 @@ class Interpreter(Statements, Calls, Indexing):
                                "deeper than tapeml can follow; split it into several statements "
                                "(name the parts) or build the value in a loop", stmt.span if stmt else None) from None
         finally:
+            quiet.__exit__(None, None, None)
             self.dir_stack.pop()
             if main is not None:
                 self.importing.remove(main)

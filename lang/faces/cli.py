@@ -155,69 +155,84 @@ def _option_value(flag: str, argv: list) -> str | None:
     return argv.pop(0) if argv else None
 
 
+class Options:
+    """The command line's own options (those before FILE, -c or -i)."""
+
+    def __init__(self):
+        self.debug = False
+        self.dtype = None
+        self.device = None
+        self.threads = None
+        self.diag = Diagnose()
+
+    def parse(self, argv: list) -> int | None:
+        """Take the options from the front of argv; an exit status when one ends the command
+        (--help, --version, a usage error), else None."""
+        while argv and (argv[0].startswith("--") or argv[0] in ("-h", "-V")):
+            flag = argv.pop(0)
+            if flag == "--debug":
+                self.debug = True
+            elif flag in ("--check-nan", "--profile", "--profile-out", "--profile-top") or \
+                    flag.startswith(("--profile-out=", "--profile-top=")):
+                problem = self.diag.option(flag, argv)
+                if problem:
+                    return _usage_error(problem)
+            elif flag in ("--version", "-V"):
+                from tapeml import __version__
+                print(f"tapeml {__version__}")
+                return 0
+            elif flag in ("--help", "-h"):
+                print(HELP, end="")
+                return 0
+            elif flag == "--dtype" or flag.startswith("--dtype="):
+                self.dtype = _option_value(flag, argv)
+                if self.dtype is None:
+                    return _usage_error("--dtype needs float32 or float64")
+            elif flag == "--device" or flag.startswith("--device="):
+                self.device = _option_value(flag, argv)
+                if self.device is None:
+                    return _usage_error("--device needs numpy, torch:cpu, torch:cuda[:N] or torch:mps")
+            elif flag == "--threads" or flag.startswith("--threads="):
+                text = _option_value(flag, argv)
+                if text is None:
+                    return _usage_error("--threads needs a whole number >= 1")
+                from tapeml.array import threads
+                try:
+                    self.threads = threads.parse(text)
+                except ValueError as e:
+                    return _usage_error(str(e))
+            else:
+                return _usage_error(f"unknown option '{flag}'")
+        return None
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     from tapeml.evaluator.stack import SHALLOW_LIMIT       # (deeper calls continue on a big-stack thread: lang/evaluator/stack.py)
     sys.setrecursionlimit(max(sys.getrecursionlimit(), SHALLOW_LIMIT))
-    debug = False
-    dtype = None
-    diag = Diagnose()
-    n_threads = None
-    device = None
-    while argv and (argv[0].startswith("--") or argv[0] in ("-h", "-V")):
-        flag = argv.pop(0)
-        if flag == "--debug":
-            debug = True
-        elif flag in ("--check-nan", "--profile", "--profile-out", "--profile-top") or \
-                flag.startswith(("--profile-out=", "--profile-top=")):
-            problem = diag.option(flag, argv)
-            if problem:
-                return _usage_error(problem)
-        elif flag in ("--version", "-V"):
-            from tapeml import __version__
-            print(f"tapeml {__version__}")
-            return 0
-        elif flag in ("--help", "-h"):
-            print(HELP, end="")
-            return 0
-        elif flag == "--dtype" or flag.startswith("--dtype="):
-            dtype = _option_value(flag, argv)
-            if dtype is None:
-                return _usage_error("--dtype needs float32 or float64")
-        elif flag == "--device" or flag.startswith("--device="):
-            device = _option_value(flag, argv)
-            if device is None:
-                return _usage_error("--device needs numpy, torch:cpu, torch:cuda[:N] or torch:mps")
-        elif flag == "--threads" or flag.startswith("--threads="):
-            text = _option_value(flag, argv)
-            if text is None:
-                return _usage_error("--threads needs a whole number >= 1")
-            from tapeml.array import threads
-            try:
-                n_threads = threads.parse(text)
-            except ValueError as e:
-                return _usage_error(str(e))
-        else:
-            return _usage_error(f"unknown option '{flag}'")
-    if device is not None:
-        from tapeml.array import backend
+    opts = Options()
+    code = opts.parse(argv)
+    if code is not None:
+        return code
+    from tapeml.array import backend
+    be = None
+    if opts.device is not None:
         try:
-            backend.set_current(backend.make(device))
+            be = backend.make(opts.device)
         except backend.DeviceError as e:
             return _usage_error(str(e))
-        os.environ["TAPEML_DEVICE"] = device       # the kernel, and the docs' example runners, too
+        os.environ["TAPEML_DEVICE"] = opts.device       # the kernel, and the docs' example runners, too
     if argv and argv[0] == "kernel":
         from tapeml.faces.kernel import main as kernel_main
         return kernel_main(argv[1:])
-    if device is None and os.environ.get("TAPEML_DEVICE", "").strip():
-        from tapeml.array import backend        # refused before anything runs, as --device is
+    if be is None:
         try:
-            backend.set_current(backend.from_environment())
+            be = backend.from_environment()     # refused before anything runs, as --device is
         except backend.DeviceError as e:
             return _usage_error(str(e))
     from tapeml.array import threads
     try:
-        threads.apply(n_threads)        # BLAS threads: lang/array/threads.py
+        threads.apply(opts.threads)     # BLAS threads: lang/array/threads.py
     except ValueError as e:             # a bad TAPEML_THREADS
         return _usage_error(str(e))
     if argv and argv[0] == "docs":
@@ -226,24 +241,29 @@ def main(argv: list[str] | None = None) -> int:
             return site_main(argv[1:])
         from .docs.check import main
         return main(argv[1:])
-    from tapeml.evaluator.interpreter import Interpreter
-    if dtype is not None:
-        from tapeml.array import ops
-        try:
-            ops.set_dtype(dtype)
-        except ValueError as e:
-            return _usage_error(str(e))
+    # the program's Session: the float type and the device of the options, its own state
+    from tapeml.session.session import face_session
+    try:
+        session = face_session(opts.dtype, be)
+    except ValueError as e:
+        return _usage_error(str(e))
+    with session.entered():
+        return run_program(session, argv, opts)
+
+
+def run_program(session, argv: list, opts: Options) -> int:
+    """Run what argv names (-c CODE, -i FILE, FILE, stdin or the REPL) in `session`, whose state
+    is current; the exit status."""
+    interp, diag, debug = session.interp, opts.diag, opts.debug
     if argv and argv[0] == "-c":
         if len(argv) < 2:
             return _usage_error("-c needs the code to run")
-        interp = Interpreter()
         _warn_late_options(argv[2:])
         interp.set_arguments(tuple(argv[2:]))
         return exit_code(diag.run(interp, lambda: run_source(interp, argv[1], "<string>", debug)))
     if argv and argv[0] == "-i":
         if len(argv) < 2:
             return _usage_error("-i needs a file")
-        interp = Interpreter()
         code = diag.run(interp, lambda: run_file(interp, argv[1], argv[2:], debug))
         if code == 2:
             return code
@@ -251,13 +271,11 @@ def main(argv: list[str] | None = None) -> int:
             source = _stdin_source()
             return exit_code(1 if source is None else run_source(interp, source, "<stdin>", debug) or code)
         from tapeml.faces.repl import run_repl
-        return run_repl(interp)
+        return run_repl(session)
     if argv and argv[0].startswith("-"):
         return _usage_error(f"unknown option '{argv[0]}'")
     if argv:
-        interp = Interpreter()
         return exit_code(diag.run(interp, lambda: run_file(interp, argv[0], argv[1:], debug)))
-    interp = Interpreter()
     if not sys.stdin.isatty():
         source = _stdin_source()
         return exit_code(1 if source is None else
@@ -265,7 +283,7 @@ def main(argv: list[str] | None = None) -> int:
     if diag.check_nan:
         interp.set_diagnostics(check_nan=True)
     from tapeml.faces.repl import run_repl
-    return run_repl(interp)
+    return run_repl(session)
 
 
 class Diagnose:

@@ -39,8 +39,6 @@ kernel's own process, needs none of the magics (and would have to disable %-synt
 its `%` operator), and ipykernel's base class is the one the Jupyter project maintains and
 documents for wrapper kernels, with fewer dependencies.
 
-The interpreter is made in one place, `_new_session()`.
-
 Interrupts. ipykernel ignores SIGINT between requests (SIG_IGN) and installs Python's
 default_int_handler only while it handles one, so an interrupt sent just after an execute_request
 was lost when it reached the kernel before the request (the cell then ran on forever), and one that
@@ -63,40 +61,34 @@ So an interrupt
 The comparison uses one clock when client and kernel share a machine; a remote client whose clock
 runs behind the kernel's would see an idle interrupt stop a cell sent within that lag.
 
-ipykernel (7.x, with its shell-channel thread) also raced after an error reply: it sends the reply,
-then sets its "aborting" flag and posts the message that ends the aborting; a request the client
-sent on seeing the reply could overtake that message and come back `aborted`, so the cell after an
-interrupted one was sometimes not run. Here the end-of-aborting message is posted before the reply
-goes out (`_post_stop_aborting`), so the requests that reached the kernel before the error was
-replied are aborted (Jupyter's stop-on-error) and none sent on seeing the reply is, and
-`_abort_queues` only sets the flag.
+Stop-on-error: after an error reply ipykernel aborts the requests queued behind the cell; its
+7.x race there (a cell sent on seeing the reply could come back `aborted`) is fixed in
+kernel_ipykernel.py, the one module that uses ipykernel's private methods.
+
+The kernel holds a tapeml Session (`_new_session`): every request runs with its state current
+(Session.entered), so the kernel's float type, generator, device and notes are its own.
 """
 from __future__ import annotations
 
 import base64
-import html
 import re
 import signal
 import sys
 import threading
 from datetime import datetime, timezone
 
-import numpy as np
 
 from tapeml import __version__
 from tapeml.syntax.errors import LangError
 from tapeml.syntax.parser import is_complete
 from tapeml.faces import runner
 from tapeml.faces.repl import completions
-from tapeml.array.tape import raw
-from tapeml.array.values import (Record, _edge_indices, _leaf_text, _scalar, display_value, format_value,
-                     host, shape_text)
+from tapeml.faces.kernel_display import (HTML_MAX_COLS, HTML_MAX_FIELDS, HTML_MAX_ROWS,  # noqa: F401
+                                         html_value, mime_bundle)
+from tapeml.faces.kernel_ipykernel import StopOnError
 
 KERNEL_NAME = "tapeml"
 DISPLAY_NAME = "tapeml"
-HTML_MAX_ROWS = 20          # a larger matrix shows its first and last rows with a ⋮ row between
-HTML_MAX_COLS = 20          # likewise for columns, with a ... column
-HTML_MAX_FIELDS = 50        # a record's fields in the table
 
 LANGUAGE_INFO = {
     "name": "tapeml",
@@ -109,11 +101,12 @@ LANGUAGE_INFO = {
 
 
 def _new_session():
-    """The interpreter a kernel runs its cells in (the one place it is made)."""
-    from tapeml.evaluator.interpreter import Interpreter
-    interp = Interpreter(out=sys.stdout)
-    interp.progress_out = _PlainStream(sys.stderr)     # progress bars as plain lines
-    return interp
+    """The tapeml Session a kernel runs its cells in (the one place it is made): its own state,
+    on TAPEML_DEVICE's device (launch() has refused a bad one)."""
+    from tapeml.session.session import face_session
+    session = face_session(out=sys.stdout)
+    session.interp.progress_out = _PlainStream(sys.stderr)     # progress bars as plain lines
+    return session
 
 
 class _PlainStream:
@@ -130,72 +123,6 @@ class _PlainStream:
 
     def isatty(self):
         return False
-
-
-# ---- text/html for matrices and records --------------------------------------------------------
-
-TABLE_STYLE = "font-family: monospace; text-align: right"
-
-
-def html_value(v) -> str | None:
-    """An HTML table for a matrix (a vector as one row) or a record, or None for other values.
-    The cells are the printer's numbers (values.format_number); a large matrix shows its first
-    and last rows and columns, with ⋮ and ... between; the caption gives the shape. A matrix of
-    any device is read on the host (values.host)."""
-    v = host(raw(v))
-    if isinstance(v, np.ndarray) and v.ndim in (1, 2) and v.size > 0:
-        return _html_matrix(v)
-    if isinstance(v, Record):
-        return _html_record(v)
-    return None
-
-
-def _html_matrix(a: np.ndarray) -> str:
-    is_bool = a.dtype == np.bool_
-    kind = "bool " if is_bool else ""
-    caption = f"{a.shape[0]}-element {kind}vector" if a.ndim == 1 else f"{shape_text(a.shape)} {kind}matrix"
-    m = a.reshape(1, -1) if a.ndim == 1 else a
-    rows = _edge_indices(m.shape[0], HTML_MAX_ROWS)
-    cols = _edge_indices(m.shape[1], HTML_MAX_COLS)
-    out = [f'<table style="{TABLE_STYLE}">', f"<caption>{html.escape(caption)}</caption>"]
-    for i in rows:
-        cells = []
-        for j in cols:
-            if i is None:
-                text = "⋱" if j is None else "⋮"
-            else:
-                text = "…" if j is None else _scalar(m[i, j], is_bool)
-            cells.append(f"<td>{html.escape(text)}</td>")
-        out.append("<tr>" + "".join(cells) + "</tr>")
-    out.append("</table>")
-    return "\n".join(out)
-
-
-def _html_record(r: Record) -> str:
-    names = list(r.fields)
-    caption = f"record, {len(names)} field{'s' * (len(names) != 1)}"
-    out = [f'<table style="font-family: monospace; text-align: left">',
-           f"<caption>{html.escape(caption)}</caption>"]
-    for name in names[:HTML_MAX_FIELDS]:
-        value = host(raw(r.fields[name]))
-        text = _leaf_text(value) if isinstance(value, np.ndarray) else format_value(value, True)
-        if len(text) > 80:
-            text = text[:77] + "..."
-        out.append(f"<tr><td>{html.escape(name)}</td><td>{html.escape(text)}</td></tr>")
-    if len(names) > HTML_MAX_FIELDS:
-        out.append(f"<tr><td>⋮</td><td>{len(names) - HTML_MAX_FIELDS} more fields</td></tr>")
-    out.append("</table>")
-    return "\n".join(out)
-
-
-def mime_bundle(value) -> dict:
-    """The data of an execute_result for `value`: text/plain always, text/html for matrices
-    and records."""
-    data = {"text/plain": display_value(value)}
-    page = html_value(value)
-    if page is not None:
-        data["text/html"] = page
-    return data
 
 
 # ---- the kernel ---------------------------------------------------------------------------------
@@ -219,11 +146,231 @@ def _sent_at(parent) -> datetime | None:
     return date if date.tzinfo is not None else date.replace(tzinfo=timezone.utc)
 
 
+class _Interrupts:
+    """The kernel's SIGINT handling (the module's docstring, "Interrupts"): its own handler for
+    the kernel's whole life, raising only inside an armed region."""
+
+    def start(self):
+        super().start()
+        if threading.current_thread() is threading.main_thread():    # where signals can be set
+            signal.signal(signal.SIGINT, self._on_sigint)
+
+    def pre_handler_hook(self):
+        """ipykernel swaps in default_int_handler around each request; the kernel's own
+        handler stays (an interrupt outside a cell never raises into ipykernel's loop)."""
+
+    def post_handler_hook(self):
+        pass
+
+    def _on_sigint(self, signum, frame):
+        now = datetime.now(timezone.utc)
+        if self._interrupted_at is None or now > self._interrupted_at:
+            self._interrupted_at = now
+        self._interrupts += 1
+        if self._armed:
+            self._armed = False          # once: the unwinding is not interrupted again
+            raise KeyboardInterrupt
+
+    def _armed_call(self, since, fn, *args):
+        """fn(*args) with a SIGINT raising KeyboardInterrupt inside it: (result, False), or
+        (None, True) when an interrupt stopped it, or came after the count `since` (the
+        moment before arming). Python runs signal handlers in the main thread only: a cell
+        in a subshell's thread is not armed."""
+        if threading.current_thread() is not threading.main_thread():
+            return fn(*args), False
+        try:
+            try:
+                self._armed = True
+                if self._interrupts != since:
+                    self._armed = False
+                    raise KeyboardInterrupt
+                return fn(*args), False
+            finally:
+                self._armed = False
+        except KeyboardInterrupt:
+            self._armed = False
+            return None, True
+
+
+class _Cells:
+    """execute_request: a cell run in the kernel's Session (runner.run_cell), its echoes, figures,
+    %%profile and the error reply."""
+
+    def do_execute(self, code, silent, store_history=True, user_expressions=None,
+                   allow_stdin=False, *, cell_meta=None, cell_id=None):
+        with self.tapeml_session.entered():
+            return self._execute(code, silent)
+
+    def _execute(self, code, silent):
+        parent = self.get_parent("shell")
+        self.begin_request()
+        self.silent = silent
+        self.interp.out = sys.stdout
+        interrupts = self._interrupts       # first: a later one is seen by the count
+        sent, last = _sent_at(parent), self._interrupted_at
+        if sent is not None and last is not None and sent <= last:
+            # sent before an interrupt that came while it waited: the cell does not start
+            error = INTERRUPTED_BEFORE_START
+            payload = []
+        else:
+            result, interrupted = self._armed_call(interrupts, self._run_cell, code)
+            error, payload = (INTERRUPTED, []) if interrupted else result
+        error = self._show_figures(error)
+        if error is None and self._interrupts != interrupts:   # came between the parts
+            error = INTERRUPTED
+        if error is None:
+            return {"status": "ok", "execution_count": self.execution_count,
+                    "payload": payload, "user_expressions": {}}
+        ename, evalue, text = error
+        content = {"ename": ename, "evalue": evalue, "traceback": text.split("\n"),
+                   "execution_count": self.execution_count}
+        if not silent:
+            self.send_response(self.iopub_socket, "error", content)
+            if parent.get("content", {}).get("stop_on_error", True):
+                self.post_stop_aborting(parent)     # (kernel_ipykernel.py)
+        return {"status": "error", **content}
+
+    def _run_cell(self, code):
+        """Run a cell: (error or None, payload); an error is (ename, evalue, traceback text).
+        A cell whose first line is `%%profile [FILE]` runs the rest under the profiler and
+        prints its tables after it (and writes FILE in speedscope's format)."""
+        profile = PROFILE_LINE.match(code)
+        if profile:
+            return self._profile_cell(code, profile.group(1))
+        try:
+            outcome = runner.run_cell(self.interp, code, f"In[{self.execution_count}]",
+                                      show=self._echo, help=True)
+        finally:
+            self._flush()
+        return self._result(outcome)
+
+    def _profile_cell(self, code, path):
+        from tapeml.array.profile_report import Report
+        from tapeml.evaluator.instrument import profiling
+        body = "\n" + code.split("\n", 1)[1] if "\n" in code else ""    # lines keep their numbers
+        try:
+            with profiling(self.interp) as prof:
+                outcome = runner.run_cell(self.interp, body, f"In[{self.execution_count}]",
+                                          show=self._echo)
+        finally:
+            self._flush()
+        report = Report(prof, self.interp.sources)
+        if not self.silent:
+            print(report.table(top=15))
+            if path:
+                try:
+                    report.save(path)
+                    print(f"profile written to {path} (speedscope's format: https://www.speedscope.app)")
+                except OSError as e:
+                    print(f"cannot write the profile to '{path}': {e.strerror or e}", file=sys.stderr)
+            self._flush()
+        return self._result(outcome)
+
+    def _result(self, outcome):
+        if outcome.status == runner.OK:
+            return None, []
+        if outcome.status == runner.HELP:
+            # a pager payload, as IPython answers `?name`: JupyterLab shows it below the cell
+            return None, [{"source": "page", "data": {"text/plain": outcome.text}, "start": 0}]
+        if outcome.status == runner.INTERRUPTED:
+            return INTERRUPTED, []
+        if outcome.status == runner.TERMINATED:
+            raise outcome.exception
+        if outcome.status in (runner.INTERNAL, runner.BROKEN_PIPE):   # must not end the kernel
+            message = f"{outcome.message}; this is a bug in tapeml"
+            return ("InternalError", message, f"InternalError: {message}"), []
+        return (outcome.ename, outcome.message, outcome.text), []
+
+    def _show_figures(self, error):
+        """The cell's figures as images (after an error or an interrupt too), then none stays
+        open; an interrupt while they are drawn closes the rest and ends the cell as
+        interrupted. Returns the cell's error."""
+        from tapeml.builtins import plot
+
+        def publish():
+            try:
+                plot.publish_open()
+            except Exception as e:  # noqa: BLE001 - a figure that cannot be drawn
+                plot.close_all()
+                sys.stderr.write(f"warning: a figure could not be drawn ({type(e).__name__}: {e})\n")
+
+        _, interrupted = self._armed_call(self._interrupts, publish)
+        if interrupted:
+            plot.close_all()
+            self._flush()
+            return error or INTERRUPTED
+        return error
+
+    def _echo(self, value):      # (the runner has set `ans`, the last echoed value)
+        if self.silent:
+            return
+        self._flush()
+        self.send_response(self.iopub_socket, "execute_result",
+                           {"execution_count": self.execution_count,
+                            "data": mime_bundle(value), "metadata": {}})
+
+    def _publish_png(self, png: bytes):
+        if getattr(self, "silent", False):
+            return
+        self._flush()
+        self.send_response(self.iopub_socket, "display_data",
+                           {"data": {"image/png": base64.b64encode(png).decode("ascii"),
+                                     "text/plain": "<figure>"},
+                            "metadata": {}})
+
+    def _flush(self):
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (AttributeError, ValueError, OSError):
+                pass
+
+
+class _Introspection:
+    """complete_request, inspect_request, is_complete_request."""
+
+    def do_complete(self, code, cursor_pos):
+        with self.tapeml_session.entered():    # (the first completion loads the standard library)
+            return self._complete(code, cursor_pos)
+
+    def _complete(self, code, cursor_pos):
+        cursor_pos = len(code) if cursor_pos is None else cursor_pos
+        found = completions(code[:cursor_pos], self.interp)
+        replace = max((c.replace for c in found), default=0)
+        return {"status": "ok", "matches": [c.text for c in found],
+                "cursor_start": cursor_pos - replace, "cursor_end": cursor_pos,
+                "metadata": {"_jupyter_types_experimental": [
+                    {"text": c.text, "start": cursor_pos - c.replace, "end": cursor_pos,
+                     "signature": c.meta} for c in found]}}
+
+    def do_inspect(self, code, cursor_pos, detail_level=0, omit_sections=()):
+        with self.tapeml_session.entered():    # (the page runs the examples)
+            return self._inspect(code, cursor_pos)
+
+    def _inspect(self, code, cursor_pos):
+        from tapeml.builtins.help import help_text
+        name = _word_at(code, len(code) if cursor_pos is None else cursor_pos)
+        if not name:
+            return {"status": "ok", "found": False, "data": {}, "metadata": {}}
+        try:
+            text = help_text(name, self.interp)
+        except LangError:
+            return {"status": "ok", "found": False, "data": {}, "metadata": {}}
+        return {"status": "ok", "found": True, "data": {"text/plain": text}, "metadata": {}}
+
+    def do_is_complete(self, code):
+        status = is_complete(code)
+        if status == "incomplete":
+            from tapeml.faces.repl import next_indent
+            return {"status": "incomplete", "indent": next_indent(code.rstrip("\n"))}
+        return {"status": status}
+
+
 def _kernel_class():
     """The Kernel subclass (ipykernel imported only when a kernel starts: DESIGN.md rule 10)."""
     from ipykernel.kernelbase import Kernel
 
-    class TapemlKernel(Kernel):
+    class TapemlKernel(_Interrupts, _Cells, _Introspection, StopOnError, Kernel):
         implementation = "tapeml"
         implementation_version = __version__
         language = "tapeml"
@@ -236,54 +383,12 @@ def _kernel_class():
         def __init__(self, **kwargs):
             super().__init__(**kwargs)
             from tapeml.builtins import plot
-            self.interp = _new_session()
+            self.tapeml_session = _new_session()     # every request runs in its state (Session.entered)
+            self.interp = self.tapeml_session.interp
             self._armed = False              # a SIGINT now raises KeyboardInterrupt (in a cell)
             self._interrupts = 0             # SIGINTs received
             self._interrupted_at = None      # when the latest one arrived (UTC)
-            self._stop_aborting_for = None   # the request whose end-of-aborting message is posted
             plot.set_publisher(self._publish_png)
-
-        # -- interrupts (see the module's docstring) ----------------------------------------
-        def start(self):
-            super().start()
-            if threading.current_thread() is threading.main_thread():    # where signals can be set
-                signal.signal(signal.SIGINT, self._on_sigint)
-
-        def pre_handler_hook(self):
-            """ipykernel swaps in default_int_handler around each request; the kernel's own
-            handler stays (an interrupt outside a cell never raises into ipykernel's loop)."""
-
-        def post_handler_hook(self):
-            pass
-
-        def _on_sigint(self, signum, frame):
-            now = datetime.now(timezone.utc)
-            if self._interrupted_at is None or now > self._interrupted_at:
-                self._interrupted_at = now
-            self._interrupts += 1
-            if self._armed:
-                self._armed = False          # once: the unwinding is not interrupted again
-                raise KeyboardInterrupt
-
-        def _armed_call(self, since, fn, *args):
-            """fn(*args) with a SIGINT raising KeyboardInterrupt inside it: (result, False), or
-            (None, True) when an interrupt stopped it, or came after the count `since` (the
-            moment before arming). Python runs signal handlers in the main thread only: a cell
-            in a subshell's thread is not armed."""
-            if threading.current_thread() is not threading.main_thread():
-                return fn(*args), False
-            try:
-                try:
-                    self._armed = True
-                    if self._interrupts != since:
-                        self._armed = False
-                        raise KeyboardInterrupt
-                    return fn(*args), False
-                finally:
-                    self._armed = False
-            except KeyboardInterrupt:
-                self._armed = False
-                return None, True
 
         def set_parent(self, ident, parent, channel="shell"):
             """Also tag the output of print (sys.stdout, sys.stderr) with the request, as
@@ -293,183 +398,6 @@ def _kernel_class():
                 for stream in (sys.stdout, sys.stderr):
                     if hasattr(stream, "set_parent"):
                         stream.set_parent(parent)
-
-        # -- execute --------------------------------------------------------------------
-        def do_execute(self, code, silent, store_history=True, user_expressions=None,
-                       allow_stdin=False, *, cell_meta=None, cell_id=None):
-            parent = self.get_parent("shell")
-            self._stop_aborting_for = None
-            self.silent = silent
-            self.interp.out = sys.stdout
-            interrupts = self._interrupts       # first: a later one is seen by the count
-            sent, last = _sent_at(parent), self._interrupted_at
-            if sent is not None and last is not None and sent <= last:
-                # sent before an interrupt that came while it waited: the cell does not start
-                error = INTERRUPTED_BEFORE_START
-                payload = []
-            else:
-                result, interrupted = self._armed_call(interrupts, self._run_cell, code)
-                error, payload = (INTERRUPTED, []) if interrupted else result
-            error = self._show_figures(error)
-            if error is None and self._interrupts != interrupts:   # came between the parts
-                error = INTERRUPTED
-            if error is None:
-                return {"status": "ok", "execution_count": self.execution_count,
-                        "payload": payload, "user_expressions": {}}
-            ename, evalue, text = error
-            content = {"ename": ename, "evalue": evalue, "traceback": text.split("\n"),
-                       "execution_count": self.execution_count}
-            if not silent:
-                self.send_response(self.iopub_socket, "error", content)
-                if parent.get("content", {}).get("stop_on_error", True):
-                    self._post_stop_aborting(parent)
-            return {"status": "error", **content}
-
-        def _run_cell(self, code):
-            """Run a cell: (error or None, payload); an error is (ename, evalue, traceback text).
-            A cell whose first line is `%%profile [FILE]` runs the rest under the profiler and
-            prints its tables after it (and writes FILE in speedscope's format)."""
-            profile = PROFILE_LINE.match(code)
-            if profile:
-                return self._profile_cell(code, profile.group(1))
-            try:
-                outcome = runner.run_cell(self.interp, code, f"In[{self.execution_count}]",
-                                          show=self._echo, help=True)
-            finally:
-                self._flush()
-            return self._result(outcome)
-
-        def _profile_cell(self, code, path):
-            from tapeml.array.profile_report import Report
-            from tapeml.evaluator.instrument import profiling
-            body = "\n" + code.split("\n", 1)[1] if "\n" in code else ""    # lines keep their numbers
-            try:
-                with profiling(self.interp) as prof:
-                    outcome = runner.run_cell(self.interp, body, f"In[{self.execution_count}]",
-                                              show=self._echo)
-            finally:
-                self._flush()
-            report = Report(prof, self.interp.sources)
-            if not self.silent:
-                print(report.table(top=15))
-                if path:
-                    try:
-                        report.save(path)
-                        print(f"profile written to {path} (speedscope's format: https://www.speedscope.app)")
-                    except OSError as e:
-                        print(f"cannot write the profile to '{path}': {e.strerror or e}", file=sys.stderr)
-                self._flush()
-            return self._result(outcome)
-
-        def _result(self, outcome):
-            if outcome.status == runner.OK:
-                return None, []
-            if outcome.status == runner.HELP:
-                # a pager payload, as IPython answers `?name`: JupyterLab shows it below the cell
-                return None, [{"source": "page", "data": {"text/plain": outcome.text}, "start": 0}]
-            if outcome.status == runner.INTERRUPTED:
-                return INTERRUPTED, []
-            if outcome.status == runner.TERMINATED:
-                raise outcome.exception
-            if outcome.status in (runner.INTERNAL, runner.BROKEN_PIPE):   # must not end the kernel
-                message = f"{outcome.message}; this is a bug in tapeml"
-                return ("InternalError", message, f"InternalError: {message}"), []
-            return (outcome.ename, outcome.message, outcome.text), []
-
-        def _show_figures(self, error):
-            """The cell's figures as images (after an error or an interrupt too), then none stays
-            open; an interrupt while they are drawn closes the rest and ends the cell as
-            interrupted. Returns the cell's error."""
-            from tapeml.builtins import plot
-
-            def publish():
-                try:
-                    plot.publish_open()
-                except Exception as e:  # noqa: BLE001 - a figure that cannot be drawn
-                    plot.close_all()
-                    sys.stderr.write(f"warning: a figure could not be drawn ({type(e).__name__}: {e})\n")
-
-            _, interrupted = self._armed_call(self._interrupts, publish)
-            if interrupted:
-                plot.close_all()
-                self._flush()
-                return error or INTERRUPTED
-            return error
-
-        def _post_stop_aborting(self, parent):
-            """Post ipykernel's end-of-aborting message now, before the error reply goes out (the
-            module's docstring says why); `_abort_queues` then only sets the flag. Without the
-            shell-channel thread (ipykernel 6) the base class does it all."""
-            thread = getattr(self, "shell_channel_thread", None)
-            post = getattr(self, "_post_dummy_stop_aborting_message", None)
-            if thread is None or post is None:
-                return
-            thread.io_loop.add_callback(post, parent["header"].get("subshell_id"))
-            self._stop_aborting_for = parent["header"].get("msg_id")
-
-        def _abort_queues(self, subshell_id=None):
-            parent = self.get_parent("shell")
-            if self._stop_aborting_for is None or \
-                    self._stop_aborting_for != parent.get("header", {}).get("msg_id"):
-                return super()._abort_queues(subshell_id)
-            self._stop_aborting_for = None
-            if subshell_id is None:
-                self._aborting = True
-            else:
-                self.shell_channel_thread.manager.set_subshell_aborting(subshell_id, True)
-
-        def _echo(self, value):      # (the runner has set `ans`, the last echoed value)
-            if self.silent:
-                return
-            self._flush()
-            self.send_response(self.iopub_socket, "execute_result",
-                               {"execution_count": self.execution_count,
-                                "data": mime_bundle(value), "metadata": {}})
-
-        def _publish_png(self, png: bytes):
-            if getattr(self, "silent", False):
-                return
-            self._flush()
-            self.send_response(self.iopub_socket, "display_data",
-                               {"data": {"image/png": base64.b64encode(png).decode("ascii"),
-                                         "text/plain": "<figure>"},
-                                "metadata": {}})
-
-        def _flush(self):
-            for stream in (sys.stdout, sys.stderr):
-                try:
-                    stream.flush()
-                except (AttributeError, ValueError, OSError):
-                    pass
-
-        # -- complete, inspect, is_complete ----------------------------------------------
-        def do_complete(self, code, cursor_pos):
-            cursor_pos = len(code) if cursor_pos is None else cursor_pos
-            found = completions(code[:cursor_pos], self.interp)
-            replace = max((c.replace for c in found), default=0)
-            return {"status": "ok", "matches": [c.text for c in found],
-                    "cursor_start": cursor_pos - replace, "cursor_end": cursor_pos,
-                    "metadata": {"_jupyter_types_experimental": [
-                        {"text": c.text, "start": cursor_pos - c.replace, "end": cursor_pos,
-                         "signature": c.meta} for c in found]}}
-
-        def do_inspect(self, code, cursor_pos, detail_level=0, omit_sections=()):
-            from tapeml.builtins.help import help_text
-            name = _word_at(code, len(code) if cursor_pos is None else cursor_pos)
-            if not name:
-                return {"status": "ok", "found": False, "data": {}, "metadata": {}}
-            try:
-                text = help_text(name, self.interp)
-            except LangError:
-                return {"status": "ok", "found": False, "data": {}, "metadata": {}}
-            return {"status": "ok", "found": True, "data": {"text/plain": text}, "metadata": {}}
-
-        def do_is_complete(self, code):
-            status = is_complete(code)
-            if status == "incomplete":
-                from tapeml.faces.repl import next_indent
-                return {"status": "incomplete", "indent": next_indent(code.rstrip("\n"))}
-            return {"status": status}
 
     return TapemlKernel
 

@@ -1,13 +1,13 @@
-"""The interactive session: a thin prompt_toolkit layer over one Interpreter.
+"""The interactive session: a thin prompt_toolkit layer over one tapeml Session.
 
-    run_repl(interp)            the session `tapeml` and `tapeml -i FILE` open
+    run_repl(session)           the session `tapeml` and `tapeml -i FILE` open
 
 The decisions live in pure functions with their own tests, so the prompt_toolkit wiring stays
 small (STYLE.md 23-24):
 
     enter_action(text, cursor)  'submit' or 'newline' (Enter follows IPython: the parser's
                                 is_complete says 'incomplete' -> a new line, else submit)
-    completions(text, interp)   candidates for the word before the cursor: keywords, builtins
+    completions(text, interp)   (complete.py) candidates for the word before the cursor: keywords, builtins
                                 (their signature and summary beside them), stdlib functions,
                                 session variables, and record fields after a dot
     validate(text)              the first syntax error of the finished lines as (index, message)
@@ -23,14 +23,14 @@ import gc
 import os
 import re
 import sys
-from dataclasses import dataclass
 
 from tapeml.syntax.errors import LangError, LangSyntaxError, render
-from tapeml.syntax.lexer import BLOCK_CLOSER, BLOCK_CONTINUERS, BLOCK_END, BLOCK_OPENERS, KEYWORDS
+from tapeml.syntax.lexer import BLOCK_CLOSER, BLOCK_CONTINUERS, BLOCK_END, BLOCK_OPENERS
 from tapeml.syntax.parser import is_complete, parse
 from tapeml.array.tape import raw
-from tapeml.array.values import Function, Record, describe, display_value, format_value, host, type_name
+from tapeml.array.values import display_value, format_value, host, type_name
 from tapeml.faces import runner
+from tapeml.faces.complete import COMMAND_ALIASES, COMMANDS, Candidate, completions, _live  # noqa: F401 (read here too)
 from tapeml.faces.runner import ANS  # noqa: F401 - the variable holding the last echoed value
 
 PROMPT = "ml> "
@@ -39,14 +39,6 @@ INDENT = "    "
 HISTORY_ENV = "TAPEML_HISTORY"
 INDENTERS = BLOCK_OPENERS + BLOCK_CONTINUERS   # a line starting with one indents the next
 DEDENTERS = BLOCK_END                          # a line starting with one moves one level left
-COMMANDS = {
-    ":vars": "list the session's variables with kind, shape and value",
-    ":reset": "clear the session's variables",
-    ":profile": ":profile CODE runs CODE, then prints its time per line and builtin (forward, backward)",
-    ":help": "keys and commands of the session",
-    ":quit": "leave the session (Ctrl-D too)",
-}
-COMMAND_ALIASES = {":q": ":quit", ":exit": ":quit", ":v": ":vars", ":h": ":help"}
 KEYS_HELP = """Keys
   Enter          run the input when it is complete; inside an open fn/if/for/while block,
                  bracket or after an operator it starts a new line ('...' prompt)
@@ -142,150 +134,6 @@ def _span_index(text: str, err: LangError) -> int:
     return max(0, min(index, len(text)))
 
 
-@dataclass(frozen=True)
-class Candidate:
-    """One completion: the full `text` replacing the last `replace` characters, and `meta`
-    (the signature and summary, a value's description, or 'keyword') shown beside it."""
-    text: str
-    replace: int
-    meta: str = ""
-    display: str = ""
-
-
-WORD = re.compile(r"[A-Za-z_]\w*$")
-FIELD = re.compile(r"([A-Za-z_]\w*(?:\.[A-Za-z_]\w*|\[\s*\d+\s*\])*)\.([A-Za-z_]\w*)?$")
-STEP = re.compile(r"\.([A-Za-z_]\w*)|\[\s*(\d+)\s*\]")     # .field or [3] in a FIELD path
-
-
-def _builtin_meta(b) -> str:
-    return f"{b.signature()}  {b.summary}"
-
-
-def _value_meta(v) -> str:
-    v = raw(v)
-    if isinstance(v, Function):
-        return v.signature()
-    if isinstance(v, Record):
-        return "record {" + ", ".join(v.fields) + "}"
-    if getattr(v, "signature", None) and callable(v.signature):
-        return _builtin_meta(v)
-    return describe(v)
-
-
-def completions(text: str, interp=None) -> list[Candidate]:
-    """Completion candidates for the end of `text` (the text before the cursor).
-
-    After `name.`, `a.b.` or `w.heads[0].`, the fields of that live record (a variable, its
-    fields and tuple items by number, never a call: nothing is evaluated). After `:`, the
-    session commands. Otherwise names starting with the word before the cursor: session variables, keywords, builtins and stdlib functions, sorted."""
-    from tapeml.builtins import REGISTRY
-    line = text.split("\n")[-1]
-    stripped = line.lstrip()
-    if stripped.startswith(":") and " " not in stripped:
-        names = list(COMMANDS) + list(COMMAND_ALIASES)
-        return [Candidate(c, len(stripped), COMMANDS.get(c, COMMANDS.get(COMMAND_ALIASES.get(c), "")))
-                for c in names if c.startswith(stripped) and c != stripped]
-    if _inside_string(line):
-        m = re.search(r'help\(\s*"([A-Za-z_]\w*)?$', line)
-        if not m:
-            return []
-        prefix = m.group(1) or ""
-        return [c for c in _name_candidates(prefix, interp, REGISTRY) if c.meta != "keyword"]
-    m = FIELD.search(line)
-    if m and not re.search(r"[\d]$", line[:m.start()] if m.start() else ""):
-        root = re.match(r"[A-Za-z_]\w*", m.group(1)).group(0)
-        prefix = m.group(2) or ""
-        value = _live(root, interp)
-        for field, index in STEP.findall(m.group(1)[len(root):]):
-            value = raw(value)
-            if field and isinstance(value, Record) and field in value.fields:
-                value = value.fields[field]
-            elif index and isinstance(value, tuple) and int(index) < len(value):
-                value = value[int(index)]           # a tuple item: heads[0] (nothing is evaluated)
-            else:
-                return []
-        value = raw(value)
-        if not isinstance(value, Record):
-            return []
-        return [Candidate(k, len(prefix), describe(v)) for k, v in value.fields.items()
-                if k.startswith(prefix)]
-    m = WORD.search(line)
-    if not m:
-        return []
-    before = line[:m.start()]
-    if before.endswith(".") or (before and before[-1].isdigit()):
-        return []
-    return _name_candidates(m.group(0), interp, REGISTRY)
-
-
-def _inside_string(line: str) -> bool:
-    """Whether the end of `line` is inside a string's text (not inside its `{...}` part)."""
-    state = []          # stack of "string" / "interp"
-    i = 0
-    while i < len(line):
-        ch = line[i]
-        top = state[-1] if state else "code"
-        if top == "string":
-            if ch == "\\":
-                i += 1
-            elif ch == '"':
-                state.pop()
-            elif ch == "{" and line[i + 1:i + 2] != "{":
-                state.append("interp")
-            elif ch == "{":
-                i += 1
-        else:
-            if ch == "#" and top == "code":
-                return False
-            if ch == '"':
-                state.append("string")
-            elif ch == "}" and top == "interp":
-                state.pop()
-        i += 1
-    return bool(state) and state[-1] == "string"
-
-
-def _ensure_stdlib(interp) -> None:
-    """The prelude's stdlib functions, loaded (run_repl loads them before the first prompt)."""
-    if interp is not None and getattr(interp, "stdlib_pending", False):
-        interp.load_stdlib()
-
-
-def _live(name: str, interp):
-    if interp is None:
-        return None
-    _ensure_stdlib(interp)
-    try:
-        return interp.get_variable(name)
-    except KeyError:
-        return None
-
-
-def _name_candidates(prefix: str, interp, registry) -> list[Candidate]:
-    from tapeml.builtins.help import stdlib_table
-    table = stdlib_table()
-    found: dict[str, str] = {}
-    if interp is not None:
-        _ensure_stdlib(interp)
-        for name in interp.visible_names():
-            hidden = name.startswith("<") or (name.startswith("_") and not prefix.startswith("_"))
-            if name.startswith(prefix) and not hidden:
-                value = interp.get_variable(name)
-                doc = table.get(name)
-                if doc and not interp.has_variable(name):       # a stdlib function
-                    found[name] = f"{doc['signature']}  {doc['summary']}"
-                else:
-                    found[name] = _value_meta(value)
-    for name in KEYWORDS:
-        if name.startswith(prefix):
-            found.setdefault(name, "keyword")
-    for name, b in registry.items():
-        if name.startswith(prefix):
-            found.setdefault(name, _builtin_meta(b))
-    return [Candidate(name, len(prefix), meta) for name, meta in sorted(found.items())
-            if name != prefix or meta != "keyword"]
-
-
 def var_rows(interp) -> list[tuple[str, str, str, str]]:
     """(name, kind, shape, value preview) for each session variable, in definition order."""
     rows = []
@@ -348,9 +196,7 @@ def make_session(interp, *, input=None, output=None, history=None, color: bool =
     from prompt_toolkit import PromptSession
     from prompt_toolkit.auto_suggest import AutoSuggestFromHistory
     from prompt_toolkit.completion import Completer, Completion
-    from prompt_toolkit.filters import Condition, has_completions, has_focus
     from prompt_toolkit.history import FileHistory, InMemoryHistory
-    from prompt_toolkit.key_binding import KeyBindings
     from prompt_toolkit.lexers import PygmentsLexer
     from prompt_toolkit.validation import ValidationError, Validator
 
@@ -392,6 +238,24 @@ def make_session(interp, *, input=None, output=None, history=None, color: bool =
         path = history_path()
         history = SafeFileHistory(path) if path else InMemoryHistory()
 
+    def continuation(width, line_number, is_soft_wrap):
+        return CONTINUATION.rjust(width)
+
+    return PromptSession(
+        PROMPT, multiline=True, prompt_continuation=continuation,
+        lexer=PygmentsLexer(TapemlLexer) if color else None,
+        completer=TapemlCompleter(), complete_while_typing=False,
+        validator=FinishedLinesValidator(), validate_while_typing=True,
+        history=history, auto_suggest=AutoSuggestFromHistory(), enable_history_search=True,
+        key_bindings=_key_bindings(), enable_open_in_editor=True, search_ignore_case=True,
+        include_default_pygments_style=True, reserve_space_for_menu=6,
+        input=input, output=output)
+
+
+def _key_bindings():
+    """Enter (run or a new line: enter_action), Esc Enter (a new line), Tab at a line's start (indent)."""
+    from prompt_toolkit.filters import Condition, has_completions, has_focus
+    from prompt_toolkit.key_binding import KeyBindings
     kb = KeyBindings()
     focused = has_focus("DEFAULT_BUFFER")
 
@@ -425,38 +289,31 @@ def make_session(interp, *, input=None, output=None, history=None, color: bool =
     def _newline(event):
         event.current_buffer.insert_text("\n")
 
-    line_start = Condition(lambda: not _current_line_before_cursor().strip())
-
     def _current_line_before_cursor():
         from prompt_toolkit.application import get_app
         return get_app().current_buffer.document.current_line_before_cursor
+
+    line_start = Condition(lambda: not _current_line_before_cursor().strip())
 
     @kb.add("tab", filter=focused & line_start & ~has_completions)
     def _indent(event):
         event.current_buffer.insert_text(INDENT)
 
-    def continuation(width, line_number, is_soft_wrap):
-        return CONTINUATION.rjust(width)
-
-    return PromptSession(
-        PROMPT, multiline=True, prompt_continuation=continuation,
-        lexer=PygmentsLexer(TapemlLexer) if color else None,
-        completer=TapemlCompleter(), complete_while_typing=False,
-        validator=FinishedLinesValidator(), validate_while_typing=True,
-        history=history, auto_suggest=AutoSuggestFromHistory(), enable_history_search=True,
-        key_bindings=kb, enable_open_in_editor=True, search_ignore_case=True,
-        include_default_pygments_style=True, reserve_space_for_menu=6,
-        input=input, output=output)
+    return kb
 
 
 class Repl:
-    """One interactive session: reads entries from a PromptSession and runs them in `interp`.
+    """One interactive session: reads entries from a PromptSession (`session`) and runs them in
+    `owner`, a tapeml Session (the command line's), or an Interpreter, which then runs in the
+    session state current when the Repl is made (lang/session/session.py: Session.of). Each
+    entry and command runs with that Session's state current (Session.entered).
 
     `out` receives echoes and command output (interp.out receives what programs print);
     `err` receives error messages."""
 
-    def __init__(self, interp, session, out=None, err=None):
-        self.interp = interp
+    def __init__(self, owner, session, out=None, err=None):
+        self.owner = session_of(owner)
+        self.interp = self.owner.interp
         self.session = session
         self.out = out if out is not None else sys.stdout
         self.err = err if err is not None else sys.stderr
@@ -488,7 +345,11 @@ class Repl:
                 return 0
 
     def handle(self, text: str) -> bool:
-        """Run one entry. False ends the session."""
+        """Run one entry, in the Session's state. False ends the session."""
+        with self.owner.entered():
+            return self._handle(text)
+
+    def _handle(self, text: str) -> bool:
         stripped = text.strip()
         if not stripped:
             return True
@@ -610,14 +471,24 @@ def banner() -> str:
             f"commands, Ctrl-D to leave")
 
 
-def run_repl(interp, *, input=None, output=None, history=None, out=None, err=None,
+def session_of(owner):
+    """The tapeml Session a face runs in: `owner` itself, or one over a bare Interpreter in the
+    calling thread's current session state (as the Interpreter runs without one)."""
+    from tapeml.array import context
+    from tapeml.session.session import Session
+    return owner if isinstance(owner, Session) else Session.of(owner, context.current())
+
+
+def run_repl(owner, *, input=None, output=None, history=None, out=None, err=None,
              show_banner: bool = True) -> int:
-    """Run the interactive session on `interp` (its variables are kept) until :quit or Ctrl-D.
-    Returns the exit status (0). The keyword arguments let tests drive the real application."""
+    """Run the interactive session on `owner`, a tapeml Session or an Interpreter (its variables
+    are kept), until :quit or Ctrl-D. Returns the exit status (0). The keyword arguments let
+    tests drive the real application."""
     # The stdlib (~30 ms) is not loaded here: the first completion, help or unknown name loads
     # it (_ensure_stdlib, Interpreter.stdlib_pending), so the first prompt comes sooner.
-    session = make_session(interp, input=input, output=output, history=history)
-    repl = Repl(interp, session, out=out, err=err)
+    owner = session_of(owner)
+    session = make_session(owner.interp, input=input, output=output, history=history)
+    repl = Repl(owner, session, out=out, err=err)
     if show_banner:
         repl.write(repl.out, banner())
     return repl.loop()

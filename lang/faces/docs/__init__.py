@@ -59,7 +59,7 @@ import importlib
 _WHERE = {
     "collect": ["DocsError", "Entry", "builtin_entries", "stdlib_entries",
                 "params_from_signature", "parse_doc_comment", "comment_above", "all_entries"],
-    "run": ["GRAD_TOLERANCE", "RunResult", "echo_text", "fresh_interpreter", "reset_random", "run_code",
+    "run": ["GRAD_TOLERANCE", "RunResult", "echo_text", "fresh_session", "finish", "reset_random", "run_code",
             "save_figures", "same_png", "gradient_check", "error_bound", "normalize_page", "format_error"],
     "render": ["GENERATED", "printed_bounds", "build_page", "build_index", "run_markdown", "build", "default_root"],
     "check": ["compare", "report", "main"],

@@ -12,7 +12,7 @@ from tapeml.evaluator import progress
 from tapeml.builtins.registry import SourceText
 from tapeml.faces.docs.collect import DocsError, Entry, all_entries
 from tapeml.faces.docs.verbatim import escape as md_text, table_cell
-from tapeml.faces.docs.run import (GRAD_TOLERANCE, RunResult, error_bound, format_error, fresh_interpreter, gradient_check,
+from tapeml.faces.docs.run import (GRAD_TOLERANCE, RunResult, error_bound, format_error, fresh_session, finish, gradient_check,
                              reset_random, run_code, save_figures)
 
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))   # the tapeml package (lang/)
@@ -182,8 +182,9 @@ def run_markdown(text: str, fname: str, img_dir: str, failures: list) -> str:
     stem = os.path.splitext(fname)[0]
     lines = text.split("\n")
     out = []
-    interp = fresh_interpreter(io.StringIO())
-    reset_random()
+    session = fresh_session(io.StringIO())      # the page's ```ml blocks share it
+    with session.entered():
+        reset_random()
     namespace = {"__name__": "__docs__"}     # the ```python blocks of one file share it
     shown = []                       # the code of the blocks run so far, for error messages
     i, block = 0, 0
@@ -227,7 +228,7 @@ def run_markdown(text: str, fname: str, img_dir: str, failures: list) -> str:
         if lang == "python":
             res = run_python("\n" * (at + 1) + code, fname, namespace)
         else:
-            res = run_code("\n" * (at + 1) + code, fname, interp=interp, shown="\n".join(shown))
+            res = run_code("\n" * (at + 1) + code, fname, session=session, shown="\n".join(shown))
         expect_error = "error" in info
         text_out = res.output
         if res.error is not None:
@@ -242,7 +243,7 @@ def run_markdown(text: str, fname: str, img_dir: str, failures: list) -> str:
             out.append("")
         for img in save_figures(res.figures, img_dir, f"{stem}-{block}"):
             out.extend([f"![figure drawn by block {block} of {fname}](img/{img})", ""])
-    interp.set_diagnostics(check_nan=False, profiler=None, recorder=None)    # the page's, not the next one's
+    finish(session)         # a mode the page turned on goes off with it
     return "\n".join(out).rstrip("\n") + "\n"
 
 

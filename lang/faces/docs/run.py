@@ -1,5 +1,10 @@
-"""Running documentation code: examples in a fresh interpreter with captured output, the
-figures they draw, and the gradient check of differentiable builtins (see tapeml.faces.docs)."""
+"""Running documentation code: examples in a fresh tapeml Session with captured output, the
+figures they draw, and the gradient check of differentiable builtins (see tapeml.faces.docs).
+
+Every example (and every page of ```ml blocks) runs in a Session of its own (`fresh_session`):
+its own variables and its own session state (float type, device, generator, notes,
+diagnostics), entered while it runs (Session.entered), so nothing an example sets reaches the
+next one, the builder, or any other face in the process."""
 from __future__ import annotations
 
 import contextlib
@@ -35,24 +40,25 @@ def echo_text(value) -> str:
 _TEMPLATE = []
 
 
-def fresh_interpreter(out):
-    """A new Interpreter with the stdlib prelude, without re-parsing stdlib/*.ml each time: the
-    prelude's names are copied from one template interpreter (values are immutable)."""
-    from tapeml.array import context
-    from tapeml.evaluator.interpreter import Interpreter
+def fresh_session(out):
+    """A new tapeml Session (a new session state: float64, TAPEML_DEVICE's device, notes on) whose
+    interpreter has the stdlib prelude, without re-parsing stdlib/*.ml each time: the prelude's
+    names are copied from one template interpreter (values are immutable)."""
+    from tapeml.session.session import face_session
     if not _TEMPLATE:
-        template = Interpreter(out=io.StringIO())
-        template.load_stdlib()
-        _TEMPLATE.append(template)
-    t = _TEMPLATE[0]
-    interp = Interpreter(out=out, load_prelude=False)
-    interp.progress_out = False      # examples draw no progress bar: the pages stay reproducible
-    interp.share_stdlib(t)
-    # an example that turned check_nan on (or raised inside show_tape) leaves it to no other, nor
-    # any other setting: the float type, the device, the generator, the notes (context.restart)
-    interp.set_diagnostics(check_nan=False, profiler=None, recorder=None)
-    context.restart()
-    return interp
+        template = face_session(out=io.StringIO(), load_prelude=False)
+        with template.entered():
+            template.interp.load_stdlib()
+        _TEMPLATE.append(template.interp)
+    from tapeml.builtins import plot
+    mode = plot.mode()          # the builder's figure mode ('docs' in a build: show() does nothing)
+    session = face_session(out=out, load_prelude=False)
+    session.interp.progress_out = False      # examples draw no progress bar: the pages stay reproducible
+    session.interp.share_stdlib(_TEMPLATE[0])
+    if mode != "script":
+        with session.entered():
+            plot.set_mode(mode)
+    return session
 
 
 def reset_random(n: int = 0) -> None:
@@ -65,19 +71,35 @@ def reset_random(n: int = 0) -> None:
         tr.seed(n)
 
 
-def run_code(source: str, filename: str, interp=None, shown: str | None = None) -> RunResult:
-    """Run source with its output captured (in interp, or a fresh interpreter). `shown` is the
+def run_code(source: str, filename: str, session=None, shown: str | None = None) -> RunResult:
+    """Run source with its output captured (in `session`, or a fresh Session). `shown` is the
     text errors quote their source line from (default: source)."""
+    buf = io.StringIO()
+    fresh = session is None
+    if fresh:
+        session = fresh_session(buf)
+    with session.entered():
+        if fresh:
+            reset_random()
+        try:
+            return _run_code(session.interp, buf, source, filename, shown)
+        finally:
+            if fresh:
+                finish(session)
+
+
+def finish(session) -> None:
+    """An example's (or a page's) Session is done: a diagnostics mode it turned on (check_nan,
+    show_tape's recorder) goes off, so the tape's hook is left to no other."""
+    with session.entered():
+        session.interp.set_diagnostics(check_nan=False, profiler=None, recorder=None)
+
+
+def _run_code(interp, buf, source, filename, shown) -> RunResult:
+    from tapeml.array import context
     from tapeml.builtins import plot
     from tapeml.faces import runner
-    from tapeml.array import context
-    buf = io.StringIO()
-    fresh = interp is None
-    if fresh:
-        interp = fresh_interpreter(buf)
-        reset_random()
-    else:
-        interp.out = buf
+    interp.out = buf
     interp.err = buf                # notes (indexing.grid_note) show in the output, where they were printed
     context.LIVE["notes"] = True    # on for every example, whatever the environment or an earlier notes(false)
     plot.close_all()
@@ -87,8 +109,6 @@ def run_code(source: str, filename: str, interp=None, shown: str | None = None) 
 
     with contextlib.redirect_stdout(buf):
         outcome = runner.run_cell(interp, source, filename, show=echo, ans=False, shown=shown)
-    if fresh:       # an example that turned check_nan on leaves it to no other (nor to the builder)
-        interp.set_diagnostics(check_nan=False, profiler=None, recorder=None)
     if outcome.status in (runner.INTERRUPTED, runner.TERMINATED):     # stops the build
         raise outcome.exception
     if outcome.status in (runner.MEMORY, runner.BROKEN_PIPE):   # a bug in tapeml or in the example's builtin
@@ -148,12 +168,9 @@ def _float_tree(v) -> bool:
 
 
 def gradient_check(entry: Entry, example: str, where: str) -> list[tuple[str, float | None]]:
-    """[(parameter, largest relative error or None when it takes whole numbers only)]."""
-    from tapeml.array import ops
-    from tapeml.builtins.registry import REGISTRY, Builtin, P
-    from tapeml.builtins.util import tree_leaves, tree_map
-    from tapeml.faces import runner
-    from tapeml.syntax.errors import LangError, render
+    """[(parameter, largest relative error or None when it takes whole numbers only)], in a
+    fresh Session whose `entry` builtin records the arguments of its first call."""
+    from tapeml.builtins.util import tree_map
     from tapeml.array.tape import raw
     b = entry.builtin
     captured = []
@@ -163,8 +180,23 @@ def gradient_check(entry: Entry, example: str, where: str) -> list[tuple[str, fl
             captured.append([tree_map(raw, a) if not callable(a) else a for a in args])
         return b.fn(*args)
 
-    interp = fresh_interpreter(io.StringIO())
-    interp.base.vars[b.name] = replace(b, fn=recorder)
+    session = fresh_session(io.StringIO())
+    session.interp.set_variable(b.name, replace(b, fn=recorder))   # the example's calls are recorded
+    try:
+        with session.entered():
+            return _gradient_check(entry, example, where, session.interp, captured)
+    finally:
+        finish(session)
+
+
+def _gradient_check(entry, example, where, interp, captured):
+    from tapeml.array import ops
+    from tapeml.builtins.registry import REGISTRY, Builtin, P
+    from tapeml.builtins.util import tree_leaves
+    from tapeml.faces import runner
+    from tapeml.syntax.errors import LangError, render
+    from tapeml.array.tape import raw
+    b = entry.builtin
     reset_random()
     with contextlib.redirect_stdout(io.StringIO()):
         outcome = runner.run_cell(interp, example, f"<{entry.name} gradient check>")
