@@ -16,7 +16,8 @@ from tapeml.builtins.registry import P, builtin, one_of
 from tapeml.syntax.errors import LangError, ShapeError, TypeErr, ValueErr
 from tapeml.array.ranges import ValueWalk, Walk, walk_length, walkable
 from tapeml.array.tape import raw
-from tapeml.array.values import Dict, Progress, Record, describe, format_value, type_name
+from tapeml.array.values import Dict, Progress, Record, describe, type_name
+from tapeml.array.printer import format_value
 from tapeml.builtins.util import axis, tree_leaves as leaves_with_paths
 
 

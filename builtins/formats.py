@@ -15,7 +15,8 @@ from tapeml.syntax.errors import IOErr, TypeErr
 from tapeml.array.limits import FILE_NESTING
 from tapeml.syntax.errors import ValueErr as _ValueErr
 from tapeml.array.tape import raw
-from tapeml.array.values import Dict, Record, describe, format_value
+from tapeml.array.values import Dict, Record, describe
+from tapeml.array.printer import format_value
 
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -366,7 +367,7 @@ def check_load_total(full: str, shapes: list) -> None:
     compressed file (a zip bomb) that would expand past the limit is refused at once."""
     import os
     from tapeml.array import limits
-    from tapeml.array.values import format_gb
+    from tapeml.array.number_text import format_gb
     total = sum(_math.prod(s) for s in shapes)
     if total > limits.max_elements():
         raise limits.elements_error(f"load(): {full}, a file of {format_gb(os.path.getsize(full))}, holds "

@@ -16,7 +16,9 @@ import textwrap
 from tapeml.builtins.registry import CATEGORIES, FOREIGN_NAMES, REGISTRY, REQUIRED, Builtin, P, SourceText, builtin
 from tapeml.syntax.errors import NameErr, TypeErr, close_names
 from tapeml.array.tape import raw
-from tapeml.array.values import Function, describe, display_value, format_value
+from tapeml.array.values import Function, describe
+from tapeml.array.display import display_value
+from tapeml.array.printer import format_value
 
 WIDTH = 88
 KIND_WORDS = {"any": "any value", "number": "number", "int": "whole number", "bool": "bool",

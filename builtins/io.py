@@ -34,7 +34,8 @@ from tapeml.builtins.formats import (JSON_MAX_DEPTH, _csv_number, _csv_rows, _fr
 from tapeml.syntax.errors import IOErr, TypeErr
 from tapeml.syntax.errors import ValueErr as _ValueErr
 from tapeml.array.tape import raw
-from tapeml.array.values import Dict, Record, describe, format_value
+from tapeml.array.values import Dict, Record, describe
+from tapeml.array.printer import format_value
 
 CAT = "IO"
 
@@ -88,7 +89,7 @@ def _declared_shape(data, key: str, full: str) -> tuple:
     its type is not a number type, when it alone passes the element limit (lang/array/limits.py), or
     when its entry in the zip holds fewer bytes than the header promises (a damaged file)."""
     from tapeml.array import limits
-    from tapeml.array.values import format_gb
+    from tapeml.array.number_text import format_gb
     name = key + ".npy" if key + ".npy" in data.zip.namelist() else key
     with data.zip.open(name) as member:
         version = np.lib.format.read_magic(member)

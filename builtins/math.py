@@ -11,7 +11,8 @@ from tapeml.builtins.vocabulary import KEEPDIMS, X, XS
 from tapeml.builtins.util import axis
 from tapeml.syntax.errors import ShapeError, TypeErr, ValueErr
 from tapeml.array.tape import raw
-from tapeml.array.values import describe, format_value, shape_text
+from tapeml.array.values import describe, shape_text
+from tapeml.array.printer import format_value
 
 
 def _other(r) -> bool:

@@ -23,7 +23,8 @@ from tapeml.builtins.files import WRITER_ERRORS, WRITER_HOW, atomic_write, resol
 from tapeml.builtins.registry import REGISTRY, P, builtin, one_of, positive
 from tapeml.syntax.errors import ShapeError, TypeErr, ValueErr
 from tapeml.array.tape import raw
-from tapeml.array.values import describe, format_value
+from tapeml.array.values import describe
+from tapeml.array.printer import format_value
 
 CAT = "Plotting"
 

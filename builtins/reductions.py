@@ -17,7 +17,8 @@ from tapeml.builtins.vocabulary import DIM, KEEPDIMS, X
 from tapeml.builtins.util import axis
 from tapeml.syntax.errors import TypeErr, ValueErr
 from tapeml.array.tape import raw
-from tapeml.array.values import describe, format_value
+from tapeml.array.values import describe
+from tapeml.array.printer import format_value
 
 CAT = "Reductions & sorting"
 DIM_ERR = "ValueError when dim is out of range for x"

@@ -28,7 +28,8 @@ from tapeml.array import limits
 from tapeml.array.backend import ARRAYS, Matrix, is_out_of_memory, new_matrix, to_numpy
 from tapeml.syntax.errors import LangError, TypeErr, ValueErr
 from tapeml.array.tape import Box, raw
-from tapeml.array.values import Callable, Dict, Record, bind_arguments, describe, format_value, not_whole_text
+from tapeml.array.values import Callable, Dict, Record, bind_arguments, describe
+from tapeml.array.printer import format_value, not_whole_text
 
 REQUIRED = object()
 INT_BOUND = 2 ** 53           # "int" parameters: whole numbers a float64 holds exactly

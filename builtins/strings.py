@@ -17,7 +17,8 @@ from tapeml.builtins.registry import P, builtin
 from tapeml.syntax.errors import KeyErr, LangError, TypeErr, ValueErr
 from tapeml.array.ranges import EnumerateWalk, ValueWalk, Walk, ZipWalk, walkable
 from tapeml.array.tape import Box, raw
-from tapeml.array.values import _ABSENT, Dict, Record, describe, key_text
+from tapeml.array.values import _ABSENT, Dict, Record, describe
+from tapeml.array.printer import key_text
 from tapeml.builtins.lookup import checked_key, dict_arg, dict_key, index_of_any
 
 CAT = "Strings & collections"

@@ -11,7 +11,9 @@ from tapeml.array.primitive_table import is_bool_array
 from tapeml.syntax.errors import TypeErr, ValueErr
 from tapeml.array.ops import shape_of
 from tapeml.array.tape import Box, raw
-from tapeml.array.values import Dict, Record, describe, format_gb, format_value, not_whole_text, shape_text
+from tapeml.array.values import Dict, Record, describe, shape_text
+from tapeml.array.number_text import format_gb
+from tapeml.array.printer import format_value, not_whole_text
 
 MAX_ELEMENTS = limits.MAX_ELEMENTS     # the one size guard lives in lang/array/limits.py
 

@@ -9,7 +9,8 @@ from tapeml.builtins.registry import P, builtin
 from tapeml.builtins.util import axis
 from tapeml.syntax.errors import IndexErr, LangError, ShapeError, TypeErr
 from tapeml.array.tape import raw
-from tapeml.array.values import describe, format_value, not_whole_text, shape_text
+from tapeml.array.values import describe, shape_text
+from tapeml.array.printer import format_value, not_whole_text
 
 
 # ---- one element per position along an axis: the pairs, not the grid (issue 29) --------------

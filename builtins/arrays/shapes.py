@@ -13,7 +13,9 @@ from tapeml.builtins.util import axis, is_whole, not_whole, one_by_one
 from tapeml.syntax.errors import ShapeError, TypeErr, ValueErr
 from tapeml.array.primitive_table import is_bool_array
 from tapeml.array.tape import Box, raw
-from tapeml.array.values import describe, format_number, format_value, shape_text
+from tapeml.array.values import describe, shape_text
+from tapeml.array.number_text import format_number
+from tapeml.array.printer import format_value
 
 
 @builtin("reshape", "Arrays", "The same elements in a new shape, filled in row-major (C) order.",

@@ -16,7 +16,8 @@ from tapeml.array.primitive_table import is_bool_array, new_array
 from tapeml.builtins.registry import P, builtin
 from tapeml.syntax.errors import IndexErr, ShapeError, TypeErr, ValueErr
 from tapeml.array.tape import raw
-from tapeml.array.values import describe, format_value, not_whole_text, shape_text
+from tapeml.array.values import describe, shape_text
+from tapeml.array.printer import format_value, not_whole_text
 
 CAT = "Statistics & ML"
 

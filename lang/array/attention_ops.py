@@ -15,9 +15,10 @@ from tapeml.array import backend as B
 from tapeml.array.backend import ARRAYS, xp_of
 from tapeml.array.tape import raw
 from tapeml.array.primitive_table import bools_as_floats, primitive, shape_of, size_of
-from tapeml.array.core_ops import (
-    _zmul, binary_exponents, matmul, mul, sub, sum_, transpose, unbroadcast, where, zmatmul, zmul,
-)
+from tapeml.array.arith_ops import _zmul, mul, sub, sum_, where, zmul
+from tapeml.array.scale_ops import binary_exponents
+from tapeml.array.matmul_ops import matmul, transpose, zmatmul
+from tapeml.array.shape_ops import unbroadcast
 from tapeml.array.rows import all_finite, back, host, is_float, on, same_backend, saturated_rows
 from tapeml.array.softmax_ops import softmax_rows
 

@@ -37,6 +37,9 @@ import numpy as np
 
 from tapeml.array import context
 
+# math.erf and math.erfc as ufuncs on object arrays, made once (NumPy has neither)
+_ERF, _ERFC = np.frompyfunc(math.erf, 1, 1), np.frompyfunc(math.erfc, 1, 1)
+
 ARRAYS: set = {np.ndarray}          # the array types of every backend loaded so far
 
 
@@ -129,13 +132,11 @@ class Backend:
     # ---- beyond the array API standard --------------------------------------------------------
     def erf(self, x):
         """The error function elementwise (NumPy has none: math.erf per element)."""
-        import math
-        return np.asarray(np.frompyfunc(math.erf, 1, 1)(x), dtype=x.dtype if x.dtype.kind == "f" else np.float64)
+        return np.asarray(_ERF(x), dtype=x.dtype if x.dtype.kind == "f" else np.float64)
 
     def erfc(self, x):
         """1 - erf(x) without the cancellation, elementwise (math.erfc per element)."""
-        import math
-        return np.asarray(np.frompyfunc(math.erfc, 1, 1)(x), dtype=x.dtype if x.dtype.kind == "f" else np.float64)
+        return np.asarray(_ERFC(x), dtype=x.dtype if x.dtype.kind == "f" else np.float64)
 
     def ldexp(self, x, e):
         """x * 2^e exactly (e whole numbers: an integer array or a number)."""

@@ -10,7 +10,8 @@ import numpy as np
 from tapeml.array import backend as B
 from tapeml.array.backend import ARRAYS
 from tapeml.array.primitive_table import TABLE, primitive, python_scalar, shape_of
-from tapeml.array.core_ops import _matmul, _rows, _vjp_matmul, _vjp_matmul_plain, permute, reshape, unbroadcast
+from tapeml.array.matmul_ops import _matmul, _rows, _vjp_matmul, _vjp_matmul_plain, reshape
+from tapeml.array.shape_ops import permute, unbroadcast
 from tapeml.array.index_ops import _concat, _vjp_concat, _vjp_concat_plain, concat
 from tapeml.array.rows import is_float, same_backend
 

@@ -14,9 +14,10 @@ import numpy as np
 from tapeml.array import backend as B
 from tapeml.array.tape import raw
 from tapeml.array.primitive_table import bools_as_floats, primitive, python_scalar, shape_of, size_of
-from tapeml.array.core_ops import (
-    _rows, add, div, mul, reshape, sqrt, sub, sum_, unbroadcast, where, zmatmul, zmul,
-)
+from tapeml.array.matmul_ops import _rows, reshape, zmatmul
+from tapeml.array.arith_ops import add, div, mul, sub, sum_, where, zmul
+from tapeml.array.elementwise_ops import sqrt
+from tapeml.array.shape_ops import unbroadcast
 from tapeml.array.rows import (
     all_finite, back, constant_rows, exact_center, host, other_backend, row_exponents, safe_floor_of,
     same_backend, scaled_rows, unsafe_rows,

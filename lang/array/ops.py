@@ -6,13 +6,12 @@ it: primitive_table.py (the table, `primitive()`, the size guard, the float type
 (transpose, reshape, permute, broadcast_to, sum, unbroadcast: the bottom, whose VJPs use only
 each other), arith_ops.py (arithmetic, zmul, comparisons, round, and/or/not, where, max and min),
 elementwise_ops.py (the elementwise functions: exp ... gelu, clip, a^b, and the everyday
-vocabulary of issue 20), matmul_ops.py (matmul and
-zmatmul), scale_ops.py (ldexp and the power-of-two rescaling helpers), index_ops.py (concat,
-stack, indexing), the transformer
-primitives by family (softmax_ops.py, norm_ops.py, dense_ops.py, attention_ops.py, their shared
-numerics in rows.py), reduce_ops.py (prod, cumulative sums
-and products, logsumexp, mean, the gather along an axis behind sort and topk) and linalg_ops.py
-(inverses, solves, determinants and the factorizations). Each operation has one
+vocabulary of issue 20), matmul_ops.py (matmul and zmatmul), scale_ops.py (ldexp and the
+power-of-two rescaling helpers), index_ops.py (concat, stack, indexing), the transformer
+primitives by family (softmax_ops.py, norm_ops.py, dense_ops.py, attention_ops.py, with their
+shared row numerics in rows.py), reduce_ops.py (prod, cumulative sums and products, logsumexp,
+mean, the gather along an axis behind sort and topk) and linalg_ops.py (inverses, solves,
+determinants and the factorizations). Each operation has one
 forward (`impl`) and one VJP written with primitives; where a first-order VJP in NumPy saves
 real time (measured) the entry declares it as `vjp_plain`, and the tape takes it only when
 nothing records the backward pass (tape.Primitive.pullback).

@@ -23,7 +23,8 @@ from tapeml.array import backend as B
 from tapeml.array.backend import ARRAYS, xp_of
 from tapeml.array.tape import raw
 from tapeml.array.primitive_table import FLOAT, size_of
-from tapeml.array.core_ops import safe_floor, where
+from tapeml.array.scale_ops import safe_floor
+from tapeml.array.arith_ops import where
 
 _ND = np.ndarray
 

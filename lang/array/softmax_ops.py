@@ -11,7 +11,8 @@ import numpy as np
 from tapeml.array import backend as B
 from tapeml.array.backend import ARRAYS, xp_of
 from tapeml.array.primitive_table import bools_as_floats, primitive, python_scalar, size_of
-from tapeml.array.core_ops import exp, sub, sum_, zmul
+from tapeml.array.elementwise_ops import exp
+from tapeml.array.arith_ops import sub, sum_, zmul
 from tapeml.array.rows import all_finite, is_float, limit_rows, posinf_rows, same_backend, shifted
 
 

@@ -385,23 +385,3 @@ def values_equal(a, b, depth: int = 0) -> bool:
     if isinstance(a, np.ndarray):
         return a.shape == b.shape and bool(np.all(a == b))
     return a is b or a == b
-
-
-# The names that moved to printer.py and display.py (issue 39), found there for the modules that
-# still import them from here (lang/evaluator, lang/session, lang/faces, builtins/): to be removed
-# once they import from the new modules.
-_MOVED = {
-    "number_text": ("WHOLE_LIMIT", "format_gb"),
-    "printer": ("SUMMARY_THRESHOLD", "EDGE", "_scalar", "format_array", "quote", "key_text", "not_whole_text",
-                "format_value"),
-    "display": ("display_value", "display_array", "_edge_indices", "_leaf_text"),
-}
-_MOVED_TO = {name: module for module, names in _MOVED.items() for name in names}
-
-
-def __getattr__(name):
-    module = _MOVED_TO.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    import importlib
-    return getattr(importlib.import_module(f"tapeml.array.{module}"), name)

@@ -15,7 +15,8 @@ from tapeml.array.backend import ARRAYS, to_numpy
 from tapeml.syntax.unparse import unparse
 from tapeml.syntax.errors import IndexErr, KeyErr, LangError, TypeErr, ValueErr, caret_lines
 from tapeml.array.tape import raw
-from tapeml.array.values import _ABSENT, Dict, Record, describe, dict_key, format_value, key_text, not_whole_text, shape_text
+from tapeml.array.values import _ABSENT, Dict, Record, describe, dict_key, shape_text
+from tapeml.array.printer import format_value, key_text, not_whole_text
 
 NEW_AXIS_HINT = "; none is not an index: NumPy's x[:, None] (a new axis of length 1) is expand_dims(x, dim)"
 

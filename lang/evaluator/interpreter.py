@@ -35,7 +35,8 @@ from tapeml.array.ranges import plan_range
 from tapeml.evaluator.scope import Env
 from tapeml.evaluator.statements import Statements
 from tapeml.array.tape import Box, raw
-from tapeml.array.values import Dict, Function, Record, describe, dict_key, format_value, is_numeric, shape_text
+from tapeml.array.values import Dict, Function, Record, describe, dict_key, is_numeric, shape_text
+from tapeml.array.printer import format_value
 
 _STDLIB_TREES: dict = {}    # (file name, text) -> parsed Program, shared by all interpreters
 

@@ -15,7 +15,9 @@ from tapeml.syntax import ast as A
 from tapeml.builtins.registry import FOREIGN_FIELDS, REGISTRY
 from tapeml.syntax.errors import LangError, NameErr, ShapeError, TypeErr, ValueErr, close_names
 from tapeml.array.tape import Box, raw
-from tapeml.array.values import Dict, Function, Record, describe, format_gb, format_value, is_numeric, shape_text, values_equal
+from tapeml.array.values import Dict, Function, Record, describe, is_numeric, shape_text, values_equal
+from tapeml.array.number_text import format_gb
+from tapeml.array.printer import format_value
 
 BINARY = {"+": ops.add, "-": ops.sub, "*": ops.mul, "/": ops.div, "%": ops.mod, "^": ops.pow_,
           "@": ops.matmul, "==": ops.eq, "!=": ops.ne, "<": ops.lt, "<=": ops.le, ">": ops.gt,

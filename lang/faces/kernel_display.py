@@ -7,8 +7,9 @@ import html
 import numpy as np
 
 from tapeml.array.tape import raw
-from tapeml.array.values import (Record, _edge_indices, _leaf_text, _scalar, display_value, format_value,
-                                 host, shape_text)
+from tapeml.array.values import Record, host, shape_text
+from tapeml.array.display import _edge_indices, _leaf_text, display_value
+from tapeml.array.printer import _scalar, format_value
 
 HTML_MAX_ROWS = 20          # a larger matrix shows its first and last rows with a ⋮ row between
 HTML_MAX_COLS = 20          # likewise for columns, with a ... column

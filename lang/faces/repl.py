@@ -28,7 +28,9 @@ from tapeml.syntax.errors import LangError, LangSyntaxError, render
 from tapeml.syntax.lexer import BLOCK_CLOSER, BLOCK_CONTINUERS, BLOCK_END, BLOCK_OPENERS
 from tapeml.syntax.parser import is_complete, parse
 from tapeml.array.tape import raw
-from tapeml.array.values import display_value, format_value, host, type_name
+from tapeml.array.display import display_value
+from tapeml.array.printer import format_value
+from tapeml.array.values import host, type_name
 from tapeml.faces import runner
 from tapeml.faces.complete import COMMAND_ALIASES, COMMANDS, Candidate, completions, _live  # noqa: F401 (read here too)
 from tapeml.faces.runner import ANS  # noqa: F401 - the variable holding the last echoed value

@@ -33,7 +33,7 @@ def call_shape(e: Entry) -> str:
 
 def param_rows(e: Entry) -> list[str]:
     from tapeml.builtins.registry import REQUIRED
-    from tapeml.array.values import format_value
+    from tapeml.array.printer import format_value
     rows = ["| parameter | kind | default | shape | constraint | description |",
             "| --- | --- | --- | --- | --- | --- |"]
     for p in e.params:

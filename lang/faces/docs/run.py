@@ -33,7 +33,7 @@ class RunResult:
 
 def echo_text(value) -> str:
     """A bare expression's echo: the REPL's display form for a terminal of 80x24 (values.py)."""
-    from tapeml.array.values import display_value
+    from tapeml.array.display import display_value
     return display_value(value)
 
 
