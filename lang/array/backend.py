@@ -158,7 +158,7 @@ class Backend:
     # ---- the kernel table ---------------------------------------------------------------------
     # What genuinely differs per backend beside the array API, by name; the primitives are written
     # once against the namespace of their inputs (softmax_ops.py, norm_ops.py, dense_ops.py,
-    # attention_ops.py, core_ops.py) and ask their inputs' backend for a kernel by one lookup,
+    # attention_ops.py, elementwise_ops.py) and ask their inputs' backend for a kernel by one lookup,
     # `B.of(x).softmax`. An entry is None where the backend has no such kernel: the caller's
     # portable code runs instead (for NumPy that code is the kernel: nn's values are NumPy's).
     #
