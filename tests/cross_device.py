@@ -7,11 +7,11 @@ language error is reported too, on either device.
 
     python tests/cross_device.py [N] [--seed S] [--show K] [--families fuzz,differential]
 
-runs N programs of each family (default 3,000): the fuzz generators of tests/test_fuzz.py
+runs N programs of each family (default 3,000): the fuzz generators of tests/end_to_end/test_fuzz.py
 (whole programs, single expressions, calls of every builtin with odd arguments; tests/fuzz_long.py
-draws them the same way) and the differential generators of tests/test_differential.py
+draws them the same way) and the differential generators of tests/end_to_end/test_differential.py
 (expressions and statements with gradients), and prints the counts and every disagreement,
-grouped by its first line. tests/test_cross_device.py runs a small count by default and a larger
+grouped by its first line. tests/end_to_end/test_cross_device.py runs a small count by default and a larger
 one when the slow tests run.
 """
 from __future__ import annotations
@@ -29,7 +29,9 @@ import warnings
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+# the shared helpers (tests/) and the generators of tests/end_to_end/test_fuzz.py and test_differential.py,
+# as pyproject's pytest pythonpath gives them to the tests
+sys.path[:0] = [os.path.dirname(os.path.abspath(__file__)), os.path.join(os.path.dirname(os.path.abspath(__file__)), "end_to_end")]
 
 from tapeml.array import backend as B, context, values as V  # noqa: E402
 from tapeml.array.tape import raw  # noqa: E402

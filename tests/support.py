@@ -31,6 +31,7 @@ import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SHARED = os.path.join(os.path.dirname(ROOT), "shared")
+REFERENCE = os.path.join(ROOT, "tests", "reference")   # the PyTorch fixtures (*.npz) and their writers
 FILENAME = "<test>"
 
 

@@ -17,6 +17,7 @@ import time
 import numpy as np
 import pytest
 
+from conftest import run_slow
 from support import TAPEML, allocates_at_most, error_of, output_of, run, run_cli, variables_after
 from tapeml.array import limits
 from tapeml.syntax.errors import IOErr, LangError, ValueErr
@@ -327,15 +328,16 @@ def _temps(d) -> list:
 
 
 def test_sigterm_during_write_csv_never_leaves_a_temporary_file(tmp_path):
-    """24 runs (4 at a time) stopped with SIGTERM at random moments of a write_csv loop: each
-    exits with 143, leaves no temporary file, and the file it leaves (if any) is a whole table."""
+    """24 runs (4 at a time; 4 in one round without --slow) stopped with SIGTERM at random moments
+    of a write_csv loop: each exits with 143, leaves no temporary file, and the file it leaves (if
+    any) is a whole table."""
     rng = random.Random(25)
     dirs = [tmp_path / f"run{i}" for i in range(4)]
     for d in dirs:
         d.mkdir()
         (d / "loop.ml").write_text('x = rand(2000, 10)\nprint("ready")\nwhile true\n    write_csv("t.csv", x)\nend\n',
                                    encoding="utf-8")
-    for _ in range(6):
+    for _ in range(6 if run_slow() else 1):
         procs = [subprocess.Popen(TAPEML + [str(d / "loop.ml")], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                   text=True, cwd=d) for d in dirs]
         try:
@@ -752,7 +754,7 @@ def test_a_safetensors_file_whose_shape_and_offsets_disagree_names_the_tensor(tm
 
 
 # ---- issue 38, item 9: help shows the result its page shows -------------------------------------------
-ROOT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from support import ROOT as ROOT_DIR   # noqa: E402  (ROOT here says whether the tests run as root)
 
 
 def _page_result(name):

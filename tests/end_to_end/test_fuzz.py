@@ -5,8 +5,9 @@ exists, a column within that line or just past its end), whose message has no Py
 wording (PYTHON_WORDING; issues 15 and 25) nor a doubled word ("of a a vector"; DOUBLED) and did
 not come from a Python exception's text, and no Python warning is shown. Any other exception fails. tests/fuzz_long.py runs the same checks
 over 50,000 programs or more, outside CI.
-Bounded: each test runs a fixed number of examples with no per-example deadline; the
-counts are printed in the summary by `pytest -s` through `EXAMPLES` below.
+Bounded: each test runs a fixed number of examples with no per-example deadline: 100 in a plain
+`pytest` (the first of the same derandomized draw), 2,000 under `pytest --slow` or TAPEML_SLOW=1 (CI);
+TAPEML_FUZZ_EXAMPLES and TAPEML_FUZZ_BUILTIN_EXAMPLES set them (`EXAMPLES` below).
 """
 from __future__ import annotations
 
@@ -29,13 +30,17 @@ from tapeml.syntax.lexer import KEYWORDS, OPERATORS, tokenize
 from tapeml.syntax.parser import parse
 from tapeml.syntax.unparse import unparse
 
-EXAMPLES = int(os.environ.get("TAPEML_FUZZ_EXAMPLES", "2000"))
+from conftest import run_slow
+
+LONG = run_slow()          # --slow / TAPEML_SLOW=1: the long form of every sweep below
+EXAMPLES = int(os.environ.get("TAPEML_FUZZ_EXAMPLES", "2000" if LONG else "100"))
 # The same programs every run (CI must not pass or fail by chance); TAPEML_FUZZ_RANDOM=1 draws new
 # ones each run, and tests/fuzz_long.py runs 50,000+ with a seed of its own.
 DERANDOMIZE = os.environ.get("TAPEML_FUZZ_RANDOM") != "1"
 FUZZ = settings(max_examples=EXAMPLES, deadline=None, derandomize=DERANDOMIZE, database=None,
                 suppress_health_check=list(HealthCheck))
-FUZZ_BUILTINS = settings(max_examples=int(os.environ.get("TAPEML_FUZZ_BUILTIN_EXAMPLES", "2000")), deadline=None,
+FUZZ_BUILTINS = settings(max_examples=int(os.environ.get("TAPEML_FUZZ_BUILTIN_EXAMPLES", "2000" if LONG else "100")),
+                         deadline=None,
                          derandomize=DERANDOMIZE, database=None, suppress_health_check=list(HealthCheck))
 FUZZ_DIR = __import__("tempfile").mkdtemp(prefix="tapeml_fuzz_builtins_")   # every path the fuzz writes
 __import__("atexit").register(__import__("shutil").rmtree, FUZZ_DIR, True)
