@@ -22,7 +22,6 @@ import io
 import os
 import random
 import shutil
-import signal
 import sys
 import time
 import warnings
@@ -38,16 +37,10 @@ from tapeml.array.tape import raw  # noqa: E402
 from tapeml.evaluator.interpreter import Interpreter  # noqa: E402
 from tapeml.syntax.errors import LangError  # noqa: E402
 
+from support import Hang, time_limit  # noqa: E402
+
 DEVICES = ("numpy", "torch:cpu")
 SECONDS = 10.0
-
-
-class Hang(Exception):
-    pass
-
-
-def _alarm(signum, frame):
-    raise Hang(f"the program ran for more than {SECONDS:.0f} s")
 
 
 def _fresh_files() -> None:
@@ -147,10 +140,8 @@ def outcome(source: str, device: str, filename: str = "<cross>") -> dict:
     echoed = []
     state = context.State(backend=B.make(device), rng=np.random.default_rng(0))
     result = {"device": device}
-    old = signal.signal(signal.SIGALRM, _alarm)
-    signal.setitimer(signal.ITIMER_REAL, SECONDS)
     try:
-        with state, warnings.catch_warnings(record=True) as seen:
+        with time_limit(SECONDS), state, warnings.catch_warnings(record=True) as seen:
             warnings.simplefilter("always")
             interp = Interpreter(out=out)
             interp.err = err
@@ -177,8 +168,6 @@ def outcome(source: str, device: str, filename: str = "<cross>") -> dict:
         result["crash"] = f"{type(e).__name__}: {e}"
         result["traceback"] = traceback.format_exc(limit=-4)
     finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, old)
         _close_figures()
     result["printed"] = out.getvalue()
     result["notes"] = err.getvalue()

@@ -15,7 +15,6 @@ import io
 import os
 import random
 import re
-import signal
 import warnings
 
 import numpy as np
@@ -31,6 +30,7 @@ from tapeml.syntax.parser import parse
 from tapeml.syntax.unparse import unparse
 
 from conftest import run_slow
+from support import time_limit
 
 LONG = run_slow()          # --slow / TAPEML_SLOW=1: the long form of every sweep below
 EXAMPLES = int(os.environ.get("TAPEML_FUZZ_EXAMPLES", "2000" if LONG else "100"))
@@ -127,24 +127,14 @@ def lex_and_parse(source: str, lex_first: bool = True):
         return None
 
 
-class Hang(Exception):
-    pass
-
-
-def _alarm(signum, frame):
-    raise Hang("the program ran for more than 5 s")
-
-
 def run_program(source: str, seconds: float = 5.0):
     """Run one program: a value or a LangError with a span inside it and no Python wording;
     no Python warning either (what the user would see on stderr). The session's global state
     (dtype, figures) is reset after it."""
     out = io.StringIO()
     interp = Interpreter(out=out)
-    old = signal.signal(signal.SIGALRM, _alarm)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
     try:
-        with warnings.catch_warnings(record=True) as seen:     # the filters in force stay in force
+        with time_limit(seconds), warnings.catch_warnings(record=True) as seen:   # the filters in force stay
             try:
                 interp.run(source, "<fuzz>", echo=lambda v: None)
             except LangError as e:
@@ -159,8 +149,6 @@ def run_program(source: str, seconds: float = 5.0):
     except Exception as e:
         raise AssertionError(f"{type(e).__name__}: {e}\nin the program:\n{source}") from e
     finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, old)
         _reset_session()
     return None
 
