@@ -423,6 +423,7 @@ def test_a_rank_that_dies_stops_the_others_with_an_error(tmp_path):
                     "its output)\n  5 | y = all_reduce([1, 2])\n    |     ^^^^^^^^^^^^^^^^^^\n")
 
 
+@pytest.mark.slow
 @needs_torch
 def test_a_rank_that_never_joins_ends_the_wait(tmp_path):
     source = "if rank() == 1\n    error(\"rank 1 stops before joining\")\nend\ny = all_reduce([1, 2])\n"

@@ -17,7 +17,7 @@ import time
 import numpy as np
 import pytest
 
-from conftest import run_slow
+from conftest import run_slow, slow_after
 from support import TAPEML, allocates_at_most, error_of, output_of, run, run_cli, variables_after
 from tapeml.array import limits
 from tapeml.syntax.errors import IOErr, LangError, ValueErr
@@ -160,7 +160,7 @@ def test_every_writer_leaves_the_files_as_the_shells_redirection_does(tmp_path, 
     assert any(entry[-1] not in ("old",) and entry[1] == "file" for entry in want)    # something was written
 
 
-@pytest.mark.parametrize("mask", [0o022, 0o077, 0o002])
+@pytest.mark.parametrize("mask", slow_after(1, [0o022, 0o077, 0o002]))
 def test_a_new_file_gets_0666_minus_the_umask_in_a_subprocess(tmp_path, mask):
     """Every writer, run by the command line under a umask, makes files as `: > f` does there."""
     script = "\n".join(f'p = "{w}{WRITERS[w][0]}"\n{WRITERS[w][1]}' for w in sorted(WRITERS))
@@ -506,7 +506,7 @@ def million_deep():
     return _nest(1_000_000)
 
 
-@pytest.mark.parametrize("call", ["save(p, r)", "save(q, r)", "write_json(p, r)"])
+@pytest.mark.parametrize("call", slow_after(1, ["save(p, r)", "save(q, r)", "write_json(p, r)"]))
 def test_a_million_deep_record_is_refused_at_the_depth_limit(tmp_path, call, million_deep):
     """save of a 1e6-deep record built 1e6 ever longer keys (7.7 GB); now refused at level 1000,
     as write_json refuses it."""

@@ -19,7 +19,7 @@ from tapeml.syntax.parser import parse
 
 
 # ---- nesting ---------------------------------------------------------------------------------
-@pytest.mark.parametrize("opener, closer, n", [("(", ")", 100_000), ("[", "]", 100_000), ("{a = ", "}", 20_000)])
+@pytest.mark.parametrize("opener, closer, n", slow_after(1, [("(", ")", 100_000), ("[", "]", 100_000), ("{a = ", "}", 20_000)]))
 def test_100000_nested_brackets_in_process_is_a_syntax_error(opener, closer, n):
     source = "x = " + opener * n + "1" + closer * n
     old = sys.getrecursionlimit()
