@@ -88,6 +88,18 @@ def pytest_collection_modifyitems(config, items):
                 item.add_marker(skip)
 
 
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A skip says why in the summary (addopts' -rs): one written without a reason gets a line that
+    says so and names the test, rather than pytest's bare "unconditional skip"."""
+    outcome = yield
+    report = outcome.get_result()
+    if report.skipped and isinstance(report.longrepr, tuple) and len(report.longrepr) == 3:
+        path, line, reason = report.longrepr
+        if reason.strip() in ("", "Skipped", "Skipped:", "unconditional skip", "Skipped: unconditional skip"):
+            report.longrepr = (path, line, f"Skipped: {item.nodeid} gives no reason (write one in its skip)")
+
+
 @pytest.fixture
 def ml():
     return run_ml
