@@ -4,7 +4,7 @@
                                                     and the kernel installed: tapeml kernel install)
 
 Prose becomes markdown cells, each ```ml block a code cell; the notebook is executed with the
-tapeml kernel so it is stored with its outputs (tests/test_kernel.py runs it again and compares).
+tapeml kernel so it is stored with its outputs (tests/faces/test_kernel.py runs it again and compares).
 """
 from __future__ import annotations
 

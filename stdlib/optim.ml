@@ -4,7 +4,7 @@
 #     state = adamw_init(params)
 #     params, state = adamw_step(params, grads, state, lr = 1e-3, weight_decay = 0.01)
 #
-# Defaults and update rules are PyTorch's torch.optim.SGD / Adam / AdamW (tests/test_train.py
+# Defaults and update rules are PyTorch's torch.optim.SGD / Adam / AdamW (tests/builtins/test_train.py
 # checks them against PyTorch step for step). params and grads are trees: a number, a matrix,
 # or records and tuples of them, nested (what grad returns).
 

@@ -1,4 +1,6 @@
-"""pytest's hooks and fixtures; the helpers the tests share are in tests/support.py."""
+"""pytest's hooks and fixtures for every folder of tests/ (syntax, array, evaluator, builtins, faces,
+session, end_to_end); the helpers the tests share are in tests/support.py (and fd.py, kernel_support.py,
+cross_device.py), importable by name from each folder (pyproject's pytest `pythonpath`)."""
 import os
 
 import pytest
@@ -41,16 +43,40 @@ def pytest_configure(config):
     device = config.getoption("--device")
     if device:
         os.environ["TAPEML_DEVICE"] = device
+    if config.getoption("--slow"):
+        # the same as TAPEML_SLOW=1 from here on: the test modules size their sweeps with run_slow()
+        # when they are imported (after this hook), and the subprocesses they start see it too
+        os.environ["TAPEML_SLOW"] = "1"
 
 
 def run_slow(config=None):
-    """Whether the tests marked slow run: --slow or TAPEML_SLOW=1 (CI's runs)."""
+    """Whether the tests marked slow run: --slow or TAPEML_SLOW=1 (CI's runs). A test module may
+    call it at import (`from conftest import run_slow`) to size a sweep: a short form by default,
+    the long one under --slow."""
     return os.environ.get("TAPEML_SLOW") == "1" or bool(config and config.getoption("--slow"))
+
+
+def examples(n: int) -> int:
+    """A property test's example count: n under --slow or TAPEML_SLOW=1, a tenth of it (at least 20)
+    in a plain `pytest`. The draw is derandomized, so the short form checks the first of the same
+    examples as the long one."""
+    return n if run_slow() else max(20, n // 10)
+
+
+def slow_after(k: int, params: list) -> list:
+    """A parametrized sweep whose first k cases run in a plain `pytest` and the rest only with
+    --slow (each a pytest.param marked slow, so every case keeps its id)."""
+    def marked(p):
+        values = p.values if isinstance(p, type(pytest.param())) else (p if isinstance(p, tuple) else (p,))
+        marks = p.marks if isinstance(p, type(pytest.param())) else ()
+        pid = p.id if isinstance(p, type(pytest.param())) else None
+        return pytest.param(*values, marks=(*marks, pytest.mark.slow), id=pid)
+    return list(params[:k]) + [marked(p) for p in params[k:]]
 
 
 def pytest_collection_modifyitems(config, items):
     if not run_slow(config):
-        skip_slow = pytest.mark.skip(reason="a slow sweep: runs with --slow or TAPEML_SLOW=1 (CI)")
+        skip_slow = pytest.mark.skip(reason="marked slow: runs with --slow or TAPEML_SLOW=1 (CI)")
         for item in items:
             if "slow" in item.keywords:
                 item.add_marker(skip_slow)
@@ -60,6 +86,18 @@ def pytest_collection_modifyitems(config, items):
         for item in items:
             if "numpy_only" in item.keywords:
                 item.add_marker(skip)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A skip says why in the summary (addopts' -rs): one written without a reason gets a line that
+    says so and names the test, rather than pytest's bare "unconditional skip"."""
+    outcome = yield
+    report = outcome.get_result()
+    if report.skipped and isinstance(report.longrepr, tuple) and len(report.longrepr) == 3:
+        path, line, reason = report.longrepr
+        if reason.strip() in ("", "Skipped", "Skipped:", "unconditional skip", "Skipped: unconditional skip"):
+            report.longrepr = (path, line, f"Skipped: {item.nodeid} gives no reason (write one in its skip)")
 
 
 @pytest.fixture
@@ -121,7 +159,7 @@ def site_extra_missing():
 
 @pytest.fixture(scope="session")
 def built_site(tmp_path_factory):
-    """The docs website built once per test session from this checkout's docs/ (tests/test_site*.py);
+    """The docs website built once per test session from this checkout's docs/ (tests/faces/test_site*.py);
     skips where the extra tapeml[docs] is not installed."""
     missing = site_extra_missing()
     if missing:

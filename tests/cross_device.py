@@ -7,11 +7,11 @@ language error is reported too, on either device.
 
     python tests/cross_device.py [N] [--seed S] [--show K] [--families fuzz,differential]
 
-runs N programs of each family (default 3,000): the fuzz generators of tests/test_fuzz.py
+runs N programs of each family (default 3,000): the fuzz generators of tests/end_to_end/test_fuzz.py
 (whole programs, single expressions, calls of every builtin with odd arguments; tests/fuzz_long.py
-draws them the same way) and the differential generators of tests/test_differential.py
+draws them the same way) and the differential generators of tests/end_to_end/test_differential.py
 (expressions and statements with gradients), and prints the counts and every disagreement,
-grouped by its first line. tests/test_cross_device.py runs a small count by default and a larger
+grouped by its first line. tests/end_to_end/test_cross_device.py runs a small count by default and a larger
 one when the slow tests run.
 """
 from __future__ import annotations
@@ -22,30 +22,25 @@ import io
 import os
 import random
 import shutil
-import signal
 import sys
 import time
 import warnings
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+# the shared helpers (tests/) and the generators of tests/end_to_end/test_fuzz.py and test_differential.py,
+# as pyproject's pytest pythonpath gives them to the tests
+sys.path[:0] = [os.path.dirname(os.path.abspath(__file__)), os.path.join(os.path.dirname(os.path.abspath(__file__)), "end_to_end")]
 
 from tapeml.array import backend as B, context, printer, values as V  # noqa: E402
 from tapeml.array.tape import raw  # noqa: E402
 from tapeml.evaluator.interpreter import Interpreter  # noqa: E402
 from tapeml.syntax.errors import LangError  # noqa: E402
 
+from support import Hang, time_limit  # noqa: E402
+
 DEVICES = ("numpy", "torch:cpu")
 SECONDS = 10.0
-
-
-class Hang(Exception):
-    pass
-
-
-def _alarm(signum, frame):
-    raise Hang(f"the program ran for more than {SECONDS:.0f} s")
 
 
 def _fresh_files() -> None:
@@ -145,10 +140,8 @@ def outcome(source: str, device: str, filename: str = "<cross>") -> dict:
     echoed = []
     state = context.State(backend=B.make(device), rng=np.random.default_rng(0))
     result = {"device": device}
-    old = signal.signal(signal.SIGALRM, _alarm)
-    signal.setitimer(signal.ITIMER_REAL, SECONDS)
     try:
-        with state, warnings.catch_warnings(record=True) as seen:
+        with time_limit(SECONDS), state, warnings.catch_warnings(record=True) as seen:
             warnings.simplefilter("always")
             interp = Interpreter(out=out)
             interp.err = err
@@ -175,8 +168,6 @@ def outcome(source: str, device: str, filename: str = "<cross>") -> dict:
         result["crash"] = f"{type(e).__name__}: {e}"
         result["traceback"] = traceback.format_exc(limit=-4)
     finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, old)
         _close_figures()
     result["printed"] = out.getvalue()
     result["notes"] = err.getvalue()

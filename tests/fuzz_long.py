@@ -1,5 +1,5 @@
 """The long fuzz run (not in CI): many generated programs through the same checks as
-tests/test_fuzz.py, with a tally by outcome.
+tests/end_to_end/test_fuzz.py, with a tally by outcome.
 
     python tests/fuzz_long.py [N] [--seed S] [--show K] [--device torch:cpu]
 
@@ -26,7 +26,9 @@ import tempfile
 import time
 import traceback
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+# the shared helpers (tests/) and the generators of tests/end_to_end/test_fuzz.py and test_differential.py,
+# as pyproject's pytest pythonpath gives them to the tests
+sys.path[:0] = [os.path.dirname(os.path.abspath(__file__)), os.path.join(os.path.dirname(os.path.abspath(__file__)), "end_to_end")]
 
 import test_fuzz as F          # noqa: E402  (the generators and the checks)
 

@@ -1,4 +1,4 @@
-"""What the kernel tests share (tests/test_kernel.py, tests/test_reentry.py): the kernelspec
+"""What the kernel tests share (tests/faces/test_kernel.py, tests/evaluator/test_reentry.py): the kernelspec
 installed where Jupyter finds it, a running kernel, and one request to it with what it sent back.
 Imports nothing of Jupyter, so a module that uses it can skip its kernel tests when the jupyter
 extra is missing."""

@@ -8,7 +8,8 @@
 - the command line in process (`run_cli`, `run_ml`, `cli_output`, `cli_error`) and as a
   subprocess (`TAPEML`, `run_file`, `tapeml_command`);
 - the real `tapeml` in a pseudo-terminal (`Terminal`);
-- a memory bound (`allocates_at_most`) and a throwaway builtin's docs page
+- a time bound on one run (`time_limit`, raising `Hang`: the fuzz's and cross_device.py's), a
+  memory bound (`allocates_at_most`) and a throwaway builtin's docs page
   (`page_of_square_with_vjp`).
 
 Every in-process run uses a fresh Interpreter unless one is given, and the file name <test>
@@ -31,10 +32,30 @@ import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SHARED = os.path.join(os.path.dirname(ROOT), "shared")
+REFERENCE = os.path.join(ROOT, "tests", "reference")   # the PyTorch fixtures (*.npz) and their writers
 FILENAME = "<test>"
 
 
 # ---- tapeml source in process ------------------------------------------------------------------
+
+class Hang(Exception):
+    """A run past its time limit (`time_limit`)."""
+
+
+@contextlib.contextmanager
+def time_limit(seconds: float):
+    """Raise Hang in the main thread when the block runs past `seconds` (SIGALRM's timer; the old
+    handler is put back): the fuzz's and the cross-device runs' bound on one generated program."""
+    def alarm(signum, frame):
+        raise Hang(f"the program ran for more than {seconds:g} s")
+    old = signal.signal(signal.SIGALRM, alarm)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+
 
 def fresh(prelude: bool = True):
     """A new interpreter whose printing goes to a StringIO (prelude=False: no standard library)."""

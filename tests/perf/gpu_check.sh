@@ -58,7 +58,7 @@ fi
 
 echo "== 2. golden programs, gradient checks, VJP sweep on torch:cuda $(elapsed)"
 timeout 270 python -m pytest -q -p no:cacheprovider --device torch:cuda \
-    tests/test_golden.py tests/test_grad.py tests/test_vjp_sweep.py 2>&1 | tail -n 25 | tee "$OUT/pytest.txt"
+    tests/end_to_end/test_golden.py tests/array/test_grad.py tests/array/test_vjp_sweep.py 2>&1 | tail -n 25 | tee "$OUT/pytest.txt"
 [ "${PIPESTATUS[0]}" = 0 ] || status=1
 
 echo "== 3. the bench on torch:cuda $(elapsed)"

@@ -9,7 +9,7 @@ For each case (CASES below) the fixture holds, in float64, random well-condition
 gradients `<case>.grad<i>` of loss = sum_j sum(out_j * R_j). Results whose sign LAPACK chooses
 (singular vectors, eigenvectors) enter through sign-free products (U diag(c) Vh, V diag(c) V');
 PyTorch's Q and R are given tapeml's signs (R's diagonal >= 0).
-tests/test_linalg.py compares tapeml with the fixture, and regenerates the cases live with another
+tests/builtins/test_linalg.py compares tapeml with the fixture, and regenerates the cases live with another
 seed when torch is importable (`make(seed)`).
 """
 from __future__ import annotations

@@ -6,7 +6,7 @@
 
 For each case (CASES below) the fixture holds, in float64, the inputs `<case>.in<i>`, one weight
 `<case>.R<j>` per result, PyTorch's results `<case>.out<j>` and the gradients `<case>.grad<i>` of
-loss = sum_j sum(out_j * R_j) for the inputs listed as differentiable. tests/test_ml_vocab.py
+loss = sum_j sum(out_j * R_j) for the inputs listed as differentiable. tests/builtins/test_ml_vocab.py
 compares tapeml with the fixture, and regenerates the cases live with another seed when torch is
 importable (`make(seed)`).
 """

@@ -1,6 +1,6 @@
 """Write tests/reference/optim.npz: PyTorch's optimizers for 5 steps on a fixed problem.
 
-The fixture for tests/test_train.py (stdlib/optim.ml against torch.optim). Run with the dev venv
+The fixture for tests/builtins/test_train.py (stdlib/optim.ml against torch.optim). Run with the dev venv
 that has PyTorch (a reference tool only, never a runtime dependency of tapeml):
 
     /tmp/venv/bin/pip install torch==2.13.0

@@ -4,10 +4,10 @@
     pip install torch==2.13.0
     python tests/reference/make_reductions_reference.py
 
-For each case of tests/test_reductions.py's TORCH table (and the same cases with zeros put into the
+For each case of tests/builtins/test_reductions.py's TORCH table (and the same cases with zeros put into the
 input, for prod and cumprod) the fixture holds, in float64, the input `<case>.x`, the weight `<case>.R`,
 PyTorch's result `<case>.out` and its gradient `<case>.grad` of loss = sum(out * R).
-tests/test_reductions.py compares tapeml with the fixture always, and with PyTorch live when torch is
+tests/builtins/test_reductions.py compares tapeml with the fixture always, and with PyTorch live when torch is
 importable.
 """
 from __future__ import annotations

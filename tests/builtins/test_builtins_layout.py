@@ -8,7 +8,9 @@ import os
 from tapeml.builtins import REGISTRY
 from tapeml.builtins.registry import CATEGORIES
 
-BUILTINS_DIR = os.path.join(os.path.dirname(__file__), os.pardir, "builtins")
+from support import ROOT
+
+BUILTINS_DIR = os.path.join(ROOT, "builtins")
 
 # the module of each category; Statistics & ML and Arrays (a trailing ".") are packages split by job
 MODULE_OF = {"Core": "tapeml.builtins.core", "Math": "tapeml.builtins.math", "Arrays": "tapeml.builtins.arrays.",

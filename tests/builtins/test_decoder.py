@@ -476,6 +476,7 @@ def test_init_errors():
 
 
 # ---- the example ---------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_encoder_decoder_example_short_run(tmp_path):
     """A few steps of examples/encoder_decoder.ml: it runs, learns something, reports accuracy and
     draws the figure (the full run's 90% is measured by hand; see the report)."""

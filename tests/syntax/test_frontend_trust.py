@@ -14,6 +14,7 @@ from decimal import Decimal
 import numpy as np
 import pytest
 
+from conftest import examples, slow_after
 from support import TAPEML, allocates_at_most, error_of, output_of, run
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -38,7 +39,7 @@ STEP = st.tuples(st.integers(1, 999), st.integers(0, 5), st.sampled_from([1, -1]
     lambda t: Decimal(t[0] * t[2]) / Decimal(10) ** t[1])
 
 
-@settings(max_examples=600, deadline=None)
+@settings(max_examples=examples(600), deadline=None)
 @given(DEC, STEP, st.integers(0, 20_000))
 def test_decimal_ranges_have_n_plus_one_elements_and_end_at_b(a, step, n):
     """a:step:b with b = a + n*step in decimal: n + 1 elements, interior a + k*step, last exactly b;
@@ -54,7 +55,7 @@ def test_decimal_ranges_have_n_plus_one_elements_and_end_at_b(a, step, n):
     assert len(h) == n and np.array_equal(h, fa + fs * k)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(DEC, STEP, st.integers(1, 2000), st.floats(0.05, 0.95))
 def test_an_end_between_steps_is_never_passed(a, step, n, frac):
     fa, fs = float(a), float(step)
@@ -91,7 +92,7 @@ def number_tokens(text: str):
     return [t for t in tokenize(text, "<n>") if t.kind not in ("NEWLINE", "EOF")]
 
 
-@settings(max_examples=1500, deadline=None)
+@settings(max_examples=examples(1500), deadline=None)
 @given(LITERAL)
 def test_every_literal_of_the_grammar_is_one_number_with_pythons_value(text):
     toks = number_tokens(text)
@@ -99,7 +100,7 @@ def test_every_literal_of_the_grammar_is_one_number_with_pythons_value(text):
     assert toks[0].value == float(text) or (math.isnan(float(text)) and math.isnan(toks[0].value))
 
 
-@settings(max_examples=1500, deadline=None)
+@settings(max_examples=examples(1500), deadline=None)
 @given(st.text("0123456789.eE+-_", min_size=1, max_size=10))
 def test_a_whole_number_token_always_agrees_with_float(text):
     """Any text over the number alphabet: when the lexer makes one NUMBER of all of it, float()
@@ -465,8 +466,8 @@ def test_elementwise_functions_of_bools_compute_in_float64(fn):
     assert output_of(f"print(all({fn}([true, false]) == {fn}([1, 0])), {fn}(true) == {fn}(1))\n") == "true true\n"
 
 
-@pytest.mark.parametrize("source", ["hist([0 / 0], 10)", "imshow(zeros(0, 0))", "hist([1, 2, 0 / 0], 3)",
-                                    "plot([0 / 0, 0 / 0])", "imshow([0 / 0, 1])", "scatter([1], [1 / 0])"])
+@pytest.mark.parametrize("source", slow_after(2, ["hist([0 / 0], 10)", "imshow(zeros(0, 0))", "hist([1, 2, 0 / 0], 3)",
+                                                  "plot([0 / 0, 0 / 0])", "imshow([0 / 0, 1])", "scatter([1], [1 / 0])"]))
 def test_matplotlib_warnings_never_reach_stderr(tmp_path, source):
     proc = subprocess.run(TAPEML + ["-c", f'{source}\nsavefig("{tmp_path / "f.png"}")\n'],
                           capture_output=True, text=True, timeout=120, cwd=tmp_path)

@@ -17,10 +17,9 @@ import pytest
 from tapeml.array import backend as _backend, ops
 from tapeml.array.tape import raw
 
-from support import run_ml
+from support import REFERENCE, run_ml
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-REF = os.path.join(HERE, "reference")
+REF = REFERENCE
 HAVE_TORCH = importlib.util.find_spec("torch") is not None
 
 import sys  # noqa: E402

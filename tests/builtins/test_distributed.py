@@ -238,6 +238,7 @@ def _losses(text: str) -> list:
     return [float(v) for _, _, v in sorted(pairs)]
 
 
+@pytest.mark.slow
 @needs_torch
 @pytest.mark.parametrize("device", ["numpy", "torch:cpu"])
 def test_two_ranks_train_as_one_process_on_the_whole_batch(tmp_path, device):
@@ -358,6 +359,7 @@ for source in json.loads(sys.argv[1]):
 """
 
 
+@pytest.mark.slow
 @needs_torch
 @pytest.mark.parametrize("device", ["numpy", "torch:cpu"])
 def test_ranks_that_call_different_collectives_are_refused_on_every_rank(tmp_path, device):
@@ -408,6 +410,7 @@ print("rank {rank()} never gets here")
 """
 
 
+@pytest.mark.slow
 @needs_torch
 def test_a_rank_that_dies_stops_the_others_with_an_error(tmp_path):
     (code0, out0, err0), (code1, out1, err1) = _spawn(tmp_path, DIES)
@@ -420,6 +423,7 @@ def test_a_rank_that_dies_stops_the_others_with_an_error(tmp_path):
                     "its output)\n  5 | y = all_reduce([1, 2])\n    |     ^^^^^^^^^^^^^^^^^^\n")
 
 
+@pytest.mark.slow
 @needs_torch
 def test_a_rank_that_never_joins_ends_the_wait(tmp_path):
     source = "if rank() == 1\n    error(\"rank 1 stops before joining\")\nend\ny = all_reduce([1, 2])\n"
@@ -430,6 +434,7 @@ def test_a_rank_that_never_joins_ends_the_wait(tmp_path):
             "1 of 2 did") in err0
 
 
+@pytest.mark.slow
 @needs_torch
 def test_under_torchrun_a_dead_rank_fails_the_run(tmp_path):
     (tmp_path / "dies.ml").write_text(DIES, encoding="utf-8")
@@ -442,6 +447,7 @@ def test_under_torchrun_a_dead_rank_fails_the_run(tmp_path):
     assert "IOError: all_reduce(): rank 1 of 2 stopped (connection closed)" in text or "SIGTERM" in text
 
 
+@pytest.mark.slow
 @needs_torch
 def test_minigpt_trains_data_parallel_as_one_process(tmp_path):
     """examples/minigpt.ml under torchrun, 2 ranks, 3 steps without dropout: rank 0 alone prints and

@@ -34,12 +34,13 @@ listed pattern is redrawn. It is empty today (the bugs of issues 15 and 16 are f
 pattern is drawn); a pattern found wrong again is listed there until its fix is merged.
 
 Options (environment):
-    TAPEML_DIFF_N       number of programs of each family (default 300 + 300 in CI)
+    TAPEML_DIFF_N       number of programs of each family (default 30 + 30; 300 + 300 under
+                        `pytest --slow` or TAPEML_SLOW=1, as in CI)
     TAPEML_DIFF_SEED    the seed (default 16)
     TAPEML_DIFF_KNOWN   comma-separated known bugs to skip (default: KNOWN_BUGS)
     TAPEML_DIFF_SHOW    how many failures to print in full (default 5)
     TAPEML_DIFF_CASES   run only these case numbers, e.g. "171,223" (to reproduce a failure)
-The long run:  TAPEML_DIFF_N=10000 pytest tests/test_differential.py -s
+The long run:  TAPEML_DIFF_N=10000 pytest tests/end_to_end/test_differential.py -s
 """
 from __future__ import annotations
 
@@ -58,6 +59,7 @@ F = torch.nn.functional
 from tapeml.syntax.errors import LangError, render  # noqa: E402
 from tapeml.array.values import Record  # noqa: E402
 
+from conftest import run_slow  # noqa: E402
 from support import fresh, run  # noqa: E402
 
 
@@ -72,7 +74,7 @@ KNOWN_BUGS: frozenset = frozenset()      # the three of issues 15 and 16 are fix
 
 _known = os.environ.get("TAPEML_DIFF_KNOWN")
 SKIP = KNOWN_BUGS if _known is None else frozenset(s.strip() for s in _known.split(",") if s.strip())
-N = int(os.environ.get("TAPEML_DIFF_N", "300"))
+N = int(os.environ.get("TAPEML_DIFF_N", "300" if run_slow() else "30"))
 SEED = int(os.environ.get("TAPEML_DIFF_SEED", "16"))
 SHOW = int(os.environ.get("TAPEML_DIFF_SHOW", "5"))
 CASES = [int(c) for c in os.environ.get("TAPEML_DIFF_CASES", "").split(",") if c.strip()]

@@ -25,6 +25,8 @@ import pytest
 
 from support import ROOT
 
+pytestmark = pytest.mark.slow     # it builds the whole website (the built_site fixture) before the browser opens it
+
 ARTIFACTS = os.environ.get("TAPEML_TEST_ARTIFACTS") or os.path.join(ROOT, "build", "test-artifacts")
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                   "--disable-background-networking", "--disable-component-update", "--disable-sync",

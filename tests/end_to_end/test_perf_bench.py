@@ -81,6 +81,7 @@ def test_cells_give_the_spread_and_ratios_the_medians_too():
     assert re.fullmatch(rf"\d+\.\d / {os.cpu_count()} CPUs", bench.load_now())
 
 
+@pytest.mark.slow
 def test_the_bench_prints_each_rows_settings_spread_and_load(tmp_path):
     """A quick partial run of the generator (the language rows only, 4 rounds): the page it writes."""
     out = tmp_path / "perf.md"

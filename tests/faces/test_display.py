@@ -6,7 +6,7 @@ import io
 import numpy as np
 import pytest
 
-from support import PROMPT, Terminal, echoed, fresh, run, run_ml
+from support import PROMPT, ROOT, Terminal, echoed, fresh, run, run_ml
 from tapeml.syntax.errors import trace_lines
 from tapeml.faces import repl as R
 from tapeml.array.display import display_value
@@ -216,7 +216,7 @@ def test_the_repl_pages_display_example_is_what_an_80x24_terminal_shows():
     """docs/repl.md shows sin(reshape(1:600, 20, 30)) as the session lays it out (issue 29 item 6)."""
     from pathlib import Path
     from support import run
-    page = (Path(__file__).resolve().parent.parent / "docs" / "repl.md").read_text(encoding="utf-8")
+    page = (Path(ROOT) / "docs" / "repl.md").read_text(encoding="utf-8")
     prompt = "ml> sin(reshape(1:600, 20, 30))\n"
     shown = page[page.index(prompt) + len(prompt):page.index("ml> transformer_block_init")]
     value = run("x = sin(reshape(1:600, 20, 30))").get_variable("x")

@@ -7,6 +7,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
+from conftest import examples
 from support import echoed, on_host, variables_after
 
 from tapeml.syntax.parser import parse
@@ -14,7 +15,7 @@ from tapeml.syntax.unparse import unparse
 from tapeml.array.printer import format_number, format_value
 
 WHOLE = 2 ** 53 - 1
-PROPERTY = settings(max_examples=400, deadline=None, database=None,
+PROPERTY = settings(max_examples=examples(400), deadline=None, database=None,
                     suppress_health_check=[HealthCheck.too_slow])
 
 # values that print exactly: small integers, halves, whole numbers below 2^53, and numbers of
@@ -69,7 +70,7 @@ F32_EXACT = st.one_of(st.integers(-2 ** 24, 2 ** 24).map(float),
                       st.integers(0, 2 ** 24).map(lambda k: float(np.float32(k * 1024.0 + 1.0))))
 
 
-@settings(max_examples=150, deadline=None, database=None,
+@settings(max_examples=examples(150), deadline=None, database=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(SHAPES.filter(lambda s: len(s) > 0).flatmap(lambda s: hnp.arrays(np.float32, s, elements=F32_EXACT)))
 def test_float32_prints_the_stored_value_and_reads_back(f32, a):

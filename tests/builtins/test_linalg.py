@@ -22,11 +22,10 @@ from tapeml.array import ops
 from tapeml.builtins import REGISTRY
 from tapeml.array.tape import raw
 
-from support import run_ml
+from support import REFERENCE, run_ml
 from fd import builtin as B, check_grads, fd_grad, grad, on_device as dev
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-REF = os.path.join(HERE, "reference")
+REF = REFERENCE
 
 
 rng = np.random.default_rng(0)

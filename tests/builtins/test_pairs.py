@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from fd import fd_grad
+from support import ROOT
 from tapeml.array import backend, context
 from tapeml.array.tape import raw
 from tapeml.evaluator.interpreter import Interpreter
@@ -21,7 +22,6 @@ from tapeml.syntax.errors import LangError
 
 torch = pytest.importorskip("torch")
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def session(**values):

@@ -17,6 +17,7 @@ import time
 import numpy as np
 import pytest
 
+from conftest import run_slow, slow_after
 from support import TAPEML, allocates_at_most, error_of, output_of, run, run_cli, variables_after
 from tapeml.array import limits
 from tapeml.syntax.errors import IOErr, LangError, ValueErr
@@ -160,7 +161,7 @@ def test_every_writer_leaves_the_files_as_the_shells_redirection_does(tmp_path, 
     assert any(entry[-1] not in ("old",) and entry[1] == "file" for entry in want)    # something was written
 
 
-@pytest.mark.parametrize("mask", [0o022, 0o077, 0o002])
+@pytest.mark.parametrize("mask", slow_after(1, [0o022, 0o077, 0o002]))
 def test_a_new_file_gets_0666_minus_the_umask_in_a_subprocess(tmp_path, mask):
     """Every writer, run by the command line under a umask, makes files as `: > f` does there."""
     script = "\n".join(f'p = "{w}{WRITERS[w][0]}"\n{WRITERS[w][1]}' for w in sorted(WRITERS))
@@ -328,15 +329,16 @@ def _temps(d) -> list:
 
 
 def test_sigterm_during_write_csv_never_leaves_a_temporary_file(tmp_path):
-    """24 runs (4 at a time) stopped with SIGTERM at random moments of a write_csv loop: each
-    exits with 143, leaves no temporary file, and the file it leaves (if any) is a whole table."""
+    """24 runs (4 at a time; 4 in one round without --slow) stopped with SIGTERM at random moments
+    of a write_csv loop: each exits with 143, leaves no temporary file, and the file it leaves (if
+    any) is a whole table."""
     rng = random.Random(25)
     dirs = [tmp_path / f"run{i}" for i in range(4)]
     for d in dirs:
         d.mkdir()
         (d / "loop.ml").write_text('x = rand(2000, 10)\nprint("ready")\nwhile true\n    write_csv("t.csv", x)\nend\n',
                                    encoding="utf-8")
-    for _ in range(6):
+    for _ in range(6 if run_slow() else 1):
         procs = [subprocess.Popen(TAPEML + [str(d / "loop.ml")], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                   text=True, cwd=d) for d in dirs]
         try:
@@ -505,7 +507,7 @@ def million_deep():
     return _nest(1_000_000)
 
 
-@pytest.mark.parametrize("call", ["save(p, r)", "save(q, r)", "write_json(p, r)"])
+@pytest.mark.parametrize("call", slow_after(1, ["save(p, r)", "save(q, r)", "write_json(p, r)"]))
 def test_a_million_deep_record_is_refused_at_the_depth_limit(tmp_path, call, million_deep):
     """save of a 1e6-deep record built 1e6 ever longer keys (7.7 GB); now refused at level 1000,
     as write_json refuses it."""
@@ -753,7 +755,7 @@ def test_a_safetensors_file_whose_shape_and_offsets_disagree_names_the_tensor(tm
 
 
 # ---- issue 38, item 9: help shows the result its page shows -------------------------------------------
-ROOT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from support import ROOT as ROOT_DIR   # noqa: E402  (ROOT here says whether the tests run as root)
 
 
 def _page_result(name):

@@ -18,10 +18,9 @@ import pytest
 
 from tapeml.array.values import Record
 
-from support import fresh, variables_after
+from support import REFERENCE, fresh, variables_after
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-REF = os.path.join(HERE, "reference")
+REF = REFERENCE
 
 
 def _is_parity_fixture(path) -> bool:

@@ -26,6 +26,7 @@ from tapeml.syntax.errors import IndexErr, KeyErr, LangError, LangSyntaxError, N
 from tapeml.syntax.parser import parse
 from tapeml.syntax.unparse import unparse
 
+from conftest import examples
 from fd import fd_grad
 
 
@@ -167,7 +168,7 @@ OPS = st.lists(st.tuples(st.integers(0, 3),                       # which earlie
 
 
 @given(OPS)
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 def test_every_version_keeps_its_items_under_any_order_of_changes(ops):
     """Values are immutable: each version (kept in `versions`, as variables keep them) equals the
     Python dict that the same changes give, however versions are changed and read in between
@@ -226,7 +227,7 @@ VALUES = st.recursive(st.one_of(st.none(), st.booleans(), TEXT, NUMBER,
 
 
 @given(st.dictionaries(KEYS, VALUES, max_size=6))
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 def test_a_printed_dictionary_reads_back_as_an_equal_one(items):
     """The printer writes a dictionary as its literal: it parses and evaluates to an equal one."""
     d = Dict({dict_key(k): v for k, v in items.items()})

@@ -238,6 +238,7 @@ def test_plot_errors_are_language_errors():
     plot.close_all()
 
 
+@pytest.mark.slow
 @pytest.mark.numpy_only       # the committed pages are NumPy's: the device pages print numpy
 def test_docs_check_fails_when_an_expected_output_is_edited(tmp_path):
     """The acceptance test: a hand edit of one example's output in a copy of docs/ is caught, and
@@ -390,7 +391,7 @@ def test_a_stdlib_doc_comment_is_read_field_by_field():
 
 def test_every_public_stdlib_function_has_a_doc_comment_and_no_other_table_exists():
     entries = {e.name: e for e in docgen.stdlib_entries()}
-    root = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "stdlib")
+    root = os.path.join(ROOT, "stdlib")
     for f in os.listdir(root):
         if f.endswith(".ml"):
             names = re.findall(r"^fn ([a-zA-Z]\w*)\(", open(os.path.join(root, f), encoding="utf-8").read(), re.M)
@@ -419,6 +420,7 @@ def test_gradient_figures_print_as_a_stable_bound():
     assert docgen.printed_bounds(page) == {"x": "1e-9"}
 
 
+@pytest.mark.slow
 @pytest.mark.numpy_only       # the committed pages are NumPy's: the device pages print numpy
 def test_docs_build_on_a_clean_copy_changes_no_file_twice(tmp_path):
     """`tapeml docs build` in a copy of the committed docs/ rewrites every page and figure with

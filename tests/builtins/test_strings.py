@@ -483,8 +483,6 @@ def test_safetensors_bfloat16_is_widened_exactly(tmp_path):
 ])
 def test_read_json_syntax_errors_in_tapeml_words(tmp_path, text, col, says):
     """Python's json module's own words ("Expecting value", "Extra data") never reach a user (issue 25)."""
-    import sys
-    sys.path.insert(0, os.path.dirname(__file__))
     from test_fuzz import python_wording
     p = tmp_path / "bad.json"
     p.write_text(text)

@@ -410,6 +410,7 @@ def test_every_stdlib_function_is_documented_and_its_examples_run():
 
 
 # ---- a short minigpt run --------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_short_minigpt_run_learns_and_checkpoints(tmp_path):
     ckpt = str(tmp_path / "mini.npz")
     interp = run_example("minigpt.ml", "steps=30", "every=10", "batch=4", "context=24", "seed=0", "samples=20",

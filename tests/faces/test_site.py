@@ -2,7 +2,7 @@
 documented function has its page in the navigation, linked to the line of the file that declares
 it; ```ml blocks are coloured by tapeml's own lexer; formulas are MathML; nothing is loaded from
 another host; and the strict build fails on a broken link, a missing figure, a link to a missing
-heading and a page left out of the navigation. tests/test_site_browser.py opens the site in
+heading and a page left out of the navigation. tests/faces/test_site_browser.py opens the site in
 Chromium. Both skip where the extra tapeml[docs] is not installed."""
 import importlib.util
 import os
@@ -24,6 +24,7 @@ def read(site, page):
         return f.read()
 
 
+@pytest.mark.slow
 def test_every_function_has_a_page_in_the_navigation_by_category(built_site):
     from tapeml.builtins.registry import CATEGORIES
     home = read(built_site, "index.html")
@@ -40,6 +41,7 @@ def test_every_function_has_a_page_in_the_navigation_by_category(built_site):
         assert os.path.isfile(os.path.join(built_site, page, "index.html")), page
 
 
+@pytest.mark.slow
 def test_each_builtin_page_links_to_the_line_that_declares_it(built_site):
     for e in all_entries():
         page = read(built_site, f"builtins/{e.name}/index.html")
@@ -56,6 +58,7 @@ def test_each_builtin_page_links_to_the_line_that_declares_it(built_site):
             assert "builtin(" in declared, (e.name, declared)
 
 
+@pytest.mark.slow
 def test_ml_blocks_are_coloured_by_tapemls_own_lexer(built_site):
     page = read(built_site, "builtins/layer_norm/index.html")
     block = page[page.index('<div class="language-ml highlight">'):]
@@ -65,6 +68,7 @@ def test_ml_blocks_are_coloured_by_tapemls_own_lexer(built_site):
     assert '<span class="mf">1e-5</span>' in block or '<span class="mf">1e-5' in block
 
 
+@pytest.mark.slow
 def test_formulas_are_mathml_and_nothing_comes_from_another_host(built_site):
     tutorial = read(built_site, "tutorial/index.html")
     assert tutorial.count('<math xmlns="http://www.w3.org/1998/Math/MathML" display="block">') >= 2
@@ -79,6 +83,7 @@ def test_formulas_are_mathml_and_nothing_comes_from_another_host(built_site):
                 assert not loads.search(text), os.path.join(dirpath, f)
 
 
+@pytest.mark.slow
 def test_source_pages_are_not_searched_and_builtin_pages_are_boosted(built_site):
     import json
     index = json.loads(read(built_site, "search/search_index.json"))
@@ -94,6 +99,7 @@ def page_text_of(site, page):
     return page_text(html[html.index('<article'):html.index('</article>')])
 
 
+@pytest.mark.slow
 def test_formulas_in_a_builtins_prose_print_as_written(built_site):
     """`*` in a declaration's prose was read as emphasis: transformer_decoder_block_init showed
     "4512512 + 4512" for 4*512*512 + 4*512. The text the browser shows, from the built HTML."""
@@ -117,6 +123,7 @@ def test_formulas_in_a_builtins_prose_print_as_written(built_site):
             assert w in text, (name, w)
 
 
+@pytest.mark.slow
 def test_every_page_shows_each_code_span_and_formula_as_its_source_writes_it(built_site):
     """verbatim.expected over every page's Markdown (docs/*.md and docs/builtins/*.md), against the
     built page's text: each code span, each line of a fenced block and each run of text holding *,
@@ -176,6 +183,7 @@ def copy_checkout(tmp_path):
     return root
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(site_extra_missing() is not None, reason="the docs website needs the extra tapeml[docs]")
 def test_the_strict_build_fails_on_each_kind_of_problem(tmp_path):
     """A missing figure, a page left out of the navigation, a broken link, a link to a missing

@@ -21,6 +21,7 @@ from tapeml.evaluator.interpreter import Interpreter
 from tapeml.syntax.errors import LangError, render
 
 import test_fuzz as F
+from conftest import examples
 
 
 def run(source, compiled=True):
@@ -218,7 +219,7 @@ def _wrapped(seed):
     return F.PRELUDE + "fn main()\n" + body + "\n    return none\nend\nmain()\n"
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(st.integers(0, 2 ** 64 - 1))
 def test_generated_programs_give_the_same_output_and_errors_compiled_and_walked(seed):
     both(F.gen_program(seed))

@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 
 from kernel_support import execute, installed_kernelspec, running_kernel
+from conftest import slow_after
 from support import ROOT, TAPEML, error_of, fresh, output_of, run, run_file
 
 import tapeml
@@ -108,7 +109,7 @@ def runaway_through(name: str) -> tuple[str, int]:
     return line + "\nf(0)\n", line.index("f(n + 1)") + 1
 
 
-@pytest.mark.parametrize("name", calling_builtins())
+@pytest.mark.parametrize("name", slow_after(2, calling_builtins()))
 def test_runaway_recursion_through_each_calling_builtin_is_the_documented_error(tmp_path, name):
     source, col = runaway_through(name)
     assert_limit_error(run_file(tmp_path, source), col)
@@ -129,7 +130,7 @@ VARIANTS = [
 ]
 
 
-@pytest.mark.parametrize("line, fn, at", VARIANTS)
+@pytest.mark.parametrize("line, fn, at", slow_after(2, VARIANTS))
 def test_runaway_recursion_through_map_in_every_shape(tmp_path, line, fn, at):
     assert_limit_error(run_file(tmp_path, line + "\nf(0)\n"), line.index(at) + 1, fn)
 

@@ -11,6 +11,7 @@ import time
 
 import pytest
 
+from conftest import slow_after
 from support import TAPEML, allocates_at_most, error_of, output_of, run, run_file
 
 from tapeml.syntax.errors import IOErr, IndexErr, LangError, LangSyntaxError, RecursionErr, ValueErr
@@ -18,7 +19,7 @@ from tapeml.syntax.parser import parse
 
 
 # ---- nesting ---------------------------------------------------------------------------------
-@pytest.mark.parametrize("opener, closer, n", [("(", ")", 100_000), ("[", "]", 100_000), ("{a = ", "}", 20_000)])
+@pytest.mark.parametrize("opener, closer, n", slow_after(1, [("(", ")", 100_000), ("[", "]", 100_000), ("{a = ", "}", 20_000)]))
 def test_100000_nested_brackets_in_process_is_a_syntax_error(opener, closer, n):
     source = "x = " + opener * n + "1" + closer * n
     old = sys.getrecursionlimit()
@@ -33,7 +34,7 @@ def test_100000_nested_brackets_in_process_is_a_syntax_error(opener, closer, n):
     assert err.span.line == 1 and 5 <= err.span.col <= len(source)
 
 
-@pytest.mark.parametrize("opener, closer", [("(", ")"), ("[", "]")])
+@pytest.mark.parametrize("opener, closer", slow_after(1, [("(", ")"), ("[", "]")]))
 def test_100000_nested_brackets_in_the_cli(tmp_path, opener, closer):
     proc = run_file(tmp_path, "x = " + opener * 100_000 + "1" + closer * 100_000 + "\nprint(x)\n")
     assert proc.returncode == 1, proc.stderr[:500]

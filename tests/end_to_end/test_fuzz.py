@@ -5,8 +5,9 @@ exists, a column within that line or just past its end), whose message has no Py
 wording (PYTHON_WORDING; issues 15 and 25) nor a doubled word ("of a a vector"; DOUBLED) and did
 not come from a Python exception's text, and no Python warning is shown. Any other exception fails. tests/fuzz_long.py runs the same checks
 over 50,000 programs or more, outside CI.
-Bounded: each test runs a fixed number of examples with no per-example deadline; the
-counts are printed in the summary by `pytest -s` through `EXAMPLES` below.
+Bounded: each test runs a fixed number of examples with no per-example deadline: 100 in a plain
+`pytest` (the first of the same derandomized draw), 2,000 under `pytest --slow` or TAPEML_SLOW=1 (CI);
+TAPEML_FUZZ_EXAMPLES and TAPEML_FUZZ_BUILTIN_EXAMPLES set them (`EXAMPLES` below).
 """
 from __future__ import annotations
 
@@ -14,7 +15,6 @@ import io
 import os
 import random
 import re
-import signal
 import warnings
 
 import numpy as np
@@ -29,13 +29,18 @@ from tapeml.syntax.lexer import KEYWORDS, OPERATORS, tokenize
 from tapeml.syntax.parser import parse
 from tapeml.syntax.unparse import unparse
 
-EXAMPLES = int(os.environ.get("TAPEML_FUZZ_EXAMPLES", "2000"))
+from conftest import run_slow
+from support import time_limit
+
+LONG = run_slow()          # --slow / TAPEML_SLOW=1: the long form of every sweep below
+EXAMPLES = int(os.environ.get("TAPEML_FUZZ_EXAMPLES", "2000" if LONG else "100"))
 # The same programs every run (CI must not pass or fail by chance); TAPEML_FUZZ_RANDOM=1 draws new
 # ones each run, and tests/fuzz_long.py runs 50,000+ with a seed of its own.
 DERANDOMIZE = os.environ.get("TAPEML_FUZZ_RANDOM") != "1"
 FUZZ = settings(max_examples=EXAMPLES, deadline=None, derandomize=DERANDOMIZE, database=None,
                 suppress_health_check=list(HealthCheck))
-FUZZ_BUILTINS = settings(max_examples=int(os.environ.get("TAPEML_FUZZ_BUILTIN_EXAMPLES", "2000")), deadline=None,
+FUZZ_BUILTINS = settings(max_examples=int(os.environ.get("TAPEML_FUZZ_BUILTIN_EXAMPLES", "2000" if LONG else "100")),
+                         deadline=None,
                          derandomize=DERANDOMIZE, database=None, suppress_health_check=list(HealthCheck))
 FUZZ_DIR = __import__("tempfile").mkdtemp(prefix="tapeml_fuzz_builtins_")   # every path the fuzz writes
 __import__("atexit").register(__import__("shutil").rmtree, FUZZ_DIR, True)
@@ -122,24 +127,14 @@ def lex_and_parse(source: str, lex_first: bool = True):
         return None
 
 
-class Hang(Exception):
-    pass
-
-
-def _alarm(signum, frame):
-    raise Hang("the program ran for more than 5 s")
-
-
 def run_program(source: str, seconds: float = 5.0):
     """Run one program: a value or a LangError with a span inside it and no Python wording;
     no Python warning either (what the user would see on stderr). The session's global state
     (dtype, figures) is reset after it."""
     out = io.StringIO()
     interp = Interpreter(out=out)
-    old = signal.signal(signal.SIGALRM, _alarm)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
     try:
-        with warnings.catch_warnings(record=True) as seen:     # the filters in force stay in force
+        with time_limit(seconds), warnings.catch_warnings(record=True) as seen:   # the filters in force stay
             try:
                 interp.run(source, "<fuzz>", echo=lambda v: None)
             except LangError as e:
@@ -154,8 +149,6 @@ def run_program(source: str, seconds: float = 5.0):
     except Exception as e:
         raise AssertionError(f"{type(e).__name__}: {e}\nin the program:\n{source}") from e
     finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, old)
         _reset_session()
     return None
 

@@ -3,9 +3,9 @@ the same error (kind, message, line and column) and leaves the same variables on
 NumPy; a device that cannot be used is refused before anything runs, the same way wherever it is
 chosen.
 
-The generated programs (tests/cross_device.py runs them: the fuzz generators of tests/test_fuzz.py
+The generated programs (tests/cross_device.py runs them: the fuzz generators of tests/end_to_end/test_fuzz.py
 as tests/fuzz_long.py draws them, in float64 and float32; the differential generators of
-tests/test_differential.py; every builtin's documented examples, also in float32 and with every
+tests/end_to_end/test_differential.py; every builtin's documented examples, also in float32 and with every
 number a 0-d matrix) run on both devices here: a small count by default, a larger one with the
 slow tests (CI). The faults the comparison found are written out below with NumPy's answer."""
 from __future__ import annotations

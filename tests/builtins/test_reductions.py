@@ -18,7 +18,7 @@ from tapeml.array import ops
 from tapeml.builtins.autodiff import value_and_grad_impl
 from tapeml.array.tape import raw
 
-from support import run_cli, run_ml
+from support import REFERENCE, run_cli, run_ml
 from fd import PyInterp, builtin as B, fd_grad, grad_array as grad
 
 HAS_TORCH = importlib.util.find_spec("torch") is not None
@@ -320,7 +320,7 @@ def with_zeros(x):
 def test_values_and_gradients_against_the_pytorch_fixture():
     """tests/reference/reductions.npz (make_reductions_reference.py, torch 2.13): every TORCH case and
     the zero cases, run here without torch."""
-    with np.load(os.path.join(os.path.dirname(os.path.abspath(__file__)), "reference", "reductions.npz")) as data:
+    with np.load(os.path.join(REFERENCE, "reductions.npz")) as data:
         keys = sorted({k.rsplit(".", 1)[0] for k in data.files})
         assert len(keys) == len(TORCH) + len(ZEROS)
         for key in keys:

@@ -16,6 +16,7 @@ from tapeml.array import backend as B, norm_ops, ops
 from tapeml.builtins.ml import attention as ml_attention
 from tapeml.array.tape import raw
 from fd import grad, on_device
+from conftest import examples
 from support import page_of_square_with_vjp, printed, run_ml, value_of
 
 try:
@@ -235,7 +236,7 @@ def rms_ref(x, eps):
     return np.array([float(t / ms.sqrt()) for t in d])
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(st.sampled_from([np.float64, np.float32]), st.integers(-330, 330),
        st.lists(st.floats(-10, 10, allow_nan=False), min_size=2, max_size=6),
        st.sampled_from([0.0, 1e-5]))
@@ -353,7 +354,7 @@ def py_round(x: float, d: int) -> float:
     return float(round(x, max(-400, min(1100, d)))) if math.isfinite(x) else x
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(st.lists(st.floats(allow_nan=False, allow_infinity=False, width=64), min_size=1, max_size=5),
        st.integers(-30, 40))
 def test_round_matches_python_round_float64(xs, d):
@@ -364,7 +365,7 @@ def test_round_matches_python_round_float64(xs, d):
     assert ops.round_(xs[0], digits=d) == want[0]
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.lists(st.floats(-1e6, 1e6, allow_nan=False).map(lambda t: round(t, 3)), min_size=1, max_size=5),
        st.integers(0, 4))
 def test_round_of_decimal_ties_matches_decimal(xs, d):
@@ -375,7 +376,7 @@ def test_round_of_decimal_ties_matches_decimal(xs, d):
     assert got.tolist() == want
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.lists(st.floats(allow_nan=False, allow_infinity=False, width=32), min_size=1, max_size=5),
        st.integers(-40, 50))
 def test_round_matches_python_round_float32(xs, d):
