@@ -7,8 +7,7 @@ a PNG and says where it went. In the Jupyter kernel (`set_publisher`) show() and
 cell hand every open figure to the kernel as PNG bytes and close it. Figures are deterministic: a
 fixed size, dpi and font (DejaVu Sans, shipped with matplotlib), no hinting-dependent layout, and
 PNGs saved without the "Software" metadata, so rebuilding the docs gives byte-identical images with
-the same matplotlib version.
-"""
+the same matplotlib version."""
 from __future__ import annotations
 
 import os

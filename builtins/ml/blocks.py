@@ -121,7 +121,7 @@ SEED_PROGRAM = (
              "residual add (its dropout1 and dropout2), only with training = true, drawing from "
              "seed(n)'s generator. A composite of recorded primitives: its gradient comes from the tape's "
              "ordinary reverse walk, with no rule of its own; checked against PyTorch 2.13 to 1e-10 "
-             "(tests/test_parity.py).",
+             "(tests/builtins/test_parity.py).",
          errors=["ValueError naming the path of a missing or unknown field",
                  "ValueError naming the path and both shapes (weights.heads[1].wq is 4x3, expected 4x2)",
                  'ValueError when norm or activation is not one of the allowed names (they are listed)',
@@ -224,7 +224,7 @@ def decoder_block(x, memory, f, norm_first=False, causal=True, activation="relu"
              "add (PyTorch's dropout1, dropout2, dropout3), as in transformer_block. A composite of "
              "recorded primitives: its gradient comes from the tape's ordinary reverse walk, with no "
              "rule of its own; checked against PyTorch 2.13's nn.TransformerDecoderLayer to 1e-10, "
-             "output and every gradient (tests/test_parity.py).",
+             "output and every gradient (tests/builtins/test_parity.py).",
          errors=["ShapeError when memory's width differs from x's (or its batch size does)",
                  "ValueError naming the path of a missing or unknown field",
                  "ValueError naming the path and both shapes (weights.cross_heads[1].wk is 8x3, expected 8x4)",

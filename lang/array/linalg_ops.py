@@ -2,7 +2,7 @@
 or torch.linalg through array-api-compat), VJPs written with primitives.
 
 They register into the one primitive table (TABLE) through `primitive`, as the entries of
-ops.py do, so the tape, the VJP sweep (tests/test_vjp_sweep.py) and grad of grad see them alike.
+ops.py do, so the tape, the VJP sweep (tests/array/test_vjp_sweep.py) and grad of grad see them alike.
 Every VJP multiplies through `zmul` / `zmatmul`, so a zero cotangent never meets an inf or NaN of a
 factorization as NaN. All of them take a batch `[..., n, n]` (or `[..., m, n]`).
 

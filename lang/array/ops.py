@@ -31,7 +31,7 @@ Conventions at kinks, shared with docs/language.md:
 - in the backward pass a zero factor wins: `zmul(0, inf) = zmul(0, nan) = 0`, and `zmatmul` is the
   matrix product with the same rule (a first-order `vjp_plain` multiplies plainly, and the tape
   takes the VJPs written with zmul and zmatmul where its pass gives a cotangent that is not finite:
-  tape.backward). Every VJP multiplies through them (tests/test_vjp_sweep.py runs
+  tape.backward). Every VJP multiplies through them (tests/array/test_vjp_sweep.py runs
   each primitive's VJP at 0, +-inf and its kinks), so a branch that `where` did not take (cotangent 0)
   never brings a NaN or inf into the gradient, d/dx x^0 at 0 is 0, and grad(sqrt(sum(x^2))) at x = 0
   is 0 (the subgradient, like `norm`); the one exception is a^b's second derivative (pow_grad's VJP): a zero

@@ -144,7 +144,7 @@ class Primitive:
     cotangent comes out non-finite, `backward` (for the whole pass) and `pullback` (for one
     application) take `vjp`, whose products are zmatmul's. `backward` picks between them with
     `first_order` (the one test, once per pass on a tape opened with `open_level`).
-    tests/test_grad.py checks every primitive that declares a vjp_plain against its vjp. A
+    tests/array/test_grad.py checks every primitive that declares a vjp_plain against its vjp. A
     primitive with several outputs has none; its `vjp(g, ans, ...)` receives `g` and `ans` as
     tuples, with None in `g` for an output that got no cotangent.
 

@@ -4,7 +4,7 @@
                                 stdlib functions, session variables, and record fields after a
                                 dot (nothing is evaluated); after `:`, the REPL's commands
 
-Pure functions with their own tests (tests/test_repl.py); the prompt_toolkit layer (repl.py) and
+Pure functions with their own tests (tests/faces/test_repl.py); the prompt_toolkit layer (repl.py) and
 the kernel's complete_request (kernel.py) call them.
 """
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Every use the kernel makes of ipykernel's private API, in one place: stop-on-error without
 ipykernel's race.
 
-What users see (README, tests/test_kernel_adapter.py): after a cell fails or is interrupted, the
+What users see (README, tests/faces/test_kernel_adapter.py): after a cell fails or is interrupted, the
 cells that were already queued behind it are aborted (Jupyter's stop-on-error, so an Interrupt
 also drops the queued cells), and a cell the client sends on seeing the error reply runs.
 
