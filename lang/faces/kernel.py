@@ -491,6 +491,9 @@ def main(argv: list[str]) -> int:
         elif flag in ("-h", "--help"):
             print(INSTALL_USAGE)
             return 0
+        elif flag in ("--prefix", "--name", "--threads", "--device"):     # the last word, with no value
+            print(f"tapeml: kernel install: option '{flag}' needs a value\n{INSTALL_USAGE}", file=sys.stderr)
+            return 2
         else:
             print(f"tapeml: kernel install: unknown option '{flag}'\n{INSTALL_USAGE}", file=sys.stderr)
             return 2

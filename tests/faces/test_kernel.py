@@ -60,6 +60,9 @@ def test_install_options_are_checked(ml):
     assert code == 2 and "exclude each other" in out
     code, out = run_cli(["kernel", "install", "--bogus"])
     assert code == 2 and "unknown option '--bogus'" in out
+    for flag in ("--prefix", "--name", "--threads", "--device"):    # the last word, its value missing
+        code, out = run_cli(["kernel", "install", flag])
+        assert code == 2 and f"option '{flag}' needs a value" in out and "usage: tapeml kernel install" in out
     code, out = run_cli(["kernel"])
     assert code == 2 and "tapeml kernel install" in out
 

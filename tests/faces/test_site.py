@@ -219,6 +219,11 @@ def test_usage_errors():
     assert code == 2 and "--out needs a value" in out
     code, out = run_cli(["docs", "serve", "--out", "x"])
     assert code == 2 and "unknown option '--out'" in out
+    # build and check say which word was wrong too, not only the usage
+    code, out = run_cli(["docs", "build", "--bogus"])
+    assert code == 2 and "tapeml docs build: unknown option '--bogus'" in out and "usage: tapeml docs build" in out
+    code, out = run_cli(["docs", "build", "--kernel", "none"])
+    assert code == 2 and "--kernel is an option of check, not build" in out
 
 
 def test_without_the_extra_it_says_what_to_install(monkeypatch):

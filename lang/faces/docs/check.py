@@ -85,6 +85,10 @@ def main(argv: list[str]) -> int:
         else:
             kernels = (kernels or []) + [k for k in args[i + 1].split(",") if k and k.lower() != "none"]
         del args[i:i + 2]
+    unknown = next((a for a in args[1:] if a.startswith("-")), None) if args else None
+    if unknown or (kernels is not None and args and args[0] == "build"):
+        what = f"unknown option '{unknown}'" if unknown else "--kernel is an option of check, not build"
+        print(f"tapeml docs {args[0]}: {what}", file=sys.stderr)
     if len(args) != 1 or args[0] not in ("build", "check") or (kernels is not None and args[0] != "check"):
         print("usage: tapeml docs build [--root DIR] | tapeml docs check [--root DIR] [--kernel NAME|none]\n"
               "       tapeml docs site [--root DIR] [--out DIR] | tapeml docs serve [--root DIR] [--addr HOST:PORT]",
