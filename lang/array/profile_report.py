@@ -54,6 +54,12 @@ class Report:
             if line is not None and op is not None:
                 self.ops.setdefault(op, [0.0, 0.0, 0, 0])[2] += n
 
+    @property
+    def ran(self) -> bool:
+        """Whether any source line ran: code that did not parse (or an empty program) ran none, and
+        the faces show no table of nothing, only the error."""
+        return bool(self.lines)
+
     # ---- text -------------------------------------------------------------------------------
     def source_line(self, key) -> str:
         text = self.sources.get(key[0])

@@ -334,9 +334,9 @@ class Diagnose:
         code = 2
         with profiling(interp) as prof:
             code = go()
-        if code == 2:           # the file could not be read: nothing ran
-            return code
         report = Report(prof, interp.sources)
+        if code == 2 or not report.ran:     # the file could not be read, or did not parse: nothing ran
+            return code
         sys.stdout.flush()
         print(report.table(top=self.top), file=sys.stderr)
         if self.out is not None:

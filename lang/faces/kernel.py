@@ -255,7 +255,7 @@ class _Cells:
         finally:
             self._flush()
         report = Report(prof, self.interp.sources)
-        if not self.silent:
+        if not self.silent and report.ran:
             print(report.table(top=15))
             if path:
                 try:

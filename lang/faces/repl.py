@@ -431,7 +431,9 @@ class Repl:
         with profiling(self.interp) as prof:
             self.execute(code, f"REPL[{self.count}]")
         self.flush()
-        self.write(self.out, Report(prof, self.interp.sources).table(top=15))
+        report = Report(prof, self.interp.sources)
+        if report.ran:
+            self.write(self.out, report.table(top=15))
 
     def show_help(self, name: str) -> None:
         outcome = runner.show_help(self.interp, name)

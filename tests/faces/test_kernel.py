@@ -156,6 +156,10 @@ def test_profile_cell_prints_the_tables_after_the_cell_and_keeps_line_numbers(ke
     reply, out = execute(kc, "%%profile\nx = 1\ny = [1, 2] @ [1]")
     assert reply["status"] == "error" and reply["traceback"][0].startswith(f"In[{reply['execution_count']}]:3:")
     assert any(kind == "stream" and "by source line" in c["text"] for kind, c in out)
+    reply, out = execute(kc, f"%%profile {tmp_path / 'none.json'}\nx = 1 +")    # ran nothing: no table, no file
+    assert reply["status"] == "error" and reply["ename"] == "SyntaxError"
+    assert not any(kind == "stream" and "profile" in c["text"] for kind, c in out)
+    assert not (tmp_path / "none.json").exists()
     reply, out = execute(kc, "x + 1")         # the profiler is off again, the variables kept
     assert out == [("execute_result", {"execution_count": reply["execution_count"],
                                        "data": {"text/plain": "2"}, "metadata": {}})]
