@@ -93,6 +93,8 @@ class Diagnostics:
     def changed(self) -> None:
         """Call after turning a mode on or off: installs or removes the tape's hook."""
         if self.active:
+            if self not in _ACTIVE:     # dropped with a mode on (a Session let go): the hook goes too
+                weakref.finalize(self, _dropped)
             _ACTIVE.add(self)
         else:
             _ACTIVE.discard(self)
@@ -252,6 +254,15 @@ class Diagnostics:
 
 
 _ACTIVE = weakref.WeakSet()  # the Diagnostics with a mode on (the tape's hook is set while any)
+WHEN_DROPPED: list = []      # called when a Diagnostics with a mode on is collected (the evaluator's operator checks)
+
+
+def _dropped() -> None:
+    """A Diagnostics with a mode on was collected (its Session dropped without turning it off):
+    the tape's hook, and what WHEN_DROPPED re-judges, stay only while another one is on."""
+    tape.set_node_hook(on_node if len(_ACTIVE) else None)
+    for again in WHEN_DROPPED:
+        again()
 context.slot("diagnostics", Diagnostics)
 
 

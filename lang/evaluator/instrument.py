@@ -34,7 +34,9 @@ LEAVES = frozenset((A.Number, A.Bool, A.NoneLit, A.Name, A.String, A.Lambda, A.E
 CHECKED_OPERATORS = ("+", "-", "*", "/", "%", "^", "@")
 _PLAIN_BINARY = dict(semantics.BINARY)
 _PLAIN_FLOAT_OPS = dict(semantics.FLOAT_OPS)
-_ATTACHED: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()    # interp -> (plain dispatch, Diagnostics)
+# interp -> its plain dispatch table while attached (kept on the interp, not here: the table's
+# bound methods hold the interp, so a value here would keep a dropped Session alive for good)
+_ATTACHED: "weakref.WeakSet" = weakref.WeakSet()
 
 _NOT_GIVEN = object()
 
@@ -55,7 +57,7 @@ def set_modes(interp, check_nan=_NOT_GIVEN, profiler=_NOT_GIVEN, recorder=_NOT_G
         attach(interp, d)
     elif not d.active and interp in _ATTACHED:
         detach(interp)
-    _operator_checks(any(x.check_nan for x in diagnostics._ACTIVE))
+    _recheck_operators()
     return d
 
 
@@ -76,7 +78,8 @@ def profiling(interp):
 
 def attach(interp, d) -> None:
     table = interp.dispatch
-    _ATTACHED[interp] = (dict(table), d)
+    interp.plain_dispatch = dict(table)
+    _ATTACHED.add(interp)
     for cls, fn in list(table.items()):
         if cls not in LEAVES:
             table[cls] = _wrap(fn, d)
@@ -85,8 +88,9 @@ def attach(interp, d) -> None:
 
 
 def detach(interp) -> None:
-    plain, _ = _ATTACHED.pop(interp)
-    interp.dispatch.update(plain)
+    _ATTACHED.discard(interp)
+    interp.dispatch.update(interp.plain_dispatch)
+    del interp.plain_dispatch
     del interp.call                 # the class's own method again
     interp.compiled = True
 
@@ -143,6 +147,13 @@ def _operator_checks(on: bool) -> None:
         for sym in CHECKED_OPERATORS:
             if sym in plain:
                 table[sym] = _checked(sym, plain[sym]) if on else plain[sym]
+
+
+def _recheck_operators() -> None:
+    _operator_checks(any(x.check_nan for x in diagnostics._ACTIVE))
+
+
+diagnostics.WHEN_DROPPED.append(_recheck_operators)     # a Session dropped with check_nan on
 
 
 def _checked(sym, op):

@@ -562,3 +562,28 @@ def test_a_long_edge_bends_through_one_place_in_each_row_between():
     assert [r for _, r in bends] == [1, 2]                  # x at row 0, mul at row 3
     assert all((x, r) != pos[i] for x, r in bends for i in pos)      # a place of its own
     assert tapeview.layered(tapeview.fold(g)) == pos
+
+
+@pytest.mark.parametrize("mode", ["check_nan(true)", "show_tape_recording"])
+def test_a_session_dropped_with_a_mode_on_is_freed_and_takes_its_hooks_with_it(mode):
+    """A Session let go with check_nan on (or show_tape recording) is collected like any other, and
+    the process-wide tape hook and operator checks go with it: the next sessions pay nothing."""
+    import gc
+    import weakref
+    from tapeml.array import tape
+    from tapeml.evaluator import semantics
+    plain_init = tape._PLAIN_INIT
+    s = tapeml.Session(out=io.StringIO())
+    if mode == "check_nan(true)":
+        s.run("check_nan(true)\nx = grad(fn(w) -> sum(w * w), [1, 2])")
+        assert semantics.BINARY["*"] is not instrument._PLAIN_BINARY["*"]
+    else:
+        with s.entered():
+            instrument.set_modes(s.interp, recorder=[])
+    assert tape.Box.__init__ is not plain_init
+    ref = weakref.ref(s)
+    del s
+    gc.collect()
+    assert ref() is None
+    assert tape.Box.__init__ is plain_init
+    assert semantics.BINARY["*"] is instrument._PLAIN_BINARY["*"]
