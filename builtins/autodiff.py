@@ -21,7 +21,9 @@ from tapeml.builtins.files import note_written, resolve_path
 from tapeml.builtins.registry import P, builtin, one_of, positive
 from tapeml.builtins.util import tree_leaves, tree_map
 from tapeml.syntax.errors import ShapeError, TypeErr, ValueErr
-from tapeml.array.tape import NO_KW, Box, backward, close_level, new_level, open_level, raw
+from tapeml.array import diagnostics
+from tapeml.array.tape import NO_KW, Box, close_level, new_level, open_level, raw
+from tapeml.array.tape import backward as _tape_backward
 from tapeml.array.values import Dict, Record, describe, shape_text
 
 _ND = np.ndarray
@@ -89,6 +91,17 @@ def _run_and_backward(ctx, f, boxed, level, name):
         return _own(g)
 
     return value, tree_map(collect, boxed)      # the same tree as boxed: within the nesting limit
+
+
+def backward(out, ct, add, shape_of):
+    """tape.backward, then check_nan's verdict on what it made: when check_nan was turned on inside
+    the function being differentiated, grad's own call was not watched (the mode was off when it
+    began), so the suspects its backward pass left are judged here, against the gradients."""
+    grads = _tape_backward(out, ct, add, shape_of)
+    d = diagnostics.current()
+    if d.suspects:
+        d.settle([], tuple(grads.values()))
+    return grads
 
 
 def _own(g):

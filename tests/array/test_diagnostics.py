@@ -587,3 +587,17 @@ def test_a_session_dropped_with_a_mode_on_is_freed_and_takes_its_hooks_with_it(m
     assert ref() is None
     assert tape.Box.__init__ is plain_init
     assert semantics.BINARY["*"] is instrument._PLAIN_BINARY["*"]
+
+
+@pytest.mark.parametrize("body", ["  check_nan(true)\n  return sum(sqrt(w) - sqrt(w))\n",
+                                  "  check_nan(true)\n  y = sqrt(w)\n  return sum(y - sqrt(w))\n"])
+@pytest.mark.parametrize("how", ["grad(f, [0, 1])", "value_and_grad(f, [0, 1])[1]", "vjp(f, [0, 1], 1)[1]"])
+def test_check_nan_turned_on_inside_the_differentiated_function_checks_its_backward_pass(tmp_path, body, how):
+    """grad began with the check off, so its own call was not watched; the backward pass it runs
+    is judged all the same (the first VJP that made the infinity is named), as with --check-nan."""
+    script = tmp_path / "b.ml"
+    script.write_text(f"fn f(w)\n{body}end\ng = {how}\nprint(g)\n")
+    code, text = run_cli([str(script)])
+    assert code == 1 and "NaNError: the backward pass of sqrt made" in text
+    code, plain = run_cli(["-c", f"fn f(w) -> sum(sqrt(w) - sqrt(w))\nprint({how})"])
+    assert code == 0 and "nan" in plain                   # without the check: the NaN, silently
