@@ -56,6 +56,11 @@ def value_and_grad_impl(ctx, f, x, root="x", name="grad"):
     try:
         boxed = tree_map(box, x, f"{name}(): {root}")
         return _run_and_backward(ctx, f, boxed, level, name)
+    except KeyboardInterrupt as e:
+        # the tape hangs from the traceback's frames: let reference counting free it now, before
+        # the collector is turned back on below and would walk all of it (a second or more)
+        e.__traceback__ = None
+        raise
     finally:
         close_level(level)
         if gc_was_on:
