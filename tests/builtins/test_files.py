@@ -783,6 +783,7 @@ def test_help_shows_the_result_the_page_shows(name):
 
 
 @pytest.mark.slow
+@pytest.mark.numpy_only     # the pages are NumPy's build: device()'s example shows "numpy" there
 def test_every_builtins_help_shows_what_its_page_shows():
     from tapeml.builtins.help import stdlib_table
     from tapeml.builtins.registry import REGISTRY
