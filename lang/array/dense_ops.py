@@ -131,11 +131,11 @@ def _vjp_dense_heads(g, ans, saved, tracked, x, *params, bias=False):
 def _vjp_dense_heads_plain(g, ans, saved, tracked, x, *params, bias=False):
     """First order on float matrices of one backend: the cotangent merged back to [rows, H*d], two
     products, and the weights' cotangents cut from the joined one as views."""
-    if not (type(g) is type(x) and type(g) in ARRAYS and is_float(g) and is_float(x)):
+    if not (type(g) is type(x) and type(g) in ARRAYS and is_float(g) and g.dtype == x.dtype):
         return None
     n, ws, bs = _heads_parts(params, bias)
     w = saved if saved is not None else _joined(ws, 1)
-    if type(w) is not type(g) or not is_float(w):
+    if type(w) is not type(g) or w.dtype != g.dtype:       # one float type: torch's @ does not promote
         return None
     g2 = _rows(_merged(g))                              # [rows, H*d]
     gx = (g2 @ w.T).reshape(tuple(x.shape)) if tracked[0] else None
@@ -180,11 +180,11 @@ def _vjp_heads_dense(g, ans, saved, tracked, o, *ws):
 
 
 def _vjp_heads_dense_plain(g, ans, saved, tracked, o, *ws):
-    if not (type(g) is type(o) and type(g) in ARRAYS and is_float(g) and is_float(o)):
+    if not (type(g) is type(o) and type(g) in ARRAYS and is_float(g) and g.dtype == o.dtype):
         return None
     n = len(ws)
     w = saved if saved is not None else _joined(ws, 0)
-    if type(w) is not type(g) or not is_float(w):
+    if type(w) is not type(g) or w.dtype != g.dtype:       # one float type: torch's @ does not promote
         return None
     s = tuple(o.shape)
     g2 = _rows(g)                                       # [rows, D]

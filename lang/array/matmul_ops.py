@@ -52,7 +52,8 @@ def _vjp_matmul_plain(g, ans, saved, tracked, a, b):
             gb = np.matmul(a.T, g) if a.ndim == 2 else np.matmul(_rows(a).T, _rows(g))
         return ga, gb
     if type(g) is not np.ndarray and type(g) in ARRAYS and type(g) is type(a) and type(b) is type(a) \
-            and b.ndim == 2 and a.ndim >= 2 and a.dtype.is_floating_point and b.dtype.is_floating_point:   # torch
+            and b.ndim == 2 and a.ndim >= 2 and a.dtype.is_floating_point \
+            and g.dtype == a.dtype == b.dtype:      # torch: one float type (its @ does not promote)
         ga = g @ b.T if tracked[0] else None
         gb = None
         if tracked[1]:

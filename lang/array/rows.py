@@ -146,7 +146,7 @@ _SAFE = {np.dtype(np.float64): safe_floor(np.float64), np.dtype(np.float32): saf
 
 
 def safe_floor_of(a) -> float:
-    """The safe floor (core_ops.safe_floor) of a matrix's float type, any backend."""
+    """The safe floor (scale_ops.safe_floor) of a matrix's float type, any backend."""
     dt = a.dtype
     f = _SAFE.get(dt)
     if f is None:

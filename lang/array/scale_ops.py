@@ -1,6 +1,6 @@
 """Power-of-two scaling (issue 25): the ldexp primitive (x * 2^e, exact) and the helpers that find
 where a reduction that squares over- or underflows and by what power of 2 to scale each slice
-(reduce_ops.rescaled, linalg_ops, elementwise_ops' hypot-like rules and nn_ops use them)."""
+(reduce_ops.rescaled, linalg_ops, elementwise_ops' hypot-like rules and rows.py use them)."""
 from __future__ import annotations
 
 import math

@@ -1,11 +1,12 @@
 """The transformer primitives and the ML builtins on PyTorch tensors (issue 27): every primitive of
-lang/array/nn_ops.py run on torch:cpu equals its NumPy run to 1e-12 in float64, value, first-order
+lang/array/{softmax,norm,dense,attention}_ops.py run on torch:cpu equals its NumPy run to 1e-12 in float64, value, first-order
 gradient (the plain VJPs: the fused softmax, log_softmax and layer_norm backward passes, the fused
 attention kernel) and second-order gradient (the recorded VJPs), on ordinary inputs and on the
 numerics edge cases (+-inf rows, rows beyond the float range, eps = 0, scores that overflow); the
 results stay tensors; float32 stays float32; the builtins of builtins/ml make their matrices on the
 session's device with the numbers NumPy's session makes (init weights, dropout masks, positions).
 Skipped where torch (the extra tapeml[torch]) is not installed."""
+import io
 import math
 
 import numpy as np
@@ -419,3 +420,33 @@ def test_fused_attention_takes_heads_as_strided_views_without_copies(monkeypatch
     assert False in seen            # a strided view went in as it was
     kt = torch.from_numpy(r(2, 3, 5)).transpose(-1, -2)           # last axis strided: copied
     assert backend._rows_in_memory(kt).is_contiguous()
+
+
+MIXED = """set_dtype("float32")
+seed(0)
+blk = transformer_block_init(8, 2, seed=1)
+w = [1, 2; 3, 4]
+b = [1, -1]
+set_dtype("float64")
+x = [1, 1; 0, 1]
+xs = randn(4, 8)
+print(grad(fn(x) -> sum((x @ w) ^ 2), x), grad(fn(w) -> sum((x @ w) ^ 2), w))
+print(grad(fn(x) -> sum(dense(x, w, b) ^ 2), x), grad(fn(w) -> sum(dense(x, w, b) ^ 2), w))
+g = grad(fn(p) -> sum(transformer_block(xs, p) ^ 2), blk)
+h = grad(fn(x) -> sum(transformer_block(x, blk) ^ 2), xs)
+print("{sum(g.w1 ^ 2):.4g} {sum(g.heads[0].wq ^ 2):.4g} {sum(h ^ 2):.4g}")
+"""
+
+
+def test_float32_weights_in_a_float64_session_differentiate_on_both_devices():
+    """Weights made (or loaded) in float32 used by a float64 session: the first-order products of
+    matmul, dense and the heads' projections take torch's one-dtype path only when the types
+    agree (torch's @ does not promote; it raised an InternalError), and print NumPy's numbers."""
+    import tapeml
+    out = {}
+    for device in ("numpy", "torch:cpu"):
+        s = tapeml.Session(device=device, out=io.StringIO())
+        s.run(MIXED)
+        out[device] = s.interp.out.getvalue()
+    assert out["numpy"].split("\n")[0] == "[32, 72; 22, 50] [8, 12; 14, 20]"
+    assert out["numpy"] == out["torch:cpu"]
