@@ -58,10 +58,17 @@ def _overflowed(q, k, bias, s, allowed, scale):
     """(s repaired, lim) on NumPy arrays (the host): s the scores [..., Lq, Lk] (masked entries -inf) whose
     row maxima are not all finite; lim the rows [..., Lq, 1] shifted in the scaled domain (their
     weights are the limit: one-hot, or shared by exact ties), or None."""
-    over = ~np.isfinite(s) & np.isfinite(q).all(axis=-1)[..., :, None] & np.isfinite(k).all(axis=-1)[..., None, :]
+    operands = np.isfinite(q).all(axis=-1)[..., :, None] & np.isfinite(k).all(axis=-1)[..., None, :]
     if bias is not None:
+        # an infinite bias is the score exactly (q k^T * scale is finite in the reals), also where
+        # the product overflowed to the other infinity (inf + -inf made NaN)
         b = np.asarray(bias)
-        over &= ~(np.isnan(b) | (b == np.inf))
+        s = np.where(np.isinf(b) & operands, b, s).astype(s.dtype)
+        if allowed is not None:
+            s = np.where(allowed, s, -np.inf).astype(s.dtype)
+    over = ~np.isfinite(s) & operands
+    if bias is not None:
+        over &= np.isfinite(b)
     if allowed is not None:
         over &= allowed
     if not over.any():

@@ -464,3 +464,33 @@ def test_rms_norm_paths_agree_on_rows_that_need_scaling(dtype):
         # a zero row: r = 1/sqrt(eps), xhat = 0, so dx = r g gamma; with eps = 0 the rule gives 0
         want = np.zeros(3) if eps == 0 else x[2].astype(np.float64) * gm / math.sqrt(eps)
         np.testing.assert_allclose(g[1], want, rtol=1e-6)
+
+
+INF_BIAS = """q = [1, 0; 0, 1]
+v = [1, 2; 3, 4]
+print(scaled_dot_product_attention(q, q, v, bias=[-1/0, -1/0; 0, 0]))
+print(scaled_dot_product_attention(q, q, v, bias=[-1/0, 0; 0, 0], mask=[true, false; true, true]))
+print(grad(fn(b) -> sum(scaled_dot_product_attention(q, q, v, bias=b)), [-1/0, -1/0; 0, 0]))
+print(scaled_dot_product_attention([1e200, 0; 0, 1], [1e200, 0; 0, 1], v, bias=[-1/0, 0; 0, 0]))
+print(scaled_dot_product_attention([-1e200, 0; 0, 1], [1e200, 0; 0, 1], v, bias=[1/0, 0; 0, 0]))
+"""
+
+
+def test_an_infinite_bias_is_the_score_exactly(ml):
+    """A row whose every key has a -inf bias (or is masked) attends to nothing: zeros, with gradient
+    0, as softmax's all -inf rows and PyTorch's SDPA (it was NaN: the -inf bias was taken for an
+    overflowed score); and an infinite bias wins over a product that overflowed to the other
+    infinity (1e400 - inf is -inf, not NaN)."""
+    code, out = ml(INF_BIAS)
+    assert code == 0, out
+    assert out.split("\n")[:5] == ["[0, 0; 2.339523, 3.339523]", "[0, 0; 2.339523, 3.339523]",
+                                   "[0, 0; -0.8847241, 0.8847241]", "[3, 4; 2.339523, 3.339523]",
+                                   "[1, 2; 2.339523, 3.339523]"]
+    torch = pytest.importorskip("torch")
+    F = torch.nn.functional
+    q = torch.eye(2, dtype=torch.float64)
+    v = torch.tensor([[1.0, 2.0], [3.0, 4.0]], dtype=torch.float64)
+    ref = F.scaled_dot_product_attention(q, q, v, attn_mask=torch.tensor([[-math.inf, -math.inf], [0.0, 0.0]],
+                                                                          dtype=torch.float64))
+    assert ref[0].tolist() == [0.0, 0.0]
+    assert abs(ref[1] - torch.tensor([2.339523, 3.339523], dtype=torch.float64)).max() < 1e-6
