@@ -60,20 +60,35 @@ class LangError(Exception):
         """More calls than MAX_TRACE: the outer ones were counted, not kept."""
         return self.trace_dropped > 0
 
+    def blamed(self) -> tuple["Span | None", str]:
+        """(where the error is blamed, the first line's text after it): the error's own place, or,
+        for one raised inside a standard-library function, the user's call of that function
+        ("TypeError in decode(): ..."), as `render` shows it first."""
+        k = _first_user_call(self)
+        if k is None:
+            return self.span, f"{self.kind}: {self.message}"
+        name, site = self.trace[k]
+        said = self.message.startswith(f"{name}(): ")     # the stdlib's own checks name it already
+        return site, f"{self.kind}: {self.message}" if said else f"{self.kind} in {name}(): {self.message}"
+
     @property
     def line(self) -> int | None:
-        """The 1-based line where the error is (None when it has no place)."""
-        return self.span.line if self.span else None
+        """The 1-based line where the error is blamed (None when it has no place): for an error
+        raised inside the standard library, the line of the user's call (`blamed`)."""
+        span = self.blamed()[0]
+        return span.line if span else None
 
     @property
     def column(self) -> int | None:
-        """The 1-based column where the error is (None when it has no place)."""
-        return self.span.col if self.span else None
+        """The 1-based column where the error is blamed (None when it has no place)."""
+        span = self.blamed()[0]
+        return span.col if span else None
 
     @property
     def file(self) -> str | None:
         """The source's name as users see it ("<string>", a path), or None."""
-        return self.span.file if self.span else None
+        span = self.blamed()[0]
+        return span.file if span else None
 
     def with_span(self, span: Span | None) -> "LangError":
         if self.span is None and span is not None:
@@ -81,8 +96,9 @@ class LangError(Exception):
         return self
 
     def __str__(self) -> str:
-        where = f"{self.span}: " if self.span else ""
-        return f"{where}{self.kind}: {self.message}"
+        """The first line of the rendered error (render): its place, kind and message."""
+        span, text = self.blamed()
+        return f"{span}: {text}" if span else text
 
 
 
@@ -186,10 +202,8 @@ def render(error: LangError, sources: dict[str, str] | str | None = None) -> str
     if user is not None:
         # raised inside a stdlib function: blame the user's call of it, where the fix is
         k = user
-        name, site = trace[k]
-        said = error.message.startswith(f"{name}(): ")     # the stdlib's own checks name it already
-        out.append(f"{site}: {error.kind}: {error.message}" if said else
-                   f"{site}: {error.kind} in {name}(): {error.message}")
+        site, text = error.blamed()
+        out.append(f"{site}: {text}")
         out.extend(caret_lines(site, source_of(site)))
         inner = f" in {trace[k - 1][0]}" if k > 0 else ""
         out.append(f"  raised inside the standard library at {error.span}{inner}")

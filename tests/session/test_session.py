@@ -119,6 +119,22 @@ def test_errors_have_kind_message_line_column(tmp_path):
     assert s["y"] == 3.0
 
 
+def test_an_error_inside_the_standard_library_is_placed_at_the_users_call():
+    """As the command line shows it: line, column, file and str(error) name the user's call of the
+    stdlib function (docs/python.md: str(error) is the command line's first line), and `span`
+    keeps the place inside the library."""
+    from tapeml.syntax.errors import render
+    s = tapeml.Session()
+    for code, first in (('x = 1\ny = script_arg(1, "2")', "<string>:2:5: ValueError: script_arg(): name is"),
+                        ("v = char_vocab(\"ab\")\ndecode([1, 2], v)", "<string>:2:1: TypeError in decode(): ")):
+        with pytest.raises(tapeml.LangError) as e:
+            s.run(code)
+        err = e.value
+        assert str(err).startswith(first) and err.file == "<string>" and err.line == 2
+        assert str(err.span.file).startswith("<stdlib>")
+        assert render(err, code).split("\n")[0] == str(err)
+
+
 def test_run_file_and_print_go_to_the_session_stream(tmp_path, capsys):
     path = tmp_path / "p.ml"
     path.write_text("x = [1, 2] * 2\nprint(x)\n")
