@@ -56,9 +56,7 @@ def value_and_grad_impl(ctx, f, x, root="x", name="grad"):
     try:
         boxed = tree_map(box, x, f"{name}(): {root}")
         return _run_and_backward(ctx, f, boxed, level, name)
-    except KeyboardInterrupt as e:
-        # the tape hangs from the traceback's frames: let reference counting free it now, before
-        # the collector is turned back on below and would walk all of it (a second or more)
+    except KeyboardInterrupt as e:      # free the tape hanging from the frames before gc walks it
         e.__traceback__ = None
         raise
     finally:
@@ -99,9 +97,8 @@ def _run_and_backward(ctx, f, boxed, level, name):
 
 
 def backward(out, ct, add, shape_of):
-    """tape.backward, then check_nan's verdict on what it made: when check_nan was turned on inside
-    the function being differentiated, grad's own call was not watched (the mode was off when it
-    began), so the suspects its backward pass left are judged here, against the gradients."""
+    """tape.backward, then check_nan's verdict on the suspects it left (grad's own call was not
+    watched when check_nan was turned on inside the function being differentiated)."""
     grads = _tape_backward(out, ct, add, shape_of)
     d = diagnostics.current()
     if d.suspects:
