@@ -3,8 +3,7 @@
 `grad(f, x)` opens a new tape level, wraps every number/matrix leaf of x (a number, matrix,
 tuple or record, nested) in a Box of that level, calls f, and walks the tape backward from
 the result. Leaves the result does not depend on get zeros. Each call starts a fresh tape, so
-nothing accumulates across calls; nested calls use nested levels (grad of grad).
-"""
+nothing accumulates across calls; nested calls use nested levels (grad of grad)."""
 from __future__ import annotations
 
 import contextlib
