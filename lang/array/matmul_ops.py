@@ -44,16 +44,10 @@ def _vjp_matmul_plain(g, ans, saved, tracked, a, b):
     """First order, float matrices against one matrix: the products directly, a batch folded,
     without zmatmul's finiteness test of each product (the tape tests the pass's result once:
     tape.backward)."""
-    if type(g) is np.ndarray and type(a) is np.ndarray and type(b) is np.ndarray and b.ndim == 2 \
-            and a.ndim >= 2 and a.dtype.kind == "f" and b.dtype.kind == "f":
-        ga = np.matmul(g, b.T) if tracked[0] else None
-        gb = None
-        if tracked[1]:
-            gb = np.matmul(a.T, g) if a.ndim == 2 else np.matmul(_rows(a).T, _rows(g))
-        return ga, gb
-    if type(g) is not np.ndarray and type(g) in ARRAYS and type(g) is type(a) and type(b) is type(a) \
-            and b.ndim == 2 and a.ndim >= 2 and a.dtype.is_floating_point \
-            and g.dtype == a.dtype == b.dtype:      # torch: one float type (its @ does not promote)
+    t = type(g)
+    if t in ARRAYS and type(a) is t and type(b) is t and b.ndim == 2 and a.ndim >= 2 and (
+            a.dtype.kind == "f" and b.dtype.kind == "f" if t is np.ndarray      # NumPy's @ promotes
+            else a.dtype.is_floating_point and g.dtype == a.dtype == b.dtype):  # torch's does not
         ga = g @ b.T if tracked[0] else None
         gb = None
         if tracked[1]:
